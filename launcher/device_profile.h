@@ -1,0 +1,88 @@
+// DeviceProfile: what gculaunch knows about one kind of accelerator.
+//
+// Profiles are YAML files (configs/devices/*.yaml).  The ones shipped with
+// gculaunch are compiled into the binary, so the self-contained executable
+// needs no data files; `--device PATH.yaml` loads a user's own.  A profile
+// names the process-level visible-devices variable(s), how to count cards
+// from device files (no Python, no vendor tool), the collective backend and
+// library, and extra environment for the ranks.
+//
+// DeviceProbe is the only way the core looks at /dev and /sys, so tests run
+// against fake trees.
+//
+// Thread safety: plain values; a DeviceProbe is used from one thread.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/error.h"
+
+namespace gculaunch {
+
+struct DeviceProfile {
+  std::string name;                  ///< e.g. "enflame-gcu"
+  std::vector<std::string> aliases;  ///< e.g. {"gcu"}: accepted by --device
+  std::string description;
+  /// Process-level visible-devices variables, all set to the same list.  The
+  /// first one is read from the user's environment as the card pool.
+  std::vector<std::string> visible_env;
+  /// Directory and ECMAScript regex (matched against the whole file name) of
+  /// the device files that count cards; capture group 1 is the card id.
+  /// Empty pattern: the profile has no devices (cpu).
+  std::string device_dir = "/dev";
+  std::string device_pattern;
+  std::string driver_path;          ///< e.g. "/sys/module/enflame"; empty if none
+  std::string backend;              ///< torch.distributed backend: eccl, nccl, hccl, cncl, gloo
+  std::string collective_library;   ///< e.g. "libeccl.so" (file name prefix); empty if none
+  std::string python_module;        ///< vendor module, e.g. "torch_gcu"; empty if none
+  std::string socket_ifname_env;    ///< e.g. "NCCL_SOCKET_IFNAME"; empty if none
+  /// Extra variables for every rank, in file order.  Lowest layer: the user's
+  /// environment and --env override them.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string source;  ///< "built-in" or the YAML path it was read from
+
+  bool has_devices() const { return !device_pattern.empty(); }
+};
+
+/// A card found by a DeviceProbe.
+struct DeviceFile {
+  std::string path;  ///< e.g. "/dev/gcu3"
+  std::string id;    ///< the card id from the pattern's capture group, e.g. "3"
+};
+
+/// Looks at the machine.  The real one reads the file system under a root
+/// prefix ("/" normally; a fake tree in tests).
+class DeviceProbe {
+ public:
+  virtual ~DeviceProbe() = default;
+  /// Device files matching the profile, sorted by numeric id.
+  virtual std::vector<DeviceFile> FindDevices(const DeviceProfile& profile) const = 0;
+  /// Whether `path` (e.g. the driver path) exists.
+  virtual bool Exists(const std::string& path) const = 0;
+  /// Number of online CPUs (for --nproc-per-node cpu/auto).
+  virtual int CpuCount() const = 0;
+};
+
+/// The real probe: paths are looked up below `root` ("/" by default).
+class FileSystemDeviceProbe : public DeviceProbe {
+ public:
+  explicit FileSystemDeviceProbe(std::string root = "/") : root_(std::move(root)) {}
+  std::vector<DeviceFile> FindDevices(const DeviceProfile& profile) const override;
+  bool Exists(const std::string& path) const override;
+  int CpuCount() const override;
+
+ private:
+  std::string root_;
+};
+
+/// Parses one profile from YAML text.  `origin` names the file in errors
+/// ("configs/devices/x.yaml:12: unknown key 'visble_env'").
+Result<DeviceProfile> ParseDeviceProfile(const std::string& yaml_text, const std::string& origin);
+/// The profiles compiled into the binary, in a fixed order.
+const std::vector<DeviceProfile>& BuiltinDeviceProfiles();
+/// Finds a built-in profile by name or alias.
+Result<DeviceProfile> FindBuiltinProfile(const std::string& name);
+
+}  // namespace gculaunch

@@ -1,0 +1,15 @@
+# Writes OUTPUT: a C++ source defining the shipped device profiles' YAML text,
+# one raw string per file in INPUTS (sorted by file name).
+list(SORT INPUTS)
+set(body "// Generated from configs/devices/*.yaml by launcher/embed_profiles.cmake.\n")
+string(APPEND body "#include <string_view>\n#include <utility>\n#include <vector>\n\n")
+string(APPEND body "namespace gculaunch {\n\n")
+string(APPEND body "const std::vector<std::pair<std::string_view, std::string_view>>& BuiltinProfileTexts() {\n")
+string(APPEND body "  static const std::vector<std::pair<std::string_view, std::string_view>> texts = {\n")
+foreach(path IN LISTS INPUTS)
+  file(READ ${path} text)
+  get_filename_component(name ${path} NAME)
+  string(APPEND body "      {\"configs/devices/${name}\", R\"gculaunch_yaml(${text})gculaunch_yaml\"},\n")
+endforeach()
+string(APPEND body "  };\n  return texts;\n}\n\n}  // namespace gculaunch\n")
+file(WRITE ${OUTPUT} "${body}")

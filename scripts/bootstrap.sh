@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bootstrap.sh - install every package gculaunch needs to build, test and
+# benchmark, from Debian's archive only.  Idempotent: a second run installs
+# nothing.  Needs root (apt-get).
+#
+#   scripts/bootstrap.sh
+#
+# The Boost 1.81 set is named explicitly: Debian's default libboost-dev is
+# 1.74, and the 1.81 -dev packages conflict with it (shared/docs pitfall).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential g++ cmake make pkg-config ca-certificates
+  # libraries (static archives come with the -dev packages)
+  libboost1.81-dev libboost-filesystem1.81-dev libboost-system1.81-dev
+  libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  catch2
+  # fuzzing: libclang-rt-14-dev is only a recommendation of clang
+  clang libclang-rt-14-dev
+  # real PyTorch clients (1.13, CPU, gloo) for the integration tests
+  python3 python3-torch
+  # test hosts and chroots: network namespaces, debootstrap, process tools
+  iproute2 procps psmisc util-linux debootstrap binutils file
+  # packaging checks
+  dpkg-dev fakeroot
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "bootstrap: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [[ $EUID -ne 0 ]]; then
+  echo "bootstrap: missing packages: ${missing[*]}; run this script as root to install them" >&2
+  exit 1
+fi
+
+echo "bootstrap: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# demo_allreduce.sh - install, build, and run the main job: a real 4-process
+# PyTorch (gloo) all-reduce on CPU, launched by gculaunch.
+#
+#   scripts/demo_allreduce.sh [NPROC]
+set -euo pipefail
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd -- "$here/.." && pwd)
+nproc=${1:-4}
+
+"$here/bootstrap.sh"
+"$here/build.sh"
+cd "$top"
+exec build/launcher/gculaunch --standalone --nproc-per-node "$nproc" --device cpu \
+  examples/allreduce.py
