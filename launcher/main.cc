@@ -1,7 +1,21 @@
-// gculaunch entry point (placeholder until the launcher core lands).
-#include <cstdio>
+// gculaunch's entry point: the only place that reads the process environment.
+//
+//   gculaunch store ...           the rendezvous store alone (rendezvous/store_command.h)
+//   gculaunch [OPTIONS] SCRIPT    launch or dry-run a job (launcher/launcher_main.h)
+#include <string>
+#include <string_view>
+#include <vector>
 
-int main() {
-  std::puts("gculaunch " GCULAUNCH_VERSION);
-  return 0;
+#include "launcher/env_map.h"
+#include "launcher/launcher_main.h"
+#include "rendezvous/store_command.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "store") {
+    return gculaunch::rendezvous::StoreMain({args.begin() + 1, args.end()});
+  }
+  return gculaunch::LauncherMain(args, gculaunch::EnvMap::FromEnviron(environ));
 }
