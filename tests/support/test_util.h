@@ -41,8 +41,10 @@ void WriteFile(const std::string& path, const std::string& text);
 /// Creates a FIFO at `path`.
 void MakeFifo(const std::string& path);
 /// Opens the FIFO for reading (blocks until a writer opens it) and returns
-/// everything written until the writer closes it.
-std::string ReadFifo(const std::string& path);
+/// everything written until the writer closes it.  With `lines` > 1, keeps
+/// re-opening until that many newline-terminated lines arrived (several
+/// writers, one after the other).
+std::string ReadFifo(const std::string& path, int lines = 1);
 
 /// Runs `io` one handler at a time until `done()` is true.  A guard timer
 /// fails the run (returns false) after `limit`, so a broken test fails

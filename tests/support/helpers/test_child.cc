@@ -12,6 +12,8 @@
 //   record SIG FILE       on SIG: append "SIG\n" to FILE and carry on
 //   ignore SIG            set SIG to SIG_IGN
 //   fifo PATH TEXT        open the FIFO PATH for writing and write TEXT + "\n" (a readiness signal)
+//   readfifo PATH         open the FIFO PATH for reading and read until end-of-file
+//   pidfile FILE          write this process's pid to FILE
 //   grandchild FILE       fork a child that stays in this process group and sleeps;
 //                         write its pid to FILE
 //   lines N WIDTH TAG     write N lines "TAG <i> <WIDTH x's>" to stdout as fast as possible
@@ -47,7 +49,7 @@ struct SignalAction {
   int sig = 0;
   char file[512] = {};
   int exit_code = -1;  // -1: carry on
-  char name[16] = {};
+  char line[16] = {};  // "NAME\n", written with one write() so lines from processes never mix
 };
 SignalAction g_actions[65];
 
@@ -77,8 +79,7 @@ void Handler(int sig) {
   const SignalAction& action = g_actions[sig];
   const int fd = ::open(action.file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd >= 0) {
-    WriteAll(fd, action.name, std::strlen(action.name));
-    WriteAll(fd, "\n", 1);
+    WriteAll(fd, action.line, std::strlen(action.line));
     ::close(fd);
   }
   if (action.exit_code >= 0) ::_exit(action.exit_code);
@@ -89,7 +90,7 @@ void Install(const std::string& name, const std::string& file, int exit_code) {
   SignalAction& action = g_actions[sig];
   action.sig = sig;
   std::snprintf(action.file, sizeof action.file, "%s", file.c_str());
-  std::snprintf(action.name, sizeof action.name, "%s", name.c_str());
+  std::snprintf(action.line, sizeof action.line, "%s\n", name.c_str());
   action.exit_code = exit_code;
   struct sigaction sa {};
   sa.sa_handler = Handler;
@@ -207,6 +208,13 @@ int main(int argc, char** argv) {
       WriteAll(fd, text.data(), text.size());
       ::close(fd);
       i += 2;
+    } else if (step == "readfifo") {
+      need(i, 1);
+      const int fd = ::open(args[++i].c_str(), O_RDONLY | O_CLOEXEC);
+      char buf[256];
+      while (fd >= 0 && (::read(fd, buf, sizeof buf) > 0 || errno == EINTR)) {
+      }
+      if (fd >= 0) ::close(fd);
     } else if (step == "grandchild") {
       need(i, 1);
       const pid_t pid = ::fork();
@@ -214,6 +222,15 @@ int main(int argc, char** argv) {
         for (;;) ::pause();
       }
       const std::string text = std::to_string(pid) + "\n";
+      const std::string tmp = args[i + 1] + ".tmp";
+      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      WriteAll(fd, text.data(), text.size());
+      ::close(fd);
+      ::rename(tmp.c_str(), args[i + 1].c_str());
+      ++i;
+    } else if (step == "pidfile") {
+      need(i, 1);
+      const std::string text = std::to_string(::getpid()) + "\n";
       const std::string tmp = args[i + 1] + ".tmp";
       const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       WriteAll(fd, text.data(), text.size());
