@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/device_profile.h"
+#include "launcher/one_line.h"
 
 // The CLI11 adapter.  CLI11 only splits the command line into raw strings
 // (it is told every value is TEXT); the PET_* fallback and all value checks
@@ -601,7 +602,9 @@ bool CliOptions::FromCommandLine(std::string_view name) const {
   return it != given.end() && it->second.rfind("--", 0) == 0;
 }
 
-Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env) {
+namespace {
+
+Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env) {
   CLI::App app(kDescription, "gculaunch");
   app.formatter(std::make_shared<HelpFormatter>());
   app.get_formatter()->column_width(44);
@@ -681,6 +684,14 @@ Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& e
     }
     if (!applied.ok()) return applied.error();
   }
+  return result;
+}
+
+}  // namespace
+
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env) {
+  auto result = Parse(args, env);
+  if (!result.ok()) return OneLine(result.error());
   return result;
 }
 

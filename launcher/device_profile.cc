@@ -15,6 +15,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "launcher/one_line.h"
+
 // This file is the yaml-cpp adapter: every yaml-cpp exception is caught in
 // ParseDeviceProfile and turned into an Error naming the file and line.
 
@@ -286,7 +288,9 @@ std::string Lower(std::string s) {
 
 }  // namespace
 
-Result<DeviceProfile> ParseDeviceProfile(const std::string& yaml_text, const std::string& origin) {
+namespace {
+
+Result<DeviceProfile> Parse(const std::string& yaml_text, const std::string& origin) {
   ProfileReader reader(origin);
   try {
     YAML::Node root = YAML::Load(yaml_text);
@@ -304,6 +308,14 @@ Result<DeviceProfile> ParseDeviceProfile(const std::string& yaml_text, const std
     return Error{origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg,
                  "fix the YAML syntax"};
   }
+}
+
+}  // namespace
+
+Result<DeviceProfile> ParseDeviceProfile(const std::string& yaml_text, const std::string& origin) {
+  auto profile = Parse(yaml_text, origin);
+  if (!profile.ok()) return OneLine(profile.error());
+  return profile;
 }
 
 const std::vector<DeviceProfile>& BuiltinDeviceProfiles() {

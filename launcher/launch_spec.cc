@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "launcher/cli.h"
+#include "launcher/one_line.h"
 #include "launcher/rank_env.h"
 
 namespace gculaunch {
@@ -298,9 +300,14 @@ class SpecBuilder {
       std::string item;
       while (std::getline(in, item, ',')) {
         item = Trim(item);
-        if (item.empty() || !seen.insert(item).second) {
-          return Error{var + "='" + value + "': " +
-                           (item.empty() ? "empty entry" : "card " + item + " is listed twice"),
+        const bool bad = std::any_of(item.begin(), item.end(), [](unsigned char c) {
+          return std::isspace(c) != 0 || std::iscntrl(c) != 0;
+        });
+        if (item.empty() || bad || !seen.insert(item).second) {
+          const std::string problem = item.empty() ? "empty entry"
+                                      : bad        ? "'" + item + "' is not a card id"
+                                                   : "card " + item + " is listed twice";
+          return Error{var + "='" + value + "': " + problem,
                        "list each card once, e.g. " + var + "=0,1,2,3"};
         }
         spec_.device_pool.push_back(item);
@@ -593,7 +600,10 @@ bool IsExecutableFile(const std::string& path) {
 Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
                                   const PlatformInfo& platform) {
-  return SpecBuilder(options, env, probe, files, platform).Build();
+  auto spec = SpecBuilder(options, env, probe, files, platform).Build();
+  if (!spec.ok()) return OneLine(spec.error());
+  for (std::string& note : spec->notes) note = OneLine(note);
+  return spec;
 }
 
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {

@@ -347,6 +347,13 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
   }
 }
 
+TEST_CASE("cli: control characters in values cannot break the one-line message", "[cli]") {
+  CHECK(ParseError({"--env", "A\nB", "x.py"}) ==
+        "gculaunch: --env 'A\\nB': expected KEY=VALUE (fix: e.g. --env ECCL_DEBUG=INFO)");
+  CHECK(ParseError({"--bind", "all\r\x01", "x.py"}) ==
+        "gculaunch: --bind 'all\\r\\x01': expected all or rank (fix: e.g. --bind rank)");
+}
+
 TEST_CASE("cli: errors from PET_ variables name the variable", "[cli]") {
   CHECK(ParseError({"x.py"}, EnvMap{{"PET_NNODES", "1:4"}}) ==
         "gculaunch: PET_NNODES '1:4': elastic ranges are not supported (fix: give a fixed count "

@@ -169,6 +169,9 @@ TEST_CASE("device profiles: strict parsing names file, line and key", "[device_p
         "remove it from env:)");
   CHECK(ParseError("name: x\nbackend: gloo\n  bad: [\n") ==
         "gculaunch: my.yaml:3: illegal map value (fix: fix the YAML syntax)");
+  CHECK(ParseError("name: \"a\\nb\"\nbackend: gloo\n") ==
+        "gculaunch: my.yaml:1: 'name': 'a\\nb' is not a valid profile name (fix: use lower-case "
+        "letters, digits, '.', '_' and '-')");
   CHECK(ParseError("- a\n- b\n") ==
         "gculaunch: my.yaml:1: a device profile must be a YAML mapping (fix: start with name: and "
         "backend: keys)");

@@ -205,6 +205,22 @@ TEST_CASE("launch spec: --device auto picks the first profile with device files"
         "set OMP_NUM_THREADS to choose another value)\n");
 }
 
+TEST_CASE("launch spec: --device auto on a fake /dev tree (--sysroot)", "[launch_spec]") {
+  testing::TempDir root;
+  for (int i = 0; i < 4; ++i) root.Write("dev/gcu" + std::to_string(i));
+  root.Write("dev/gcuctl");
+  root.Write("dev/nvidia0");
+  Fixture f;
+  auto cli = ParseCli({"--sysroot", root.path(), "--nproc-per-node", "auto", "x.py"}, f.env);
+  REQUIRE(cli.ok());
+  FileSystemDeviceProbe probe(*cli->options.sysroot);
+  auto spec = MakeLaunchSpec(cli->options, f.env, probe, f.files);
+  REQUIRE(spec.ok());
+  CHECK(spec->profile.name == "enflame-gcu");
+  CHECK(spec->nproc_per_node == 4);
+  CHECK(spec->device_pool == std::vector<std::string>{"0", "1", "2", "3"});
+}
+
 TEST_CASE("launch spec: device files keep host minors, the pool holds runtime indices",
           "[launch_spec]") {
   Fixture f;
@@ -262,6 +278,10 @@ TEST_CASE("launch spec: bad visible-devices lists", "[launch_spec]") {
   CHECK(f.Err({"--device", "gcu", "x.py"}) ==
         "gculaunch: TOPS_VISIBLE_DEVICES='1,2,': empty entry (fix: list each card once, e.g. "
         "TOPS_VISIBLE_DEVICES=0,1,2,3)");
+  f.env.Set("TOPS_VISIBLE_DEVICES", "0\n1");
+  CHECK(f.Err({"--device", "gcu", "x.py"}) ==
+        "gculaunch: TOPS_VISIBLE_DEVICES='0\\n1': '0\\n1' is not a card id (fix: list each card "
+        "once, e.g. TOPS_VISIBLE_DEVICES=0,1,2,3)");
   // Another profile's variable is not read.
   CHECK(f.Spec({"--device", "cpu", "x.py"}).device_pool.empty());
 }

@@ -64,6 +64,43 @@ TEST_CASE("rank env: the complete environment of a GCU rank", "[rank_env]") {
   CHECK(env == expected);
 }
 
+TEST_CASE("rank env: the complete environment of a CPU --standalone rank", "[rank_env]") {
+  LaunchSpec spec;
+  spec.nproc_per_node = 4;
+  spec.world_size = 4;
+  spec.master_port = 0;
+  spec.standalone = true;
+  spec.profile = *FindBuiltinProfile("cpu");
+  spec.omp_num_threads_default = "1";
+  const EnvMap base{{"PATH", "/usr/bin"}, {"OMP_NUM_THREADS", "2"}};
+  const EnvMap env = BuildRankEnv(spec, base, 3, 0, RankRuntime{"41000", "f00d", "/tmp/s"});
+  const EnvMap expected{
+      {"PATH", "/usr/bin"},
+      {"OMP_NUM_THREADS", "2"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"PYTHONUNBUFFERED", "1"},
+      {"LOCAL_RANK", "3"},
+      {"RANK", "3"},
+      {"GROUP_RANK", "0"},
+      {"ROLE_RANK", "3"},
+      {"ROLE_NAME", "default"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"WORLD_SIZE", "4"},
+      {"GROUP_WORLD_SIZE", "1"},
+      {"ROLE_WORLD_SIZE", "4"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", "41000"},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RUN_ID", "f00d"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"TORCHELASTIC_ERROR_FILE", "/tmp/s/attempt_0/3/error.json"},
+      {"GCULAUNCH_BACKEND", "gloo"},
+  };
+  CHECK(env == expected);
+}
+
 TEST_CASE("rank env: --bind rank gives each rank its own card", "[rank_env]") {
   LaunchSpec spec = GcuSpec();
   spec.bind = DeviceBind::kRank;
