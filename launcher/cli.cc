@@ -568,17 +568,33 @@ void AddFlags(CLI::App& app, std::map<std::string, std::string>& values,
   }
 }
 
-// Converts a CLI11 parse error into our one-line Error.
+const FlagDef* FlagNamed(const std::string& flag) {
+  for (const FlagDef& def : kFlags) {
+    if (flag == "--" + std::string(def.name) || flag == "--" + Underscored(def.name)) return &def;
+  }
+  return nullptr;
+}
+
+// Converts a CLI11 parse error into our one-line Error.  CLI11 names the flag
+// by its first long name; the two messages users meet are reworded.
 Error FromCli11(const CLI::ParseError& e) {
   const std::string message = e.what();
   if (e.get_name() == "ArgumentMismatch") {
     // "--nnodes: 1 required TEXT missing"
     const std::string flag = message.substr(0, message.find(':'));
-    for (const FlagDef& def : kFlags) {
-      if (flag == "--" + std::string(def.name) || flag == "--" + Underscored(def.name)) {
-        return Error{flag + " needs a value (" + def.value + ")",
-                     "e.g. --" + std::string(def.name) + " VALUE; see gculaunch --help"};
-      }
+    if (const FlagDef* def = FlagNamed(flag)) {
+      return Error{flag + " needs a value",
+                   "write it as " + flag + " " + def->value + "; see gculaunch --help"};
+    }
+  }
+  if (e.get_name() == "ConversionError") {
+    // "Could not convert: --dry-run = maybe": a value given to a boolean flag.
+    const std::string prefix = "Could not convert: ";
+    const size_t eq = message.find(" = ");
+    if (message.rfind(prefix, 0) == 0 && eq != std::string::npos) {
+      const std::string flag = message.substr(prefix.size(), eq - prefix.size());
+      return Error{flag + " '" + message.substr(eq + 3) + "': this flag takes no value",
+                   "write just " + flag + " (or " + flag + "=true / " + flag + "=false)"};
     }
   }
   return Error{message, "see gculaunch --help"};
@@ -606,22 +622,21 @@ namespace {
 
 Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env) {
   CLI::App app(kDescription, "gculaunch");
-  app.formatter(std::make_shared<HelpFormatter>());
-  app.get_formatter()->column_width(44);
-  app.prefix_command();
-  app.footer(kFooter);
   bool version = false;
-  app.add_flag("--version", version, "print gculaunch's version and exit");
-
   std::map<std::string, std::string> values;
   std::map<std::string, std::vector<std::string>> lists;
   std::map<std::string, bool> flags;
   std::map<std::string, CLI::Option*> options;
-  AddFlags(app, values, lists, flags, options);
 
   CliResult result;
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
+    app.formatter(std::make_shared<HelpFormatter>());
+    app.get_formatter()->column_width(44);
+    app.prefix_command();
+    app.footer(kFooter);
+    app.add_flag("--version", version, "print gculaunch's version and exit");
+    AddFlags(app, values, lists, flags, options);
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     result.action = CliAction::kHelp;
@@ -629,6 +644,9 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env)
     return result;
   } catch (const CLI::ParseError& e) {
     return FromCli11(e);
+  } catch (const CLI::Error& e) {
+    return Error{std::string("internal error in the command-line parser: ") + e.what(),
+                 "please report this as a gculaunch bug"};
   }
   if (version) {
     result.action = CliAction::kVersion;

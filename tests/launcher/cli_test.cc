@@ -269,8 +269,15 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
       {{"--frobnicate=3", "x.py"},
        "gculaunch: unknown flag '--frobnicate' (fix: see gculaunch --help (gculaunch's flags go "
        "before SCRIPT))"},
-      {{"--nnodes"}, "gculaunch: --nnodes needs a value (N) (fix: e.g. --nnodes VALUE; see "
+      {{"--nnodes"}, "gculaunch: --nnodes needs a value (fix: write it as --nnodes N; see "
                      "gculaunch --help)"},
+      {{"--env"}, "gculaunch: --env needs a value (fix: write it as --env KEY=VALUE; see "
+                  "gculaunch --help)"},
+      {{"--nproc_per_node"}, "gculaunch: --nproc-per-node needs a value (fix: write it as "
+                             "--nproc-per-node N|auto|gpu|cpu; see gculaunch --help)"},
+      {{"--dry-run=maybe", "x.py"},
+       "gculaunch: --dry-run 'maybe': this flag takes no value (fix: write just --dry-run (or "
+       "--dry-run=true / --dry-run=false))"},
       {{"--nnodes", "1:4", "x.py"},
        "gculaunch: --nnodes '1:4': elastic ranges are not supported (fix: give a fixed count "
        "such as --nnodes 4)"},
