@@ -381,8 +381,15 @@ class SpecBuilder {
         break;
       }
     }
+    const long long world = static_cast<long long>(spec_.nnodes) * spec_.nproc_per_node;
+    if (world > (1LL << 24)) {
+      return Error{std::to_string(spec_.nnodes) + " nodes x " +
+                       std::to_string(spec_.nproc_per_node) + " ranks is more than " +
+                       std::to_string(1LL << 24) + " ranks",
+                   "check " + o_.Source("nnodes") + " and " + source};
+    }
     spec_.rank_offset = spec_.node_rank * spec_.nproc_per_node;
-    spec_.world_size = spec_.nnodes * spec_.nproc_per_node;
+    spec_.world_size = static_cast<int>(world);
     return OkStatus();
   }
 

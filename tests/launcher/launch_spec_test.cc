@@ -175,6 +175,10 @@ TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
         "or drop --worker-port)");
   CHECK(f.Err({"--format", "json", "x.py"}) ==
         "gculaunch: --format only applies to --dry-run (fix: add --dry-run, or drop --format)");
+  CHECK(f.Err({"--nnodes", "100000", "--master-addr", "n", "--nproc-per-node", "65536",
+               "x.py"}) ==
+        "gculaunch: 100000 nodes x 65536 ranks is more than 16777216 ranks (fix: check --nnodes "
+        "and --nproc-per-node)");
   f.env.Set("PET_NNODES", "3");
   CHECK(f.Err({"--standalone", "x.py"}) ==
         "gculaunch: --standalone runs a single node but PET_NNODES is 3 (fix: drop "
