@@ -73,7 +73,7 @@ TEST_CASE("rank env: the complete environment of a CPU --standalone rank", "[ran
   spec.profile = *FindBuiltinProfile("cpu");
   spec.omp_num_threads_default = "1";
   const EnvMap base{{"PATH", "/usr/bin"}, {"OMP_NUM_THREADS", "2"}};
-  const EnvMap env = BuildRankEnv(spec, base, 3, 0, RankRuntime{"41000", "f00d", "/tmp/s"});
+  const EnvMap env = BuildRankEnv(spec, base, 3, 0, RankRuntime{"41000", "f00d", "/scratch/s"});
   const EnvMap expected{
       {"PATH", "/usr/bin"},
       {"OMP_NUM_THREADS", "2"},
@@ -95,7 +95,7 @@ TEST_CASE("rank env: the complete environment of a CPU --standalone rank", "[ran
       {"TORCHELASTIC_MAX_RESTARTS", "0"},
       {"TORCHELASTIC_RUN_ID", "f00d"},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-      {"TORCHELASTIC_ERROR_FILE", "/tmp/s/attempt_0/3/error.json"},
+      {"TORCHELASTIC_ERROR_FILE", "/scratch/s/attempt_0/3/error.json"},
       {"GCULAUNCH_BACKEND", "gloo"},
   };
   CHECK(env == expected);
@@ -162,7 +162,7 @@ TEST_CASE("rank env: a CPU launch with rank 0 hosting the store", "[rank_env]") 
   spec.role = "trainer";
   const EnvMap base{{"GCULAUNCH_DEVICE", "3"}, {"GCULAUNCH_DEVICE_INDEX", "3"},
                     {"CUDA_VISIBLE_DEVICES", "1"}};
-  const EnvMap env = BuildRankEnv(spec, base, 1, 0, RankRuntime{"41234", "abc", "/tmp/r"});
+  const EnvMap env = BuildRankEnv(spec, base, 1, 0, RankRuntime{"41234", "abc", "/scratch/r"});
   CHECK(env.Get("TORCHELASTIC_USE_AGENT_STORE") == "False");
   CHECK(env.Get("MASTER_PORT") == "41234");
   CHECK(env.Get("ROLE_NAME") == "trainer");
@@ -171,7 +171,7 @@ TEST_CASE("rank env: a CPU launch with rank 0 hosting the store", "[rank_env]") 
   CHECK_FALSE(env.Has("GCULAUNCH_DEVICE_INDEX"));
   CHECK_FALSE(env.Has("OMP_NUM_THREADS"));   // spec has no default
   CHECK(env.Get("CUDA_VISIBLE_DEVICES") == "1");  // not the cpu profile's variable
-  CHECK(env.Get("TORCHELASTIC_ERROR_FILE") == "/tmp/r/attempt_0/1/error.json");
+  CHECK(env.Get("TORCHELASTIC_ERROR_FILE") == "/scratch/r/attempt_0/1/error.json");
 }
 
 TEST_CASE("rank env: argv substitutes ${local_rank} after argv[0], as torchrun does",
@@ -193,11 +193,11 @@ TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]")
   CHECK(RankErrorFile({"1", "r", "/d"}, 2, 5) == "/d/attempt_2/5/error.json");
 
   LaunchSpec spec = GcuSpec();
-  const LaunchChoices choices{"40000", "generated", "/tmp/gculaunch_x"};
+  const LaunchChoices choices{"40000", "generated", "/scratch/gculaunch_x"};
   RankRuntime fixed = ResolveRankRuntime(spec, choices);
   CHECK(fixed.master_port == "29500");
   CHECK(fixed.run_id == "job7");
-  CHECK(fixed.error_file_root == "/tmp/gculaunch_x");
+  CHECK(fixed.error_file_root == "/scratch/gculaunch_x");
 
   spec.master_port = 0;
   spec.run_id.clear();
