@@ -96,8 +96,9 @@ class FileSystemDeviceProbe : public DeviceProbe {
 const std::vector<std::pair<std::string_view, std::string_view>>& BuiltinProfileTexts();
 
 /// Parses one profile from YAML text.  Strict: unknown keys, wrong types and
-/// missing required keys are errors naming "<origin>:<line>" and the key.  `origin` names the file in errors
-/// ("configs/devices/x.yaml:12: unknown key 'visble_env'").
+/// missing required keys are errors naming "<origin>:<line>" and the key
+/// ("configs/devices/x.yaml:12: unknown key 'visble_env'").  The schema is in
+/// configs/devices/README.md.
 Result<DeviceProfile> ParseDeviceProfile(const std::string& yaml_text, const std::string& origin);
 /// The profiles compiled into the binary, sorted by (auto_order, name): the
 /// order in which `--device auto` tries them.  (A shipped profile that does

@@ -74,8 +74,9 @@ std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank);
 /// "<error_file_root>/attempt_<restart_count>/<local_rank>/error.json".
 std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank);
 
-/// The variables BuildRankEnv always sets itself (torchrun's per-rank set,
-/// GCULAUNCH_*, and the profile's visible-devices variables).
+/// The variables BuildRankEnv decides itself, whatever the layers below say
+/// (torchrun's per-rank set, GCULAUNCH_*, the profile's visible-devices
+/// variables); --env may not set them.
 std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile);
 
 /// The text shown in a visible-devices variable for a rank that has no card
