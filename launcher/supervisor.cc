@@ -72,7 +72,9 @@ void Supervisor::StartAttempt(int restart_count) {
 
   auto plan = planner_.PlanAttempt(restart_count);
   if (!plan.ok()) {
-    log_.error("{}", plan.error().Format());
+    const Error& e = plan.error();
+    log_.error("the ranks could not be prepared: {}{}", e.what,
+               e.hint.empty() ? "" : " (fix: " + e.hint + ")");
     outcome_.start_error = plan.error();
     Dispatch(PolicyEvent::SpawnFailed(-1));
     return;
@@ -80,8 +82,9 @@ void Supervisor::StartAttempt(int restart_count) {
   int failed_local_rank = -1;
   auto started = group_->Start(*plan, &failed_local_rank);
   if (!started.ok()) {
-    log_.error("cannot start local rank {}: {}", failed_local_rank,
-               started.error().Format().substr(11));
+    const Error& e = started.error();
+    log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,
+               e.hint.empty() ? "" : " (fix: " + e.hint + ")");
     outcome_.start_error = started.error();
     outcome_.start_error_local_rank = failed_local_rank;
     Dispatch(PolicyEvent::SpawnFailed(failed_local_rank));
