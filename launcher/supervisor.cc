@@ -135,9 +135,8 @@ void Supervisor::Execute(const PolicyAction& action) {
     }
     case A::kReportStuck: {
       outcome_.stuck = group_->Survivors();
-      log_.error("{} process(es) survived SIGKILL for {} and cannot be reaped:",
+      log_.error("{} process(es) survived SIGKILL for {}; giving up on them (listed below)",
                  outcome_.stuck.size(), Seconds(config_.kill_wait));
-      for (const sys::ProcInfo& info : outcome_.stuck) log_.error("  {}", info.Describe());
       break;
     }
     case A::kExit:

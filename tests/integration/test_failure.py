@@ -1,0 +1,104 @@
+"""A failing rank: gculaunch stops the others, exits with the rank's code,
+names the rank and shows its traceback, writes --summary-json and, when
+nested under another launcher, that launcher's TORCHELASTIC_ERROR_FILE.
+Nothing is left running."""
+import json
+import os
+import signal
+import unittest
+
+import gltest
+
+FAILING = r"""
+import os, sys, time
+rank = int(os.environ["RANK"])
+if rank == 1:
+    def inner():
+        raise ValueError("rank one cannot go on")
+    inner()
+print("rank %d waiting" % rank, flush=True)
+time.sleep(120)
+"""
+
+RECORDED = r"""
+import os, sys, time
+from torch.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    if int(os.environ["RANK"]) == 2:
+        raise KeyError("recorded failure")
+    time.sleep(120)
+
+main()
+"""
+
+
+class Failure(unittest.TestCase):
+    def test_failing_rank_code_summary_and_no_survivor(self):
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "fail.py")
+            with open(script, "w") as f:
+                f.write(FAILING)
+            summary = os.path.join(tmp, "summary.json")
+            with gltest.Job(["--nproc-per-node", "3", "--device", "cpu", "--python",
+                             gltest.PYTHON, "--summary-json", summary, script]) as job:
+                code = job.wait(timeout=60)
+                self.assertEqual(code, 1, job.stderr)
+                err = job.stderr
+                self.assertIn("gculaunch: rank 1 failed (local rank 1, node 0", err)
+                self.assertIn("exit code 1", err)
+                self.assertIn("gculaunch:   | ValueError: rank one cannot go on", err)
+                self.assertIn("gculaunch:   | Traceback (most recent call last):", err)
+                self.assertTrue(err.rstrip().endswith("gculaunch: exit code 1 (rank_failed)"),
+                                err)
+                self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
+            with open(summary) as f:
+                doc = json.load(f)
+            self.assertEqual(doc["exit_code"], 1)
+            self.assertEqual(doc["outcome"], "rank_failed")
+            self.assertEqual(doc["root_cause"]["rank"], 1)
+            self.assertEqual(doc["root_cause"]["message"], "ValueError: rank one cannot go on")
+            self.assertEqual(len(doc["ranks"]), 3)
+            others = [r for r in doc["ranks"] if r["rank"] != 1]
+            self.assertTrue(all(r["signal"] == "SIGTERM" for r in others), doc["ranks"])
+
+    def test_signal_death_gives_128_plus_signal(self):
+        with gltest.Job(gltest.child_args("eprint", "about to crash", "kill", "SEGV")
+                        + []) as job:
+            code = job.wait(timeout=60)
+            self.assertEqual(code, 128 + signal.SIGSEGV, job.stderr)
+            self.assertIn("signal 11 (SIGSEGV)", job.stderr)
+            self.assertIn("gculaunch:   | about to crash", job.stderr)
+
+    def test_error_file_is_honoured_and_forwarded_to_a_parent_launcher(self):
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "recorded.py")
+            with open(script, "w") as f:
+                f.write(RECORDED)
+            parent = os.path.join(tmp, "parent", "error.json")
+            summary = os.path.join(tmp, "summary.json")
+            log_dir = os.path.join(tmp, "logs")
+            with gltest.Job(["--nproc-per-node", "3", "--device", "cpu", "--python",
+                             gltest.PYTHON, "--log-dir", log_dir, "--run-id", "rec",
+                             "--summary-json", summary, script],
+                            extra_env={"TORCHELASTIC_ERROR_FILE": parent}) as job:
+                code = job.wait(timeout=120)
+                self.assertEqual(code, 1, job.stderr)
+                rank_file = os.path.join(log_dir, "rec", "attempt_0", "2", "error.json")
+                self.assertIn("error file %s: KeyError: 'recorded failure'" % rank_file,
+                              job.stderr)
+                self.assertIn("traceback from the error file:", job.stderr)
+            with open(parent) as f:
+                nested = json.load(f)
+            self.assertEqual(nested["message"]["errorCode"], 1)
+            self.assertEqual(nested["message"]["message"], "KeyError: 'recorded failure'")
+            self.assertIn("raise KeyError", nested["message"]["extraInfo"]["py_callstack"])
+            with open(summary) as f:
+                doc = json.load(f)
+            self.assertEqual(doc["root_cause"]["rank"], 2)
+            self.assertEqual(doc["root_cause"]["error_file"], rank_file)
+
+
+if __name__ == "__main__":
+    unittest.main()
