@@ -175,6 +175,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     }
     scratch = pattern;
     choices.scratch_dir = scratch;
+    if (guardian) guardian->RemoveAtExit(scratch);
   }
   const RankRuntime runtime = ResolveRankRuntime(spec, choices);
   if (!spec.omp_num_threads_default.empty()) {
@@ -206,6 +207,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     config.policy.max_restarts = spec.max_restarts;
     config.grace = std::chrono::milliseconds(static_cast<long long>(spec.grace_period_s * 1000));
     config.kill_wait = options.kill_wait;
+    config.launcher_start = options.started;
     // SIGHUP: the session really ended only when gculaunch has a terminal;
     // a SIG_IGN inherited from nohup stays.
     config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
@@ -275,12 +277,11 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
 
   if (guardian) {
     if (all_groups_empty) {
-      guardian->Done();
+      guardian->Done(/*reap=*/false);  // it removes the scratch directory after we are gone
     } else {
-      guardian->Abandon();  // it SIGKILLs what is left, once more
+      guardian->Abandon();  // it SIGKILLs what is left, once more, and cleans up
     }
-  }
-  if (!scratch.empty()) {
+  } else if (!scratch.empty()) {
     std::error_code ec;
     fs::remove_all(scratch, ec);
   }

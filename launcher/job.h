@@ -33,6 +33,7 @@ struct JobOptions {
   bool force_sigchld = false;                 ///< GCULAUNCH_CHILD_WATCHER=sigchld
   std::chrono::milliseconds kill_wait{5000};  ///< SIGKILL -> stuck report
   std::chrono::milliseconds output_flush{10000};  ///< at exit, for a console that does not drain
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 /// Runs the job; returns gculaunch's exit code (exit_codes.h).

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -43,6 +44,7 @@ void UseRank0Store(LaunchSpec& spec) {
 }  // namespace
 
 int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
+  const auto started = std::chrono::steady_clock::now();
   auto sink = std::make_shared<LogSink>();
   auto logger = MakeLogger(sink, env.GetOr("GCULAUNCH_LOG_LEVEL", "info"));
 
@@ -70,6 +72,7 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
   }
 
   JobOptions job;
+  job.started = started;
   job.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
   return RunJob(*spec, env, *logger, *sink, job);
 }

@@ -80,7 +80,15 @@ void Supervisor::StartAttempt(int restart_count) {
     return;
   }
   int failed_local_rank = -1;
+  const auto spawn_begin = std::chrono::steady_clock::now();
   auto started = group_->Start(*plan, &failed_local_rank);
+  if (log_.should_log(spdlog::level::debug)) {
+    using Ms = std::chrono::duration<double, std::milli>;
+    const auto now = std::chrono::steady_clock::now();
+    log_.debug("attempt {}: {} rank(s) spawned in {:.1f} ms ({:.1f} ms after gculaunch started)",
+               restart_count, group_->size(), Ms(now - spawn_begin).count(),
+               Ms(now - config_.launcher_start).count());
+  }
   if (!started.ok()) {
     const Error& e = started.error();
     log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,

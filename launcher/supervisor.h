@@ -59,6 +59,8 @@ struct SupervisorConfig {
   std::chrono::milliseconds drain_poll{20};      ///< re-check of groups with lingering members
   HupMode hup = HupMode::kIgnore;
   bool catch_hup = true;  ///< false: SIGHUP keeps the SIG_IGN gculaunch inherited (nohup)
+  /// When gculaunch started, for the debug line that times each attempt's spawning.
+  std::chrono::steady_clock::time_point launcher_start = std::chrono::steady_clock::now();
 };
 
 /// How the job ended.

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <utility>
@@ -70,6 +71,7 @@ void SleepMs(long ms) {
 
   std::set<pid_t> groups;
   std::string pending;
+  std::string scratch;
   bool done = false;
   char buf[512];
   for (;;) {
@@ -83,6 +85,8 @@ void SleepMs(long ms) {
       pending.erase(0, nl + 1);
       if (msg == "done") {
         done = true;
+      } else if (msg.rfind("scratch ", 0) == 0) {
+        scratch = msg.substr(8);
       } else if (msg.size() > 1 && (msg[0] == '+' || msg[0] == '-')) {
         const long pgid = std::strtol(msg.c_str() + 1, nullptr, 10);
         if (pgid > 1) {
@@ -110,6 +114,10 @@ void SleepMs(long ms) {
         }
       }
     }
+  }
+  if (!scratch.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch, ignored);
   }
   ::_exit(0);
 }
@@ -162,8 +170,19 @@ void Guardian::SendRaw(const char* data, size_t len) {
   }
 }
 
-void Guardian::Done() {
+void Guardian::RemoveAtExit(const std::string& path) {
+  if (path.empty() || path.find('\n') != std::string::npos) return;
+  const std::string msg = "scratch " + path + "\n";
+  SendRaw(msg.data(), msg.size());
+}
+
+void Guardian::Done(bool reap) {
   SendRaw("done\n", 5);
+  if (!reap) {
+    pipe_.Reset();
+    pid_ = -1;  // not ours to wait for any more
+    return;
+  }
   CloseAndReap();
 }
 

@@ -15,11 +15,16 @@
 //     become /dev/null and every other descriptor is closed, so a harness
 //     reading gculaunch's stdout sees EOF when gculaunch exits), and chdir("/"),
 //   - reads newline-terminated messages from gculaunch:
-//       "+<pgid>"  a rank's group was started
-//       "-<pgid>"  that group was confirmed empty (its number may be reused)
-//       "done"     clean shutdown: every group is empty
+//       "+<pgid>"          a rank's group was started
+//       "-<pgid>"          that group was confirmed empty (its number may be reused)
+//       "scratch <path>"   gculaunch's temporary directory (error files)
+//       "done"             clean shutdown: every group is empty
 //   - on end-of-file without "done": SIGKILLs every recorded group, re-checks
-//     them briefly, and exits.
+//     them briefly;
+//   - in both cases removes the scratch directory, then exits.  Removing it
+//     here keeps that work off gculaunch's exit path (rmdir can take
+//     milliseconds per directory on disks mounted with discard) and also
+//     cleans up after a gculaunch that was killed.
 //
 // gculaunch writes with a non-blocking write end; a lost guardian is logged,
 // never fatal.  The destructor closes the pipe without "done" (so an early
@@ -29,6 +34,8 @@
 #pragma once
 
 #include <sys/types.h>
+
+#include <string>
 
 #include "launcher/error.h"
 #include "launcher/sys/unique_fd.h"
@@ -47,8 +54,12 @@ class Guardian {
 
   void GroupStarted(pid_t pgid) { Send('+', pgid); }
   void GroupGone(pid_t pgid) { Send('-', pgid); }
-  /// Every group is empty: the guardian exits without killing.  Reaps it.
-  void Done();
+  /// The guardian removes `path` (recursively) before it exits.
+  void RemoveAtExit(const std::string& path);
+  /// Every group is empty: the guardian exits without killing.  With `reap`,
+  /// waits for it; without, gculaunch exits first and the guardian finishes
+  /// its clean-up on its own (it is re-parented like any orphan).
+  void Done(bool reap = true);
   /// Closes the pipe without "done" (as if gculaunch had died) and reaps the
   /// guardian after it killed the recorded groups.
   void Abandon();

@@ -192,6 +192,10 @@ class Job:
                 self.proc.kill()
             except OSError:
                 pass
+        # The guardian may still be removing gculaunch's scratch directory
+        # for a moment after gculaunch exited: give tagged processes a short
+        # while to end on their own before the last-resort SIGKILL.
+        wait_no_tagged(self.tag, 3)
         kill_tagged(self.tag)
         try:
             self.wait(timeout=10)
