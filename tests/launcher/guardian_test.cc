@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "launcher/sys/child_watcher.h"
@@ -91,6 +93,24 @@ TEST_CASE("guardian leaves groups alone after 'done'", "[guardian]") {
   int status = 0;
   REQUIRE(::waitpid(leader, &status, 0) == leader);
   WaitGone(grandchild);
+}
+
+TEST_CASE("guardian removes the scratch directory on both ways out", "[guardian]") {
+  for (bool clean : {true, false}) {
+    testing::TempDir dir;
+    const std::string scratch = dir.File("scratch");
+    std::filesystem::create_directories(scratch + "/attempt_0/3");
+    testing::WriteFile(scratch + "/attempt_0/3/error.json", "{}");
+    auto guardian = Guardian::Start();
+    REQUIRE(guardian.ok());
+    guardian->RemoveAtExit(scratch);
+    if (clean) {
+      guardian->Done();  // reaps: the removal is over when it returns
+    } else {
+      guardian->Abandon();
+    }
+    CHECK_FALSE(std::filesystem::exists(scratch));
+  }
 }
 
 TEST_CASE("guardian ignores the signals that stop gculaunch", "[guardian]") {
