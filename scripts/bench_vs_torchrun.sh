@@ -10,11 +10,13 @@
 # timestamps.  Per repetition and launcher, in turn:
 #   start    launch -> every rank has run its first line (minus the same for
 #            8 Pythons started directly by this script: "overhead")
-#   exit     last rank's exit -> launcher exit (all ranks exit 0)
+#   exit     last rank's exit -> launcher exit (all ranks exit 0; minus the
+#            same for the 8 direct Pythons: "overhead")
 #   failure  a rank exits 1 (the others sleep) -> launcher exit
 #   restart  a rank exits 1 in attempt 0 -> every rank of attempt 1 started
 #            (--max-restarts 1)
 #   rss      the launcher process's peak resident set (VmHWM), sampled
+#   spawned  gculaunch only: its exec -> every rank exec'd, from its debug log
 # and prints medians and ratios (torchrun / gculaunch).
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS,
@@ -137,14 +139,24 @@ def run(launcher, mode, script):
                 e = dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(NPROC))
                 procs.append(subprocess.Popen([PYTHON, "-u", script, "ok", out], env=e,
                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+            sampler = RssSampler(procs[0].pid)  # the same polling load as for the launchers
+            sampler.start()
             for p in procs:
                 p.wait(timeout=RUN_TIMEOUT)
+            t_exit = time.time()
+            sampler.stop = True
+            sampler.join()
             starts = [read(os.path.join(out, "start.0.%d" % r)) for r in range(NPROC)]
-            return {"start": max(starts) - t_launch}
+            ends = [read(os.path.join(out, "end.%d" % r)) for r in range(NPROC)]
+            return {"start": max(starts) - t_launch, "exit": t_exit - max(ends)}
+        if launcher == "gculaunch":
+            env["GCULAUNCH_LOG_LEVEL"] = "debug"  # it then logs how long spawning took
+        errlog = os.path.join(out, "launcher.err")
         t_launch = time.time()
-        proc = subprocess.Popen(command(launcher, mode, out, script), env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        with open(errlog, "w") as err:
+            proc = subprocess.Popen(command(launcher, mode, out, script), env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, start_new_session=True)
         sampler = RssSampler(proc.pid)
         sampler.start()
         try:
@@ -154,6 +166,12 @@ def run(launcher, mode, script):
         t_exit = time.time()
         sampler.join()
         m = {"rss": sampler.peak_kb / 1024.0}
+        with open(errlog) as f:
+            for line in f:
+                # "attempt 0: 8 rank(s) spawned in 31.0 ms (34.2 ms after gculaunch started)"
+                if "attempt 0: " in line and "after gculaunch started" in line:
+                    m["spawned"] = float(line.split("(")[1].split()[0]) / 1e3
+        os.unlink(errlog)
         names = os.listdir(out)
         if mode == "ok":
             starts = [read(os.path.join(out, n)) for n in names if n.startswith("start.0.")]
@@ -206,9 +224,11 @@ def main():
         return statistics.median(values) if values else float("nan")
 
     base = med("direct", "start")
+    base_exit = med("direct", "exit")
     print("gculaunch vs torchrun 1.13 (%d ranks of trivial Python workers, %d interleaved "
           "repetitions, medians)" % (NPROC, REPS))
-    print("8 Pythons started directly by the harness: all started after %.1f ms" % (base * 1e3))
+    print("%d Pythons started directly by this script: all started after %.1f ms; last exit -> "
+          "all reaped %.1f ms" % (NPROC, base * 1e3, base_exit * 1e3))
     print()
     header = "%-34s %12s %12s %14s %10s %12s" % ("metric", "gculaunch", "torchrun",
                                                 "torchrun 0.1s", "ratio", "ratio 0.1s")
@@ -218,8 +238,10 @@ def main():
         ("launch -> all ranks started (ms)", "start", 1e3, None),
         ("  start overhead over direct (ms)", "start", 1e3, base),
         ("last rank exit -> launcher exit (ms)", "exit", 1e3, None),
+        ("  exit overhead over direct (ms)", "exit", 1e3, base_exit),
         ("failure -> launcher exit (ms)", "failure", 1e3, None),
         ("restart latency (ms)", "restart", 1e3, None),
+        ("  restart minus direct start (ms)", "restart", 1e3, base),
         ("peak launcher RSS (MB)", "rss", 1.0, None),
     ]
     for label, key, scale, minus in rows:
@@ -231,6 +253,8 @@ def main():
             vals.append(v * scale)
         g, t, t1 = vals
         print("%-34s %12.1f %12.1f %14.1f %9.1fx %11.1fx" % (label, g, t, t1, t / g, t1 / g))
+    print("%-34s %12.1f   (gculaunch's own debug log, attempt 0 of every run; target < 50 ms)"
+          % ("gculaunch exec -> all spawned (ms)", med("gculaunch", "spawned") * 1e3))
     counts = {n: {k: len(v) for k, v in results[n].items()} for n in launchers}
     print()
     print("samples per metric: %s" % counts)

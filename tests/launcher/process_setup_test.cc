@@ -1,0 +1,57 @@
+#include "launcher/sys/process_setup.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "launcher/sys/free_port.h"
+
+namespace gculaunch::sys {
+
+TEST_CASE("EnsureStdioOpen puts /dev/null on closed standard descriptors", "[process_setup]") {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(1);
+    EnsureStdioOpen();
+    const bool reopened = ::fcntl(1, F_GETFD) != -1;
+    int fds[2];
+    const bool pipe_above = ::pipe(fds) == 0 && fds[0] > 2 && fds[1] > 2;
+    ::_exit(reopened && pipe_above ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("IgnoreSigpipe and SignalIgnored", "[process_setup]") {
+  struct sigaction old {};
+  ::sigaction(SIGPIPE, nullptr, &old);
+  IgnoreSigpipe();
+  CHECK(SignalIgnored(SIGPIPE));
+  ::sigaction(SIGPIPE, &old, nullptr);
+  CHECK_FALSE(SignalIgnored(SIGPIPE) != (old.sa_handler == SIG_IGN));
+}
+
+TEST_CASE("HostName is known", "[process_setup]") { CHECK_FALSE(HostName().empty()); }
+
+TEST_CASE("PickFreePort returns a port that can be bound", "[process_setup]") {
+  auto port = PickFreePort();
+  REQUIRE(port.ok());
+  CHECK(*port > 0);
+  CHECK(*port < 65536);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  ::close(fd);
+}
+
+}  // namespace gculaunch::sys
