@@ -102,6 +102,55 @@ class Output(unittest.TestCase):
             self.assertEqual(sorted(job.stdout.splitlines()),
                              ["[rank0]: read 'hello rank 0\\n'", "[rank1]: read ''"])
 
+    def test_stdin_rank0_on_a_terminal_can_read_it(self):
+        # gculaunch is the session leader of a pseudo-terminal; rank 0 runs in
+        # its own process group and must be made the terminal's foreground
+        # group, or reading would stop it with SIGTTIN (breakpoint() hangs).
+        import fcntl
+        import pty
+        import subprocess
+        import termios
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "ask.py")
+            with open(script, "w") as f:
+                f.write("import os, sys\n"
+                        "if os.environ['LOCAL_RANK'] == '0':\n"
+                        "    print('ready', flush=True)\n"
+                        "    print('got %r' % input())\n"
+                        "else:\n"
+                        "    print('other %r' % sys.stdin.read())\n")
+            master, slave = pty.openpty()
+
+            def own_terminal():
+                os.setsid()
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+            tag = gltest.new_tag()
+            proc = subprocess.Popen(
+                [gltest.require_binary(), "--nproc-per-node", "2", "--stdin", "rank0",
+                 "--python", gltest.PYTHON, script],
+                env=gltest.tagged_env(tag), stdin=slave, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, preexec_fn=own_terminal)
+            try:
+                os.close(slave)
+                seen = []
+                while "[rank0]: ready\n" not in seen:
+                    line = proc.stdout.readline().decode()
+                    self.assertTrue(line, "gculaunch ended early: %r" % seen)
+                    seen.append(line)
+                os.write(master, b"typed at the terminal\n")
+                out, err = proc.communicate(timeout=30)
+                self.assertEqual(proc.returncode, 0, err.decode())
+                lines = [l.rstrip("\n") for l in seen] + out.decode().splitlines()
+                self.assertEqual(sorted(lines), ["[rank0]: got 'typed at the terminal'",
+                                                 "[rank0]: ready", "[rank1]: other ''"])
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                gltest.kill_tagged(tag)
+                os.close(master)
+
 
 if __name__ == "__main__":
     unittest.main()
