@@ -99,6 +99,23 @@ class Failure(unittest.TestCase):
             self.assertEqual(doc["root_cause"]["rank"], 2)
             self.assertEqual(doc["root_cause"]["error_file"], rank_file)
 
+    def test_taken_master_port_is_named_with_the_flag(self):
+        # Rank 0 hosts the store (torch 1.13 --standalone style); the port is
+        # already taken by a loopback listener of this test.
+        import socket
+        example = os.path.join(gltest.SOURCE_DIR, "examples", "allreduce.py")
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--master-port",
+                             str(port), "--python", gltest.PYTHON, example]) as job:
+                self.assertEqual(job.wait(timeout=120), 1, job.stderr)
+                self.assertIn("gculaunch: hint: MASTER_PORT %d was already in use when rank 0 "
+                              "tried to host the store: pass a free --master-port" % port,
+                              job.stderr)
+                self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
+
 
 if __name__ == "__main__":
     unittest.main()
