@@ -254,13 +254,17 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
         writer.Urgent(console_err, "gculaunch: " + line + "\n");
       }
       if (!spec.summary_json.empty()) {
-        if (auto w = WriteTextFile(spec.summary_json, summary.json.dump(2) + "\n"); !w.ok()) {
+        // Rank output may hold invalid UTF-8: replace it rather than throw.
+        const std::string text =
+            summary.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+        if (auto w = WriteTextFile(spec.summary_json, text + "\n"); !w.ok()) {
           log.warn("--summary-json: {}", w.error().what);
         }
       }
       if (!spec.error_file_parent.empty() && summary.parent_error) {
-        if (auto w = WriteTextFile(spec.error_file_parent, summary.parent_error->dump() + "\n");
-            !w.ok()) {
+        const std::string text =
+            summary.parent_error->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        if (auto w = WriteTextFile(spec.error_file_parent, text + "\n"); !w.ok()) {
           log.warn("TORCHELASTIC_ERROR_FILE: {}", w.error().what);
         }
       }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "launcher/cli.h"
@@ -74,7 +75,17 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
   JobOptions job;
   job.started = started;
   job.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
-  return RunJob(*spec, env, *logger, *sink, job);
+  try {
+    return RunJob(*spec, env, *logger, *sink, job);
+  } catch (const std::exception& e) {
+    // Last resort (a bug, or memory exhaustion).  By now the objects RunJob
+    // owned were destroyed; the guardian, closed without "done", has killed
+    // every rank's process group.
+    sink->Detach();
+    PrintError(Error{std::string("internal error: ") + e.what(),
+                     "please report this bug; every rank was stopped"});
+    return exit_code::kInternal;
+  }
 }
 
 }  // namespace gculaunch

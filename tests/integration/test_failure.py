@@ -99,6 +99,20 @@ class Failure(unittest.TestCase):
             self.assertEqual(doc["root_cause"]["rank"], 2)
             self.assertEqual(doc["root_cause"]["error_file"], rank_file)
 
+    def test_binary_garbage_on_stderr_still_gives_a_summary(self):
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "garbage.sh")
+            with open(script, "w") as f:
+                f.write("#!/bin/sh\nprintf 'bad \\377\\376 bytes\\n' >&2\nexit 3\n")
+            os.chmod(script, 0o755)
+            summary = os.path.join(tmp, "summary.json")
+            with gltest.Job(["--summary-json", summary, "--no-python", script]) as job:
+                self.assertEqual(job.wait(timeout=60), 3, job.stderr)
+            with open(summary, encoding="utf-8") as f:
+                doc = json.load(f)
+            self.assertEqual(doc["exit_code"], 3)
+            self.assertTrue(doc["root_cause"]["message"].startswith("bad "))
+
     def test_taken_master_port_is_named_with_the_flag(self):
         # Rank 0 hosts the store (torch 1.13 --standalone style); the port is
         # already taken by a loopback listener of this test.

@@ -228,6 +228,16 @@ TEST_CASE("hints: libuv, a taken store port, stuck processes", "[exit_summary]")
   CHECK(HasLine(st.hints, "uninterruptible sleep"));
 }
 
+TEST_CASE("binary rank output does not break the JSON documents", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Exited(1), 1.0, true, {std::string("bad \xff\xfe bytes")})};
+  const ExitSummary s = BuildExitSummary(in);
+  using nlohmann::json;
+  const std::string text = s.json.dump(2, ' ', false, json::error_handler_t::replace);
+  CHECK(text.find("bad ") != std::string::npos);
+  CHECK_NOTHROW(s.parent_error->dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 TEST_CASE("a rank that could not be started", "[exit_summary]") {
   SummaryInput in;
   in.exit_code = 127;
