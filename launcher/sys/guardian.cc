@@ -45,15 +45,28 @@ void SleepMs(long ms) {
 }
 
 // The guardian process.  Never returns.
+// The signals the guardian ignores.  They are blocked across fork() so that
+// one arriving before the guardian ignores it cannot act on the guardian with
+// gculaunch's dispositions (setting SIG_IGN discards a pending signal).
+sigset_t IgnoredSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN,
+                  SIGTTOU}) {
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
 [[noreturn]] void GuardianMain(int read_fd) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_NAME, "gculaunch-guard");
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN,
-                  SIGTTOU}) {
-    ::sigaction(sig, &ignore, nullptr);
+  const sigset_t ignored = IgnoredSignals();
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&ignored, sig) == 1) ::sigaction(sig, &ignore, nullptr);
   }
   sigset_t empty;
   sigemptyset(&empty);
@@ -116,8 +129,8 @@ void SleepMs(long ms) {
     }
   }
   if (!scratch.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(scratch, ignored);
+    std::error_code not_fatal;
+    std::filesystem::remove_all(scratch, not_fatal);
   }
   ::_exit(0);
 }
@@ -127,14 +140,19 @@ void SleepMs(long ms) {
 Result<Guardian> Guardian::Start() {
   auto pipe = MakePipe("guardian");
   if (!pipe.ok()) return pipe.error();
+  const sigset_t ignored = IgnoredSignals();
+  sigset_t old_mask;
+  ::pthread_sigmask(SIG_BLOCK, &ignored, &old_mask);
   const pid_t pid = ::fork();
-  if (pid < 0) {
-    return SysError("cannot fork the guardian process", errno,
-                    "raise the process limit (ulimit -u) or free memory");
-  }
   if (pid == 0) {
     pipe->write.Reset();
     GuardianMain(pipe->read.Release());
+  }
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (pid < 0) {
+    return SysError("cannot fork the guardian process", fork_errno,
+                    "raise the process limit (ulimit -u) or free memory");
   }
   pipe->read.Reset();
   // Never block gculaunch on the guardian (a stopped guardian must not stall
