@@ -135,6 +135,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
            const JobOptions& options) {
   sys::EnsureStdioOpen();
   sys::IgnoreSigpipe();
+  sys::DefaultSigchld();
 
   if (auto script = CheckScript(spec); !script.ok()) {
     PrintError(script.error());

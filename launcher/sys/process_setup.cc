@@ -27,6 +27,13 @@ void IgnoreSigpipe() {
   ::sigaction(SIGPIPE, &ignore, nullptr);
 }
 
+void DefaultSigchld() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGCHLD, &dfl, nullptr);
+}
+
 bool SignalIgnored(int sig) {
   struct sigaction current {};
   return ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;

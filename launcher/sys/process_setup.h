@@ -5,6 +5,8 @@
 //                     must never land on 1 or 2 by accident
 //   IgnoreSigpipe     a closed console gives EPIPE to the writer thread
 //                     instead of killing gculaunch (ranks get SIG_DFL back)
+//   DefaultSigchld    SIGCHLD back to SIG_DFL: inherited as SIG_IGN, the kernel
+//                     would reap the ranks itself and their exit codes be lost
 //   SignalIgnored     whether a signal was inherited as SIG_IGN (nohup)
 //   OwnsTerminal      stdin is a terminal and gculaunch's group is in front
 //   ReclaimTerminal   makes gculaunch's group the terminal's foreground again
@@ -19,6 +21,7 @@ namespace gculaunch::sys {
 
 void EnsureStdioOpen();
 void IgnoreSigpipe();
+void DefaultSigchld();
 bool SignalIgnored(int sig);
 bool StdinIsTerminal();
 bool OwnsTerminal();

@@ -99,6 +99,19 @@ class Failure(unittest.TestCase):
             self.assertEqual(doc["root_cause"]["rank"], 2)
             self.assertEqual(doc["root_cause"]["error_file"], rank_file)
 
+    def test_exit_codes_survive_an_inherited_ignored_sigchld(self):
+        # A parent that starts gculaunch with SIGCHLD ignored would make the
+        # kernel reap the ranks itself and lose their exit codes.
+        import subprocess
+        tag = gltest.new_tag()
+        out = subprocess.run([gltest.require_binary(), "--nproc-per-node", "2"] +
+                             gltest.child_args("exit", "6"), env=gltest.tagged_env(tag),
+                             capture_output=True, text=True, timeout=60,
+                             preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+        gltest.kill_tagged(tag)
+        self.assertEqual(out.returncode, 6, out.stderr)
+        self.assertIn("exit code 6", out.stderr)
+
     def test_binary_garbage_on_stderr_still_gives_a_summary(self):
         with gltest.TempDir() as tmp:
             script = os.path.join(tmp, "garbage.sh")

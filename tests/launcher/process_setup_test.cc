@@ -34,6 +34,16 @@ TEST_CASE("IgnoreSigpipe and SignalIgnored", "[process_setup]") {
   CHECK_FALSE(SignalIgnored(SIGPIPE) != (old.sa_handler == SIG_IGN));
 }
 
+TEST_CASE("DefaultSigchld undoes an inherited SIG_IGN", "[process_setup]") {
+  struct sigaction old {}, ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGCHLD, &ignore, &old);
+  CHECK(SignalIgnored(SIGCHLD));
+  DefaultSigchld();
+  CHECK_FALSE(SignalIgnored(SIGCHLD));
+  ::sigaction(SIGCHLD, &old, nullptr);
+}
+
 TEST_CASE("HostName is known", "[process_setup]") { CHECK_FALSE(HostName().empty()); }
 
 }  // namespace gculaunch::sys
