@@ -129,8 +129,11 @@ def run(launcher, mode, script):
     """One launch; returns a dict of metrics in seconds (rss in MB)."""
     out = tempfile.mkdtemp(prefix="gculaunch-bench-")
     tag = uuid.uuid4().hex
+    tmp = os.path.join(out, "tmp")  # the launchers' temporary files go away with `out`
+    os.mkdir(tmp)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
-           "LANG": "C.UTF-8", "GCULAUNCH_BENCH_TAG": tag, "OMP_NUM_THREADS": "1"}
+           "LANG": "C.UTF-8", "GCULAUNCH_BENCH_TAG": tag, "OMP_NUM_THREADS": "1",
+           "TMPDIR": tmp}
     try:
         if launcher == "direct":
             t_launch = time.time()
@@ -141,9 +144,12 @@ def run(launcher, mode, script):
                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
             sampler = RssSampler(procs[0].pid)  # the same polling load as for the launchers
             sampler.start()
+            watchdog = threading.Timer(RUN_TIMEOUT, lambda: [p.kill() for p in procs])
+            watchdog.start()
             for p in procs:
-                p.wait(timeout=RUN_TIMEOUT)
+                p.wait()
             t_exit = time.time()
+            watchdog.cancel()
             sampler.stop = True
             sampler.join()
             starts = [read(os.path.join(out, "start.0.%d" % r)) for r in range(NPROC)]
@@ -151,27 +157,36 @@ def run(launcher, mode, script):
             return {"start": max(starts) - t_launch, "exit": t_exit - max(ends)}
         if launcher == "gculaunch":
             env["GCULAUNCH_LOG_LEVEL"] = "debug"  # it then logs how long spawning took
-        errlog = os.path.join(out, "launcher.err")
         t_launch = time.time()
-        with open(errlog, "w") as err:
-            proc = subprocess.Popen(command(launcher, mode, out, script), env=env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err, start_new_session=True)
+        # stderr goes to a pipe drained by a thread: a file would put the file
+        # system's latency (journal commits) into the launcher's exit time.
+        proc = subprocess.Popen(command(launcher, mode, out, script), env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        err_chunks = []
+        drain = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),
+                                 daemon=True)
+        drain.start()
         sampler = RssSampler(proc.pid)
         sampler.start()
+        # A blocking wait: Popen.wait(timeout=...) polls with sleeps of up to
+        # 50 ms, which would swamp the exit times.  A timer enforces the bound.
+        watchdog = threading.Timer(RUN_TIMEOUT, proc.kill)
+        watchdog.start()
         try:
-            proc.wait(timeout=RUN_TIMEOUT)
+            proc.wait()
         finally:
             sampler.stop = True
         t_exit = time.time()
+        watchdog.cancel()
         sampler.join()
+        drain.join(timeout=10)
+        proc.stderr.close()
         m = {"rss": sampler.peak_kb / 1024.0}
-        with open(errlog) as f:
-            for line in f:
-                # "attempt 0: 8 rank(s) spawned in 31.0 ms (34.2 ms after gculaunch started)"
-                if "attempt 0: " in line and "after gculaunch started" in line:
-                    m["spawned"] = float(line.split("(")[1].split()[0]) / 1e3
-        os.unlink(errlog)
+        for line in b"".join(err_chunks).decode(errors="replace").splitlines():
+            # "attempt 0: 8 rank(s) spawned in 31.0 ms (34.2 ms after gculaunch started)"
+            if "attempt 0: " in line and "after gculaunch started" in line:
+                m["spawned"] = float(line.rsplit("(", 1)[1].split()[0]) / 1e3
         names = os.listdir(out)
         if mode == "ok":
             starts = [read(os.path.join(out, n)) for n in names if n.startswith("start.0.")]
@@ -187,7 +202,12 @@ def run(launcher, mode, script):
                 m["restart"] = max(again) - read(os.path.join(out, "fail"))
         return m
     finally:
-        for pid in tagged_pids(tag):   # only what this run started
+        # Only what this run started; gculaunch's guardian may still be
+        # removing its scratch directory for a moment, so wait a little first.
+        deadline = time.time() + 3
+        while tagged_pids(tag) and time.time() < deadline:
+            time.sleep(0.01)
+        for pid in tagged_pids(tag):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:

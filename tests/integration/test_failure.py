@@ -108,7 +108,7 @@ class Failure(unittest.TestCase):
                              gltest.child_args("exit", "6"), env=gltest.tagged_env(tag),
                              capture_output=True, text=True, timeout=60,
                              preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
-        gltest.kill_tagged(tag)
+        self.assertEqual(gltest.wait_no_tagged(tag, 5), [])
         self.assertEqual(out.returncode, 6, out.stderr)
         self.assertIn("exit code 6", out.stderr)
 
