@@ -8,9 +8,9 @@ import gltest
 
 RANK_SCRIPT = r"""
 import os, sys
-print("ready %d %s" % (os.getpid(), os.environ["LOCAL_RANK"]), flush=True)
-with open(sys.argv[1]) as f:   # blocks until the test opens the FIFO and closes it
-    f.read()
+with open(sys.argv[1]) as f:   # the test holds the FIFO open, so this does not block
+    print("ready %d %s" % (os.getpid(), os.environ["LOCAL_RANK"]), flush=True)
+    f.read()                   # end of file once the test closes its end
 """
 
 
@@ -23,6 +23,8 @@ class DryRunMatchesRealEnv(unittest.TestCase):
                 f.write(RANK_SCRIPT)
             fifo = os.path.join(tmp, "release")
             os.mkfifo(fifo)
+            holder = os.open(fifo, os.O_RDWR)  # a writer for as long as the ranks must wait
+            self.addCleanup(lambda: holder is not None and os.close(holder))
             log_dir = os.path.join(tmp, "logs")
             port = gltest.free_port()
             flags = ["--nproc-per-node", str(nproc), "--device", "cpu", "--master-port",
@@ -57,8 +59,8 @@ class DryRunMatchesRealEnv(unittest.TestCase):
                     with open("/proc/%d/cmdline" % pid, "rb") as f:
                         cmdline = [a.decode() for a in f.read().split(b"\0")[:-1]]
                     self.assertEqual(cmdline, entry["argv"])
-                with open(fifo, "w"):
-                    pass  # release the ranks
+                os.close(holder)  # release the ranks: every one of them has the FIFO open
+                holder = None  # noqa: F841 (read by the cleanup)
                 self.assertEqual(job.wait(), 0, job.stderr)
             # The error-file root the dry run named exists, per attempt and rank.
             for entry in plan["ranks"]:
