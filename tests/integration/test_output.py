@@ -148,6 +148,7 @@ class Output(unittest.TestCase):
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+                gltest.wait_no_tagged(tag, 3)  # the guardian may still be cleaning up
                 gltest.kill_tagged(tag)
                 os.close(master)
 
