@@ -12,9 +12,8 @@
 //            an asio::signal_set on SIGCHLD; on each delivery, waitpid(pid,
 //            WNOHANG) over the watched children only.
 //
-// Either way only watched pids are reaped (never waitpid(-1)), so a child
-// reaped elsewhere by mistake would show up as an error, and the guardian
-// (also a child) is reaped only if it is watched.  In pidfd mode a single
+// Either way only watched pids are reaped (never waitpid(-1)): the guardian,
+// also a child of gculaunch, is left to sys::Guardian.  In pidfd mode a single
 // pidfd_open failure for one child (EMFILE, say) moves just that child to the
 // SIGCHLD path.
 //
