@@ -8,9 +8,9 @@
 namespace gculaunch {
 namespace {
 
-constexpr long long kMaxNodes = 1 << 20;        // as ParseCli's --nnodes
-constexpr long long kMaxProcesses = 1 << 24;    // as MakeLaunchSpec's world-size limit
-constexpr size_t kMaxHosts = 1 << 20;           // a host list longer than this is an error
+constexpr long long kMaxNodes = 1 << 20;      // as ParseCli's --nnodes
+constexpr long long kMaxProcesses = 1 << 24;  // as MakeLaunchSpec's world-size limit
+constexpr size_t kMaxHosts = 1 << 20;         // a host list longer than this is an error
 
 // The variables Slurm sets in a job step (srun) and outside one (salloc, sbatch).
 constexpr const char* kSlurmStepIds[] = {"SLURM_STEP_ID", "SLURM_STEPID"};
@@ -66,7 +66,8 @@ Result<std::vector<std::string>> ExpandHostName(std::string_view name) {
   size_t at = 0;
   while (at < name.size()) {
     const size_t open = name.find('[', at);
-    const std::string literal(name.substr(at, open == std::string_view::npos ? name.npos : open - at));
+    const std::string literal(
+        name.substr(at, open == std::string_view::npos ? name.npos : open - at));
     for (std::string& host : hosts) host += literal;
     if (open == std::string_view::npos) break;
     const size_t close = name.find(']', open);  // nesting was ruled out by the caller
@@ -76,7 +77,8 @@ Result<std::vector<std::string>> ExpandHostName(std::string_view name) {
     size_t begin = 0;
     while (true) {
       const size_t comma = group.find(',', begin);
-      const std::string item(group.substr(begin, comma == std::string_view::npos ? group.npos : comma - begin));
+      const std::string item(
+          group.substr(begin, comma == std::string_view::npos ? group.npos : comma - begin));
       if (item.empty()) return Error{"empty item in '[" + std::string(group) + "]'", ""};
       const size_t dash = item.find('-');
       const std::string lo_text = item.substr(0, dash);
@@ -145,8 +147,9 @@ class Reader {
       read = ReadSlurm();
       if (read.ok() && mpi) read = CheckMpiAgrees();
       if (mpi) NotRead(MpiVars(), "the Slurm step gives the layout");
-      if (world) NotRead(WorldVars(/*with_addr=*/true, /*with_port=*/false),
-                         "the Slurm step gives the layout");
+      if (world)
+        NotRead(WorldVars(/*with_addr=*/true, /*with_port=*/false),
+                "the Slurm step gives the layout");
     } else if (mpi) {
       level = "Open MPI";
       read = ReadMpi();
@@ -257,9 +260,10 @@ class Reader {
     NotRead({NeedNodes() ? nullptr : tasks_var, NeedRank() ? nullptr : "SLURM_PROCID"});
     if (NeedTopology()) {
       if (tasks_var == nullptr) {
-        return Error{"SLURM_STEP_ID is set but neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS "
-                     "is: gculaunch cannot tell how many nodes run the step",
-                     srun_hint + ", or give --nnodes N"};
+        return Error{
+            "SLURM_STEP_ID is set but neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS "
+            "is: gculaunch cannot tell how many nodes run the step",
+            srun_hint + ", or give --nnodes N"};
       }
       auto tasks = Integer(tasks_var, 1, kMaxNodes, "the number of tasks in the step",
                            srun_hint + ", or give --nnodes N");
@@ -272,12 +276,12 @@ class Reader {
                      "ranks itself)"};
       }
       if (!Has("SLURM_PROCID")) {
-        return Error{"SLURM_STEP_ID is set but SLURM_PROCID is not: gculaunch cannot tell "
-                     "which node this is",
-                     srun_hint + ", or give --node-rank N"};
+        return Error{
+            "SLURM_STEP_ID is set but SLURM_PROCID is not: gculaunch cannot tell "
+            "which node this is",
+            srun_hint + ", or give --node-rank N"};
       }
-      auto procid = Integer("SLURM_PROCID", 0, kMaxNodes,
-                            "this task's index, an integer from 0",
+      auto procid = Integer("SLURM_PROCID", 0, kMaxNodes, "this task's index, an integer from 0",
                             srun_hint + ", or give --node-rank N");
       if (!procid.ok()) return procid.error();
       if (NeedNodes()) {
@@ -296,8 +300,8 @@ class Reader {
       const std::string master_hint = "give --master-addr HOST (the host of SLURM_PROCID 0)";
       if (list_var == nullptr) {
         if (EffectiveNodes() > 1) {
-          return Error{"the job has " + Plural(EffectiveNodes(), "node") + " (" +
-                           NodesFrom() + ") but neither SLURM_STEP_NODELIST nor "
+          return Error{"the job has " + Plural(EffectiveNodes(), "node") + " (" + NodesFrom() +
+                           ") but neither SLURM_STEP_NODELIST nor "
                            "SLURM_JOB_NODELIST is set to name the master",
                        master_hint};
         }
@@ -340,20 +344,20 @@ class Reader {
       auto size = Integer("OMPI_COMM_WORLD_SIZE", 1, kMaxNodes, "the number of copies started",
                           mpirun_hint + ", or give --nnodes N");
       if (!size.ok()) return size.error();
-      auto rank = Integer("OMPI_COMM_WORLD_RANK", 0, kMaxNodes,
-                          "this copy's index, an integer from 0",
-                          mpirun_hint + ", or give --node-rank N");
+      auto rank =
+          Integer("OMPI_COMM_WORLD_RANK", 0, kMaxNodes, "this copy's index, an integer from 0",
+                  mpirun_hint + ", or give --node-rank N");
       if (!rank.ok()) return rank.error();
       if (Has("OMPI_COMM_WORLD_LOCAL_SIZE")) {
         auto local = Integer("OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxNodes,
                              "the number of copies on this node", mpirun_hint);
         if (!local.ok()) return local.error();
         if (*local > 1) {
-          return Error{"mpirun started " + std::to_string(*local) + " copies of gculaunch on this node (" +
-                           Assign("OMPI_COMM_WORLD_LOCAL_SIZE") +
-                           "), but gculaunch runs once per node",
-                       "mpirun --map-by ppr:1:node gculaunch ... (gculaunch starts each node's "
-                       "ranks itself)"};
+          return Error{
+              "mpirun started " + std::to_string(*local) + " copies of gculaunch on this node (" +
+                  Assign("OMPI_COMM_WORLD_LOCAL_SIZE") + "), but gculaunch runs once per node",
+              "mpirun --map-by ppr:1:node gculaunch ... (gculaunch starts each node's "
+              "ranks itself)"};
         }
       }
       if (NeedNodes()) {
@@ -423,7 +427,8 @@ class Reader {
     for (const char* mark : kParentLauncherMarks) {
       if (Has(mark)) {
         vars = WorldVars(/*with_addr=*/true, /*with_port=*/true);
-        reason = std::string(mark) + " is set, so " + (vars.size() == 1 ? "it belongs" : "they belong") +
+        reason = std::string(mark) + " is set, so " +
+                 (vars.size() == 1 ? "it belongs" : "they belong") +
                  " to the launcher that started this process (torchrun or gculaunch), not to "
                  "a job platform (give --nnodes, --node-rank and --master-addr to join a "
                  "multi-node job)";
@@ -457,8 +462,9 @@ class Reader {
       if (Has("WORLD_SIZE")) {
         if (Status ok = ReadWorldSizeCount(procs); !ok.ok()) return ok;
       } else {
-        return Error{Assign("RANK") + " is set but WORLD_SIZE is not: gculaunch cannot tell "
-                     "how many nodes there are",
+        return Error{Assign("RANK") +
+                         " is set but WORLD_SIZE is not: gculaunch cannot tell "
+                         "how many nodes there are",
                      "set WORLD_SIZE to the number of nodes, or give --nnodes N"};
       }
     }
@@ -471,8 +477,9 @@ class Reader {
         p_.node_rank_from = Assign("RANK");
         rank_name_ = "RANK";
       } else if (EffectiveNodes() > 1) {
-        return Error{NodesFrom() + " is set but RANK is not: gculaunch cannot tell which node "
-                     "this is",
+        return Error{NodesFrom() +
+                         " is set but RANK is not: gculaunch cannot tell which node "
+                         "this is",
                      "set RANK to this node's index (0 on the master node), or give --node-rank N"};
       }
     }
@@ -514,9 +521,8 @@ class Reader {
     const int nproc = o_.nproc_per_node->count;
     const std::string nproc_from = DescribeFlag(o_, "nproc-per-node", std::to_string(nproc));
     if (*world % nproc != 0) {
-      return Error{Assign("WORLD_SIZE") + " read as processes is not a multiple of " +
-                       nproc_from + " (read as nodes it would be " + Plural(*world, "node") +
-                       ")",
+      return Error{Assign("WORLD_SIZE") + " read as processes is not a multiple of " + nproc_from +
+                       " (read as nodes it would be " + Plural(*world, "node") + ")",
                    "check " + o_.Source("nproc-per-node") +
                        ", or use --platform-world-size nodes if WORLD_SIZE counts nodes"};
     }
@@ -535,9 +541,8 @@ class Reader {
     const int nodes = EffectiveNodes();
     const int rank = o_.node_rank ? *o_.node_rank : p_.node_rank.value_or(0);
     if (rank < nodes) return OkStatus();
-    const std::string rank_from = o_.node_rank
-                                      ? DescribeFlag(o_, "node-rank", std::to_string(rank))
-                                      : p_.node_rank_from;
+    const std::string rank_from =
+        o_.node_rank ? DescribeFlag(o_, "node-rank", std::to_string(rank)) : p_.node_rank_from;
     const std::string rank_name = o_.node_rank ? o_.Source("node-rank") : rank_name_;
     const std::string nodes_name = o_.nnodes ? o_.Source("nnodes") : nodes_name_;
     std::vector<std::string> check = {rank_name, nodes_name};
@@ -561,7 +566,8 @@ class Reader {
     for (const char* name : names) {
       if (name == nullptr || !Has(name)) continue;
       vars.push_back(Assign(name));
-      const bool count = std::string_view(name) != "RANK" && std::string_view(name) != "SLURM_PROCID" &&
+      const bool count = std::string_view(name) != "RANK" &&
+                         std::string_view(name) != "SLURM_PROCID" &&
                          std::string_view(name) != "OMPI_COMM_WORLD_RANK";
       const std::string source = o_.Source(count ? "nnodes" : "node-rank");
       if (std::find(by.begin(), by.end(), source) == by.end()) by.push_back(source);
@@ -595,8 +601,8 @@ class Reader {
     vars.insert(vars.end(), mpi.begin(), mpi.end());
     counts_several("OMPI_COMM_WORLD_SIZE");
     if (vars.empty()) return;
-    std::string text = o_.Source("standalone") + " ignores the job platform's " +
-                       JoinAnd(vars) + ": this node runs a job of its own";
+    std::string text = o_.Source("standalone") + " ignores the job platform's " + JoinAnd(vars) +
+                       ": this node runs a job of its own";
     (several ? p_.warnings : p_.notes).push_back(std::move(text));
   }
 
@@ -654,10 +660,9 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
                      Plural(spec.nproc_per_node, "rank") + ", node " +
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;
   std::vector<std::string> sources;
-  for (const std::string* source : {&from.nnodes, &from.node_rank, &from.master_addr,
-                                    &from.master_port}) {
-    if (!source->empty() &&
-        std::find(sources.begin(), sources.end(), *source) == sources.end()) {
+  for (const std::string* source :
+       {&from.nnodes, &from.node_rank, &from.master_addr, &from.master_port}) {
+    if (!source->empty() && std::find(sources.begin(), sources.end(), *source) == sources.end()) {
       sources.push_back(*source);
     }
   }

@@ -1,8 +1,7 @@
 #include "launcher/platform.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 
 #include "launcher/cli.h"
@@ -149,8 +148,7 @@ TEST_CASE("platform: malformed Slurm host lists are errors naming the problem", 
 // ---------------------------------------------------------------------------
 // Every layout gives the same job
 
-TEST_CASE("platform: every platform layout gives the same per-rank environment",
-          "[platform]") {
+TEST_CASE("platform: every platform layout gives the same per-rank environment", "[platform]") {
   Fixture f;
   // One job: 2 nodes x 4 ranks; this is node 1; node 0 is "node0", port 29500.
   struct Layout {
@@ -160,50 +158,74 @@ TEST_CASE("platform: every platform layout gives the same per-rank environment",
     std::string layout;
   };
   const std::vector<Layout> layouts = {
-      {"flags", NodeEnv({}),
+      {"flags",
+       NodeEnv({}),
        {"--nnodes", "2", "--node-rank", "1", "--master-addr", "node0", "--master-port", "29500",
         "--nproc-per-node", "4"},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from --nnodes 2, --node-rank 1, "
        "--master-addr, --master-port)"},
       {"Volcano / KubeBrain / older Kubeflow",
-       NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "node0"},
+       NodeEnv({{"WORLD_SIZE", "2"},
+                {"RANK", "1"},
+                {"MASTER_ADDR", "node0"},
                 {"MASTER_PORT", "29500"}}),
        {"--nproc-per-node", "4"},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from WORLD_SIZE=2 (nodes), "
        "RANK=1, MASTER_ADDR, MASTER_PORT)"},
       {"WORLD_SIZE counting processes",
-       NodeEnv({{"WORLD_SIZE", "8"}, {"RANK", "1"}, {"MASTER_ADDR", "node0"},
+       NodeEnv({{"WORLD_SIZE", "8"},
+                {"RANK", "1"},
+                {"MASTER_ADDR", "node0"},
                 {"MASTER_PORT", "29500"}}),
        {"--platform-world-size", "procs", "--nproc-per-node", "4"},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from WORLD_SIZE=8 (processes, "
        "4 per node), RANK=1, MASTER_ADDR, MASTER_PORT)"},
       {"newer Kubeflow PyTorchJob",
-       NodeEnv({{"PET_NNODES", "2"}, {"PET_NPROC_PER_NODE", "4"}, {"PET_NODE_RANK", "1"},
-                {"PET_MASTER_ADDR", "node0"}, {"PET_MASTER_PORT", "29500"},
-                {"WORLD_SIZE", "8"}, {"RANK", "1"}, {"MASTER_ADDR", "node0"},
-                {"MASTER_PORT", "29500"}, {"PYTHONUNBUFFERED", "0"}}),
+       NodeEnv({{"PET_NNODES", "2"},
+                {"PET_NPROC_PER_NODE", "4"},
+                {"PET_NODE_RANK", "1"},
+                {"PET_MASTER_ADDR", "node0"},
+                {"PET_MASTER_PORT", "29500"},
+                {"WORLD_SIZE", "8"},
+                {"RANK", "1"},
+                {"MASTER_ADDR", "node0"},
+                {"MASTER_PORT", "29500"},
+                {"PYTHONUNBUFFERED", "0"}}),
        {},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from PET_NNODES=2, "
        "PET_NODE_RANK=1, PET_MASTER_ADDR, PET_MASTER_PORT)"},
       {"Kubeflow Trainer v2",
-       NodeEnv({{"PET_NNODES", "2"}, {"PET_NPROC_PER_NODE", "4"}, {"PET_NODE_RANK", "1"},
-                {"PET_MASTER_ADDR", "node0"}, {"PET_MASTER_PORT", "29500"}}),
+       NodeEnv({{"PET_NNODES", "2"},
+                {"PET_NPROC_PER_NODE", "4"},
+                {"PET_NODE_RANK", "1"},
+                {"PET_MASTER_ADDR", "node0"},
+                {"PET_MASTER_PORT", "29500"}}),
        {},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from PET_NNODES=2, "
        "PET_NODE_RANK=1, PET_MASTER_ADDR, PET_MASTER_PORT)"},
       {"Slurm step",
-       NodeEnv({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEPID", "0"},
-                {"SLURM_PROCID", "1"}, {"SLURM_NODEID", "1"}, {"SLURM_LOCALID", "0"},
-                {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
-                {"SLURM_NNODES", "2"}, {"SLURM_STEP_NUM_NODES", "2"},
-                {"SLURM_STEP_NODELIST", "node[0-1]"}, {"SLURM_JOB_NODELIST", "node[0-1]"}}),
+       NodeEnv({{"SLURM_JOB_ID", "77"},
+                {"SLURM_STEP_ID", "0"},
+                {"SLURM_STEPID", "0"},
+                {"SLURM_PROCID", "1"},
+                {"SLURM_NODEID", "1"},
+                {"SLURM_LOCALID", "0"},
+                {"SLURM_NTASKS", "2"},
+                {"SLURM_STEP_NUM_TASKS", "2"},
+                {"SLURM_NNODES", "2"},
+                {"SLURM_STEP_NUM_NODES", "2"},
+                {"SLURM_STEP_NODELIST", "node[0-1]"},
+                {"SLURM_JOB_NODELIST", "node[0-1]"}}),
        {"--nproc-per-node", "4"},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from SLURM_STEP_NUM_TASKS=2, "
        "SLURM_PROCID=1, first host of SLURM_STEP_NODELIST)"},
       {"Open MPI",
-       NodeEnv({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                {"OMPI_COMM_WORLD_NODE_RANK", "0"}, {"MASTER_ADDR", "node0"},
+       NodeEnv({{"OMPI_COMM_WORLD_SIZE", "2"},
+                {"OMPI_COMM_WORLD_RANK", "1"},
+                {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                {"OMPI_COMM_WORLD_NODE_RANK", "0"},
+                {"MASTER_ADDR", "node0"},
                 {"MASTER_PORT", "29500"}}),
        {"--nproc-per-node", "4"},
        "layout: 2 nodes x 4 ranks, node 1, master node0:29500 (from OMPI_COMM_WORLD_SIZE=2, "
@@ -237,9 +259,9 @@ TEST_CASE("platform: every platform layout gives the same per-rank environment",
 
 TEST_CASE("platform: node 0 of each layout and the defaults", "[platform]") {
   Fixture f;
-  LaunchSpec master = f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "0"},
-                                      {"MASTER_ADDR", "jo-x-worker-0"}}),
-                             {"--nproc-per-node", "8"});
+  LaunchSpec master =
+      f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "jo-x-worker-0"}}),
+             {"--nproc-per-node", "8"});
   CHECK(master.layout ==
         "layout: 2 nodes x 8 ranks, node 0, master jo-x-worker-0:29500 (from WORLD_SIZE=2 "
         "(nodes), RANK=0, MASTER_ADDR)");
@@ -256,15 +278,17 @@ TEST_CASE("platform: node 0 of each layout and the defaults", "[platform]") {
   CHECK(standalone.layout ==
         "layout: 1 node x 1 rank, node 0, master 127.0.0.1:<port chosen at launch> (from "
         "--standalone)");
-  LaunchSpec v6 = f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"},
-                                  {"MASTER_ADDR", "[fd00::1]"}, {"MASTER_PORT", "23456"}}));
+  LaunchSpec v6 = f.Spec(NodeEnv({{"WORLD_SIZE", "2"},
+                                  {"RANK", "1"},
+                                  {"MASTER_ADDR", "[fd00::1]"},
+                                  {"MASTER_PORT", "23456"}}));
   CHECK(v6.master_addr == "fd00::1");
   CHECK(v6.layout ==
         "layout: 2 nodes x 1 rank, node 1, master [fd00::1]:23456 (from WORLD_SIZE=2 (nodes), "
         "RANK=1, MASTER_ADDR, MASTER_PORT)");
-  LaunchSpec endpoint = f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"},
-                                        {"MASTER_ADDR", "node0"}}),
-                               {"--rdzv-endpoint", "store:1234"});
+  LaunchSpec endpoint =
+      f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "node0"}}),
+             {"--rdzv-endpoint", "store:1234"});
   CHECK(endpoint.layout ==
         "layout: 2 nodes x 1 rank, node 1, master store:1234 (from WORLD_SIZE=2 (nodes), "
         "RANK=1, --rdzv-endpoint)");
@@ -279,13 +303,18 @@ TEST_CASE("platform: node 0 of each layout and the defaults", "[platform]") {
 TEST_CASE("platform: precedence between the levels", "[platform]") {
   Fixture f;
   const std::initializer_list<std::pair<const std::string, std::string>> slurm = {
-      {"SLURM_STEP_ID", "3"},       {"SLURM_PROCID", "2"},
-      {"SLURM_STEP_NUM_TASKS", "3"}, {"SLURM_STEP_NUM_NODES", "3"},
+      {"SLURM_STEP_ID", "3"},
+      {"SLURM_PROCID", "2"},
+      {"SLURM_STEP_NUM_TASKS", "3"},
+      {"SLURM_STEP_NUM_NODES", "3"},
       {"SLURM_STEP_NODELIST", "s[1-3]"}};
   EnvMap all = NodeEnv(slurm);
-  for (const auto& [key, value] : std::map<std::string, std::string>{
-           {"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "2"},
-           {"WORLD_SIZE", "5"}, {"RANK", "4"}, {"MASTER_ADDR", "w0"}, {"MASTER_PORT", "4444"}}) {
+  for (const auto& [key, value] : std::map<std::string, std::string>{{"OMPI_COMM_WORLD_SIZE", "3"},
+                                                                     {"OMPI_COMM_WORLD_RANK", "2"},
+                                                                     {"WORLD_SIZE", "5"},
+                                                                     {"RANK", "4"},
+                                                                     {"MASTER_ADDR", "w0"},
+                                                                     {"MASTER_PORT", "4444"}}) {
     all.Set(key, value);
   }
 
@@ -347,8 +376,8 @@ TEST_CASE("platform: precedence between the levels", "[platform]") {
     EnvMap env = all;
     env.Set("PET_NNODES", "4");
     env.Set("PET_MASTER_ADDR", "pet-master");
-    LaunchSpec spec = f.Spec(env, {"--nnodes", "6", "--master-addr", "flag-master",
-                                   "--master-port", "5555"});
+    LaunchSpec spec =
+        f.Spec(env, {"--nnodes", "6", "--master-addr", "flag-master", "--master-port", "5555"});
     CHECK(spec.nnodes == 6);
     CHECK(spec.node_rank == 2);  // the Slurm step's: no flag or PET_ variable gives it
     CHECK(spec.master_addr == "flag-master");
@@ -369,8 +398,8 @@ TEST_CASE("platform: precedence between the levels", "[platform]") {
                      "RANK=1 is not read: --node-rank takes precedence") == 1);
   }
   SECTION("with flags for everything, broken platform values are not even read") {
-    EnvMap env = NodeEnv({{"WORLD_SIZE", "two"}, {"RANK", "x"}, {"MASTER_ADDR", "a b"},
-                          {"MASTER_PORT", "-1"}});
+    EnvMap env = NodeEnv(
+        {{"WORLD_SIZE", "two"}, {"RANK", "x"}, {"MASTER_ADDR", "a b"}, {"MASTER_PORT", "-1"}});
     LaunchSpec spec = f.Spec(env, {"--nnodes", "1", "--node-rank", "0", "--master-addr",
                                    "127.0.0.1", "--master-port", "29500"});
     CHECK(spec.nnodes == 1);
@@ -386,7 +415,8 @@ TEST_CASE("platform: precedence between the levels", "[platform]") {
 TEST_CASE("platform: the Slurm step's details", "[platform]") {
   Fixture f;
   SECTION("the job's node list when the step has none; zero padding kept") {
-    PlatformInfo info = f.Info(NodeEnv({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
+    PlatformInfo info = f.Info(NodeEnv({{"SLURM_STEP_ID", "0"},
+                                        {"SLURM_PROCID", "0"},
                                         {"SLURM_NTASKS", "4"},
                                         {"SLURM_JOB_NODELIST", "gcu[007-009,011]"}}));
     CHECK(info.nnodes == 4);
@@ -396,7 +426,8 @@ TEST_CASE("platform: the Slurm step's details", "[platform]") {
     CHECK_FALSE(info.master_port.has_value());
   }
   SECTION("a single-task step (salloc's interactive step) is one node") {
-    LaunchSpec spec = f.Spec(NodeEnv({{"SLURM_STEP_ID", "4294967290"}, {"SLURM_PROCID", "0"},
+    LaunchSpec spec = f.Spec(NodeEnv({{"SLURM_STEP_ID", "4294967290"},
+                                      {"SLURM_PROCID", "0"},
                                       {"SLURM_STEP_NUM_TASKS", "1"},
                                       {"SLURM_STEP_NUM_NODES", "1"},
                                       {"SLURM_STEP_NODELIST", "gcu01"}}));
@@ -404,8 +435,8 @@ TEST_CASE("platform: the Slurm step's details", "[platform]") {
     CHECK(spec.master_addr == "gcu01");
   }
   SECTION("an allocation without a step is not read, and says so") {
-    LaunchSpec spec = f.Spec(NodeEnv({{"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "2"},
-                                      {"SLURM_JOB_NODELIST", "gcu[01-02]"}}));
+    LaunchSpec spec = f.Spec(NodeEnv(
+        {{"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "gcu[01-02]"}}));
     CHECK(spec.nnodes == 1);
     CHECK(spec.master_addr == "127.0.0.1");
     CHECK(spec.warnings.empty());
@@ -415,7 +446,8 @@ TEST_CASE("platform: the Slurm step's details", "[platform]") {
           "node of the allocation)");
   }
   SECTION("mpirun inside the step: agreeing Open MPI variables are fine") {
-    PlatformInfo info = f.Info(NodeEnv({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
+    PlatformInfo info = f.Info(NodeEnv({{"SLURM_STEP_ID", "0"},
+                                        {"SLURM_PROCID", "1"},
                                         {"SLURM_STEP_NUM_TASKS", "2"},
                                         {"SLURM_STEP_NODELIST", "n[1-2]"},
                                         {"OMPI_COMM_WORLD_SIZE", "2"},
@@ -430,8 +462,8 @@ TEST_CASE("platform: the Slurm step's details", "[platform]") {
 TEST_CASE("platform: a stray WORLD_SIZE without MASTER_ADDR is ignored with a warning",
           "[platform]") {
   Fixture f;
-  LaunchSpec spec = f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}}),
-                           {"--nproc-per-node", "2"});
+  LaunchSpec spec =
+      f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}}), {"--nproc-per-node", "2"});
   CHECK(spec.nnodes == 1);
   CHECK(spec.node_rank == 0);
   CHECK(spec.master_addr == "127.0.0.1");
@@ -448,8 +480,8 @@ TEST_CASE("platform: a stray WORLD_SIZE without MASTER_ADDR is ignored with a wa
         "--node-rank and --master-addr)\n");
 
   // With the topology from flags there is nothing to warn about: a note says why.
-  LaunchSpec flagged = f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}}),
-                              {"--nnodes", "1", "--node-rank", "0"});
+  LaunchSpec flagged =
+      f.Spec(NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}}), {"--nnodes", "1", "--node-rank", "0"});
   CHECK(flagged.warnings.empty());
   CHECK(flagged.notes.front() ==
         "WORLD_SIZE=2 and RANK=1 are not read: --nnodes and --node-rank take precedence");
@@ -459,8 +491,11 @@ TEST_CASE("platform: WORLD_SIZE/RANK of a parent launcher are ignored with a war
           "[platform]") {
   Fixture f;
   // What a rank of torchrun (or of gculaunch) sees.
-  EnvMap rank_env = NodeEnv({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"MASTER_ADDR", "127.0.0.1"},
-                             {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "none"}});
+  EnvMap rank_env = NodeEnv({{"WORLD_SIZE", "4"},
+                             {"RANK", "3"},
+                             {"MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", "29500"},
+                             {"TORCHELASTIC_RUN_ID", "none"}});
   LaunchSpec spec = f.Spec(rank_env);
   CHECK(spec.nnodes == 1);
   CHECK(spec.node_rank == 0);
@@ -481,8 +516,8 @@ TEST_CASE("platform: WORLD_SIZE/RANK of a parent launcher are ignored with a war
 
 TEST_CASE("platform: --standalone ignores every platform variable", "[platform]") {
   Fixture f;
-  EnvMap env = NodeEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "node0"},
-                        {"MASTER_PORT", "23456"}});
+  EnvMap env = NodeEnv(
+      {{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "23456"}});
   LaunchSpec spec = f.Spec(env, {"--standalone", "--nproc-per-node", "2"});
   CHECK(spec.nnodes == 1);
   CHECK(spec.node_rank == 0);
@@ -493,16 +528,18 @@ TEST_CASE("platform: --standalone ignores every platform variable", "[platform]"
         "MASTER_PORT=23456: this node runs a job of its own\n");
 
   // Variables that describe a single node only earn a note.
-  LaunchSpec single = f.Spec(NodeEnv({{"WORLD_SIZE", "1"}, {"RANK", "0"}}),
-                             {"--standalone"});
+  LaunchSpec single = f.Spec(NodeEnv({{"WORLD_SIZE", "1"}, {"RANK", "0"}}), {"--standalone"});
   CHECK(single.warnings.empty());
   CHECK(single.notes.front() ==
         "--standalone ignores the job platform's WORLD_SIZE=1 and RANK=0: this node runs a job "
         "of its own");
 
-  EnvMap slurm = NodeEnv({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
-                          {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
-                          {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  EnvMap slurm = NodeEnv({{"SLURM_STEP_ID", "0"},
+                          {"SLURM_PROCID", "1"},
+                          {"SLURM_STEP_NUM_TASKS", "2"},
+                          {"SLURM_STEP_NODELIST", "n[1-2]"},
+                          {"OMPI_COMM_WORLD_SIZE", "2"},
+                          {"OMPI_COMM_WORLD_RANK", "1"}});
   PlatformInfo info = f.Info(slurm, {"--standalone"});
   CHECK_FALSE(info.nnodes.has_value());
   CHECK_FALSE(info.master_addr.has_value());
@@ -517,22 +554,23 @@ TEST_CASE("platform: --standalone ignores every platform variable", "[platform]"
 
 TEST_CASE("platform: empty variables count as unset", "[platform]") {
   Fixture f;
-  PlatformInfo info = f.Info(NodeEnv({{"WORLD_SIZE", ""}, {"RANK", ""}, {"MASTER_ADDR", ""},
-                                      {"SLURM_STEP_ID", ""}, {"OMPI_COMM_WORLD_SIZE", ""}}));
+  PlatformInfo info = f.Info(NodeEnv({{"WORLD_SIZE", ""},
+                                      {"RANK", ""},
+                                      {"MASTER_ADDR", ""},
+                                      {"SLURM_STEP_ID", ""},
+                                      {"OMPI_COMM_WORLD_SIZE", ""}}));
   CHECK(info.name.empty());
   CHECK_FALSE(info.nnodes.has_value());
   CHECK(info.warnings.empty());
   CHECK(info.notes.empty());
 }
 
-TEST_CASE("platform: --platform-world-size without a WORLD_SIZE to read is noted",
-          "[platform]") {
+TEST_CASE("platform: --platform-world-size without a WORLD_SIZE to read is noted", "[platform]") {
   Fixture f;
   LaunchSpec spec = f.Spec(NodeEnv({}), {"--platform-world-size", "procs"});
   CHECK(spec.notes.front() == "--platform-world-size procs has no effect: WORLD_SIZE is not read");
   LaunchSpec pet = f.Spec(NodeEnv({{"PET_PLATFORM_WORLD_SIZE", "nodes"}}));
-  CHECK(pet.notes.front() ==
-        "PET_PLATFORM_WORLD_SIZE=nodes has no effect: WORLD_SIZE is not read");
+  CHECK(pet.notes.front() == "PET_PLATFORM_WORLD_SIZE=nodes has no effect: WORLD_SIZE is not read");
 }
 
 // ---------------------------------------------------------------------------
@@ -621,8 +659,11 @@ TEST_CASE("platform: WORLD_SIZE read as processes", "[platform]") {
 TEST_CASE("platform: Slurm errors", "[platform]") {
   Fixture f;
   auto step = [](std::initializer_list<std::pair<const std::string, std::string>> vars) {
-    EnvMap out = NodeEnv({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
-                          {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"},
+    EnvMap out = NodeEnv({{"SLURM_JOB_ID", "77"},
+                          {"SLURM_STEP_ID", "0"},
+                          {"SLURM_PROCID", "1"},
+                          {"SLURM_STEP_NUM_TASKS", "2"},
+                          {"SLURM_STEP_NUM_NODES", "2"},
                           {"SLURM_STEP_NODELIST", "gcu[01-02]"}});
     for (const auto& [key, value] : vars) {
       if (value.empty()) {
@@ -681,8 +722,10 @@ TEST_CASE("platform: Slurm errors", "[platform]") {
 TEST_CASE("platform: Open MPI errors", "[platform]") {
   Fixture f;
   auto mpi = [](std::initializer_list<std::pair<const std::string, std::string>> vars) {
-    EnvMap out = NodeEnv({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"MASTER_ADDR", "node0"}});
+    EnvMap out = NodeEnv({{"OMPI_COMM_WORLD_SIZE", "2"},
+                          {"OMPI_COMM_WORLD_RANK", "1"},
+                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                          {"MASTER_ADDR", "node0"}});
     for (const auto& [key, value] : vars) {
       if (value.empty()) {
         out.Erase(key);
@@ -711,8 +754,8 @@ TEST_CASE("platform: Open MPI errors", "[platform]") {
         "gculaunch: OMPI_COMM_WORLD_RANK=2 is not a node of this job: OMPI_COMM_WORLD_SIZE=2 "
         "gives node ranks 0 to 1 (fix: check OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE)");
   // One copy needs no master address.
-  LaunchSpec single = f.Spec(mpi({{"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "0"},
-                                  {"MASTER_ADDR", ""}}));
+  LaunchSpec single = f.Spec(
+      mpi({{"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"MASTER_ADDR", ""}}));
   CHECK(single.master_addr == "127.0.0.1");
 }
 
