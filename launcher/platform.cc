@@ -146,14 +146,14 @@ class Reader {
       level = "Slurm step";
       read = ReadSlurm();
       if (read.ok() && mpi) read = CheckMpiAgrees();
-      if (mpi) NotRead(MpiVars(), "the Slurm step gives the layout");
-      if (world)
-        NotRead(WorldVars(/*with_addr=*/true, /*with_port=*/false),
-                "the Slurm step gives the layout");
+      NotRead(MpiVars(), "the Slurm step gives the layout");
+      // MASTER_ADDR too, when the node list names the master instead.
+      NotRead(WorldVars(/*with_addr=*/NeedAddr(), /*with_port=*/false),
+              "the Slurm step gives the layout");
     } else if (mpi) {
       level = "Open MPI";
       read = ReadMpi();
-      if (world) NotRead(WorldVars(false, false), "Open MPI's variables give the layout");
+      NotRead(WorldVars(false, false), "Open MPI's variables give the layout");
     } else if (world && GuardsPass()) {
       level = "WORLD_SIZE/RANK";
       read = ReadWorldSize();

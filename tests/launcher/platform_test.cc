@@ -445,6 +445,21 @@ TEST_CASE("platform: the Slurm step's details", "[platform]") {
           "not read Slurm's variables (start it with srun --ntasks-per-node=1 to run on every "
           "node of the allocation)");
   }
+  SECTION("MASTER_ADDR is not read in a step: the node list names the master") {
+    EnvMap env = NodeEnv({{"SLURM_STEP_ID", "0"},
+                          {"SLURM_PROCID", "1"},
+                          {"SLURM_STEP_NUM_TASKS", "2"},
+                          {"SLURM_STEP_NODELIST", "n[1-2]"},
+                          {"MASTER_ADDR", "n1-ib"},
+                          {"MASTER_PORT", "23456"}});
+    PlatformInfo info = f.Info(env);
+    CHECK(info.master_addr == "n1");
+    CHECK(info.master_port == 23456);
+    CHECK(Lines(info.notes) == "MASTER_ADDR=n1-ib is not read: the Slurm step gives the layout\n");
+    PlatformInfo flagged = f.Info(env, {"--master-addr", "n1-ib"});
+    CHECK_FALSE(flagged.master_addr.has_value());
+    CHECK(flagged.notes.empty());
+  }
   SECTION("mpirun inside the step: agreeing Open MPI variables are fine") {
     PlatformInfo info = f.Info(NodeEnv({{"SLURM_STEP_ID", "0"},
                                         {"SLURM_PROCID", "1"},
