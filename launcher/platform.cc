@@ -250,7 +250,7 @@ class Reader {
     const std::string srun_hint = "start gculaunch with srun --ntasks-per-node=1";
     const char* nodes_var = First(kSlurmNodeCounts);
     std::optional<int> step_nodes;
-    if (nodes_var != nullptr) {
+    if (nodes_var != nullptr && (NeedTopology() || NeedAddr())) {
       auto nodes = Integer(nodes_var, 1, kMaxNodes, "the number of nodes in the step",
                            srun_hint + ", or give --nnodes N");
       if (!nodes.ok()) return nodes.error();

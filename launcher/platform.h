@@ -42,7 +42,8 @@
 // Inconsistent or malformed values are a one-line Error naming what was read
 // from where and the fix; the caller exits with exit_code::kUsage.
 //
-// Thread safety: pure functions of their arguments.
+// Ownership: the functions borrow their arguments for the call only and return
+// values.  Thread safety: pure functions of their arguments.
 #pragma once
 
 #include <string>

@@ -729,6 +729,10 @@ TEST_CASE("platform: Slurm errors", "[platform]") {
         "(OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=4) disagree about this node (fix: start "
         "gculaunch with srun --ntasks-per-node=1 rather than mpirun inside a Slurm allocation, "
         "or give --nnodes and --node-rank)");
+  // With flags for everything, the step's variables are not read at all.
+  CHECK(f.Spec(step({{"SLURM_STEP_NUM_NODES", "two"}, {"SLURM_STEP_NODELIST", "gcu[01"}}),
+               {"--nnodes", "2", "--node-rank", "1", "--master-addr", "gcu01"})
+            .node_rank == 1);
   // A flag for the master makes the node list irrelevant.
   CHECK(f.Spec(step({{"SLURM_STEP_NODELIST", "gcu[01-02"}}), {"--master-addr", "gcu01-ib"})
             .master_addr == "gcu01-ib");
