@@ -29,7 +29,7 @@ import gltest
 
 RECIPES = os.path.join(gltest.SOURCE_DIR, "configs", "examples", "platforms")
 START_SCRIPT = os.path.join(gltest.SOURCE_DIR, "scripts", "start_multinode_platform.sh")
-BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/trainer", "LANG": "C.UTF-8"}
 # Set by bash itself when it runs the startup script.
 BASH_OWN = {"PWD", "SHLVL", "_", "OLDPWD"}
 GCU = "enflame.com/gcu"
