@@ -62,6 +62,9 @@ constexpr FlagDef kFlags[] = {
      "close_timeout, read_timeout (seconds), is_host (true/false)"},
     {"standalone", "", Kind::kBool, "", "Topology",
      "single node: store on 127.0.0.1, port chosen at launch (or --master-port)"},
+    {"platform-world-size", "", Kind::kValue, "nodes|procs", "Topology",
+     "how to read a job platform's WORLD_SIZE: nodes (default: Volcano, KubeBrain, older "
+     "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)"},
     {"max-restarts", "", Kind::kValue, "N", "Topology",
      "restart all ranks up to N times after a failure; default 0"},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
@@ -375,6 +378,12 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
       return BadValue(source, value, "expected letters, digits, '.', '_' or '-'", "job-42");
     }
     (name == "rdzv-id" ? o.rdzv_id : o.run_id) = value;
+  } else if (name == "platform-world-size") {
+    if (value != "nodes" && value != "procs") {
+      return BadValue(source, value, "expected nodes or procs", "procs");
+    }
+    o.platform_world_size =
+        value == "nodes" ? PlatformWorldSize::kNodes : PlatformWorldSize::kProcs;
   } else if (name == "rdzv-conf") {
     return ParseRdzvConf(source, value, o);
   } else if (name == "max-restarts") {

@@ -70,6 +70,7 @@ struct CliOptions {
   std::optional<std::string> run_id;
   std::map<std::string, std::string> rdzv_conf;
   bool standalone = false;
+  std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;
   std::optional<double> monitor_interval;
   std::optional<std::string> role;
