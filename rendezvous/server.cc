@@ -111,6 +111,11 @@ class ServerCore final : public SessionOwner,
     if (options_.request_observer) options_.request_observer(session.id(), request);
     effects_.Clear();
     store_.Handle(session.id(), request, session.output(), effects_);
+    if (request.op == Op::kWait && log_.should_log(spdlog::level::debug) &&
+        store_.IsParked(session.id())) {
+      log_.debug("connection {} from {}: {} parked", session.id(), session.peer(),
+                 Describe(request));
+    }
     Dispatch(effects_, &session);
     if (effects_.close()) session.CloseAfterFlush(effects_.close_reason);
   }
