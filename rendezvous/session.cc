@@ -23,7 +23,11 @@ Session::Session(boost::asio::ip::tcp::socket socket, ConnId id, std::string pee
       log_(log),
       read_buf_(kInitialReadBuffer) {}
 
-void Session::Start() { DoRead(); }
+void Session::Start() {
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);  // write_some in Flush must never block
+  DoRead();
+}
 
 int Session::native_handle() { return socket_.is_open() ? socket_.native_handle() : -1; }
 
@@ -51,22 +55,28 @@ void Session::OnRead(const boost::system::error_code& ec, std::size_t size) {
 }
 
 void Session::Process() {
-  while (!closed_ && !closing_ && !pending_.empty() && queued() <= kOutputHighWater) {
-    const auto step = decoder_.Decode(pending_);
-    pending_ = pending_.subspan(step.consumed);
-    if (step.status == Decoder::Status::kRequest) {
-      owner_.OnRequest(*this, decoder_.request());
-      continue;
+  while (true) {
+    while (!closed_ && !closing_ && !pending_.empty() && queued() <= kOutputHighWater) {
+      const auto step = decoder_.Decode(pending_);
+      pending_ = pending_.subspan(step.consumed);
+      if (step.status == Decoder::Status::kRequest) {
+        owner_.OnRequest(*this, decoder_.request());
+        continue;
+      }
+      if (step.status == Decoder::Status::kMalformed) {
+        const Malformed& bad = decoder_.malformed();
+        CloseAfterFlush("malformed input at byte " + std::to_string(bad.offset) + ": " +
+                        bad.reason);
+      }
+      break;
     }
-    if (step.status == Decoder::Status::kMalformed) {
-      const Malformed& bad = decoder_.malformed();
-      CloseAfterFlush("malformed input at byte " + std::to_string(bad.offset) + ": " + bad.reason);
-    }
-    break;
+    if (closed_) return;
+    Flush();
+    if (closed_ || closing_ || pending_.empty()) break;
+    // Decoding paused above the high-water mark.  If the output is still being written,
+    // OnWrite resumes; if Flush sent it all at once, go on right away.
+    if (writing_) return;
   }
-  if (closed_) return;
-  Flush();
-  if (!pending_.empty()) return;  // resumed by OnWrite once the output drained
   if (filled_buffer_ && read_buf_.size() < kMaxReadBuffer) read_buf_.resize(read_buf_.size() * 2);
   filled_buffer_ = false;
   DoRead();
@@ -74,6 +84,19 @@ void Session::Process() {
 
 void Session::Flush() {
   if (closed_ || writing_) return;
+  if (!out_.empty()) {
+    // Most replies fit in the socket buffer: send them right away.  An async_write would
+    // send them just the same (Asio tries the send at once), but then also queue and run a
+    // completion handler, which costs about as much as the request itself.
+    boost::system::error_code ec;
+    const std::size_t sent = socket_.write_some(boost::asio::buffer(out_), ec);
+    if (ec && ec != boost::asio::error::would_block && ec != boost::asio::error::try_again) {
+      log_.debug("connection {} from {}: write failed: {}", id_, peer_, ec.message());
+      End();
+      return;
+    }
+    out_.erase(0, sent);
+  }
   if (out_.empty()) {
     if (closing_) End();
     return;

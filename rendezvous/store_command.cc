@@ -188,7 +188,7 @@ int StoreMain(const std::vector<std::string>& args) {
     }
     const std::string shown_host = HostForDisplay(options.host, *listener);
 
-    boost::asio::io_context io;
+    boost::asio::io_context io(1);  // one thread runs it: lets Asio skip cross-thread wakeups
     ServerOptions server_options;
     server_options.limits = options.limits;
     server_options.max_connections = options.max_connections;

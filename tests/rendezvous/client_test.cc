@@ -162,7 +162,7 @@ TEST_CASE("client: a wait timeout cancels in v2 and closes in v1", "[client]") {
   }());
 }
 
-TEST_CASE("client: back-off doubles up to the cap, with jitter in [0.5, 1.5)", "[client]") {
+TEST_CASE("client: back-off doubles up to the cap, with jitter between 0.5x and 1.5x", "[client]") {
   ClientOptions o;
   o.initial_backoff = std::chrono::milliseconds(100);
   o.max_backoff = std::chrono::milliseconds(1000);

@@ -136,7 +136,7 @@ TEST_CASE("session: the owner can close after the reply", "[session]") {
   CHECK(f.owner().Count() == 1);  // the GET after the close was not handled
 }
 
-TEST_CASE("session: Close() by the owner does not call it back; EOF does", "[session]") {
+TEST_CASE("session: Close() by the owner does not call it back, but EOF does", "[session]") {
   SECTION("owner close") {
     SessionFixture f;
     f.OnIo([&] { f.session().Close(); });
