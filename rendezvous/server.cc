@@ -101,7 +101,8 @@ class ServerCore final : public SessionOwner,
 
   void Start() {
     if (stopped_) return;
-    log_.info("store listening on {}:{}", address_, port_);
+    log_.info("store listening on {}:{}",
+              address_.find(':') == std::string::npos ? address_ : "[" + address_ + "]", port_);
     ArmAccept();
   }
 

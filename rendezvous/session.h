@@ -3,7 +3,8 @@
 // A session only glues bytes to the codec: it reads whatever the socket has, feeds it to its
 // Decoder, hands every complete Request to its SessionOwner (the server, which runs the
 // Store), and writes the output the owner appended, batching all replies produced by one
-// read into one write.  A malformed stream, or a close asked for by the store, ends only this
+// read into one write.  Output is sent at once with a non-blocking send; only what the
+// socket buffer cannot take goes out through an asynchronous write.  A malformed stream, or a close asked for by the store, ends only this
 // session: one log line names the peer and the reason, queued output is flushed, the socket
 // is closed.  Other sessions and their parked WAITs are untouched.
 //

@@ -200,6 +200,9 @@ def run_case(server_kind, clients, kind, procs, rounds, args):
     except RuntimeError as e:
         result["error"] = str(e)
     finally:
+        notes = [l for p in load for l in p.err.decode(errors="replace").splitlines() if l]
+        if notes:
+            result["load_stderr"] = notes[0][:300]
         for p in load:
             try:
                 p.send("exit")
@@ -287,15 +290,31 @@ def summarize(runs):
           and not r.get("barrier_failed") and "barrier_s" in r]
     out = {"server": runs[0]["server"], "clients": runs[0]["clients"], "kind": runs[0]["kind"],
            "runs": len(runs), "ok": len(ok)}
+    # Medians over every run that got that far (a failed run still has its earlier phases).
     for key in ("connect_s", "ops_per_s", "p50_us", "p99_us", "cpu_us_per_req", "barrier_s"):
-        out[key] = median([r.get(key) for r in ok])
-    out["cpu_range"] = [min(r["cpu_us_per_req"] for r in ok),
-                        max(r["cpu_us_per_req"] for r in ok)] if ok else None
-    out["barrier_range"] = [min(r["barrier_s"] for r in ok),
-                            max(r["barrier_s"] for r in ok)] if ok else None
-    bad = [("timeout" if r.get("timeout") else "error" if r.get("error") else "failed")
-           for r in runs if r not in ok]
-    out["status"] = "ok" if not bad else "%d/%d %s" % (len(bad), len(runs), bad[0])
+        out[key] = median([r.get(key) for r in runs])
+    for key, name in (("cpu_us_per_req", "cpu_range"), ("barrier_s", "barrier_range")):
+        have = [r[key] for r in runs if r.get(key) is not None]
+        out[name] = [min(have), max(have)] if have else None
+    problems = []
+    for r in runs:
+        if r in ok:
+            continue
+        what = []
+        for key, label in (("connect_failed", "clients failed to connect"),
+                           ("mix_failed", "clients failed in the mix"),
+                           ("barrier_failed", "clients failed in the barrier")):
+            if r.get(key):
+                what.append("%d %s" % (r[key], label))
+        if r.get("timeout"):
+            phase = ("connect" if "connect_s" not in r else "mix" if "cpu_us_per_req" not in r
+                     else "barrier")
+            what.append("%s phase over the time limit" % phase)
+        if r.get("error"):
+            what.append("error: " + r["error"][:80])
+        problems.append(", ".join(what))
+    out["status"] = "ok" if not problems else "%d/%d runs: %s" % (len(problems), len(runs),
+                                                                  problems[0])
     return out
 
 

@@ -98,6 +98,11 @@ asio::awaitable<void> ConnectOne(Load& load, std::size_t i, Latch& latch, int& f
   latch.Done();
 }
 
+// Prints the first failure of a phase to stderr, so that a run that fails says why.
+void NoteFailure(int& failed, const std::string& what) {
+  if (failed++ == 0) std::fprintf(stderr, "store_load: %s\n", what.c_str());
+}
+
 asio::awaitable<void> MixOne(Client& c, std::string tag, int rounds, std::vector<std::uint32_t>& lat,
                              Latch& latch, int& failed) {
   const std::string key = "/bench/" + tag;
@@ -106,43 +111,57 @@ asio::awaitable<void> MixOne(Client& c, std::string tag, int rounds, std::vector
     lat.push_back(static_cast<std::uint32_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
   };
-  bool ok = true;
-  for (int r = 0; r < rounds && ok; ++r) {
+  std::string error;
+  auto check = [&error](const auto& result) {
+    if (!result.ok() && error.empty()) error = result.error().Format();
+    return result.ok();
+  };
+  for (int r = 0; r < rounds && error.empty(); ++r) {
     auto t0 = Clock::now();
-    ok = (co_await c.Set(key, "value-" + std::to_string(r))).ok();
+    check(co_await c.Set(key, "value-" + std::to_string(r)));
     timed(t0);
     t0 = Clock::now();
-    ok = ok && (co_await c.Wait(One(key))).ok();
-    ok = ok && (co_await c.Get(key)).ok();
+    if (check(co_await c.Wait(One(key)))) check(co_await c.Get(key));
     timed(t0);
     t0 = Clock::now();
-    ok = ok && (co_await c.Add(counter, 1)).ok();
+    if (error.empty()) check(co_await c.Add(counter, 1));
     timed(t0);
     t0 = Clock::now();
-    ok = ok && (co_await c.Wait(One(key))).ok();
+    if (error.empty()) check(co_await c.Wait(One(key)));
     timed(t0);
   }
-  if (!ok) ++failed;
+  if (!error.empty()) NoteFailure(failed, "mix: " + error);
   latch.Done();
 }
 
 asio::awaitable<void> NumKeysOne(Client& c, int rounds, Latch& latch, int& failed) {
-  bool ok = true;
-  for (int r = 0; r < rounds && ok; ++r) ok = (co_await c.NumKeys()).ok();
-  if (!ok) ++failed;
+  for (int r = 0; r < rounds; ++r) {
+    auto n = co_await c.NumKeys();
+    if (!n.ok()) {
+      NoteFailure(failed, "numkeys: " + n.error().Format());
+      break;
+    }
+  }
   latch.Done();
 }
 
 asio::awaitable<void> BarrierOne(Client& c, std::string key, std::int64_t total, double& t_end,
                                  Latch& latch, int& failed) {
+  std::string error;
   auto n = co_await c.Add(key, 1);
-  bool ok = n.ok();
-  if (ok && *n == total) ok = (co_await c.Set(key + "/go", "1")).ok();
-  ok = ok && (co_await c.Wait(One(key + "/go"))).ok();
-  if (ok) {
+  if (!n.ok()) error = n.error().Format();
+  if (error.empty() && *n == total) {
+    auto s = co_await c.Set(key + "/go", "1");
+    if (!s.ok()) error = s.error().Format();
+  }
+  if (error.empty()) {
+    auto w = co_await c.Wait(One(key + "/go"));
+    if (!w.ok()) error = w.error().Format();
+  }
+  if (error.empty()) {
     t_end = std::max(t_end, Now());
   } else {
-    ++failed;
+    NoteFailure(failed, "barrier: " + error);
   }
   latch.Done();
 }
