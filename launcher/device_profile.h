@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,11 +29,24 @@ struct DeviceProfile {
   /// Process-level visible-devices variables, all set to the same list.  The
   /// first one is read from the user's environment as the card pool.
   std::vector<std::string> visible_env;
+  /// The container runtime's variable (e.g. ENFLAME_VISIBLE_DEVICES, read by
+  /// the runtime hook when a container starts).  Informational: used only to
+  /// explain in notes that it does not choose the cards inside a running
+  /// container.  Empty if the vendor has none.
+  std::string container_visible_env;
   /// Directory and ECMAScript regex (matched against the whole file name) of
   /// the device files that count cards; capture group 1 is the card id.
   /// Empty pattern: the profile has no devices (cpu).
   std::string device_dir = "/dev";
   std::string device_pattern;
+  /// Optional vendor filter for shared device names (e.g. /dev/dri/renderD*):
+  /// a sysfs path where "{name}" stands for the device file's name, and the
+  /// id its content must equal (case-insensitive), e.g.
+  /// "/sys/class/drm/{name}/device/vendor" and "0x1002".  Empty: no filter.
+  std::string vendor_path;
+  std::string vendor_id;
+  /// `--device auto` tries profiles with devices in ascending auto_order.
+  int auto_order = 100;
   std::string driver_path;          ///< e.g. "/sys/module/enflame"; empty if none
   std::string backend;              ///< torch.distributed backend: eccl, nccl, hccl, cncl, gloo
   std::string collective_library;   ///< e.g. "libeccl.so" (file name prefix); empty if none
@@ -77,12 +91,23 @@ class FileSystemDeviceProbe : public DeviceProbe {
   std::string root_;
 };
 
-/// Parses one profile from YAML text.  `origin` names the file in errors
-/// ("configs/devices/x.yaml:12: unknown key 'visble_env'").
+/// The YAML text of the profiles shipped in configs/devices, as (path, text)
+/// pairs sorted by path.  Generated at build time by launcher/embed_profiles.cmake.
+const std::vector<std::pair<std::string_view, std::string_view>>& BuiltinProfileTexts();
+
+/// Parses one profile from YAML text.  Strict: unknown keys, wrong types and
+/// missing required keys are errors naming "<origin>:<line>" and the key
+/// ("configs/devices/x.yaml:12: unknown key 'visble_env'").  The schema is in
+/// configs/devices/README.md.
 Result<DeviceProfile> ParseDeviceProfile(const std::string& yaml_text, const std::string& origin);
-/// The profiles compiled into the binary, in a fixed order.
+/// The profiles compiled into the binary, sorted by (auto_order, name): the
+/// order in which `--device auto` tries them.  (A shipped profile that does
+/// not parse is a build defect: unit tests parse every one.)
 const std::vector<DeviceProfile>& BuiltinDeviceProfiles();
-/// Finds a built-in profile by name or alias.
+/// Finds a built-in profile by name or alias.  The error lists the known names.
 Result<DeviceProfile> FindBuiltinProfile(const std::string& name);
+/// "gcu, cuda, cpu, ...": the name or first alias of every built-in profile,
+/// for help texts and error messages.
+std::string BuiltinProfileNames();
 
 }  // namespace gculaunch

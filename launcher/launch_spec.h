@@ -11,17 +11,28 @@
 // generated run id, the error-file directory) are not in the spec; they come
 // in a RankRuntime (rank_env.h).
 //
-// Thread safety: a plain value.
+// Precedence of every setting, highest first: the command line, its PET_*
+// environment variable (cli.h), a PlatformInfo (job-platform variables; a
+// later issue fills it, nothing reads those variables yet), gculaunch's
+// default.
+//
+// Ownership: MakeLaunchSpec borrows its inputs for the call only.  Thread
+// safety: plain values; FileAccess and DeviceProbe are used from one thread.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "launcher/device_profile.h"
+#include "launcher/env_map.h"
+#include "launcher/error.h"
 
 namespace gculaunch {
+
+struct CliOptions;  // cli.h
 
 enum class DeviceBind { kAll, kRank };      ///< --bind all|rank
 enum class StdinMode { kNull, kRank0 };     ///< --stdin null|rank0
@@ -29,28 +40,61 @@ enum class StoreMode {
   kAgent,  ///< gculaunch hosts the TCPStore; TORCHELASTIC_USE_AGENT_STORE=True
   kRank0,  ///< rank 0 hosts it (torch 1.13 --standalone); TORCHELASTIC_USE_AGENT_STORE=False
 };
+enum class DryRunFormat { kTable, kJson, kEnv };  ///< --format table|json|env
+
+/// torchrun's --redirects / --tee value: which of a rank's streams go to its
+/// log files.  Bits: 1 = stdout, 2 = stderr (so 3 = both, 0 = none); either
+/// one value for every local rank ("3") or a per-local-rank map ("0:3,1:2",
+/// ranks not listed get 0), exactly as torchrun parses it.
+struct StdStreams {
+  static constexpr int kStdout = 1;
+  static constexpr int kStderr = 2;
+  int all = 0;                   ///< used when per_rank is empty
+  std::map<int, int> per_rank;   ///< local rank -> bits; if non-empty, `all` is ignored
+  /// The bits for one local rank.
+  int For(int local_rank) const;
+  bool any() const { return all != 0 || !per_rank.empty(); }
+  bool operator==(const StdStreams&) const = default;
+};
 
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
   int nnodes = 1;
   int node_rank = 0;           ///< GROUP_RANK
   int nproc_per_node = 1;      ///< LOCAL_WORLD_SIZE
-  int rank_offset = 0;         ///< RANK of this node's local rank 0
-  int world_size = 1;          ///< WORLD_SIZE (all nodes)
+  int rank_offset = 0;         ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
+  int world_size = 1;          ///< WORLD_SIZE (all nodes: nnodes * nproc_per_node)
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;         ///< 0: a free port is chosen (and kept bound) at launch
+  /// The port the ranks get as MASTER_PORT.  0: chosen at launch (kAgent:
+  /// gculaunch binds port 0 and keeps the socket; kRank0: a free port is
+  /// probed just before spawning, as torch 1.13 --standalone does).
+  int master_port = 0;
   bool standalone = false;
   std::string role = "default";
-  std::string run_id;          ///< empty: generated at launch
+  /// TORCHELASTIC_RUN_ID.  Empty: generated at launch (--standalone without
+  /// --run-id).  Without --standalone and --run-id it is torchrun's static
+  /// default, the literal "none".
+  std::string run_id;
   int max_restarts = 0;
   StoreMode store_mode = StoreMode::kAgent;
-  int worker_port = 0;         ///< kRank0 across nodes: the port rank 0 binds (--worker-port)
+  /// --worker-port as given (0: not given).  Only with kRank0, and already
+  /// folded into master_port; kept so that a later multi-node rendezvous can
+  /// tell the agents' port from the ranks' store port.
+  int worker_port = 0;
+  /// --rdzv-conf, validated (accepted keys in cli.h).  Not used by a
+  /// single-node launch; kept for the multi-node rendezvous.
+  std::map<std::string, std::string> rdzv_conf;
 
   // ---- the ranks' program ----
   /// The command before per-rank substitution, e.g. {"/usr/bin/python3", "-u",
-  /// "train.py", "cfg.py"}; `${local_rank}` in it is replaced per rank.
+  /// "train.py", "cfg.py"}; `${local_rank}` in argv[1..] is replaced per rank.
+  /// With local_rank_arg, "--local_rank=${local_rank}" already sits right after
+  /// the script (where torch.distributed.launch put it).
   std::vector<std::string> argv;
-  bool local_rank_arg = false;  ///< append --local_rank=N (legacy torch.distributed.launch)
+  /// The file to execute: argv[0] resolved on PATH (an absolute path, or the
+  /// user's own path when it contains '/').  The spawner execs this with argv.
+  std::string executable;
+  bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
   std::string python;           ///< interpreter used; empty with --no-python
 
   // ---- devices ----
@@ -66,14 +110,66 @@ struct LaunchSpec {
   // ---- supervision and output ----
   double grace_period_s = 25.0;         ///< SIGTERM -> SIGKILL, on every stop path
   std::string log_dir;                  ///< per-rank log files; empty: none
+  StdStreams redirects;                 ///< --redirects: streams that go to the log files only
+  StdStreams tee;                       ///< --tee: streams that go to the log files and the console
   std::vector<int> console_local_ranks; ///< --local-ranks-filter; empty: all ranks
   StdinMode stdin_mode = StdinMode::kNull;
   std::string summary_json;             ///< --summary-json PATH; empty: none
   std::string error_file_parent;        ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
 
+  // ---- what to do ----
+  bool dry_run = false;                 ///< --dry-run: print, start nothing
+  DryRunFormat dry_run_format = DryRunFormat::kTable;
+
   /// Explanations for the dry run and the start-up log ("no cards found,
   /// previewing 8 ranks"); never part of any value.
   std::vector<std::string> notes;
 };
+
+/// Topology read from a job platform's variables (Kubeflow, Volcano, Slurm,
+/// Open MPI ...).  A later issue builds it from the EnvMap; today callers pass
+/// an empty one.  Set fields rank below the command line and PET_* variables.
+struct PlatformInfo {
+  std::optional<int> nnodes;
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::string source;  ///< e.g. "Volcano"; named in notes
+};
+
+/// The file-system look-ups MakeLaunchSpec needs besides the device probe.
+class FileAccess {
+ public:
+  virtual ~FileAccess() = default;
+  /// `name` without '/': the first executable file named so in the
+  /// ':'-separated `path_var` directories (as execvp searches), as a path.
+  /// `name` with '/': itself if it is an executable file.  nullopt otherwise.
+  virtual std::optional<std::string> FindExecutable(const std::string& name,
+                                                    const std::string& path_var) const = 0;
+  /// The whole content of a text file; the error names the file and errno.
+  virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
+};
+
+/// The real FileAccess (access(2), std::ifstream).
+class LocalFileAccess : public FileAccess {
+ public:
+  std::optional<std::string> FindExecutable(const std::string& name,
+                                            const std::string& path_var) const override;
+  Result<std::string> ReadTextFile(const std::string& path) const override;
+};
+
+/// Builds and validates the spec.  `env` is gculaunch's own environment (as
+/// read by main): it supplies the card pool (the profile's first visible-devices
+/// variable), PYTHON_EXEC, PATH, OMP_NUM_THREADS and TORCHELASTIC_ERROR_FILE.
+/// Errors are one line naming the flag or variable and the fix; the caller
+/// prints Error::Format() and exits with exit_code::kUsage.
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files,
+                                  const PlatformInfo& platform = {});
+
+/// Where this run's error files (and rank logs) go when --log-dir is given:
+/// "<log_dir>/<run_id>".  Empty without --log-dir (the launch then uses a
+/// temporary directory of its own).
+std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
 
 }  // namespace gculaunch

@@ -1,0 +1,129 @@
+// ParseCli: `gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]` -> CliOptions.
+//
+// The CLI11 adapter.  It parses and checks each flag on its own (syntax and
+// range: "--nnodes '1:4': elastic ranges are not supported"); everything that
+// involves two flags, the environment or the machine is MakeLaunchSpec's job.
+// CliOptions remembers which flags were given and where from, so later
+// messages can name "--nnodes" or "PET_NNODES".
+//
+// torchrun compatibility:
+//   * every flag has the spelling with '-' and the one with '_'
+//     (--nproc-per-node / --nproc_per_node);
+//   * every flag falls back to PET_<NAME> from the EnvMap when it is not on the
+//     command line (NAME: the long name upper-cased, '-' -> '_', e.g.
+//     PET_NPROC_PER_NODE; aliases share their canonical flag's variable, e.g.
+//     --shutdown-timeout -> PET_GRACE_PERIOD).  The command line wins.
+//     Boolean flags take PET_STANDALONE=1/0 (any integer, non-zero = on, as
+//     torchrun) or true/false.  An empty PET_ variable counts as unset.
+//     PET_ENV holds one KEY=VALUE per line.  --help and --version have none.
+//   * everything from SCRIPT on goes to the script untouched, even words that
+//     look like gculaunch flags; a leading "--" before SCRIPT is dropped.
+//   * a flag given twice: the last one wins (as argparse); --env accumulates.
+//
+// --rdzv-conf accepts these keys (seconds unless noted); they are validated and
+// kept for the multi-node rendezvous, a single node does not use them:
+//   timeout, join_timeout, last_call_timeout, close_timeout, read_timeout,
+//   is_host (true/false/1/0).
+//
+// Thread safety: pure function; no state.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "launcher/env_map.h"
+#include "launcher/error.h"
+#include "launcher/launch_spec.h"
+
+namespace gculaunch {
+
+/// --nproc-per-node N|auto|gpu|cpu.
+struct NprocPerNode {
+  enum class Kind { kCount, kAuto, kGpu, kCpu };
+  Kind kind = Kind::kCount;
+  int count = 1;  ///< kCount only
+  bool operator==(const NprocPerNode&) const = default;
+};
+
+/// --rdzv-endpoint HOST[:PORT] (IPv6 as [ADDR]:PORT; brackets removed in host).
+struct Endpoint {
+  std::string host;
+  std::optional<int> port;
+  bool operator==(const Endpoint&) const = default;
+};
+
+/// The flags as given.  An empty optional (or false) means "not given": the
+/// defaults live in MakeLaunchSpec.
+struct CliOptions {
+  std::optional<NprocPerNode> nproc_per_node;
+  std::optional<int> nnodes;               ///< N, or N:N folded to N
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;  ///< IPv6 brackets removed
+  std::optional<int> master_port;
+  std::optional<Endpoint> rdzv_endpoint;
+  std::optional<std::string> rdzv_backend;  ///< "static" or "c10d"
+  std::optional<std::string> rdzv_id;
+  std::optional<std::string> run_id;
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;
+  std::optional<int> max_restarts;
+  std::optional<double> monitor_interval;
+  std::optional<std::string> role;
+  bool module = false;          ///< -m: SCRIPT is a module name
+  bool no_python = false;
+  std::optional<std::string> python;
+  bool use_env = false;         ///< accepted; gculaunch always passes LOCAL_RANK in the environment
+  bool local_rank_arg = false;
+  std::optional<std::string> log_dir;
+  std::optional<StdStreams> tee;
+  std::optional<StdStreams> redirects;
+  std::optional<std::vector<int>> local_ranks_filter;
+  std::optional<std::string> device;
+  std::optional<DeviceBind> bind;
+  std::vector<std::pair<std::string, std::string>> env;  ///< --env KEY=VALUE, in order
+  std::optional<double> grace_period;
+  std::optional<StdinMode> stdin_mode;
+  std::optional<std::string> summary_json;
+  bool no_agent_store = false;
+  std::optional<int> worker_port;
+  bool dry_run = false;
+  std::optional<DryRunFormat> format;
+  std::optional<std::string> sysroot;  ///< prefix for /dev and /sys look-ups (tests, preflight)
+
+  std::string script;                    ///< SCRIPT (or the module with -m); non-empty
+  std::vector<std::string> script_args;  ///< everything after SCRIPT, untouched
+
+  /// Canonical long name without dashes ("nproc-per-node") -> where it came
+  /// from: "--nproc-per-node" or "PET_NPROC_PER_NODE".
+  std::map<std::string, std::string> given;
+
+  bool Given(std::string_view name) const { return given.find(std::string(name)) != given.end(); }
+  /// How to name the flag in a message: "--nnodes" or "PET_NNODES"
+  /// ("--nnodes" if it was not given).
+  std::string Source(std::string_view name) const;
+  /// True when the flag came from the command line (not PET_*).
+  bool FromCommandLine(std::string_view name) const;
+};
+
+enum class CliAction {
+  kLaunch,   ///< launch or dry-run: `options` is filled
+  kHelp,     ///< --help: print `text` to stdout, exit 0
+  kVersion,  ///< --version: print `text` to stdout, exit 0
+};
+
+struct CliResult {
+  CliAction action = CliAction::kLaunch;
+  std::string text;  ///< kHelp / kVersion: what to print (ends with '\n')
+  CliOptions options;
+};
+
+/// Parses the arguments after argv[0].  `env` supplies the PET_* fallbacks
+/// (and nothing else).  Errors are one line ("--bind 'cards': expected all or
+/// rank"); the caller prints Error::Format() and exits with exit_code::kUsage.
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env);
+
+}  // namespace gculaunch
