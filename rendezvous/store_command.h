@@ -1,10 +1,50 @@
-// StoreMain: `gculaunch store --host H --port P` runs the rendezvous store alone.
+// StoreMain: `gculaunch store`, the rendezvous store alone in the foreground.
+//
+//   gculaunch store [--host H] [--port P] [--max-connections N] [--max-key-size B]
+//                   [--max-value-size B] [--max-keys-per-request N] [--max-request-size B]
+//                   [--log-level L]
+//
+// The first line on stdout is "listening on H:P" with the real port (port 0 picks a free
+// one), flushed at once, so a script can start the store and read where it is.  Logs go to
+// stderr.  SIGTERM or SIGINT stops it cleanly (exit 0).  The soft open-file limit is raised
+// to the hard limit first, since every client connection is a file descriptor.
+//
+// Exit codes: 0 stopped by a signal; 1 could not listen; 2 bad flags (one line on stderr
+// naming the flag and the fix).
+//
+// ParseStoreArgs is the CLI11 adapter (the only place that may see CLI11's exceptions); it
+// has no side effects, so tests can call it.
+//
+// Threading: StoreMain runs one io_context on the calling thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "launcher/error.h"
+#include "rendezvous/codec.h"
+
 namespace gculaunch::rendezvous {
+
+/// What `gculaunch store` was asked to do.
+struct StoreCommandOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 29500;
+  std::size_t max_connections = 65536;
+  Limits limits;
+  std::string log_level = "info";
+};
+
+/// Either options to run with, or text to print on stdout before exiting 0 (--help).
+struct StoreHelp {
+  std::string text;
+};
+using StoreCommand = std::variant<StoreCommandOptions, StoreHelp>;
+
+/// Parses the arguments after "store".  Errors name the flag and the fix.
+Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args);
 
 /// Runs the standalone store with the arguments after "store".  Returns the exit code.
 int StoreMain(const std::vector<std::string>& args);

@@ -295,3 +295,240 @@ def pids_of_ranks(tag, comm=None):
         if comm is None or name == comm:
             out.append(pid)
     return out
+
+# ---- rendezvous store helpers (tests/integration/test_store_*.py) ----
+
+import json
+import re
+import selectors
+import threading
+
+
+class StoreProcess:
+    """`gculaunch store --host 127.0.0.1 --port 0` (or another host), tagged, in its own
+    session.
+
+    .host/.port come from its first stdout line; stderr (the log) is collected by a thread so
+    that tests can wait for a log line without polling."""
+
+    def __init__(self, tag, args=(), log_level="debug", timeout=20, host="127.0.0.1"):
+        cmd = [require_binary(), "store", "--host", host, "--port", "0",
+               "--log-level", log_level] + list(args)
+        self.proc = subprocess.Popen(cmd, env=tagged_env(tag), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self._lines = []
+        self._cond = threading.Condition()
+        self._pump = threading.Thread(target=self._read_stderr, daemon=True)
+        self._pump.start()
+        self.first_line = self._first_line(timeout)
+        m = re.fullmatch(r"listening on (\S+):(\d+)", self.first_line)
+        if not m:
+            self.stop(signal.SIGKILL)
+            raise RuntimeError("unexpected first line from gculaunch store: %r (stderr: %s)"
+                               % (self.first_line, self.log_text()))
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def _first_line(self, timeout):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        data = b""
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise RuntimeError("gculaunch store printed no first line within %ss (stderr: %s)"
+                                   % (timeout, self.log_text()))
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError("gculaunch store exited before its first line (rc %s): %s"
+                                   % (self.proc.wait(), self.log_text()))
+            data += chunk
+        sel.close()
+        return data.split(b"\n", 1)[0].decode()
+
+    def _read_stderr(self):
+        for raw in self.proc.stderr:
+            with self._cond:
+                self._lines.append(raw.decode(errors="replace").rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def log_lines(self):
+        with self._cond:
+            return list(self._lines)
+
+    def log_text(self):
+        return "\n".join(self.log_lines())
+
+    def wait_log(self, predicate, timeout=30):
+        """Waits until predicate(lines) is true; returns whether it became true."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self._lines), timeout)
+
+    def wait_log_count(self, text, count, timeout=30):
+        return self.wait_log(lambda lines: sum(text in l for l in lines) >= count, timeout)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        """Signals the store and waits for it; returns its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self._pump.join(timeout)
+        self.proc.stdout.close()
+        return rc
+
+
+class StoreRepl:
+    """Real TCPStore clients in a torch Python, driven through tests/integration/store_repl.py.
+
+    `python_cmd` is the interpreter command (e.g. [PYTHON] or [torch2-python, root])."""
+
+    def __init__(self, python_cmd, tag, host, port, extra_env=None):
+        here = os.path.realpath(os.path.dirname(__file__))
+        # cwd = this directory: torch2-python shows the current directory inside its chroot.
+        self.proc = subprocess.Popen(
+            list(python_cmd) + [os.path.join(here, "store_repl.py"), host, str(port)],
+            env=tagged_env(tag, extra_env), cwd=here, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self._results = {}
+        self._cond = threading.Condition()
+        self._next = 0
+        self._stderr = []
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            with self._cond:
+                self._results[msg["id"]] = msg
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self._stderr.append(line.rstrip("\n"))
+
+    def start(self, cmd):
+        with self._cond:
+            self._next += 1
+            cmd = dict(cmd, id=self._next)
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return cmd["id"]
+
+    def result(self, ident, timeout=60):
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: ident in self._results or self.proc.poll() is not None, timeout)
+            if ident in self._results:
+                return self._results.pop(ident)
+        raise RuntimeError("no result for command %s within %ss (driver rc %s); stderr:\n%s"
+                           % (ident, timeout if ok else timeout, self.proc.poll(),
+                              "\n".join(self._stderr[-30:])))
+
+    def run(self, cmd, timeout=60):
+        return self.result(self.start(cmd), timeout)
+
+    def open(self, name, world_size=None, timeout=10):
+        r = self.run({"cmd": "open", "name": name, "world_size": world_size, "timeout": timeout})
+        if not r["ok"]:
+            raise RuntimeError("TCPStore(%s) failed: %s" % (name, r["error"]))
+
+    def call(self, name, method, *args, timeout=60):
+        """Calls store.method(*args); returns the result or raises RuntimeError."""
+        r = self.run({"cmd": "call", "name": name, "method": method, "args": list(args)}, timeout)
+        if not r["ok"]:
+            raise RuntimeError("%s.%s%r failed: %s" % (name, method, args, r["error"]))
+        return r["result"]
+
+    def try_call(self, name, method, *args, timeout=60):
+        """Like call, but returns the whole result record (for calls expected to fail)."""
+        return self.run({"cmd": "call", "name": name, "method": method, "args": list(args)},
+                        timeout)
+
+    def call_async(self, name, method, *args):
+        return self.start({"cmd": "call", "name": name, "method": method, "args": list(args),
+                           "async": True})
+
+    def close(self, timeout=20):
+        if self.proc.poll() is None:
+            try:
+                self.start({"cmd": "exit"})
+                self.proc.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def hexb(data):
+    """bytes -> the REPL's {"hex": ...} argument form."""
+    return {"hex": data.hex()}
+
+
+def unhex(value):
+    """The REPL's {"hex": ...} result form -> bytes."""
+    return bytes.fromhex(value["hex"])
+
+
+def write_no_libuv_sitecustomize(directory):
+    """A test-only sitecustomize for Debian's torch 2.x (built without libuv): when
+    GLTEST_TCPSTORE_NO_LIBUV=1, the env:// rendezvous's TCPStore defaults to use_libuv=False.
+    It changes no byte on the wire (see shared/docs/torchrun-worker-env.md, section 3)."""
+    path = os.path.join(directory, "sitecustomize.py")
+    with open(path, "w") as f:
+        f.write(
+            "import os\n"
+            "if os.environ.get('GLTEST_TCPSTORE_NO_LIBUV') == '1':\n"
+            "    import functools\n"
+            "    import importlib\n"
+            "    # import_module: torch.distributed.rendezvous is also the name of a function\n"
+            "    _rdzv = importlib.import_module('torch.distributed.rendezvous')\n"
+            "    _rdzv.TCPStore = functools.partial(_rdzv.TCPStore, use_libuv=False)\n")
+    return path
+
+
+def listening_socket_owner(port):
+    """Pids whose fds include the TCP socket listening on `port` (IPv4 or IPv6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    local, state, inode = fields[1], fields[3], fields[9]
+                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                        inodes.add("socket:[%s]" % inode)
+        except OSError:
+            continue
+    owners = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % name)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%s/fd/%s" % (name, fd)) in inodes:
+                    owners.append(int(name))
+                    break
+            except OSError:
+                continue
+    return owners

@@ -1,0 +1,398 @@
+#include "rendezvous/codec.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace gculaunch::rendezvous {
+namespace {
+
+std::string_view DialectName(Dialect dialect) {
+  return dialect == Dialect::kV1 ? "torch 1.x" : "torch 2.x";
+}
+
+std::string Hex8(std::uint8_t code) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", code);
+  return buf;
+}
+
+std::string_view At(const std::vector<std::string>& v, std::size_t i) {
+  return i < v.size() ? std::string_view(v[i]) : std::string_view();
+}
+
+}  // namespace
+
+std::string QuoteForLog(std::string_view bytes) {
+  constexpr std::size_t kMax = 80;
+  std::string out = "\"";
+  for (std::size_t i = 0; i < bytes.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  if (bytes.size() > kMax) out += "...";
+  out += '"';
+  return out;
+}
+
+std::string Describe(const Request& request) {
+  std::string out(OpName(request.op));
+  if (!request.keys.empty()) {
+    out += " [";
+    for (std::size_t i = 0; i < request.keys.size(); ++i) {
+      if (i == 8) {
+        out += ", ... " + std::to_string(request.keys.size()) + " keys";
+        break;
+      }
+      if (i > 0) out += ", ";
+      out += QuoteForLog(request.keys[i]);
+    }
+    out += ']';
+  }
+  if (!request.values.empty()) {
+    std::size_t total = 0;
+    for (const auto& v : request.values) total += v.size();
+    out += " values=" + std::to_string(request.values.size()) + " bytes=" + std::to_string(total);
+  }
+  if (request.op == Op::kAdd) out += " delta=" + std::to_string(request.delta);
+  if (request.op == Op::kValidate || request.op == Op::kPing) {
+    out += " word=" + std::to_string(request.word);
+  }
+  return out;
+}
+
+// ---- Decoder ----
+
+Decoder::Decoder(const Limits& limits, DialectMode mode) : limits_(limits), mode_(mode) {
+  if (mode_ == DialectMode::kV1) dialect_ = Dialect::kV1;
+  if (mode_ == DialectMode::kV2) dialect_ = Dialect::kV2;
+}
+
+bool Decoder::mid_request() const {
+  return in_request_ || preamble_parsed_ < preamble_len_;
+}
+
+Decoder::Step Decoder::Decode(std::span<const std::uint8_t> input) {
+  if (dead_) return {Status::kMalformed, 0};
+  std::size_t used = 0;
+  if (!dialect_) {
+    // Dialect detection (spec section 9).  Bytes that match the v2 preamble so far are held
+    // back; the first mismatching byte decides v1 and is left in the input for Parse.
+    while (used < input.size() && !dialect_) {
+      const std::uint8_t byte = input[used];
+      if (byte == kV2Preamble[preamble_len_]) {
+        preamble_[preamble_len_++] = byte;
+        ++used;
+        if (preamble_len_ == kV2Preamble.size()) dialect_ = Dialect::kV2;
+      } else {
+        dialect_ = Dialect::kV1;
+      }
+    }
+    if (!dialect_) {
+      consumed_ += used;
+      return {Status::kNeedMore, used};
+    }
+  }
+  Status status = Status::kNeedMore;
+  if (preamble_parsed_ < preamble_len_) {
+    std::size_t n = 0;
+    status = Parse(preamble_ + preamble_parsed_, preamble_len_ - preamble_parsed_, n);
+    preamble_parsed_ = static_cast<std::uint8_t>(preamble_parsed_ + n);
+  }
+  if (status == Status::kNeedMore) {
+    std::size_t n = 0;
+    status = Parse(input.data() + used, input.size() - used, n);
+    used += n;
+  }
+  consumed_ += used;
+  return {status, used};
+}
+
+Decoder::Status Decoder::Parse(const std::uint8_t* data, std::size_t size, std::size_t& used) {
+  used = 0;
+  while (used < size) {
+    Status status = Status::kNeedMore;
+    if (field_ == Field::kQuery) {
+      field_offset_ = parsed_;
+      const std::uint8_t code = data[used];
+      ++used;
+      ++parsed_;
+      status = StartRequest(code);
+    } else if (field_ == Field::kBytes) {
+      const std::size_t take =
+          static_cast<std::size_t>(std::min<std::uint64_t>(blob_left_, size - used));
+      blob_->append(reinterpret_cast<const char*>(data + used), take);
+      used += take;
+      parsed_ += take;
+      blob_left_ -= take;
+      if (blob_left_ == 0) status = NextField();
+    } else {
+      const std::size_t take = std::min<std::size_t>(fixed_need_ - fixed_have_, size - used);
+      std::memcpy(fixed_ + fixed_have_, data + used, take);
+      fixed_have_ = static_cast<std::uint8_t>(fixed_have_ + take);
+      used += take;
+      parsed_ += take;
+      if (fixed_have_ == fixed_need_) status = FixedFieldDone();
+    }
+    if (status != Status::kNeedMore) return status;
+  }
+  return Status::kNeedMore;
+}
+
+Decoder::Status Decoder::StartRequest(std::uint8_t code) {
+  const auto row = LookupCode(*dialect_, code);
+  if (!row) {
+    return Fail(field_offset_, "unknown query code " + Hex8(code) + " (" +
+                                   std::string(DialectName(*dialect_)) + " dialect)");
+  }
+  if (row->op == Op::kValidate && requests_ > 0) {
+    return Fail(field_offset_, "VALIDATE is only allowed as the first message of a connection");
+  }
+  if (*dialect_ == Dialect::kV2 && requests_ == 0 && row->op != Op::kValidate) {
+    return Fail(field_offset_, "a torch 2.x connection must open with VALIDATE, not " +
+                                   std::string(row->name));
+  }
+  request_.op = row->op;
+  request_.keys.clear();
+  request_.values.clear();
+  request_.delta = 0;
+  request_.word = 0;
+  have_count_ = have_delta_ = have_word_ = false;
+  count_ = 0;
+  request_bytes_ = 0;
+  in_request_ = true;
+  return NextField();
+}
+
+Decoder::Status Decoder::Want(Field field) {
+  Expect(field);
+  return Status::kNeedMore;
+}
+
+void Decoder::Expect(Field field) {
+  field_ = field;
+  field_offset_ = parsed_;
+  fixed_have_ = 0;
+  fixed_need_ = field == Field::kU32 ? 4 : 8;
+}
+
+// Decides the next field of the current request from what it holds so far, or completes it.
+Decoder::Status Decoder::NextField() {
+  const auto& keys = request_.keys;
+  const auto& values = request_.values;
+  switch (request_.op) {
+    case Op::kSet:
+    case Op::kAppend:
+    case Op::kQueuePush:
+      if (keys.empty()) return Want(Field::kKeyLen);
+      if (values.empty()) return Want(Field::kValueLen);
+      break;
+    case Op::kCompareSet:
+      if (keys.empty()) return Want(Field::kKeyLen);
+      if (values.size() < 2) return Want(Field::kValueLen);
+      break;
+    case Op::kGet:
+    case Op::kDeleteKey:
+    case Op::kWatchKey:
+    case Op::kQueuePop:
+    case Op::kQueueLen:
+      if (keys.empty()) return Want(Field::kKeyLen);
+      break;
+    case Op::kAdd:
+      if (keys.empty()) return Want(Field::kKeyLen);
+      if (!have_delta_) return Want(Field::kI64);
+      break;
+    case Op::kCheck:
+    case Op::kWait:
+    case Op::kMultiGet:
+      if (!have_count_) return Want(Field::kCount);
+      if (keys.size() < count_) return Want(Field::kKeyLen);
+      break;
+    case Op::kMultiSet:
+      if (!have_count_) return Want(Field::kCount);
+      if (values.size() < keys.size()) return Want(Field::kValueLen);
+      if (keys.size() < count_) return Want(Field::kKeyLen);
+      break;
+    case Op::kValidate:
+    case Op::kPing:
+      if (!have_word_) return Want(Field::kU32);
+      break;
+    case Op::kGetNumKeys:
+    case Op::kCancelWait:
+    case Op::kList:
+      break;
+  }
+  in_request_ = false;
+  ++requests_;
+  Expect(Field::kQuery);
+  return Status::kRequest;
+}
+
+Decoder::Status Decoder::FixedFieldDone() {
+  switch (field_) {
+    case Field::kCount: {
+      const std::uint64_t n = LoadU64(fixed_);
+      if (n > limits_.max_keys_per_request) {
+        return Fail(field_offset_, std::string(OpName(request_.op)) + " with " +
+                                       std::to_string(n) + " keys exceeds the limit of " +
+                                       std::to_string(limits_.max_keys_per_request) +
+                                       " keys per request");
+      }
+      count_ = n;
+      have_count_ = true;
+      return NextField();
+    }
+    case Field::kKeyLen:
+      return BlobLengthDone(true, LoadU64(fixed_));
+    case Field::kValueLen:
+      return BlobLengthDone(false, LoadU64(fixed_));
+    case Field::kI64:
+      request_.delta = static_cast<std::int64_t>(LoadU64(fixed_));
+      have_delta_ = true;
+      return NextField();
+    case Field::kU32:
+      request_.word = LoadU32(fixed_);
+      have_word_ = true;
+      if (request_.op == Op::kValidate && request_.word != kValidateMagic) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "VALIDATE magic 0x%08X is not 0x%08X", request_.word,
+                      kValidateMagic);
+        return Fail(field_offset_, buf);
+      }
+      return NextField();
+    case Field::kQuery:
+    case Field::kBytes:
+      break;
+  }
+  return Fail(field_offset_, "internal decoder state error");
+}
+
+Decoder::Status Decoder::BlobLengthDone(bool is_key, std::uint64_t length) {
+  const std::size_t limit = is_key ? limits_.max_key_size : limits_.max_value_size;
+  const char* what = is_key ? "key" : "value";
+  if (length > limit) {
+    return Fail(field_offset_, std::string(OpName(request_.op)) + " " + what + " length " +
+                                   std::to_string(length) + " exceeds the limit of " +
+                                   std::to_string(limit) + " bytes");
+  }
+  if (length > limits_.max_request_size - request_bytes_) {
+    return Fail(field_offset_, std::string(OpName(request_.op)) + " request of more than " +
+                                   std::to_string(limits_.max_request_size) +
+                                   " bytes exceeds the request size limit");
+  }
+  request_bytes_ += length;
+  auto& list = is_key ? request_.keys : request_.values;
+  list.emplace_back();
+  if (length == 0) return NextField();
+  blob_ = &list.back();
+  blob_left_ = length;
+  field_ = Field::kBytes;
+  field_offset_ = parsed_;
+  return Status::kNeedMore;
+}
+
+Decoder::Status Decoder::Fail(std::uint64_t offset, std::string reason) {
+  dead_ = true;
+  malformed_.offset = offset;
+  malformed_.reason = std::move(reason);
+  return Status::kMalformed;
+}
+
+// ---- encoding ----
+
+void AppendU8(std::string& out, std::uint8_t value) { out.push_back(static_cast<char>(value)); }
+
+void AppendU32(std::string& out, std::uint32_t value) {
+  char buf[4];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((value >> (8 * i)) & 0xFF);
+  out.append(buf, 4);
+}
+
+void AppendU64(std::string& out, std::uint64_t value) {
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((value >> (8 * i)) & 0xFF);
+  out.append(buf, 8);
+}
+
+void AppendI64(std::string& out, std::int64_t value) {
+  AppendU64(out, static_cast<std::uint64_t>(value));
+}
+
+void AppendBlob(std::string& out, std::string_view bytes) {
+  AppendU64(out, bytes.size());
+  out.append(bytes);
+}
+
+std::uint64_t LoadU64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::uint32_t LoadU32(const std::uint8_t* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+bool EncodeRequest(Dialect dialect, const Request& request, std::string& out) {
+  const auto row = LookupOp(dialect, request.op);
+  if (!row) return false;
+  AppendU8(out, row->code);
+  const auto& keys = request.keys;
+  const auto& values = request.values;
+  switch (request.op) {
+    case Op::kValidate:
+    case Op::kPing:
+      AppendU32(out, request.word);
+      break;
+    case Op::kSet:
+    case Op::kAppend:
+    case Op::kQueuePush:
+      AppendBlob(out, At(keys, 0));
+      AppendBlob(out, At(values, 0));
+      break;
+    case Op::kCompareSet:
+      AppendBlob(out, At(keys, 0));
+      AppendBlob(out, At(values, 0));
+      AppendBlob(out, At(values, 1));
+      break;
+    case Op::kGet:
+    case Op::kDeleteKey:
+    case Op::kWatchKey:
+    case Op::kQueuePop:
+    case Op::kQueueLen:
+      AppendBlob(out, At(keys, 0));
+      break;
+    case Op::kAdd:
+      AppendBlob(out, At(keys, 0));
+      AppendI64(out, request.delta);
+      break;
+    case Op::kCheck:
+    case Op::kWait:
+    case Op::kMultiGet:
+      AppendU64(out, keys.size());
+      for (const auto& key : keys) AppendBlob(out, key);
+      break;
+    case Op::kMultiSet:
+      AppendU64(out, keys.size());
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        AppendBlob(out, keys[i]);
+        AppendBlob(out, At(values, i));
+      }
+      break;
+    case Op::kGetNumKeys:
+    case Op::kCancelWait:
+    case Op::kList:
+      break;
+  }
+  return true;
+}
+
+}  // namespace gculaunch::rendezvous

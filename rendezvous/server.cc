@@ -1,0 +1,428 @@
+#include "rendezvous/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/session.h"
+
+namespace gculaunch::rendezvous {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+// Accepts per turn before yielding to other handlers (a connect storm must not starve the
+// sessions that are already talking).
+constexpr int kAcceptBatch = 64;
+
+std::string PeerText(const sockaddr_storage& ss) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(ss);
+    ::inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(in.sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(ss);
+    if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+      ::inet_ntop(AF_INET, &in6.sin6_addr.s6_addr[12], text, sizeof text);
+      return std::string(text) + ":" + std::to_string(ntohs(in6.sin6_port));
+    }
+    ::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6.sin6_port));
+  }
+  return "unknown peer";
+}
+
+bool IsFdShortage(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+// Errors accept(2) asks to treat like "try again" (pending network errors of the new socket).
+bool IsTransientAcceptError(int err) {
+  switch (err) {
+    case EINTR:
+    case ECONNABORTED:
+    case EPROTO:
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case EPERM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// The server's state, shared with its pending handlers so that they never outlive it.
+class ServerCore final : public SessionOwner,
+                         public std::enable_shared_from_this<ServerCore> {
+ public:
+  ServerCore(asio::io_context& io, ListenSocket listener, ServerOptions options,
+             spdlog::logger& log)
+      : io_(io),
+        acceptor_(io),
+        retry_timer_(io),
+        options_(std::move(options)),
+        log_(log),
+        store_(options_.first_attempt),
+        port_(listener.port()),
+        address_(listener.address()) {
+    const auto protocol = listener.family() == AF_INET6 ? tcp::v6() : tcp::v4();
+    const int fd = listener.Release();
+    boost::system::error_code ec;
+    acceptor_.assign(protocol, fd, ec);
+    if (ec) {
+      ::close(fd);
+      log_.error("cannot serve the store on port {}: {}", port_, ec.message());
+      stopped_ = true;
+    }
+    launcher_conn_ = next_id_++;
+    store_.Open(launcher_conn_, Scope::kLauncher);
+  }
+
+  void Start() {
+    if (stopped_) return;
+    log_.info("store listening on {}:{}",
+              address_.find(':') == std::string::npos ? address_ : "[" + address_ + "]", port_);
+    ArmAccept();
+  }
+
+  // ---- SessionOwner ----
+
+  void OnRequest(Session& session, Request& request) override {
+    if (options_.request_observer) options_.request_observer(session.id(), request);
+    effects_.Clear();
+    store_.Handle(session.id(), request, session.output(), effects_);
+    if (request.op == Op::kWait && log_.should_log(spdlog::level::debug) &&
+        store_.IsParked(session.id())) {
+      log_.debug("connection {} from {}: {} parked", session.id(), session.peer(),
+                 Describe(request));
+    }
+    Dispatch(effects_, &session);
+    if (effects_.close()) session.CloseAfterFlush(effects_.close_reason);
+  }
+
+  void OnSessionEnd(Session& session) override {
+    log_.debug("connection {} from {} ended", session.id(), session.peer());
+    store_.Close(session.id());
+    sessions_.erase(session.id());
+  }
+
+  // ---- Server API ----
+
+  Status BeginAttempt(int attempt) {
+    if (stopped_) {
+      return Error{"cannot begin restart attempt " + std::to_string(attempt) +
+                       ": the store is stopped",
+                   ""};
+    }
+    auto dropped = store_.BeginAttempt(attempt);
+    if (!dropped.ok()) return dropped.error();
+    std::size_t closed = 0;
+    for (ConnId id : *dropped) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end()) continue;
+      it->second->Close();
+      sessions_.erase(it);
+      ++closed;
+    }
+    const int backlog = DrainBacklog();
+    log_.info("restart attempt {} begins: closed {} connections of earlier attempts and {} "
+              "still waiting in the listen backlog",
+              attempt, closed, backlog);
+    return OkStatus();
+  }
+
+  void Stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    retry_timer_.cancel();
+    auto sessions = std::move(sessions_);
+    sessions_.clear();
+    for (auto& [id, session] : sessions) {
+      store_.Close(id);
+      session->Close();
+    }
+    auto waits = std::move(waits_);
+    waits_.clear();
+    for (auto& [id, done] : waits) {
+      store_.Close(id);
+      asio::post(io_, [done = std::move(done)] { done(false); });
+    }
+    log_.info("store stopped ({} connections closed)", sessions.size());
+  }
+
+  std::string Run(Request request, Effects& effects) {
+    std::string reply;
+    store_.Handle(launcher_conn_, request, reply, effects);
+    Dispatch(effects, nullptr);
+    return reply;
+  }
+
+  void AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done) {
+    if (stopped_) {
+      asio::post(io_, [done = std::move(done)] { done(false); });
+      return;
+    }
+    const ConnId id = next_id_++;
+    store_.Open(id, Scope::kLauncher);
+    Request request;
+    request.op = Op::kWait;
+    request.keys = keys;
+    std::string reply;
+    Effects effects;
+    store_.Handle(id, request, reply, effects);
+    if (!reply.empty()) {
+      store_.Close(id);
+      asio::post(io_, [done = std::move(done)] { done(true); });
+      return;
+    }
+    waits_.emplace(id, std::move(done));
+  }
+
+  std::vector<int> NativeHandles() {
+    std::vector<int> fds;
+    if (acceptor_.is_open()) fds.push_back(acceptor_.native_handle());
+    for (auto& [id, session] : sessions_) fds.push_back(session->native_handle());
+    return fds;
+  }
+
+  asio::io_context& io_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_timer_;
+  ServerOptions options_;
+  spdlog::logger& log_;
+  Store store_;
+  std::uint16_t port_;
+  std::string address_;
+  std::unordered_map<ConnId, std::shared_ptr<Session>> sessions_;
+  std::unordered_map<ConnId, std::function<void(bool)>> waits_;  ///< in-process AsyncWaits
+  ConnId next_id_ = 1;
+  ConnId launcher_conn_ = 0;
+  Effects effects_;  ///< reused by OnRequest
+  bool stopped_ = false;
+  bool shortage_logged_ = false;
+
+ private:
+  void ArmAccept() {
+    acceptor_.async_wait(tcp::acceptor::wait_read,
+                         [self = shared_from_this()](const boost::system::error_code& ec) {
+                           self->OnAcceptable(ec);
+                         });
+  }
+
+  void OnAcceptable(const boost::system::error_code& ec) {
+    if (stopped_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      log_.error("waiting for store connections failed: {}; retrying in {} ms", ec.message(),
+                 options_.accept_retry_delay.count());
+      RetryLater();
+      return;
+    }
+    AcceptPending();
+  }
+
+  // Accepts until the backlog is empty.  The acceptor's readiness is edge-triggered in Asio,
+  // so waiting again before the backlog is drained could miss connections.
+  void AcceptPending() {
+    for (int n = 0; n < kAcceptBatch; ++n) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      const int fd = ::accept4(acceptor_.native_handle(), reinterpret_cast<sockaddr*>(&ss), &len,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        const int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK) {
+          ArmAccept();
+          return;
+        }
+        if (IsTransientAcceptError(err)) continue;
+        if (IsFdShortage(err)) {
+          if (!shortage_logged_) {
+            log_.warn("cannot accept store connections: {} ({} open); retrying every {} ms "
+                      "(raise the open-file limit, e.g. ulimit -n)",
+                      std::strerror(err), sessions_.size(), options_.accept_retry_delay.count());
+            shortage_logged_ = true;
+          }
+        } else {
+          log_.error("accepting a store connection failed: {}; retrying in {} ms",
+                     std::strerror(err), options_.accept_retry_delay.count());
+        }
+        RetryLater();
+        return;
+      }
+      shortage_logged_ = false;
+      AddSession(fd, ss);
+    }
+    asio::post(io_, [self = shared_from_this()] {
+      if (!self->stopped_) self->AcceptPending();
+    });
+  }
+
+  void RetryLater() {
+    retry_timer_.expires_after(options_.accept_retry_delay);
+    retry_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || self->stopped_) return;
+      self->AcceptPending();
+    });
+  }
+
+  void AddSession(int fd, const sockaddr_storage& ss) {
+    std::string peer = PeerText(ss);
+    if (sessions_.size() >= options_.max_connections) {
+      log_.warn("refusing connection from {}: {} connections are open, the limit is {} "
+                "(raise --max-connections)",
+                peer, sessions_.size(), options_.max_connections);
+      ::close(fd);
+      return;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    tcp::socket socket(io_);
+    boost::system::error_code ec;
+    socket.assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      log_.error("cannot serve connection from {}: {}", peer, ec.message());
+      return;
+    }
+    const ConnId id = next_id_++;
+    auto session =
+        std::make_shared<Session>(std::move(socket), id, std::move(peer), options_.limits, *this, log_);
+    log_.debug("connection {} from {} (attempt {})", id, session->peer(), store_.attempt());
+    sessions_.emplace(id, session);
+    store_.Open(id, Scope::kAttempt);
+    session->Start();
+  }
+
+  // Accepts and closes every connection waiting in the listen backlog; returns how many.
+  int DrainBacklog() {
+    int drained = 0;
+    while (acceptor_.is_open()) {
+      const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        const int err = errno;
+        if (IsTransientAcceptError(err)) continue;
+        if (err != EAGAIN && err != EWOULDBLOCK) {
+          log_.warn("could not empty the listen backlog for the new attempt: {}",
+                    std::strerror(err));
+        }
+        break;
+      }
+      ::close(fd);
+      ++drained;
+    }
+    return drained;
+  }
+
+  void Dispatch(Effects& effects, Session* requester) {
+    for (Delivery& d : effects.deliveries) {
+      if (auto w = waits_.find(d.conn); w != waits_.end()) {
+        auto done = std::move(w->second);
+        waits_.erase(w);
+        store_.Close(d.conn);
+        asio::post(io_, [done = std::move(done)] { done(true); });
+        continue;
+      }
+      auto it = sessions_.find(d.conn);
+      if (it == sessions_.end()) continue;
+      std::shared_ptr<Session> target = it->second;
+      target->output().append(d.bytes);
+      if (target.get() != requester) target->Flush();  // the requester flushes after its read
+    }
+  }
+};
+
+Server::Server(boost::asio::io_context& io, ListenSocket listener, ServerOptions options,
+               spdlog::logger& log)
+    : core_(std::make_shared<ServerCore>(io, std::move(listener), std::move(options), log)) {
+  core_->Start();
+}
+
+Server::~Server() { core_->Stop(); }
+
+std::uint16_t Server::port() const { return core_->port_; }
+const std::string& Server::address() const { return core_->address_; }
+Status Server::BeginAttempt(int attempt) { return core_->BeginAttempt(attempt); }
+int Server::attempt() const { return core_->store_.attempt(); }
+void Server::Stop() { core_->Stop(); }
+bool Server::stopped() const { return core_->stopped_; }
+
+void Server::Set(const std::string& key, const std::string& value) {
+  Effects effects;
+  Request r;
+  r.op = Op::kSet;
+  r.keys = {key};
+  r.values = {value};
+  core_->Run(std::move(r), effects);
+}
+
+std::optional<std::string> Server::Get(const std::string& key) const {
+  const std::string* value = core_->store_.Find(Scope::kLauncher, key);
+  if (value == nullptr) return std::nullopt;
+  return *value;
+}
+
+Result<std::int64_t> Server::Add(const std::string& key, std::int64_t delta) {
+  Effects effects;
+  Request r;
+  r.op = Op::kAdd;
+  r.keys = {key};
+  r.delta = delta;
+  const std::string reply = core_->Run(std::move(r), effects);
+  if (effects.close() || reply.size() != 8) {
+    return Error{"ADD to launcher key '" + key + "' failed: " + effects.close_reason,
+                 "store only decimal numbers in counters"};
+  }
+  return static_cast<std::int64_t>(LoadU64(reinterpret_cast<const std::uint8_t*>(reply.data())));
+}
+
+bool Server::Check(const std::vector<std::string>& keys) {
+  Effects effects;
+  Request r;
+  r.op = Op::kCheck;
+  r.keys = keys;
+  const std::string reply = core_->Run(std::move(r), effects);
+  return reply.size() == 1 && reply[0] == 0;
+}
+
+bool Server::DeleteKey(const std::string& key) {
+  Effects effects;
+  Request r;
+  r.op = Op::kDeleteKey;
+  r.keys = {key};
+  const std::string reply = core_->Run(std::move(r), effects);
+  return reply.size() == 8 && reply[0] == 1;
+}
+
+void Server::AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done) {
+  core_->AsyncWait(keys, std::move(done));
+}
+
+std::size_t Server::num_sessions() const { return core_->sessions_.size(); }
+const Store& Server::store() const { return core_->store_; }
+std::vector<int> Server::NativeHandlesForTest() const { return core_->NativeHandles(); }
+
+}  // namespace gculaunch::rendezvous

@@ -1,0 +1,123 @@
+// Server: the TCPStore-compatible rendezvous server on Boost.Asio.
+//
+// What it owns: the listening socket (a ListenSocket handed over at construction), the
+// Store, and the registry of live Sessions.  It accepts connections with accept4(SOCK_CLOEXEC)
+// itself, so no accepted fd is ever without close-on-exec, not even between the accept and
+// its handler: the launcher forks ranks from this very process.  Accepted sockets get
+// TCP_NODELAY.  Both wire dialects (torch 1.x and 2.x) are served on the one port; each
+// connection's dialect comes from its first bytes.
+//
+// Robustness: a malformed frame or an over-limit length closes only that connection, with
+// one log line naming the peer and the reason.  Connections beyond max_connections are
+// closed at once with a log line.  When accept fails for lack of file descriptors (EMFILE,
+// ENFILE, ENOBUFS, ENOMEM) the acceptor stays open and accepting resumes after
+// accept_retry_delay.
+//
+// Restart attempts (see store.h for the key spaces): every connection is bound to the
+// attempt in force when it was accepted.  BeginAttempt(n) closes every connection of older
+// attempts, drops their keys, and also accepts-and-closes whatever still waits in the
+// listen backlog, so a dead rank's late bytes never reach attempt n.  Call it after every
+// rank of the old attempt has been reaped and before any rank of the new one starts.
+//
+// Launcher usage (one io_context, one thread):
+//
+//   // early, before anything else: own the port (0 = pick a free one)
+//   auto listener = rendezvous::ListenSocket::Bind(standalone ? "127.0.0.1" : "", port);
+//   if (!listener.ok()) return listener.error();
+//   std::uint16_t master_port = listener->port();            // export as MASTER_PORT
+//   ...
+//   rendezvous::Server store(io, std::move(*listener), {}, logger);
+//   store.Set("run_id", id);                                 // launcher namespace
+//   ... start ranks (TORCHELASTIC_USE_AGENT_STORE=True, TORCHELASTIC_RESTART_COUNT=0) ...
+//   ... a rank failed; every rank reaped ...
+//   if (auto s = store.BeginAttempt(1); !s.ok()) ...
+//   ... start the ranks of attempt 1 ...
+//   store.Stop();                                            // io.run() then returns
+//
+// In-process access (Set/Get/Add/Check/DeleteKey/AsyncWait) addresses the launcher's
+// namespace: key "k" here is "gculaunch/k" for socket clients (node agents).
+//
+// Lifetime: Stop() (also run by the destructor) closes the acceptor and every session and
+// cancels the retry timer and in-process waits, so io_context::run() returns by itself once
+// the aborted handlers ran.  Handlers keep the server's internals alive, so destroying the
+// Server while handlers are pending is safe.
+//
+// Threading: every method must be called on the io_context's thread (or before it runs).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/error.h"
+#include "rendezvous/codec.h"
+#include "rendezvous/listener.h"
+#include "rendezvous/store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace gculaunch::rendezvous {
+
+struct ServerOptions {
+  Limits limits;                          ///< per-request limits (codec.h)
+  std::size_t max_connections = 65536;    ///< more are closed at once, with a log line
+  std::chrono::milliseconds accept_retry_delay{100};  ///< after EMFILE and friends
+  int first_attempt = 0;
+  /// Called with every decoded request before the store handles it (tests, metrics).
+  std::function<void(ConnId, const Request&)> request_observer;
+};
+
+class ServerCore;
+
+class Server {
+ public:
+  /// Starts serving `listener` at once.  `log` must outlive the Server and every handler.
+  Server(boost::asio::io_context& io, ListenSocket listener, ServerOptions options,
+         spdlog::logger& log);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The bound port (the real one when port 0 was asked for).
+  std::uint16_t port() const;
+  /// The bound address ("127.0.0.1", "::").
+  const std::string& address() const;
+
+  /// Makes `attempt` current for new connections and closes everything of older attempts
+  /// (see the file comment).  Fails, changing nothing, unless attempt > attempt().
+  Status BeginAttempt(int attempt);
+  int attempt() const;
+
+  /// Closes the acceptor and every session; in-process waits complete with false.
+  void Stop();
+  bool stopped() const;
+
+  // ---- in-process access to the launcher namespace (keys without "gculaunch/") ----
+  void Set(const std::string& key, const std::string& value);
+  std::optional<std::string> Get(const std::string& key) const;
+  /// ADD semantics; fails if the current value is not a number.
+  Result<std::int64_t> Add(const std::string& key, std::int64_t delta);
+  bool Check(const std::vector<std::string>& keys);
+  bool DeleteKey(const std::string& key);
+  /// Calls done(true) once every key exists (from the io_context, never inline), or
+  /// done(false) if the server stops first.
+  void AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done);
+
+  // ---- introspection ----
+  std::size_t num_sessions() const;
+  const Store& store() const;
+  /// The listening fd and every session's fd (for close-on-exec checks in tests).
+  std::vector<int> NativeHandlesForTest() const;
+
+ private:
+  std::shared_ptr<ServerCore> core_;
+};
+
+}  // namespace gculaunch::rendezvous

@@ -1,0 +1,164 @@
+// Store: the in-memory semantics of the TCPStore server, with no I/O at all.
+//
+// The caller (the server's sessions, the tests, the fuzzer) registers connections by id,
+// feeds each decoded Request, and carries out what comes back: reply bytes for the
+// requesting connection, bytes for *other* connections (a parked WAIT's STOP_WAITING, a
+// 1.x WATCH_KEY event), and "close this connection" with a one-line reason.  Rules follow
+// the server section of ../shared/docs/tcpstore-protocol.md; where PyTorch's servers differ
+// from each other the spec's recommendation is taken:
+//   * GET / MULTI_GET of a missing key: empty blob (libuv), not a close;
+//   * COMPARE_SET that creates a key wakes waiters (libuv);
+//   * ADD on a value that does not start with a number: close that connection, key
+//     unchanged; values are parsed with strtoll rules and stored as shortest decimal text;
+//   * stale-WAIT trap (spec 6.2): any request other than CANCEL_WAIT that arrives while the
+//     connection has a parked WAIT drops that WAIT silently first (its STOP_WAITING is never
+//     sent), so a 1.x client that timed out is not handed a stale byte later;
+//   * WATCH_KEY (1.x callback connections) is implemented: ack 3, then events;
+//   * queue ops (2.8+) and LIST are implemented as the libuv server does.
+//
+// Key spaces.  There is one namespace for the current restart attempt and one persistent
+// namespace for the launcher's own keys:
+//   * every connection is opened either in the attempt scope (bound to the attempt current
+//     at Open, which is what sockets get) or in the launcher scope (in-process users);
+//   * a key that starts with kLauncherKeyPrefix ("gculaunch/") always lives in the launcher
+//     namespace, whichever connection sends it.  PyTorch clients never send such keys:
+//     TCPStore puts '/' in front of every key except its own "init/";
+//   * any other key lives in the connection's scope: the attempt namespace, or, for a
+//     launcher-scope connection, the launcher namespace as if it had the prefix (in-process
+//     users say "run_id", socket clients "gculaunch/run_id": the same key);
+//   * GETNUMKEYS and LIST count the connection's own scope only.
+// BeginAttempt(n) forgets every attempt-scope connection and drops the attempt namespace
+// (1.x keys under /worker/attempt_<n> and unprefixed 2.x keys alike), so a dead rank's late
+// bytes can never reach the next attempt: the store no longer knows its connection, and
+// Handle() on an unknown id asks the caller to close it.  Launcher-scope connections and
+// the launcher namespace survive.
+//
+// Costs: every request is O(size of its keys and values) plus O(1) hash operations, except
+// waking, which is O(waiters of that key).  Parked WAITs are removed lazily (a cancelled or
+// closed waiter leaves a stale registration that is skipped and periodically compacted), so
+// cancelling or closing is O(1).
+//
+// Thread safety: none; one thread (the io_context's) owns a Store.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "launcher/error.h"
+#include "rendezvous/codec.h"
+
+namespace gculaunch::rendezvous {
+
+/// Identifies one connection for the lifetime of the process; never reused.
+using ConnId = std::uint64_t;
+
+/// Keys with this prefix live in the launcher's persistent namespace.
+inline constexpr std::string_view kLauncherKeyPrefix = "gculaunch/";
+
+/// Which namespace a connection's ordinary (unprefixed) keys address.
+enum class Scope : std::uint8_t {
+  kAttempt,   ///< the restart attempt current when the connection was opened
+  kLauncher,  ///< the launcher's persistent namespace
+};
+
+/// Bytes to send to a connection other than the requesting one.
+struct Delivery {
+  ConnId conn;
+  std::string bytes;
+};
+
+/// What a request caused besides its own reply.  The caller clears it between uses.
+struct Effects {
+  std::vector<Delivery> deliveries;  ///< in the order they must be sent
+  std::string close_reason;          ///< non-empty: close the requester after its reply
+
+  bool close() const { return !close_reason.empty(); }
+  void Clear() {
+    deliveries.clear();
+    close_reason.clear();
+  }
+};
+
+class Store {
+ public:
+  explicit Store(int first_attempt = 0);
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  /// Registers connection `id` in `scope`.  REQUIRES: id was never opened before.
+  void Open(ConnId id, Scope scope = Scope::kAttempt);
+  /// Forgets a connection and its parked WAIT and watches.  Unknown ids are ignored.
+  void Close(ConnId id);
+  bool IsOpen(ConnId id) const { return conns_.count(id) != 0; }
+
+  /// Handles one request of `id`, appending its reply bytes (if any) to `reply` and any
+  /// deliveries / close reason to `effects`.  May move strings out of `request`.  An unknown
+  /// id (never opened, closed, or dropped by BeginAttempt) only sets a close reason.
+  void Handle(ConnId id, Request& request, std::string& reply, Effects& effects);
+
+  /// Starts restart attempt `attempt`: drops the attempt namespace and forgets every
+  /// attempt-scope connection, returning their ids; the caller must close them.
+  /// Fails (changing nothing) unless attempt > this->attempt().
+  Result<std::vector<ConnId>> BeginAttempt(int attempt);
+  int attempt() const { return attempt_; }
+
+  // ---- introspection: for tests, metrics and in-process readers ----
+  /// True while `id` has a parked WAIT.
+  bool IsParked(ConnId id) const;
+  std::size_t num_connections() const { return conns_.size(); }
+  /// Number of keys in the namespace of `scope`.
+  std::size_t NumKeys(Scope scope) const;
+  /// The value of `key` as a connection of `scope` would see it, or nullptr.
+  const std::string* Find(Scope scope, std::string_view key) const;
+
+ private:
+  struct Registration {
+    ConnId conn;
+    std::uint64_t seq;  ///< the WAIT it belongs to; stale once the connection's seq moved on
+  };
+  struct WaitList {
+    std::vector<Registration> regs;  ///< in arrival order: waiters are woken in this order
+    std::size_t compact_at = 64;     ///< compact stale registrations when regs reaches this
+  };
+  struct Namespace {
+    std::unordered_map<std::string, std::string> kv;
+    std::unordered_map<std::string, WaitList> waiters;
+    std::unordered_map<std::string, std::vector<ConnId>> watchers;  ///< 1.x WATCH_KEY
+    std::unordered_map<std::string, std::deque<std::string>> queues;
+  };
+  struct Conn {
+    Scope scope;
+    std::uint32_t missing = 0;  ///< keys of the parked WAIT still missing; 0: none parked
+    std::uint64_t wait_seq = 0; ///< id of the parked WAIT (0: none)
+  };
+
+  /// The namespace `key` lives in for `conn`; rewrites `key` to its stored form.
+  Namespace& Route(const Conn& conn, std::string& key);
+  const Namespace& ScopeNamespace(Scope scope) const;
+  static bool Present(const Namespace& ns, const std::string& key);
+  bool IsLive(const Registration& reg) const;
+
+  void DropParkedWait(Conn& conn);
+  void Park(ConnId id, Conn& conn, Namespace& ns, const std::string& key);
+  /// After `key` was created or changed in `ns`: wake every waiter of it.
+  void WakeAll(Namespace& ns, const std::string& key, Effects& effects);
+  /// After a QUEUE_PUSH: wake the first live waiter of `key` only.
+  void WakeOne(Namespace& ns, const std::string& key, Effects& effects);
+  void Notify(Namespace& ns, const std::string& key, WatchResponse type, std::string_view old_value,
+              std::string_view new_value, Effects& effects);
+  /// SET semantics shared by SET and MULTI_SET; takes the strings.
+  void Set(Namespace& ns, std::string& key, std::string& value, Effects& effects);
+
+  int attempt_;
+  std::uint64_t next_wait_seq_ = 1;
+  std::unordered_map<ConnId, Conn> conns_;
+  Namespace attempt_ns_;
+  Namespace launcher_ns_;
+};
+
+}  // namespace gculaunch::rendezvous
