@@ -13,6 +13,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "launcher/agent_store.h"
+#include "launcher/dry_run.h"
 #include "launcher/exit_codes.h"
 #include "launcher/exit_summary.h"
 #include "launcher/output_writer.h"
@@ -155,7 +157,19 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
   // ---- launch-time choices ----
   LaunchChoices choices;
   choices.generated_run_id = spec.run_id.empty() ? NewRunId() : spec.run_id;
-  if (spec.master_port == 0) {
+  // The agent store's port is bound now and kept (port 0: the free port the
+  // kernel picked is the one the ranks get), after the guardian fork so that
+  // the guardian never holds it.
+  std::optional<rendezvous::ListenSocket> store_socket;
+  if (HostsAgentStore(spec)) {
+    auto bound = BindStorePort(spec);
+    if (!bound.ok()) {
+      PrintError(bound.error());
+      return exit_code::kUsage;
+    }
+    if (spec.master_port == 0) choices.chosen_port = std::to_string(bound->port());
+    store_socket.emplace(std::move(*bound));
+  } else if (spec.master_port == 0) {
     auto port = sys::PickFreePort();
     if (!port.ok()) {
       PrintError(port.error());
@@ -179,6 +193,15 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     if (guardian) guardian->RemoveAtExit(scratch);
   }
   const RankRuntime runtime = ResolveRankRuntime(spec, choices);
+  if (!spec.layout.empty()) {
+    // The layout names the port as the dry run does; by now it is known.
+    std::string layout = spec.layout;
+    const std::string placeholder = kPortPlaceholder;
+    if (auto at = layout.find(placeholder); at != std::string::npos) {
+      layout.replace(at, placeholder.size(), runtime.master_port);
+    }
+    log.info("{}", layout);
+  }
   if (!spec.omp_num_threads_default.empty()) {
     log.info("OMP_NUM_THREADS={} for every rank (not set in the environment; set it to choose)",
              spec.omp_num_threads_default);
@@ -214,13 +237,20 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
     config.catch_hup = !sys::SignalIgnored(SIGHUP);
 
+    std::optional<AgentStore> store;
+    if (store_socket) {
+      store.emplace(io, std::move(*store_socket), log);
+      store->server().Set("run_id", runtime.run_id);
+    }
+
     JobOutcome outcome;
     {
       Supervisor supervisor(WorkerGroupDeps{io, spawner, watcher, writer, flow,
                                             guardian ? &*guardian : nullptr, console_out,
                                             console_err},
-                            log, config, planner, nullptr);
+                            log, config, planner, store ? &*store : nullptr);
       outcome = supervisor.Run();
+      if (store) store->Stop();
       exit_code_value = outcome.exit_code;
       all_groups_empty = outcome.stuck.empty();
 

@@ -28,20 +28,6 @@ void WriteStdout(const std::string& text) {
   }
 }
 
-// Until the rendezvous store is part of gculaunch, rank 0 hosts the ranks'
-// store (torch 1.13 --standalone): TORCHELASTIC_USE_AGENT_STORE=False and
-// MASTER_PORT free or --master-port.  The dry run shows the same.
-void UseRank0Store(LaunchSpec& spec) {
-  if (spec.store_mode != StoreMode::kAgent) return;
-  spec.store_mode = StoreMode::kRank0;
-  for (std::string& note : spec.notes) {
-    if (note.find("gculaunch binds a free port for its store") != std::string::npos) {
-      note = "master port chosen at launch: a free port for rank 0's store";
-    }
-  }
-  spec.notes.push_back("rank 0 hosts the ranks' store (TORCHELASTIC_USE_AGENT_STORE=False)");
-}
-
 }  // namespace
 
 int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
@@ -66,11 +52,12 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     PrintError(spec.error());
     return exit_code::kUsage;
   }
-  UseRank0Store(*spec);
   if (spec->dry_run) {
     WriteStdout(RenderDryRun(*spec, env));
     return exit_code::kSuccess;
   }
+
+  for (const std::string& warning : spec->warnings) logger->warn("{}", warning);
 
   JobOptions job;
   job.started = started;

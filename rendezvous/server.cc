@@ -101,7 +101,7 @@ class ServerCore final : public SessionOwner,
 
   void Start() {
     if (stopped_) return;
-    log_.info("store listening on {}:{}",
+    log_.debug("store listening on {}:{}",
               address_.find(':') == std::string::npos ? address_ : "[" + address_ + "]", port_);
     ArmAccept();
   }
@@ -170,7 +170,7 @@ class ServerCore final : public SessionOwner,
       store_.Close(id);
       asio::post(io_, [done = std::move(done)] { done(false); });
     }
-    log_.info("store stopped ({} connections closed)", sessions.size());
+    log_.debug("store stopped ({} connections closed)", sessions.size());
   }
 
   std::string Run(Request request, Effects& effects) {

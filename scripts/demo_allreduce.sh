@@ -11,5 +11,7 @@ nproc=${1:-4}
 "$here/bootstrap.sh"
 "$here/build.sh"
 cd "$top"
-exec build/launcher/gculaunch --standalone --nproc-per-node "$nproc" --device cpu \
+# Debian's python3-torch is installed for /usr/bin/python3; another python3 earlier on
+# PATH (pyenv, conda) may lack torch, so the interpreter is named.
+exec build/launcher/gculaunch --standalone --nproc-per-node "$nproc" --device cpu --python /usr/bin/python3 \
   examples/allreduce.py

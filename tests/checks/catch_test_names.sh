@@ -5,11 +5,11 @@
 # argument, so one test name containing ';', '[' or ']' silently merges every later test of
 # that binary into a single CTest test that matches nothing and "passes" with "No tests
 # ran" (Catch2 exits 0 when no test matches).  This check fails on such names, naming file
-# and line.  It covers the directories in CATCH_NAME_DIRS (default: tests/rendezvous; add
-# more, e.g. "rendezvous launcher", once their names are clean).
+# and line.  It covers the directories in CATCH_NAME_DIRS (default: every unit-test
+# directory, tests/rendezvous and tests/launcher).
 set -euo pipefail
 src=${GCULAUNCH_SOURCE_DIR:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)}
-dirs=${CATCH_NAME_DIRS:-rendezvous}
+dirs=${CATCH_NAME_DIRS:-rendezvous launcher}
 python3 - "$src/tests" $dirs <<'PY'
 import pathlib, re, sys
 bad = 0

@@ -127,21 +127,40 @@ class Failure(unittest.TestCase):
             self.assertTrue(doc["root_cause"]["message"].startswith("bad "))
 
     def test_taken_master_port_is_named_with_the_flag(self):
-        # Rank 0 hosts the store (torch 1.13 --standalone style); the port is
-        # already taken by a loopback listener of this test.
+        # --no-agent-store: rank 0 hosts the store (torch 1.13 --standalone
+        # style); the port is already taken by a loopback listener of this test.
         import socket
         example = os.path.join(gltest.SOURCE_DIR, "examples", "allreduce.py")
         with socket.socket() as busy:
             busy.bind(("127.0.0.1", 0))
             busy.listen()
             port = busy.getsockname()[1]
-            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--master-port",
-                             str(port), "--python", gltest.PYTHON, example]) as job:
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--no-agent-store",
+                             "--master-port", str(port), "--python", gltest.PYTHON,
+                             example]) as job:
                 self.assertEqual(job.wait(timeout=120), 1, job.stderr)
                 self.assertIn("gculaunch: hint: MASTER_PORT %d was already in use when rank 0 "
                               "tried to host the store: pass a free --master-port" % port,
                               job.stderr)
                 self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
+
+    def test_taken_store_port_stops_before_any_rank_starts(self):
+        # The agent store (the default): gculaunch binds MASTER_PORT itself,
+        # before any rank exists, and names the port and the flag.
+        import socket
+        example = os.path.join(gltest.SOURCE_DIR, "examples", "allreduce.py")
+        with socket.socket(socket.AF_INET6) as busy:
+            busy.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            busy.bind(("::", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--master-port",
+                             str(port), "--python", gltest.PYTHON, example]) as job:
+                self.assertEqual(job.wait(timeout=60), 2, job.stderr)
+                self.assertIn("cannot host the ranks' store on all interfaces port %d" % port,
+                              job.stderr)
+                self.assertIn("(fix: pick a free --master-port", job.stderr)
+                self.assertNotIn("[rank", job.stderr + job.stdout)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,11 @@ class Output(unittest.TestCase):
                 [gltest.require_binary(), "--nproc-per-node", "2", "--stdin", "rank0",
                  "--python", gltest.PYTHON, script],
                 env=gltest.tagged_env(tag), stdin=slave, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, preexec_fn=own_terminal)
+                stderr=subprocess.PIPE, preexec_fn=own_terminal,
+                # Unbuffered: readline() must not read ahead, because
+                # communicate() below reads the raw fd and would never see
+                # what a buffered reader had already taken (rank 1's line).
+                bufsize=0)
             try:
                 os.close(slave)
                 seen = []

@@ -173,7 +173,7 @@ TEST_CASE("cli: the command line wins over PET_ variables", "[cli]") {
   CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"B", "cli"}});
 }
 
-TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line; empty PET_ values count as unset",
+TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line, empty PET_ values count as unset",
           "[cli]") {
   CliOptions o = Parse({"x.py"}, EnvMap{{"PET_ENV", "A=1\nB=x y\n"}, {"PET_NNODES", ""}});
   CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "x y"}});
@@ -181,7 +181,7 @@ TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line; empty PET_ values count as
   CHECK_FALSE(o.Given("nnodes"));
 }
 
-TEST_CASE("cli: --env is repeatable and keeps order; last single-value flag wins", "[cli]") {
+TEST_CASE("cli: --env is repeatable and keeps order, last single-value flag wins", "[cli]") {
   CliOptions o = Parse({"--env", "A=1", "--env=B=2=3", "--env", "A=4", "--nnodes", "1",
                         "--nnodes", "2", "x.py"});
   CHECK(o.env == std::vector<std::pair<std::string, std::string>>{

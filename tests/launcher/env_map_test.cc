@@ -5,7 +5,7 @@
 namespace gculaunch {
 namespace {
 
-TEST_CASE("EnvMap parses environ strings; the first definition wins", "[env_map]") {
+TEST_CASE("EnvMap parses environ strings and the first definition wins", "[env_map]") {
   EnvMap env = EnvMap::FromStrings({"A=1", "B=x=y", "NOEQ", "=bad", "A=2", "EMPTY="});
   CHECK(env.Get("A") == "1");
   CHECK(env.Get("B") == "x=y");

@@ -174,7 +174,7 @@ TEST_CASE("rank env: a CPU launch with rank 0 hosting the store", "[rank_env]") 
   CHECK(env.Get("TORCHELASTIC_ERROR_FILE") == "/scratch/r/attempt_0/1/error.json");
 }
 
-TEST_CASE("rank env: argv substitutes ${local_rank} after argv[0], as torchrun does",
+TEST_CASE("rank env: argv substitutes ${local_rank} after argv(0), as torchrun does",
           "[rank_env]") {
   LaunchSpec spec = GcuSpec();
   CHECK(BuildRankArgv(spec, 3) ==

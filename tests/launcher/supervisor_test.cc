@@ -213,7 +213,7 @@ TEST_CASE("supervisor: restarts used up -> the failure's exit code", "[superviso
   CHECK(planned == std::vector<int>{0, 1});
 }
 
-TEST_CASE("supervisor: a teardown signal is forwarded; a second one kills", "[supervisor]") {
+TEST_CASE("supervisor: a teardown signal is forwarded, a second one kills", "[supervisor]") {
   Fixture f;
   const std::string ready = f.dir.File("ready");
   const std::string got_term = f.dir.File("got_term");

@@ -178,7 +178,7 @@ TEST_CASE("a rank that cannot be started stops Start and names the rank", "[work
   CHECK(records[1].pid == -1);
 }
 
-TEST_CASE("log files get the raw bytes; the console gets visible whole lines",
+TEST_CASE("log files get the raw bytes, the console gets visible whole lines",
           "[worker_group]") {
   Fixture f;
   const std::string fifo = f.dir.File("ready");

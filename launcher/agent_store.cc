@@ -1,0 +1,50 @@
+#include "launcher/agent_store.h"
+
+#include <spdlog/logger.h>
+
+#include <string>
+
+namespace gculaunch {
+
+bool HostsAgentStore(const LaunchSpec& spec) {
+  return spec.store_mode == StoreMode::kAgent && spec.node_rank == 0;
+}
+
+Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec) {
+  // --standalone keeps the store off the network; a job that other nodes
+  // join must be reachable on every interface (IPv4 and IPv6).
+  const std::string host = spec.standalone ? spec.master_addr : "";
+  auto socket = rendezvous::ListenSocket::Bind(host, static_cast<std::uint16_t>(spec.master_port));
+  if (!socket.ok()) {
+    const std::string where =
+        (host.empty() ? std::string("all interfaces") : host) + " port " +
+        std::to_string(spec.master_port);
+    return Error{"cannot host the ranks' store on " + where + ": " + socket.error().what,
+                 spec.standalone ? "pick another --master-port, or leave it out to get a free one"
+                                 : "pick a free --master-port (MASTER_PORT) on the master node"};
+  }
+  return socket;
+}
+
+AgentStore::AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket,
+                       spdlog::logger& log)
+    : log_(log), server_(io, std::move(socket), {}, log) {
+  log_.debug("store: serving the ranks on {} port {} (TORCHELASTIC_USE_AGENT_STORE=True)",
+             server_.address(), server_.port());
+}
+
+AgentStore::~AgentStore() { server_.Stop(); }
+
+void AgentStore::BeginAttempt(int restart_count) {
+  if (restart_count <= server_.attempt()) return;  // the first attempt owns the initial space
+  if (auto status = server_.BeginAttempt(restart_count); !status.ok()) {
+    log_.warn("store: cannot start a fresh key space for attempt {}: {}", restart_count,
+              status.error().what);
+    return;
+  }
+  log_.debug("store: attempt {} has a fresh key space", restart_count);
+}
+
+void AgentStore::Stop() { server_.Stop(); }
+
+}  // namespace gculaunch

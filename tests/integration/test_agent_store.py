@@ -1,0 +1,160 @@
+"""gculaunch hosts the ranks' TCPStore (the agent store, the default).
+
+Real Debian PyTorch ranks (1.13 on the host, 2.6 in the trixie chroot) run
+gloo jobs whose env:// rendezvous goes through gculaunch's own store:
+  * the listening socket on MASTER_PORT belongs to gculaunch, not to a rank;
+  * a restart gets a fresh key space: torch 2.x ranks use no per-attempt key
+    prefix, so without it attempt 1 would read attempt 0's dead addresses;
+  * a torch build without libuv fails through the agent store, and the
+    summary names the switch back to the rank-0-hosted store, which works.
+"""
+import os
+import time
+import unittest
+
+import gltest
+
+# One rank: rendezvous through env://, all-reduce, report, then (optionally)
+# hold until the test says go, so the test can look at the running job.
+WORKER = r'''
+import datetime, os, sys, time
+import torch
+import torch.distributed as dist
+
+work = sys.argv[1]
+rank = int(os.environ["RANK"])
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+assert os.environ["TORCHELASTIC_USE_AGENT_STORE"] == sys.argv[2], os.environ["TORCHELASTIC_USE_AGENT_STORE"]
+dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+if attempt == 0 and os.environ.get("FAIL_RANK_IN_ATTEMPT0") == str(rank):
+    print("rank %d fails on purpose in attempt 0" % rank, flush=True)
+    sys.exit(7)
+if os.environ.get("HOLD") == "1":
+    with open(os.path.join(work, "ready.%d" % rank), "w") as f:
+        f.write(os.environ["MASTER_PORT"])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(work, "go")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+dist.barrier()
+print("attempt %d rank %d sum %.0f" % (attempt, rank, t.item()), flush=True)
+dist.destroy_process_group()
+'''
+
+
+def write_worker(tmp):
+    path = os.path.join(tmp, "worker.py")
+    with open(path, "w") as f:
+        f.write(WORKER)
+    return path
+
+
+def sums(stdout, attempt):
+    return sorted(line for line in stdout.splitlines() if ("attempt %d rank" % attempt) in line)
+
+
+class AgentStoreTorch113(unittest.TestCase):
+    def test_four_ranks_are_clients_of_gculaunch(self):
+        with gltest.TempDir() as tmp:
+            worker = write_worker(tmp)
+            args = ["--standalone", "--nproc-per-node", "4", "--device", "cpu",
+                    "--python", gltest.PYTHON, worker, tmp, "True"]
+            with gltest.Job(args, extra_env={"HOLD": "1"}) as job:
+                job.wait_for(lambda out, err: all(os.path.exists(os.path.join(tmp, "ready.%d" % r))
+                                         for r in range(4)), timeout=120, what="4 ready ranks")
+                with open(os.path.join(tmp, "ready.0")) as f:
+                    port = int(f.read())
+                # The store's listening socket is gculaunch's, and only gculaunch's.
+                self.assertEqual(gltest.listening_socket_owner(port), [job.pid])
+                open(os.path.join(tmp, "go"), "w").close()
+                self.assertEqual(job.wait(timeout=120), 0, job.stderr)
+                self.assertEqual(sums(job.stdout, 0),
+                                 ["[rank%d]: attempt 0 rank %d sum 10" % (r, r) for r in range(4)])
+
+    def test_restart_reuses_the_store_with_a_fresh_key_space(self):
+        with gltest.TempDir() as tmp:
+            worker = write_worker(tmp)
+            args = ["--standalone", "--nproc-per-node", "3", "--device", "cpu",
+                    "--max-restarts", "1", "--grace-period", "5",
+                    "--python", gltest.PYTHON, worker, tmp, "True"]
+            with gltest.Job(args, extra_env={"FAIL_RANK_IN_ATTEMPT0": "1"}) as job:
+                self.assertEqual(job.wait(timeout=180), 0, job.stderr)
+                self.assertIn("rank 1 fails on purpose in attempt 0", job.stdout)
+                self.assertEqual(sums(job.stdout, 1),
+                                 ["[rank%d]: attempt 1 rank %d sum 6" % (r, r) for r in range(3)])
+
+
+class AgentStoreTorch26(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.runner, cls.root = gltest.torch2_python()
+
+    def job_env(self, tmp, patched=True):
+        env = {"TORCH2_ROOT": self.root}
+        if patched:
+            # Debian's 2.6 has no libuv: a test-only sitecustomize makes the
+            # env:// client TCPStore default to use_libuv=False (no wire change).
+            gltest.write_no_libuv_sitecustomize(tmp)
+            env.update({"PYTHONPATH": tmp, "GLTEST_TCPSTORE_NO_LIBUV": "1"})
+        return env
+
+    def test_three_ranks_are_clients_of_gculaunch(self):
+        with gltest.TempDir() as tmp:
+            worker = write_worker(tmp)
+            args = ["--standalone", "--nproc-per-node", "3", "--device", "cpu",
+                    "--python", self.runner, worker, tmp, "True"]
+            env = self.job_env(tmp)
+            env["HOLD"] = "1"
+            with gltest.Job(args, extra_env=env) as job:
+                job.wait_for(lambda out, err: all(os.path.exists(os.path.join(tmp, "ready.%d" % r))
+                                         for r in range(3)), timeout=180, what="3 ready ranks")
+                with open(os.path.join(tmp, "ready.0")) as f:
+                    port = int(f.read())
+                self.assertEqual(gltest.listening_socket_owner(port), [job.pid])
+                open(os.path.join(tmp, "go"), "w").close()
+                self.assertEqual(job.wait(timeout=120), 0, job.stderr)
+                self.assertEqual(sums(job.stdout, 0),
+                                 ["[rank%d]: attempt 0 rank %d sum 6" % (r, r) for r in range(3)])
+
+    def test_restart_gets_a_fresh_key_space(self):
+        # torch 2.x ranks write the same keys in every attempt; attempt 1 only
+        # works if none of attempt 0's keys (dead ranks' addresses) is visible.
+        with gltest.TempDir() as tmp:
+            worker = write_worker(tmp)
+            args = ["--standalone", "--nproc-per-node", "3", "--device", "cpu",
+                    "--max-restarts", "1", "--grace-period", "5",
+                    "--python", self.runner, worker, tmp, "True"]
+            env = self.job_env(tmp)
+            env["FAIL_RANK_IN_ATTEMPT0"] = "2"
+            with gltest.Job(args, extra_env=env) as job:
+                self.assertEqual(job.wait(timeout=240), 0, job.stderr)
+                self.assertIn("rank 2 fails on purpose in attempt 0", job.stdout)
+                self.assertEqual(sums(job.stdout, 1),
+                                 ["[rank%d]: attempt 1 rank %d sum 6" % (r, r) for r in range(3)])
+
+    def test_build_without_libuv_is_pointed_to_no_agent_store(self):
+        with gltest.TempDir() as tmp:
+            worker = write_worker(tmp)
+            args = ["--standalone", "--nproc-per-node", "2", "--device", "cpu",
+                    "--python", self.runner, worker, tmp, "True"]
+            with gltest.Job(args, extra_env=self.job_env(tmp, patched=False)) as job:
+                self.assertEqual(job.wait(timeout=180), 1, job.stderr)
+                self.assertIn("use_libuv was requested but PyTorch was build without libuv",
+                              job.stderr)
+                self.assertIn("--no-agent-store", job.stderr)
+
+    def test_no_agent_store_lets_rank0_host_with_use_libuv_0(self):
+        with gltest.TempDir() as tmp:
+            worker = write_worker(tmp)
+            args = ["--standalone", "--nproc-per-node", "2", "--device", "cpu",
+                    "--no-agent-store", "--env", "USE_LIBUV=0",
+                    "--python", self.runner, worker, tmp, "False"]
+            with gltest.Job(args, extra_env=self.job_env(tmp, patched=False)) as job:
+                self.assertEqual(job.wait(timeout=180), 0, job.stderr)
+                self.assertEqual(sums(job.stdout, 0),
+                                 ["[rank%d]: attempt 0 rank %d sum 3" % (r, r) for r in range(2)])
+
+
+if __name__ == "__main__":
+    unittest.main()
