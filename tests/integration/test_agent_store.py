@@ -54,23 +54,31 @@ def sums(stdout, attempt):
     return sorted(line for line in stdout.splitlines() if ("attempt %d rank" % attempt) in line)
 
 
+def check_ranks_are_clients(test, tmp, python, nranks, env):
+    """Runs `nranks` ranks that hold after their all-reduce, checks that the
+    store's listening socket is gculaunch's (and only gculaunch's), then lets
+    them finish and checks every rank's sum."""
+    worker = write_worker(tmp)
+    args = ["--standalone", "--nproc-per-node", str(nranks), "--device", "cpu",
+            "--python", python, worker, tmp, "True"]
+    ready = [os.path.join(tmp, "ready.%d" % r) for r in range(nranks)]
+    with gltest.Job(args, extra_env=dict(env, HOLD="1")) as job:
+        job.wait_for(lambda out, err: all(os.path.exists(p) for p in ready), timeout=180,
+                     what="%d ready ranks" % nranks)
+        with open(ready[0]) as f:
+            port = int(f.read())
+        test.assertEqual(gltest.listening_socket_owner(port), [job.pid])
+        open(os.path.join(tmp, "go"), "w").close()
+        test.assertEqual(job.wait(timeout=120), 0, job.stderr)
+        total = nranks * (nranks + 1) // 2
+        test.assertEqual(sums(job.stdout, 0), ["[rank%d]: attempt 0 rank %d sum %d" % (r, r, total)
+                                               for r in range(nranks)])
+
+
 class AgentStoreTorch113(unittest.TestCase):
     def test_four_ranks_are_clients_of_gculaunch(self):
         with gltest.TempDir() as tmp:
-            worker = write_worker(tmp)
-            args = ["--standalone", "--nproc-per-node", "4", "--device", "cpu",
-                    "--python", gltest.PYTHON, worker, tmp, "True"]
-            with gltest.Job(args, extra_env={"HOLD": "1"}) as job:
-                job.wait_for(lambda out, err: all(os.path.exists(os.path.join(tmp, "ready.%d" % r))
-                                         for r in range(4)), timeout=120, what="4 ready ranks")
-                with open(os.path.join(tmp, "ready.0")) as f:
-                    port = int(f.read())
-                # The store's listening socket is gculaunch's, and only gculaunch's.
-                self.assertEqual(gltest.listening_socket_owner(port), [job.pid])
-                open(os.path.join(tmp, "go"), "w").close()
-                self.assertEqual(job.wait(timeout=120), 0, job.stderr)
-                self.assertEqual(sums(job.stdout, 0),
-                                 ["[rank%d]: attempt 0 rank %d sum 10" % (r, r) for r in range(4)])
+            check_ranks_are_clients(self, tmp, gltest.PYTHON, 4, {})
 
     def test_restart_reuses_the_store_with_a_fresh_key_space(self):
         with gltest.TempDir() as tmp:
@@ -101,21 +109,7 @@ class AgentStoreTorch26(unittest.TestCase):
 
     def test_three_ranks_are_clients_of_gculaunch(self):
         with gltest.TempDir() as tmp:
-            worker = write_worker(tmp)
-            args = ["--standalone", "--nproc-per-node", "3", "--device", "cpu",
-                    "--python", self.runner, worker, tmp, "True"]
-            env = self.job_env(tmp)
-            env["HOLD"] = "1"
-            with gltest.Job(args, extra_env=env) as job:
-                job.wait_for(lambda out, err: all(os.path.exists(os.path.join(tmp, "ready.%d" % r))
-                                         for r in range(3)), timeout=180, what="3 ready ranks")
-                with open(os.path.join(tmp, "ready.0")) as f:
-                    port = int(f.read())
-                self.assertEqual(gltest.listening_socket_owner(port), [job.pid])
-                open(os.path.join(tmp, "go"), "w").close()
-                self.assertEqual(job.wait(timeout=120), 0, job.stderr)
-                self.assertEqual(sums(job.stdout, 0),
-                                 ["[rank%d]: attempt 0 rank %d sum 6" % (r, r) for r in range(3)])
+            check_ranks_are_clients(self, tmp, self.runner, 3, self.job_env(tmp))
 
     def test_restart_gets_a_fresh_key_space(self):
         # torch 2.x ranks write the same keys in every attempt; attempt 1 only
