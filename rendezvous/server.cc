@@ -408,6 +408,18 @@ bool Server::Check(const std::vector<std::string>& keys) {
   return reply.size() == 1 && reply[0] == 0;
 }
 
+std::string Server::CompareSet(const std::string& key, const std::string& expected,
+                              const std::string& desired) {
+  Effects effects;
+  Request r;
+  r.op = Op::kCompareSet;
+  r.keys = {key};
+  r.values = {expected, desired};
+  const std::string reply = core_->Run(std::move(r), effects);
+  if (reply.size() < 8) return "";
+  return reply.substr(8);
+}
+
 bool Server::DeleteKey(const std::string& key) {
   Effects effects;
   Request r;

@@ -105,6 +105,10 @@ class Server {
   /// ADD semantics; fails if the current value is not a number.
   Result<std::int64_t> Add(const std::string& key, std::int64_t delta);
   bool Check(const std::vector<std::string>& keys);
+  /// COMPARE_SET semantics: stores `desired` if the key holds `expected` (or is missing and
+  /// `expected` is empty); returns the value the key holds afterwards (PyTorch's reply).
+  std::string CompareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired);
   bool DeleteKey(const std::string& key);
   /// Calls done(true) once every key exists (from the io_context, never inline), or
   /// done(false) if the server stops first.

@@ -249,6 +249,26 @@ TEST_CASE("server: a new attempt closes old connections, old keys and the backlo
   CHECK_FALSE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
 }
 
+TEST_CASE("server: a node agent's connection outlives attempts; in-process COMPARE_SET",
+          "[server][attempt]") {
+  ServerFixture f;
+  RawClient agent(f.port());
+  RawClient rank(f.port());
+  agent.Send(V1(Req(Op::kSet, {"gculaunch/job/node/1"}, {"reg"})) + V1(Req(Op::kGetNumKeys)));
+  CHECK(AsI64(agent.Read(8)) == 0);
+  rank.Send(V1(Req(Op::kSet, {"/k"}, {"v"})) + V1(Req(Op::kGetNumKeys)));
+  CHECK(AsI64(rank.Read(8)) == 1);
+  REQUIRE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
+  CHECK(rank.ReadsEof());
+  // The first writer of a marker wins; later writers read the winner.
+  CHECK(f.OnIo([&] { return f.server().CompareSet("job/stop/0", "", "first"); }) == "first");
+  CHECK(f.OnIo([&] { return f.server().CompareSet("job/stop/0", "", "second"); }) == "first");
+  CHECK(f.OnIo([&] { return f.server().CompareSet("job/stop/0", "first", "third"); }) == "third");
+  agent.Send(V1(Req(Op::kGet, {"gculaunch/job/stop/0"})));
+  CHECK(agent.Read(13) == FromHex("0500000000000000") + "third");
+  CHECK(f.OnIo([&] { return f.server().Get("job/node/1"); }) == std::optional<std::string>("reg"));
+}
+
 // The fds that a freshly exec'd child sees, as "socket:[inode]" / paths.
 std::vector<std::string> ChildFdTargets() {
   int pipe_fds[2];
