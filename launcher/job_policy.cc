@@ -170,11 +170,15 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
         step.actions.push_back(std::move(publish));
         s.marker_published = true;
       }
+      // A node that never joined is no member: it has nobody to say bye to.
+      const bool member = s.phase != APhase::kJoining;
       s.phase = APhase::kDone;
       s.exit_code = event.exit_code;
-      AgentAction bye = Act(AK::kSayBye, s.epoch);
-      bye.exit_code = event.exit_code;
-      step.actions.push_back(bye);
+      if (member) {
+        AgentAction bye = Act(AK::kSayBye, s.epoch);
+        bye.exit_code = event.exit_code;
+        step.actions.push_back(bye);
+      }
       AgentAction finish = Act(AK::kFinish, s.epoch);
       finish.exit_code = event.exit_code;
       step.actions.push_back(finish);
@@ -412,7 +416,9 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
   switch (event.kind) {
     case CoordinatorEvent::Kind::kRegistered: {
       if (s.phase != CPhase::kGathering) break;
-      if (auto ok = CheckRegistration(event.reg, config.master); !ok.ok()) {
+      // Node 0's own registration (with its address) once it is in, for the messages.
+      const NodeRegistration& master = s.regs.count(0) != 0 ? s.regs.at(0) : config.master;
+      if (auto ok = CheckRegistration(event.reg, master); !ok.ok()) {
         s.regs[event.reg.node_rank] = event.reg;  // it waits for plan 0 and must say bye
         AbortPlan(step, 0, JobError(exit_code::kUsage, ok.error().what + " (fix: " +
                                                            ok.error().hint + ")"));

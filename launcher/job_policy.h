@@ -17,7 +17,7 @@
 //                                         the success marker once every node is done)
 //   marker known and ranks drained     -> Restartable: ReportReaped(e), WaitPlan(e+1)
 //                                         otherwise:   ExitRanks(code) -> kLeaving
-//   the Supervisor finished            -> SayBye(code), Finish(code)
+//   the Supervisor finished            -> SayBye(code) (a member only), Finish(code)
 // and by the coordinator:
 //   kGathering: every registration checked against node 0's; all present -> PublishPlan(0)
 //   kRunning(e): every node done -> PublishMarker(e, success); a node silent or gone ->

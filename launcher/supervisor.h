@@ -63,6 +63,19 @@ class JobLink {
   virtual void Finished(int exit_code) = 0;
 };
 
+/// Job mode: what the job tells this node's ranks.  The Supervisor implements it; the
+/// node agent's tests use a fake.
+class JobControl {
+ public:
+  virtual ~JobControl() = default;
+  /// Starts attempt `restart_count` (only while waiting for the job).
+  virtual void JobStart(int restart_count) = 0;
+  /// Stops the running ranks (grace period, then SIGKILL); the drain is reported.
+  virtual void JobStop() = 0;
+  /// Exits with `exit_code` (only while waiting for the job).
+  virtual void JobExit(int exit_code) = 0;
+};
+
 /// Supplies the ranks of each attempt (paths, environment, routing).  It may
 /// create the attempt's directories; an error ends the job (exit 127).
 class AttemptPlanner {
@@ -97,25 +110,22 @@ struct JobOutcome {
   double end_time = 0;
 };
 
-class Supervisor {
+class Supervisor : public JobControl {
  public:
   /// `job` is required in job mode (config.policy.job) and ignored otherwise.
   Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
              AttemptPlanner& planner, AttemptObserver* observer, JobLink* job = nullptr);
-  ~Supervisor();
+  ~Supervisor() override;
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
   /// Runs the job to its end.
   JobOutcome Run();
 
-  // ---- job mode: what the job decided (ignored in phases where it means nothing) ----
-  /// Starts attempt `restart_count` (only while waiting for the job).
-  void JobStart(int restart_count);
-  /// Stops the running ranks (grace period, then SIGKILL); the drain is reported.
-  void JobStop();
-  /// Exits with `exit_code` (only while waiting for the job).
-  void JobExit(int exit_code);
+  // ---- JobControl (job mode; ignored in phases where they mean nothing) ----
+  void JobStart(int restart_count) override;
+  void JobStop() override;
+  void JobExit(int exit_code) override;
   /// The current phase (tests, the agent's logs).
   PolicyState::Phase phase() const { return state_.phase; }
 

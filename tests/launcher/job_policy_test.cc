@@ -203,6 +203,11 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        {{AE::Joined(), {"WaitPlan(0)"}}, {AE::SupervisorFinished(130), {"SayBye(130)", "Finish(130)"}}},
        P::kDone,
        130},
+      {"a node that never joined has nobody to say bye to",
+       0,
+       {{AE::SupervisorFinished(3), {"Finish(3)"}}},
+       P::kDone,
+       3},
       {"events of another epoch or phase are ignored",
        1,
        {{AE::Plan(Plan(0)), kNothing},  // not joined yet
