@@ -196,7 +196,10 @@ void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in) {
   }
   if (!agent.outcome()) return;
   const job::StopMarker& m = *agent.outcome();
-  in.job_outcome = job::KindName(m.kind);
+  in.job_outcome = m.kind == job::StopMarker::Kind::kJobError &&
+                           m.exit_code == exit_code::kRendezvousFailed
+                       ? "rendezvous_failed"
+                       : job::KindName(m.kind);
   in.job_json = nlohmann::json::parse(job::Encode(m), nullptr, false);
   if (m.kind != job::StopMarker::Kind::kSuccess) in.job_cause = "the job stopped: " + job::Describe(m);
 }

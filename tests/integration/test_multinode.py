@@ -7,7 +7,8 @@ nodes, RANK = node index, MASTER_ADDR, MASTER_PORT), and real Debian PyTorch 1.1
 Scenarios: a normal run; the master started 10+ s after the workers; a rank failing once with
 --max-restarts 1; a rank failing without restarts (every node exits with its code and names
 it); a node's gculaunch SIGKILLed (the others exit 4 naming it, nothing is left in any
-namespace); a host vanishing from the network; the master killed; the master never coming (exit 3 at --rdzv-timeout);
+namespace); a host vanishing from the network; the master killed; the master never coming
+(exit 3 at --rdzv-timeout); a node never coming (the master names it every 10 s, exit 3);
 heterogeneous nproc; --no-agent-store across nodes; IPv6 on ::1.
 """
 import json
@@ -242,6 +243,17 @@ class MultiNode(unittest.TestCase):
                          r"\d+\.\d s \(--rdzv-timeout 4\.0 s\); last error: Connection refused "
                          r"\(fix: .*no firewall blocks the port.*\)$" % PORT)
         self.assertIn("exit code 3 (rendezvous_failed)", worker.stderr)
+        self.assert_nothing_left(hosts)
+
+    def test_missing_node_is_named_then_the_master_gives_up(self):
+        hosts = self.hosts(2)
+        master = self.node(hosts, 0, 2, extra_args=["--rdzv-timeout", "12"])
+        self.assertEqual(master.wait(timeout=60), 3, master.stderr)
+        self.assertIn("gculaunch: waiting for node 1 to join (1 of 2 present)", master.stderr)
+        self.assertIn("node 1 of 2 did not join within 12 s (fix: start gculaunch on every "
+                      "node with the same MASTER_ADDR and MASTER_PORT, or raise "
+                      "--rdzv-timeout); every node stops (exit code 3)", master.stderr)
+        self.assertIn("exit code 3 (rendezvous_failed)", master.stderr)
         self.assert_nothing_left(hosts)
 
     def test_heterogeneous_nproc(self):
