@@ -29,8 +29,8 @@ Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec) {
 }
 
 AgentStore::AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket,
-                       spdlog::logger& log)
-    : log_(log), server_(io, std::move(socket), {}, log) {
+                       spdlog::logger& log, rendezvous::ServerOptions options)
+    : log_(log), server_(io, std::move(socket), std::move(options), log) {
   log_.debug("store: serving the ranks on {} port {} (TORCHELASTIC_USE_AGENT_STORE=True)",
              server_.address(), server_.port());
 }

@@ -45,8 +45,10 @@ Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec);
 
 class AgentStore : public AttemptObserver {
  public:
-  /// Serves `socket` on `io` at once.  `log` must outlive the AgentStore.
-  AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket, spdlog::logger& log);
+  /// Serves `socket` on `io` at once.  `log` must outlive the AgentStore.  `options`: the
+  /// multi-node coordinator's connection hooks (coordinator.h); none on a single node.
+  AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket, spdlog::logger& log,
+             rendezvous::ServerOptions options = {});
   ~AgentStore() override;
   AgentStore(const AgentStore&) = delete;
   AgentStore& operator=(const AgentStore&) = delete;

@@ -1,5 +1,8 @@
 #include "launcher/coordinator.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "launcher/sys/free_port.h"
 
 namespace gculaunch {
@@ -22,6 +25,37 @@ Coordinator::Coordinator(boost::asio::io_context& io, rendezvous::Server& server
       heartbeat_timer_(io) {}
 
 Coordinator::~Coordinator() { *alive_ = false; }
+
+rendezvous::ServerOptions ConnectionHooks::Options(std::shared_ptr<ConnectionHooks> hooks) {
+  rendezvous::ServerOptions options;
+  options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
+    if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
+  };
+  options.connection_observer = [hooks](rendezvous::ConnId id) {
+    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id);
+  };
+  return options;
+}
+
+void Coordinator::OnRequest(rendezvous::ConnId id, const rendezvous::Request& request) {
+  // Only a node that joined heartbeats; its heartbeat names its control connection.
+  static constexpr std::string_view kBeat = "gculaunch/job/hb/";
+  if (request.op != rendezvous::Op::kAdd || request.keys.size() != 1) return;
+  const std::string& key = request.keys[0];
+  if (!key.starts_with(kBeat) || control_conns_.count(id) != 0) return;
+  const int node = std::atoi(key.c_str() + kBeat.size());
+  if (node > 0 && node < settings_.config.nnodes) control_conns_[id] = node;
+}
+
+void Coordinator::OnConnectionEnd(rendezvous::ConnId id) {
+  auto it = control_conns_.find(id);
+  if (it == control_conns_.end()) return;
+  const int node = it->second;
+  control_conns_.erase(it);
+  if (finished() || server_.Get(job::ByeKey(node))) return;  // it said bye first
+  Dispatch(CoordinatorEvent::NodeSilent(
+      node, "its gculaunch closed its connection without a bye (killed?)"));
+}
 
 void Coordinator::Start() {
   started_ = Clock::now();

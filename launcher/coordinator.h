@@ -9,6 +9,9 @@
 //   `rdzv_timeout`                 nodes that never joined end the job (exit code 3)
 //   every `heartbeat_check`        a node whose job/hb/<k> did not change for
 //                                  `heartbeat_timeout` is lost
+// and the store's connection hooks (ConnectionHooks): a node's heartbeat names its control
+// connection, and that connection ending without a bye (its gculaunch was killed) makes the
+// node lost at once instead of after the heartbeat timeout.
 // Its outputs: plans, markers, and BeginAttempt on the store's key space for the ranks,
 // which happens only after every node reported its ranks of the old epoch reaped.
 //
@@ -44,6 +47,16 @@ struct CoordinatorSettings {
   int ranks_port = 0;
 };
 
+class Coordinator;
+
+/// The store's hooks for the Coordinator.  The store is built before the Coordinator (which
+/// needs the store), so the hooks forward to whatever `target` is set to later.
+struct ConnectionHooks {
+  Coordinator* target = nullptr;
+  /// Server options whose observers forward to `hooks->target`.
+  static rendezvous::ServerOptions Options(std::shared_ptr<ConnectionHooks> hooks);
+};
+
 class Coordinator {
  public:
   Coordinator(boost::asio::io_context& io, rendezvous::Server& server, AttemptObserver& attempts,
@@ -53,6 +66,9 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   void Start();
+  /// From the store's observers (ConnectionHooks).
+  void OnRequest(rendezvous::ConnId id, const rendezvous::Request& request);
+  void OnConnectionEnd(rendezvous::ConnId id);
   bool finished() const { return state_.phase == job::CoordinatorState::Phase::kDone; }
   const job::CoordinatorState& state() const { return state_; }
 
@@ -82,6 +98,7 @@ class Coordinator {
   spdlog::logger& log_;
   job::CoordinatorState state_;
   std::map<int, Beat> beats_;
+  std::map<rendezvous::ConnId, int> control_conns_;  ///< a node's heartbeating connection
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer heartbeat_timer_;

@@ -310,14 +310,16 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
     config.catch_hup = !sys::SignalIgnored(SIGHUP);
 
+    const bool multinode = spec.nnodes > 1;
+    auto hooks = std::make_shared<ConnectionHooks>();
     std::optional<AgentStore> store;
     if (store_socket) {
-      store.emplace(io, std::move(*store_socket), log);
+      store.emplace(io, std::move(*store_socket), log,
+                    multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{});
       store->server().Set("run_id", runtime.run_id);
     }
 
     // ---- multi-node: this node's agent, and node 0's coordinator ----
-    const bool multinode = spec.nnodes > 1;
     config.policy.job = multinode;
     std::optional<LocalAgentLink> local_link;
     std::optional<RemoteAgentLink> remote_link;
@@ -330,6 +332,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
         local_link.emplace(io, store->server());
         link = &*local_link;
         coordinator.emplace(io, store->server(), *store, settings.coordinator, log);
+        hooks->target = &*coordinator;
       } else {
         remote_link.emplace(io, settings.remote, log);
         link = &*remote_link;
@@ -362,6 +365,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
         if (coordinator && !coordinator->finished()) {
           log.warn("stopping the store although not every node said bye");
         }
+        hooks->target = nullptr;
       }
       if (store) store->Stop();
       exit_code_value = outcome.exit_code;

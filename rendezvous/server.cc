@@ -123,8 +123,12 @@ class ServerCore final : public SessionOwner,
 
   void OnSessionEnd(Session& session) override {
     log_.debug("connection {} from {} ended", session.id(), session.peer());
-    store_.Close(session.id());
-    sessions_.erase(session.id());
+    const ConnId id = session.id();
+    store_.Close(id);
+    sessions_.erase(id);
+    if (options_.connection_observer && !stopped_) {
+      asio::post(io_, [observer = options_.connection_observer, id] { observer(id); });
+    }
   }
 
   // ---- Server API ----

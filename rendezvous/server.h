@@ -72,6 +72,11 @@ struct ServerOptions {
   int first_attempt = 0;
   /// Called with every decoded request before the store handles it (tests, metrics).
   std::function<void(ConnId, const Request&)> request_observer;
+  /// Posted to the io_context when a client's connection ended by itself (the peer closed
+  /// it, or it failed), after the store forgot it.  Not for connections the server closes
+  /// (BeginAttempt, Stop, a malformed frame).  The multi-node coordinator uses it to notice
+  /// a node's gculaunch that died.
+  std::function<void(ConnId)> connection_observer;
 };
 
 class ServerCore;

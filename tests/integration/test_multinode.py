@@ -190,7 +190,8 @@ class MultiNode(unittest.TestCase):
         self.assertEqual(codes, [4, 4], [j.stderr for j in jobs[:2]])
         self.assertLessEqual(elapsed, 10, "the others took %.1f s" % elapsed)  # goal: 5 s
         for job in jobs[:2]:
-            self.assertRegex(job.stderr, r"node 2 \(\S+, 198\.18\.0\.3\) was lost: no heartbeat")
+            self.assertRegex(job.stderr, r"node 2 \(\S+, 198\.18\.0\.3\) was lost: its gculaunch "
+                                         r"closed its connection without a bye")
             self.assertIn("exit code 4 (node_lost)", job.stderr)
         # The guardian of the killed node took its rank down; nothing is left anywhere.
         self.assert_nothing_left(hosts)

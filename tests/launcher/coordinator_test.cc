@@ -34,14 +34,37 @@ TEST_CASE("coordinator: missing nodes are named every period, then the deadline 
              Catch::StartsWith("node 1 of 3 did not join within 0 s"));
 }
 
+TEST_CASE("coordinator: a node whose connection ends without a bye is lost at once",
+          "[coordinator]") {
+  JobFixture f(3);
+  f.settings.heartbeat_timeout = std::chrono::hours(1);  // only the connection can tell
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] {
+    return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2));
+  }));
+  // Node 2's gculaunch dies without a word: the kernel closes its connections.
+  f.nodes[2].link->Close();
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].agent->finished() && f.nodes[1].agent->finished() &&
+           f.coordinator->finished();
+  }));
+  for (int k : {0, 1}) {
+    CHECK(f.nodes[k].agent->exit_code() == 4);
+    CHECK(job::Describe(*f.nodes[k].agent->outcome()) ==
+          "node 2 (h2, 127.0.0.1) was lost: its gculaunch closed its connection without a bye "
+          "(killed?)");
+  }
+}
+
 TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4",
           "[coordinator]") {
   JobFixture f(3);
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
   REQUIRE(f.Run([&] { return f.nodes[2].ranks->Called("start 0"); }));
-  // Node 2's gculaunch dies without a word: its connections and heartbeats stop.
-  f.nodes[2].link->Close();
+  // Node 2 hangs (its connections stay open, nothing more comes): only the heartbeat tells.
+  f.nodes[2].remote->StopHeartbeat();
   REQUIRE(f.Run([&] {
     return f.nodes[0].agent->finished() && f.nodes[1].agent->finished() &&
            f.coordinator->finished();
@@ -53,6 +76,7 @@ TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4"
                Catch::StartsWith("node 2 (h2, 127.0.0.1) was lost: no heartbeat for "));
   }
   CHECK(f.coordinator->state().lost == std::set<int>{2});
+  f.nodes[2].link->Close();
 }
 
 TEST_CASE("coordinator: nodes that disagree end the job before it starts", "[coordinator]") {

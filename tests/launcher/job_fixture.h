@@ -97,7 +97,7 @@ struct JobFixture {
     log_sink->set_pattern("%l: %v");
     auto socket = rendezvous::ListenSocket::Bind("127.0.0.1", 0);
     REQUIRE(socket.ok());
-    server.emplace(io, std::move(*socket), rendezvous::ServerOptions{}, log);
+    server.emplace(io, std::move(*socket), ConnectionHooks::Options(hooks), log);
     settings.config.nnodes = node_count;
     settings.config.max_restarts = restarts;
     settings.config.master = Registration(0, 1);
@@ -121,6 +121,7 @@ struct JobFixture {
 
   void StartCoordinator() {
     coordinator.emplace(io, *server, attempts, settings, log);
+    hooks->target = &*coordinator;
     coordinator->Start();
   }
 
@@ -128,6 +129,7 @@ struct JobFixture {
     std::unique_ptr<LaunchSpec> spec;
     std::unique_ptr<JobPlanner> planner;
     std::unique_ptr<AgentLink> link;
+    RemoteAgentLink* remote = nullptr;  ///< the same object as `link` on nodes > 0
     std::unique_ptr<FakeRanks> ranks;
     std::unique_ptr<NodeAgent> agent;
   };
@@ -169,6 +171,7 @@ struct JobFixture {
       remote = link.get();
       n.link = std::move(link);
     }
+    n.remote = remote;
     n.ranks = std::make_unique<FakeRanks>(io);
     n.agent = std::make_unique<NodeAgent>(io, *n.link, remote, *n.planner, s, log);
     n.ranks->agent = n.agent.get();
@@ -203,6 +206,7 @@ struct JobFixture {
   std::ostringstream log_text;
   std::shared_ptr<spdlog::sinks::ostream_sink_st> log_sink;
   spdlog::logger log;
+  std::shared_ptr<ConnectionHooks> hooks = std::make_shared<ConnectionHooks>();
   std::optional<rendezvous::Server> server;
   RecordingAttempts attempts;
   CoordinatorSettings settings;

@@ -249,6 +249,36 @@ TEST_CASE("server: a new attempt closes old connections, old keys and the backlo
   CHECK_FALSE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
 }
 
+TEST_CASE("server: the connection observer hears of connections the peer ended",
+          "[server][attempt]") {
+  std::mutex mu;
+  std::vector<ConnId> ended;
+  std::promise<void> first_end;
+  ServerOptions options;
+  options.connection_observer = [&](ConnId id) {
+    std::lock_guard<std::mutex> lock(mu);
+    ended.push_back(id);
+    if (ended.size() == 1) first_end.set_value();
+  };
+  ServerFixture f(std::move(options));
+  auto peer = std::make_unique<RawClient>(f.port());  // a node agent: survives the attempt
+  peer->Send(V1(Req(Op::kGet, {"gculaunch/job/plan/0"})));
+  CHECK(AsI64(peer->Read(8)) == 0);
+  const ConnId peer_id = f.WaitForRequest(Op::kGet, 1);
+  RawClient rank(f.port());
+  rank.Send(V1(Req(Op::kGetNumKeys)));
+  CHECK(AsI64(rank.Read(8)) == 0);
+  // Closed by the server (a new attempt): not reported.
+  REQUIRE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
+  CHECK(rank.ReadsEof());
+  // Closed by the peer (its process died): reported with its id.
+  peer.reset();
+  REQUIRE(first_end.get_future().wait_for(testing::kHangGuard) == std::future_status::ready);
+  f.OnIo([] { return 0; });
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(ended == std::vector<ConnId>{peer_id});
+}
+
 TEST_CASE("server: a node agent's connection outlives attempts; in-process COMPARE_SET",
           "[server][attempt]") {
   ServerFixture f;
