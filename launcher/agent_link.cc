@@ -202,7 +202,8 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         asio::post(io_, [deliver, result = std::move(result)] { deliver(result); });
         continue;
       }
-      if (beating_ && Clock::now() >= next_beat) {
+      if (beating_ && (beat_now_ || Clock::now() >= next_beat)) {
+        beat_now_ = false;
         // Named, not a temporary: g++ 12 mishandles temporaries that live across co_await.
         auto result = co_await Run(beat_);
         if (!result.ok()) Lost(result.error().what);
@@ -308,6 +309,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   int attempts_ = 0;
   bool connecting_ = false;
   bool beating_ = false;
+  bool beat_now_ = false;
   bool lost_ = false;
   bool closed_ = false;
 };
@@ -328,6 +330,7 @@ std::string RemoteAgentLink::endpoint() const { return core_->endpoint(); }
 void RemoteAgentLink::StartHeartbeat(std::function<void(std::string)> on_lost) {
   core_->on_lost_ = std::move(on_lost);
   core_->beating_ = true;
+  core_->beat_now_ = true;  // the first beat at once: it names the control connection
   core_->wake_.cancel();
 }
 

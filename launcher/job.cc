@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 
 #include "launcher/agent_link.h"
 #include "launcher/agent_store.h"
@@ -359,9 +361,16 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
         // lost (they heartbeat until then), with a bound for a node stuck in its teardown.
         const auto bound = std::chrono::steady_clock::now() + config.grace + config.kill_wait +
                            std::chrono::seconds(30);
-        while (!(agent->finished() && (!coordinator || coordinator->finished()))) {
+        // The Supervisor no longer listens: a teardown signal now ends the wait at once.
+        bool interrupted = false;
+        boost::asio::signal_set interrupt(io, SIGINT, SIGTERM, SIGQUIT);
+        interrupt.async_wait([&](const boost::system::error_code& ec, int) {
+          if (!ec) interrupted = true;
+        });
+        while (!interrupted && !(agent->finished() && (!coordinator || coordinator->finished()))) {
           if (io.run_one_until(bound) == 0) break;
         }
+        interrupt.cancel();
         if (coordinator && !coordinator->finished()) {
           log.warn("stopping the store although not every node said bye");
         }
