@@ -16,6 +16,7 @@
 #                 are per node)
 #   failure exit  a rank exits 1 (no restarts) -> every node's launcher exited
 #   lost node     SIGKILL of the last node's gculaunch -> every other node's gculaunch exited
+#   vanished host the last host's veth goes down (no FIN, no RST) -> the others exited
 #   torchrun      restart as above: c10d rendezvous (the only torchrun 1.13 rendezvous that
 #                 restarts every node; --rdzv_conf is_host on node 0) with the default
 #                 --monitor_interval (5 s) and with 0.1 s; and static rendezvous
@@ -224,6 +225,19 @@ def gculaunch_round(hosts, n, root, rep):
         if exits:
             result["lost node"] = max(exits) - t_kill
     run.kill()
+    # the last host drops off the network: heartbeats, not closed connections, tell
+    out = new_out(root, "gv%d" % rep)
+    run = Run(hosts, [gcu_cmd("hold", out) for k in range(n)],
+              gcu_env(hosts, n, port))
+    if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT):
+        t_cut = time.time()
+        hosts.unplug(n - 1)
+        exits = run.wait_exits(range(n - 1))
+        if exits:
+            result["vanished host"] = max(exits) - t_cut
+        run.wait_exits([n - 1], timeout=15)
+        hosts.plug(n - 1)
+    run.kill()
     return result
 
 
@@ -280,7 +294,8 @@ def main():
         report = []
         for n in NODE_COUNTS:
             with gltest.SimulatedHosts(n) as hosts:
-                g = {"rendezvous": [], "restart": [], "failure exit": [], "lost node": []}
+                g = {"rendezvous": [], "restart": [], "failure exit": [], "lost node": [],
+                     "vanished host": []}
                 for rep in range(REPS):
                     if budget_left() < 60:
                         break
@@ -309,7 +324,7 @@ def main():
         for n, g, t, static_note in report:
             print()
             print("%d nodes (%d ranks)" % (n, n * NPROC))
-            for key in ("rendezvous", "restart", "failure exit", "lost node"):
+            for key in ("rendezvous", "restart", "failure exit", "lost node", "vanished host"):
                 med, p90, cnt = stats(g[key])
                 print("  gculaunch %-34s %6s / %6s  (%d)" % (key, ms(med), ms(p90), cnt))
             g_med = stats(g["restart"])[0]
@@ -319,7 +334,7 @@ def main():
                 med, p90, cnt = stats(t[variant])
                 ratio = "" if med is None or not g_med else "  ratio %.1fx" % (med / g_med)
                 extra = ""
-                if variant[0] == "static" and cnt == 0:
+                if variant[0] == "static" and cnt == 0 and t[variant]:
                     extra = ("  never within 20 s: only the failing node's ranks %s restarted"
                              % (static_note if static_note is not None else "?"))
                 print("  torchrun  %-34s %6s / %6s  (%d)%s%s"

@@ -594,6 +594,10 @@ class SimulatedHosts:
         """Host i vanishes from the network (its veth goes down on the switch side)."""
         self._ip("-n", self.switch, "link", "set", "p%d" % i, "down")
 
+    def plug(self, i):
+        """Host i is back on the network."""
+        self._ip("-n", self.switch, "link", "set", "p%d" % i, "up")
+
     def close(self):
         for ns in reversed(self._created):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
