@@ -112,9 +112,13 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     auto self = shared_from_this();
     const auto start = Clock::now();
     rendezvous::ClientOptions o = ClientOpts(options_.connect_timeout);
-    o.on_attempt_failed = [self](int attempt, const std::string& why) {
-      self->attempts_ = attempt;
-      self->last_error_ = why;
+    // Weak: the client keeps its options, and the core keeps the client.
+    o.on_attempt_failed = [weak = std::weak_ptr<RemoteLinkCore>(self)](int attempt,
+                                                                       const std::string& why) {
+      if (auto core = weak.lock()) {
+        core->attempts_ = attempt;
+        core->last_error_ = why;
+      }
     };
     connecting_ = true;
     asio::co_spawn(io_, Progress(start), asio::detached);

@@ -17,6 +17,8 @@
 #   failure exit  a rank exits 1 (no restarts) -> every node's launcher exited
 #   lost node     SIGKILL of the last node's gculaunch -> every other node's gculaunch exited
 #   vanished host the last host's veth goes down (no FIN, no RST) -> the others exited
+#   floor         the same Pythons started at once by this script without a launcher: the
+#                 process start time that rendezvous and restart cannot beat
 #   torchrun      restart as above: c10d rendezvous (the only torchrun 1.13 rendezvous that
 #                 restarts every node; --rdzv_conf is_host on node 0) with the default
 #                 --monitor_interval (5 s) and with 0.1 s; and static rendezvous
@@ -241,6 +243,32 @@ def gculaunch_round(hosts, n, root, rep):
     return result
 
 
+def baseline_round(hosts, n, root, rep):
+    """The floor: every rank's Python started at once by this script, NPROC per host, with no
+    launcher; seconds until the last one ran its first line."""
+    out = new_out(root, "b%d" % rep)
+    tag = gltest.new_tag()
+    procs = []
+    t0 = time.time()
+    for k in range(n):
+        for r in range(NPROC):
+            env = gltest.tagged_env(tag, extra={"RANK": str(k * NPROC + r),
+                                                "WORLD_SIZE": str(n * NPROC)})
+            procs.append(subprocess.Popen(hosts.command_prefix(k) + [
+                PYTHON, "-u", os.path.join(root, "rank.py"), "hold", out], env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True))
+    last = wait_for(lambda: sorted(starts(out))[-1][0] if len(starts(out)) >= n * NPROC
+                    else None, RUN_TIMEOUT)
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.wait()
+    return None if last is None else last - t0
+
+
 def torchrun_round(hosts, n, root, rep, variant):
     """variant: ("c10d", interval) or ("static", interval)."""
     backend, interval = variant
@@ -295,11 +323,12 @@ def main():
         for n in NODE_COUNTS:
             with gltest.SimulatedHosts(n) as hosts:
                 g = {"rendezvous": [], "restart": [], "failure exit": [], "lost node": [],
-                     "vanished host": []}
+                     "vanished host": [], "baseline": []}
                 for rep in range(REPS):
                     if budget_left() < 60:
                         break
                     r = gculaunch_round(hosts, n, root, rep + 100 * n)
+                    r["baseline"] = baseline_round(hosts, n, root, rep + 100 * n)
                     for key in g:
                         g[key].append(r.get(key))
                 t = {}
@@ -324,6 +353,9 @@ def main():
         for n, g, t, static_note in report:
             print()
             print("%d nodes (%d ranks)" % (n, n * NPROC))
+            med, p90, cnt = stats(g["baseline"])
+            print("  %-44s %6s / %6s  (%d)" % ("floor: %d Pythons started directly" % (n * NPROC),
+                                              ms(med), ms(p90), cnt))
             for key in ("rendezvous", "restart", "failure exit", "lost node", "vanished host"):
                 med, p90, cnt = stats(g[key])
                 print("  gculaunch %-34s %6s / %6s  (%d)" % (key, ms(med), ms(p90), cnt))
