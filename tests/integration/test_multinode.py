@@ -230,6 +230,20 @@ class MultiNode(unittest.TestCase):
                       "198.18.0.1:%d broke" % PORT, jobs[1].stderr)
         self.assert_nothing_left(hosts)
 
+    def test_sigterm_on_one_node_stops_the_job(self):
+        hosts = self.hosts(2)
+        jobs = [self.node(hosts, i, 2, nproc=1, extra_env={"HOLD": "1"}) for i in range(2)]
+        jobs[0].wait_for(lambda out, err: all(
+            os.path.exists(os.path.join(self.work, "ready.0.%d" % r)) for r in range(2)),
+            timeout=180, what="2 ready ranks")
+        jobs[1].signal(signal.SIGTERM)
+        self.assertEqual(self.wait_all(jobs, timeout=60), [4, 143], [j.stderr for j in jobs])
+        self.assertRegex(jobs[0].stderr, r"node 1 \(\S+, 198\.18\.0\.2\) left the job: its "
+                                         r"gculaunch received SIGTERM; every node stops \(exit "
+                                         r"code 4\)")
+        self.assertIn("exit code 143 (signal)", jobs[1].stderr)
+        self.assert_nothing_left(hosts)
+
     def test_master_never_comes(self):
         hosts = self.hosts(2)
         started = time.monotonic()

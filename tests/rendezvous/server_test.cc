@@ -279,7 +279,7 @@ TEST_CASE("server: the connection observer hears of connections the peer ended",
   CHECK(ended == std::vector<ConnId>{peer_id});
 }
 
-TEST_CASE("server: a node agent's connection outlives attempts; in-process COMPARE_SET",
+TEST_CASE("server: a node agent connection outlives attempts, and in-process COMPARE_SET",
           "[server][attempt]") {
   ServerFixture f;
   RawClient agent(f.port());
