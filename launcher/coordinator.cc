@@ -111,7 +111,16 @@ void Coordinator::ArmHeartbeatCheck() {
 // A node beats by bumping job/hb/<k>; the value changing is all that matters.
 void Coordinator::CheckHeartbeats() {
   const auto now = Clock::now();
+  // This process itself did not run for a while (a stopped or starved gculaunch): heartbeats
+  // may be waiting unread in the sockets.  Start counting again rather than blame the nodes.
+  const bool was_away = last_check_ != Clock::time_point{} &&
+                        now - last_check_ > settings_.heartbeat_check + std::chrono::seconds(1);
+  last_check_ = now;
   for (auto& [node, beat] : beats_) {
+    if (was_away) {
+      beat.changed = now;
+      continue;
+    }
     if (node == 0 || state_.bye.count(node) != 0 || state_.lost.count(node) != 0) continue;
     std::string value = server_.Get(job::HeartbeatKey(node)).value_or("");
     if (value != beat.value) {

@@ -103,6 +103,7 @@ class Coordinator {
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer heartbeat_timer_;
   std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point last_check_{};  ///< of the heartbeats
   std::chrono::steady_clock::time_point stopped_{};  ///< when the last marker was read
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
