@@ -425,7 +425,7 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
     }
     o.stdin_mode = value == "null" ? StdinMode::kNull : StdinMode::kRank0;
   } else if (name == "format") {
-    if (value == "table") {
+    if (value == "table" || value == "text") {
       o.format = DryRunFormat::kTable;
     } else if (value == "json") {
       o.format = DryRunFormat::kJson;
@@ -620,7 +620,8 @@ bool CliOptions::FromCommandLine(std::string_view name) const {
 
 namespace {
 
-Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env) {
+Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
+                        const CliParseMode& mode) {
   CLI::App app(kDescription, "gculaunch");
   bool version = false;
   std::map<std::string, std::string> values;
@@ -657,13 +658,15 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env)
   CliOptions& o = result.options;
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (rest.empty()) {
+  if (rest.empty() && !mode.script_optional) {
     return Error{"no SCRIPT given",
                  "gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see gculaunch --help"};
   }
-  if (rest.front().size() > 1 && rest.front()[0] == '-') return UnknownFlag(rest.front());
-  o.script = rest.front();
-  o.script_args.assign(rest.begin() + 1, rest.end());
+  if (!rest.empty()) {
+    if (rest.front().size() > 1 && rest.front()[0] == '-') return UnknownFlag(rest.front());
+    o.script = rest.front();
+    o.script_args.assign(rest.begin() + 1, rest.end());
+  }
 
   for (const FlagDef& def : kFlags) {
     const bool on_command_line = options[def.name]->count() > 0;
@@ -707,8 +710,9 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env)
 
 }  // namespace
 
-Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env) {
-  auto result = Parse(args, env);
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
+                          const CliParseMode& mode) {
+  auto result = Parse(args, env, mode);
   if (!result.ok()) return OneLine(result.error());
   return result;
 }

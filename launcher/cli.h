@@ -94,7 +94,8 @@ struct CliOptions {
   std::optional<DryRunFormat> format;
   std::optional<std::string> sysroot;  ///< prefix for /dev and /sys look-ups (tests, preflight)
 
-  std::string script;                    ///< SCRIPT (or the module with -m); non-empty
+  /// SCRIPT (or the module with -m); empty only with CliParseMode::script_optional.
+  std::string script;
   std::vector<std::string> script_args;  ///< everything after SCRIPT, untouched
 
   /// Canonical long name without dashes ("nproc-per-node") -> where it came
@@ -121,9 +122,17 @@ struct CliResult {
   CliOptions options;
 };
 
+/// Variations of the command line for subcommands that reuse the launch flags.
+struct CliParseMode {
+  /// SCRIPT may be missing (`gculaunch check`); CliOptions::script is then empty.
+  bool script_optional = false;
+};
+
 /// Parses the arguments after argv[0].  `env` supplies the PET_* fallbacks
 /// (and nothing else).  Errors are one line ("--bind 'cards': expected all or
 /// rank"); the caller prints Error::Format() and exits with exit_code::kUsage.
-Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env);
+/// (--format also accepts `text` as another name for `table`.)
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
+                           const CliParseMode& mode = {});
 
 }  // namespace gculaunch
