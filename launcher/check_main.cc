@@ -76,7 +76,7 @@ int CheckMain(const std::vector<std::string>& args, const EnvMap& env) {
   options.dry_run = true;
   // No SCRIPT: any name does, the check never runs it.  (swap, not
   // operator=: g++ 12 warns falsely, -Wrestrict, on assigning a short literal.)
-  if (options.script.empty()) {
+  if (options.script.empty() && !options.job) {
     std::string placeholder(1, '-');
     options.script.swap(placeholder);
   }

@@ -77,6 +77,9 @@ constexpr FlagDef kFlags[] = {
      "accepted: LOCAL_RANK is always in the environment"},
     {"local-rank-arg", "", Kind::kBool, "", "Program",
      "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)"},
+    {"job", "", Kind::kValue, "FILE.yaml", "Program",
+     "a job file: script, args, flags, env and a training config per card count; flags and "
+     "PET_* variables override it; SCRIPT may then be left out"},
     // devices
     {"device", "", Kind::kValue, "NAME|auto|PATH.yaml", "Devices",
      "device profile: gcu, cuda, cpu, ascend, mlu, rocm, auto (first whose cards exist, else "
@@ -126,9 +129,13 @@ std::string Underscored(std::string_view name) {
   return out;
 }
 
-// "--nnodes 4" or "PET_NNODES=4": how to write `value` for this source.
+// "--nnodes 4", "PET_NNODES=4" or, for a job file's "job.yaml:3: nnodes",
+// "nnodes: 4": how to write `value` for this source.
 std::string Example(const std::string& source, const std::string& value) {
-  return source.rfind("PET_", 0) == 0 ? source + "=" + value : source + " " + value;
+  if (source.rfind("PET_", 0) == 0) return source + "=" + value;
+  if (source.rfind("--", 0) == 0) return source + " " + value;
+  const size_t key = source.rfind(": ");
+  return (key == std::string::npos ? source : source.substr(key + 2)) + ": " + value;
 }
 
 Error BadValue(const std::string& source, const std::string& value, const std::string& problem,
@@ -392,6 +399,8 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
     o.role = value;
   } else if (name == "python") {
     o.python = value;
+  } else if (name == "job") {
+    o.job = value;
   } else if (name == "log-dir") {
     o.log_dir = value;
   } else if (name == "summary-json") {
@@ -658,7 +667,9 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
   CliOptions& o = result.options;
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (rest.empty() && !mode.script_optional) {
+  // With a job file the script may come from the file (MakeLaunchSpec merges it).
+  const bool has_job = options["job"]->count() > 0 || !env.GetOr(PetName("job"), "").empty();
+  if (rest.empty() && !mode.script_optional && !has_job) {
     return Error{"no SCRIPT given",
                  "gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see gculaunch --help"};
   }
@@ -709,6 +720,46 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
 }
 
 }  // namespace
+
+std::optional<std::string> CanonicalFlagName(std::string_view name) {
+  for (const FlagDef& def : kFlags) {
+    if (name == def.name || name == Underscored(def.name)) return std::string(def.name);
+  }
+  return std::nullopt;
+}
+
+Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,
+                     CliOptions& options) {
+  const FlagDef* def = nullptr;
+  for (const FlagDef& candidate : kFlags) {
+    if (flag == candidate.name) def = &candidate;
+  }
+  if (def == nullptr) {
+    return Error{"internal error: '" + std::string(flag) + "' is not a flag",
+                 "please report this as a gculaunch bug"};
+  }
+  options.given[def->name] = source;
+  Status applied = OkStatus();
+  switch (def->kind) {
+    case Kind::kBool: {
+      auto on = ParseBoolText(value);
+      if (!on) {
+        return Error{source + " '" + value + "': expected true or false",
+                     "e.g. " + Example(source, "true")};
+      }
+      SetBool(*def, *on, options);
+      break;
+    }
+    case Kind::kValue:
+      applied = ApplyValue(*def, source, value, options);
+      break;
+    case Kind::kRepeat:
+      applied = ApplyEnv(source, value, options);
+      break;
+  }
+  if (!applied.ok()) return OneLine(applied.error());
+  return OkStatus();
+}
 
 Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
                           const CliParseMode& mode) {

@@ -76,6 +76,11 @@ struct CliOptions {
   bool module = false;          ///< -m: SCRIPT is a module name
   bool no_python = false;
   std::optional<std::string> python;
+  std::optional<std::string> job;  ///< --job FILE: merged by MakeLaunchSpec (job_file.h)
+  /// Filled from a job file's `configs:` (job_file.h): total card count (world
+  /// size) -> training config, substituted for "{config}" in SCRIPT_ARGS.
+  std::map<int, std::string> job_configs;
+  std::string job_configs_source;  ///< "job.yaml:12" (the configs: key), for messages
   bool use_env = false;         ///< accepted; gculaunch always passes LOCAL_RANK in the environment
   bool local_rank_arg = false;
   std::optional<std::string> log_dir;
@@ -134,5 +139,17 @@ struct CliParseMode {
 /// (--format also accepts `text` as another name for `table`.)
 Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
                            const CliParseMode& mode = {});
+
+/// The canonical name ("nproc-per-node") of a flag written without dashes in
+/// either spelling ("nproc_per_node"); nullopt if there is no such flag.
+std::optional<std::string> CanonicalFlagName(std::string_view name);
+
+/// Applies one flag whose value comes as text from another source (a job
+/// file), with the command line's checks and messages; `source` names it in
+/// messages ("job.yaml:7: nproc_per_node") and is recorded in `given`.
+/// Booleans take true/false (or an integer); "env" takes one KEY=VALUE.
+/// REQUIRES: `flag` is canonical (CanonicalFlagName).
+Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,
+                     CliOptions& options);
 
 }  // namespace gculaunch

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "launcher/cli.h"
+#include "launcher/job_file.h"
 #include "launcher/one_line.h"
 #include "launcher/rank_env.h"
 
@@ -494,7 +495,13 @@ class SpecBuilder {
     }
     // torch.distributed.launch put --local_rank right after the script.
     if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
-    argv.insert(argv.end(), o_.script_args.begin(), o_.script_args.end());
+    // A job file's config for this card count replaces "{config}".
+    std::string config_note;
+    auto args = SelectConfig(o_, spec_.world_size, spec_.nnodes, spec_.nproc_per_node,
+                             &config_note);
+    if (!args.ok()) return args.error();
+    if (!config_note.empty()) Note(config_note);
+    argv.insert(argv.end(), args->begin(), args->end());
     return OkStatus();
   }
 
@@ -607,8 +614,29 @@ bool IsExecutableFile(const std::string& path) {
 Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
                                   const PlatformInfo& platform) {
-  auto spec = SpecBuilder(options, env, probe, files, platform).Build();
+  // --job: the file's settings go below the command line and PET_* (job_file.h).
+  CliOptions merged = options;
+  std::vector<std::string> job_notes;
+  if (options.job) {
+    auto text = files.ReadTextFile(*options.job);
+    if (!text.ok()) {
+      return OneLine(Error{options.Source("job") + ": " + text.error().what,
+                           "give the path of an existing job file"});
+    }
+    auto job = ParseJobFile(*text, *options.job);
+    if (!job.ok()) return job.error();
+    auto notes = ApplyJobFile(*job, merged);
+    if (!notes.ok()) return notes.error();
+    job_notes = std::move(*notes);
+    if (merged.script.empty()) {
+      return OneLine(Error{"no SCRIPT given: neither the command line nor " + *options.job +
+                               " names one",
+                           "add script: to the job file, or give SCRIPT after the flags"});
+    }
+  }
+  auto spec = SpecBuilder(merged, env, probe, files, platform).Build();
   if (!spec.ok()) return OneLine(spec.error());
+  spec->notes.insert(spec->notes.begin(), job_notes.begin(), job_notes.end());
   for (std::string& note : spec->notes) note = OneLine(note);
   return spec;
 }
