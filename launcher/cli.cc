@@ -77,6 +77,13 @@ constexpr FlagDef kFlags[] = {
      "accepted: LOCAL_RANK is always in the environment"},
     {"local-rank-arg", "", Kind::kBool, "", "Program",
      "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)"},
+    {"python-shim", "", Kind::kBool, "", "Program",
+     "load gculaunch's sitecustomize in each rank: init_process_group with the device's "
+     "backend before your code, torch.cuda.set_device & co. redirected to the vendor module "
+     "on non-CUDA devices, gloo if the backend is missing (for MMEngine and other CUDA-minded "
+     "code)"},
+    {"no-backend-fallback", "", Kind::kBool, "", "Program",
+     "with --python-shim: a missing backend stops the rank instead of falling back to gloo"},
     {"job", "", Kind::kValue, "FILE.yaml", "Program",
      "a job file: script, args, flags, env and a training config per card count; flags and "
      "PET_* variables override it; SCRIPT may then be left out"},
@@ -468,6 +475,8 @@ void SetBool(const FlagDef& def, bool value, CliOptions& o) {
   if (name == "no-python") o.no_python = value;
   if (name == "use-env") o.use_env = value;
   if (name == "local-rank-arg") o.local_rank_arg = value;
+  if (name == "python-shim") o.python_shim = value;
+  if (name == "no-backend-fallback") o.no_backend_fallback = value;
   if (name == "no-agent-store") o.no_agent_store = value;
   if (name == "dry-run") o.dry_run = value;
 }

@@ -83,6 +83,8 @@ struct CliOptions {
   std::string job_configs_source;  ///< "job.yaml:12" (the configs: key), for messages
   bool use_env = false;         ///< accepted; gculaunch always passes LOCAL_RANK in the environment
   bool local_rank_arg = false;
+  bool python_shim = false;           ///< --python-shim (python_shim.h)
+  bool no_backend_fallback = false;   ///< --no-backend-fallback
   std::optional<std::string> log_dir;
   std::optional<StdStreams> tee;
   std::optional<StdStreams> redirects;

@@ -145,7 +145,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
 
 RankRuntime DryRunRuntime(const LaunchSpec& spec) {
   return ResolveRankRuntime(spec, LaunchChoices{kPortPlaceholder, kRunIdPlaceholder,
-                                                kScratchPlaceholder});
+                                                kScratchPlaceholder, kLauncherPidPlaceholder});
 }
 
 std::string ShellQuote(std::string_view text) {

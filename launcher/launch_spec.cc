@@ -493,6 +493,7 @@ class SpecBuilder {
       if (o_.module) argv.push_back("-m");
       argv.push_back(o_.script);
     }
+    if (Status ok = PythonShim(); !ok.ok()) return ok;
     // torch.distributed.launch put --local_rank right after the script.
     if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
     // A job file's config for this card count replaces "{config}".
@@ -502,6 +503,35 @@ class SpecBuilder {
     if (!args.ok()) return args.error();
     if (!config_note.empty()) Note(config_note);
     argv.insert(argv.end(), args->begin(), args->end());
+    return OkStatus();
+  }
+
+  Status PythonShim() {
+    if (o_.no_backend_fallback && !o_.python_shim) {
+      return Error{o_.Source("no-backend-fallback") + " only applies with --python-shim",
+                   "add --python-shim, or drop --no-backend-fallback"};
+    }
+    spec_.python_shim = o_.python_shim;
+    spec_.backend_fallback = !o_.no_backend_fallback;
+    if (!o_.python_shim) return OkStatus();
+    const DeviceProfile& profile = spec_.profile;
+    std::string note = "--python-shim: each rank loads gculaunch's sitecustomize (first on "
+                       "PYTHONPATH), which calls init_process_group('" + profile.backend + "')";
+    if (profile.backend != "nccl") {
+      note += profile.python_module.empty()
+                  ? ", makes torch.cuda.set_device/current_device/device_count harmless"
+                  : ", sends torch.cuda.set_device/current_device/device_count to " +
+                        profile.python_module;
+    }
+    note += spec_.backend_fallback ? " and falls back to gloo if '" + profile.backend +
+                                         "' is missing; it acts only in the ranks themselves"
+                                   : "; a missing '" + profile.backend +
+                                         "' stops the rank (--no-backend-fallback)";
+    Note(note);
+    if (o_.no_python) {
+      Note("--python-shim with --no-python: the shim acts only if SCRIPT execs Python itself "
+           "(the interpreter's parent must be gculaunch)");
+    }
     return OkStatus();
   }
 
@@ -517,6 +547,9 @@ class SpecBuilder {
     if (var == "TORCHELASTIC_USE_AGENT_STORE") return "use --no-agent-store for False";
     if (var == "TORCHELASTIC_ERROR_FILE") return "use --log-dir to choose where error files go";
     if (var == "TORCHELASTIC_RESTART_COUNT") return "it counts restarts; use --max-restarts";
+    if (var.rfind("GCULAUNCH_SHIM_", 0) == 0) {
+      return "it belongs to --python-shim (and --no-backend-fallback)";
+    }
     if (!profile.visible_env.empty() &&
         std::find(profile.visible_env.begin(), profile.visible_env.end(), var) !=
             profile.visible_env.end()) {

@@ -96,6 +96,8 @@ struct LaunchSpec {
   std::string executable;
   bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
   std::string python;           ///< interpreter used; empty with --no-python
+  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
+  bool backend_fallback = true; ///< false with --no-backend-fallback (python_shim.h)
 
   // ---- devices ----
   DeviceProfile profile;

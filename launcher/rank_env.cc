@@ -1,5 +1,7 @@
 #include "launcher/rank_env.h"
 
+#include "launcher/python_shim.h"
+
 namespace gculaunch {
 namespace {
 
@@ -70,6 +72,7 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
   runtime.run_id = !spec.run_id.empty() ? spec.run_id : choices.generated_run_id;
   runtime.error_file_root =
       !spec.log_dir.empty() ? RunLogRoot(spec, runtime.run_id) : choices.scratch_dir;
+  runtime.launcher_pid = choices.launcher_pid;
   return runtime;
 }
 
@@ -85,6 +88,7 @@ std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
       "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
       "GCULAUNCH_DEVICE",     "GCULAUNCH_DEVICE_INDEX",
       "GCULAUNCH_BACKEND"};
+  owned.insert(owned.end(), PythonShimVariables().begin(), PythonShimVariables().end());
   owned.insert(owned.end(), profile.visible_env.begin(), profile.visible_env.end());
   return owned;
 }
@@ -154,6 +158,11 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
     env.Erase("GCULAUNCH_DEVICE_INDEX");
   }
   env.Set("GCULAUNCH_BACKEND", spec.profile.backend);
+  if (spec.python_shim) {
+    AddPythonShimEnv(spec, runtime, env);
+  } else {
+    for (const std::string& var : PythonShimVariables()) env.Erase(var);
+  }
   return env;
 }
 

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "launcher/python_shim.h"
+
 namespace gculaunch {
 namespace {
 
@@ -221,8 +223,12 @@ TEST_CASE("rank env: owned variables include the profile's visible-devices varia
     INFO(var);
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
-  CHECK(owned.size() == 21);
-  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 19);
+  for (const std::string& var : PythonShimVariables()) {
+    INFO(var);
+    CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
+  }
+  CHECK(owned.size() == 21 + PythonShimVariables().size());
+  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 19 + PythonShimVariables().size());
 }
 
 }  // namespace
