@@ -94,6 +94,10 @@ constexpr FlagDef kFlags[] = {
     {"bind", "", Kind::kValue, "all|rank", "Devices",
      "all: every rank sees the whole card pool (as torchrun); rank: each rank sees only its "
      "card; default all"},
+    {"cpu-affinity", "", Kind::kValue, "none|numa|spread", "Devices",
+     "pin each rank to CPUs: numa: its card's NUMA node, split fairly among the ranks there; "
+     "spread: all CPUs split fairly; also sets OMP_NUM_THREADS to the rank's share unless you "
+     "set it; default none"},
     {"env", "", Kind::kRepeat, "KEY=VALUE", "Devices",
      "set a variable for every rank (repeatable; overrides your environment and the profile)"},
     {"sysroot", "", Kind::kValue, "DIR", "Devices",
@@ -435,6 +439,16 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
       return BadValue(source, value, "expected all or rank", "rank");
     }
     o.bind = value == "all" ? DeviceBind::kAll : DeviceBind::kRank;
+  } else if (name == "cpu-affinity") {
+    if (value == "none") {
+      o.cpu_affinity = CpuAffinity::kNone;
+    } else if (value == "numa") {
+      o.cpu_affinity = CpuAffinity::kNuma;
+    } else if (value == "spread") {
+      o.cpu_affinity = CpuAffinity::kSpread;
+    } else {
+      return BadValue(source, value, "expected none, numa or spread", "numa");
+    }
   } else if (name == "stdin") {
     if (value != "null" && value != "rank0") {
       return BadValue(source, value, "expected null or rank0", "rank0");

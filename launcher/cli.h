@@ -91,6 +91,7 @@ struct CliOptions {
   std::optional<std::vector<int>> local_ranks_filter;
   std::optional<std::string> device;
   std::optional<DeviceBind> bind;
+  std::optional<CpuAffinity> cpu_affinity;  ///< --cpu-affinity none|numa|spread
   std::vector<std::pair<std::string, std::string>> env;  ///< --env KEY=VALUE, in order
   std::optional<double> grace_period;
   std::optional<StdinMode> stdin_mode;

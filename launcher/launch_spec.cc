@@ -90,7 +90,8 @@ class SpecBuilder {
   Result<LaunchSpec> Build() {
     for (Status (SpecBuilder::*step)() :
          {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::Device,
-          &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards, &SpecBuilder::Program,
+          &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards, &SpecBuilder::Affinity,
+          &SpecBuilder::Program,
           &SpecBuilder::Environment, &SpecBuilder::Output}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
@@ -432,6 +433,40 @@ class SpecBuilder {
     return OkStatus();
   }
 
+  // The card (device file) each local rank uses, for --cpu-affinity numa.
+  std::vector<std::optional<DeviceFile>> RankCards() const {
+    std::vector<std::optional<DeviceFile>> cards(static_cast<size_t>(spec_.nproc_per_node));
+    const auto& pool = spec_.device_pool;
+    if (pool.empty() || !spec_.profile.has_devices()) return cards;
+    const std::vector<DeviceFile> found = probe_.FindDevices(spec_.profile);
+    for (int rank = 0; rank < spec_.nproc_per_node; ++rank) {
+      const size_t slot = spec_.bind == DeviceBind::kRank
+                              ? static_cast<size_t>(rank)
+                              : static_cast<size_t>(rank) % pool.size();
+      if (slot >= pool.size()) continue;
+      const std::string& id = pool[slot];
+      if (id.empty() || !std::all_of(id.begin(), id.end(), [](unsigned char c) {
+            return std::isdigit(c) != 0;
+          })) {
+        continue;
+      }
+      const size_t index = std::stoul(id);
+      if (index < found.size()) cards[static_cast<size_t>(rank)] = found[index];
+    }
+    return cards;
+  }
+
+  Status Affinity() {
+    spec_.cpu_affinity = o_.cpu_affinity.value_or(CpuAffinity::kNone);
+    if (spec_.cpu_affinity == CpuAffinity::kNone) return OkStatus();
+    auto plan = PlanCpuAffinity(spec_.cpu_affinity, spec_.nproc_per_node, RankCards(), probe_);
+    if (!plan.ok()) return plan.error();
+    spec_.rank_cpus = std::move(plan->rank_cpus);
+    spec_.rank_cpus_where = std::move(plan->rank_where);
+    for (std::string& note : plan->notes) Note(std::move(note));
+    return OkStatus();
+  }
+
   std::string SearchPath() const {
     for (const auto& [key, value] : o_.env) {
       if (key == "PATH") return value;  // the ranks' PATH, as the exec would see it
@@ -547,6 +582,7 @@ class SpecBuilder {
     if (var == "TORCHELASTIC_USE_AGENT_STORE") return "use --no-agent-store for False";
     if (var == "TORCHELASTIC_ERROR_FILE") return "use --log-dir to choose where error files go";
     if (var == "TORCHELASTIC_RESTART_COUNT") return "it counts restarts; use --max-restarts";
+    if (var == "GCULAUNCH_CPUS") return "use --cpu-affinity numa or spread";
     if (var.rfind("GCULAUNCH_SHIM_", 0) == 0) {
       return "it belongs to --python-shim (and --no-backend-fallback)";
     }
@@ -573,7 +609,11 @@ class SpecBuilder {
     bool has_omp = env_.Has("OMP_NUM_THREADS");
     for (const auto& [key, value] : o_.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
     for (const auto& [key, value] : spec_.profile.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
-    if (!has_omp && spec_.nproc_per_node > 1) {
+    if (!has_omp && spec_.cpu_affinity != CpuAffinity::kNone) {
+      Note("OMP_NUM_THREADS = each rank's CPU count (--cpu-affinity " +
+           std::string(CpuAffinityName(spec_.cpu_affinity)) +
+           "; set OMP_NUM_THREADS to choose another value)");
+    } else if (!has_omp && spec_.nproc_per_node > 1) {
       spec_.omp_num_threads_default = "1";
       Note("OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one rank per "
            "node; set OMP_NUM_THREADS to choose another value)");

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/cpu_affinity.h"
 #include "launcher/device_profile.h"
 #include "launcher/env_map.h"
 #include "launcher/error.h"
@@ -104,6 +105,11 @@ struct LaunchSpec {
   std::vector<std::string> device_pool;  ///< card ids the ranks may use, in order
   std::string pool_source;               ///< where the pool came from, for notes/logs
   DeviceBind bind = DeviceBind::kAll;
+  /// --cpu-affinity and its plan (cpu_affinity.h): per local rank, the CPUs it
+  /// may run on and why; both empty with kNone.
+  CpuAffinity cpu_affinity = CpuAffinity::kNone;
+  std::vector<std::vector<int>> rank_cpus;
+  std::vector<std::string> rank_cpus_where;
 
   // ---- environment ----
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)

@@ -24,6 +24,10 @@
 //   (card pool[local_rank % n], index local_rank % n).
 //   GCULAUNCH_BACKEND (the profile's backend, e.g. eccl) is always set.
 //
+// --cpu-affinity numa|spread: GCULAUNCH_CPUS is the rank's CPU list
+// ("0-7,32-39"; the launch pins the rank to it before exec), and the
+// OMP_NUM_THREADS default is the rank's CPU count instead of torchrun's 1.
+//
 // --python-shim adds the shim's variables and puts its directory first on
 // PYTHONPATH (python_shim.h); without it, GCULAUNCH_SHIM_* inherited from
 // an outer launch are removed.

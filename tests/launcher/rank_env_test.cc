@@ -219,7 +219,7 @@ TEST_CASE("rank env: owned variables include the profile's visible-devices varia
                           "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
                           "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
                           "GCULAUNCH_DEVICE", "GCULAUNCH_DEVICE_INDEX", "GCULAUNCH_BACKEND",
-                          "TOPS_VISIBLE_DEVICES", "ENFLAME_VISIBLE_DEVICES"}) {
+                          "GCULAUNCH_CPUS", "TOPS_VISIBLE_DEVICES", "ENFLAME_VISIBLE_DEVICES"}) {
     INFO(var);
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
@@ -227,8 +227,9 @@ TEST_CASE("rank env: owned variables include the profile's visible-devices varia
     INFO(var);
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
-  CHECK(owned.size() == 21 + PythonShimVariables().size());
-  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 19 + PythonShimVariables().size());
+  CHECK(owned.size() == 22 + PythonShimVariables().size());
+  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() ==
+        20 + PythonShimVariables().size());
 }
 
 }  // namespace
