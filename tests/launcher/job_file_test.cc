@@ -255,6 +255,8 @@ TEST_CASE("job file: the shipped examples parse and select their configs", "[job
   CHECK(one.nproc_per_node == 8);
   CHECK(one.profile.name == "enflame-gcu");
   CHECK(one.argv[3] == "configs/train_t20_gcu_8card.py");
+  CHECK(one.python_shim);
+  CHECK(one.cpu_affinity == CpuAffinity::kNuma);
   const LaunchSpec four = f.Spec({"--job", "configs/examples/t20-8card.yaml",
                                   "--nproc-per-node", "4"});
   CHECK(four.argv[3] == "configs/train_t20_gcu_4card.py");
