@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "launcher/cli.h"
 #include "launcher/job_file.h"
 #include "launcher/one_line.h"
+#include "launcher/profile_catalog.h"
 #include "launcher/rank_env.h"
 
 namespace gculaunch {
@@ -234,17 +236,21 @@ class SpecBuilder {
   Status Device() {
     const std::string value = o_.device.value_or("auto");
     const std::string source = o_.Source("device");
+    auto catalog = LoadProfileCatalog(ProfileSearchPath(env_), files_);
+    if (!catalog.ok()) return catalog.error();
     if (value == "auto") {
-      for (const DeviceProfile& candidate : BuiltinDeviceProfiles()) {
+      for (const DeviceProfile& candidate : catalog->profiles) {
         if (!candidate.has_devices()) continue;
         const size_t count = probe_.FindDevices(candidate).size();
         if (count == 0) continue;
         spec_.profile = candidate;
         Note("device " + candidate.name + ": --device auto found " + std::to_string(count) +
              " device files " + DescribeDeviceFiles(candidate));
+        NoteProfileFile();
         return OkStatus();
       }
-      auto cpu = FindBuiltinProfile("cpu");
+      auto cpu = FindProfile(*catalog, "cpu");
+      if (!cpu.ok()) cpu = FindBuiltinProfile("cpu");
       spec_.profile = std::move(*cpu);
       Note("device cpu: --device auto found no accelerator device files");
       return OkStatus();
@@ -255,7 +261,7 @@ class SpecBuilder {
       auto text = files_.ReadTextFile(value);
       if (!text.ok()) {
         return Error{source + ": " + text.error().what,
-                     "give an existing profile file, or one of " + BuiltinProfileNames()};
+                     "give an existing profile file, or one of " + ProfileNames(*catalog)};
       }
       auto profile = ParseDeviceProfile(*text, value);
       if (!profile.ok()) return profile.error();
@@ -263,12 +269,20 @@ class SpecBuilder {
       Note("device " + spec_.profile.name + " from " + value);
       return OkStatus();
     }
-    auto profile = FindBuiltinProfile(value);
+    auto profile = FindProfile(*catalog, value);
     if (!profile.ok()) {
       return Error{source + " '" + value + "': " + profile.error().what, profile.error().hint};
     }
     spec_.profile = std::move(*profile);
+    NoteProfileFile();
     return OkStatus();
+  }
+
+  // A profile from a profile directory (not compiled in) is worth a note.
+  void NoteProfileFile() {
+    if (spec_.profile.source != "built-in" && !spec_.profile.source.empty()) {
+      Note("device profile " + spec_.profile.name + " from " + spec_.profile.source);
+    }
   }
 
   bool UsesCards() const {
@@ -733,6 +747,17 @@ std::optional<std::string> LocalFileAccess::FindExecutable(const std::string& na
     if (IsExecutableFile(candidate)) return candidate;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> LocalFileAccess::ListDir(const std::string& dir) const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Result<std::string> LocalFileAccess::ReadTextFile(const std::string& path) const {

@@ -156,6 +156,9 @@ class FileAccess {
                                                     const std::string& path_var) const = 0;
   /// The whole content of a text file; the error names the file and errno.
   virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
+  /// The entry names of a directory, sorted; empty when it cannot be read
+  /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
+  virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }
 };
 
 /// The real FileAccess (access(2), std::ifstream).
@@ -164,6 +167,7 @@ class LocalFileAccess : public FileAccess {
   std::optional<std::string> FindExecutable(const std::string& name,
                                             const std::string& path_var) const override;
   Result<std::string> ReadTextFile(const std::string& path) const override;
+  std::vector<std::string> ListDir(const std::string& dir) const override;
 };
 
 /// Builds and validates the spec.  `env` is gculaunch's own environment (as
