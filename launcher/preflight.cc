@@ -14,12 +14,24 @@ namespace gculaunch {
 namespace {
 
 // The probe is Python 3.6-compatible (T20 images ship 3.6 and 3.8): no
-// f-strings, no walrus.  Everything it learns goes into one JSON line behind
-// a marker, so output from the user's sitecustomize or a noisy vendor import
-// cannot confuse the parser.
+// f-strings, no walrus, and only modules of python3-minimal (no json: it
+// writes its one JSON line itself).  Everything it learns goes into that line
+// behind a marker, so output from the user's sitecustomize or a noisy vendor
+// import cannot confuse the parser.
 constexpr const char* kProbeSource = R"PY(
-import importlib, json, sys
+import importlib, sys
 backend, module = sys.argv[1], sys.argv[2]
+def enc(v):
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    out = []
+    for c in str(v):
+        out.append(c if c not in '"\\' and ord(c) >= 32 else "\\u%04x" % ord(c))
+    return '"' + "".join(out) + '"'
+def dumps(d):
+    return "{" + ", ".join(enc(k) + ": " + enc(v) for k, v in sorted(d.items())) + "}"
 out = {"python": sys.version.split()[0]}
 def why(e):
     text = str(e).strip().splitlines()
@@ -60,7 +72,7 @@ if "torch" in out:
                 out["backend_ok"] = True
     except BaseException as e:
         out["backend_error"] = why(e)
-sys.stdout.write("GCULAUNCH_PROBE " + json.dumps(out) + "\n")
+sys.stdout.write("GCULAUNCH_PROBE " + dumps(out) + "\n")
 )PY";
 
 constexpr const char* kProbeMarker = "GCULAUNCH_PROBE ";

@@ -159,6 +159,17 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(status(r.stdout, "vendor-module"), "ok")
         self.assertEqual(status(r.stdout, "backend"), "fail")
 
+    def test_odd_characters_in_exceptions_survive_the_probe(self):
+        with gltest.TempDir() as root:
+            site = os.path.join(root, "site")
+            os.makedirs(os.path.join(site, "torch_gcu"))
+            with open(os.path.join(site, "torch_gcu", "__init__.py"), "w") as f:
+                f.write("raise RuntimeError('first line\\nC:\\\\dir \"q\" \\u00e9 end')\n")
+            r = check(["--device", "gcu", "--nproc-per-node", "1", "--python", PY, "--dry-run",
+                       "--standalone", "--env", "PYTHONPATH=" + site])
+        self.assertEqual(evidence(r.stdout, "vendor-module"),
+                         'import torch_gcu failed: RuntimeError: C:\\dir "q" \u00e9 end')
+
     def test_port_busy_and_free_on_loopback(self):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
