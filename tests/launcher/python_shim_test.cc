@@ -43,7 +43,7 @@ struct Fixture {
     return std::move(*spec);
   }
   EnvMap Rank(const LaunchSpec& spec, int local_rank = 0) {
-    LaunchChoices choices{"29500", "run1", "/tmp/gl-run", "4242"};
+    LaunchChoices choices{"29500", "run1", "/scratch/gl-run", "4242"};
     return BuildRankEnv(spec, env, local_rank, 0, ResolveRankRuntime(spec, choices));
   }
 };
@@ -82,9 +82,9 @@ TEST_CASE("python shim: the ranks' variables", "[python_shim]") {
     const LaunchSpec spec = f.Spec({"--device", "gcu", "--nproc-per-node", "2", "--python-shim",
                                     "train.py"});
     const EnvMap rank = f.Rank(spec, 1);
-    CHECK(rank.GetOr("PYTHONPATH", "") == "/tmp/gl-run/python-shim:/opt/project");
+    CHECK(rank.GetOr("PYTHONPATH", "") == "/scratch/gl-run/python-shim:/opt/project");
     CHECK(rank.GetOr("GCULAUNCH_SHIM_PARENT", "") == "4242");
-    CHECK(rank.GetOr("GCULAUNCH_SHIM_DIR", "") == "/tmp/gl-run/python-shim");
+    CHECK(rank.GetOr("GCULAUNCH_SHIM_DIR", "") == "/scratch/gl-run/python-shim");
     CHECK(rank.GetOr("GCULAUNCH_SHIM_FALLBACK", "") == "1");
     CHECK(rank.GetOr("GCULAUNCH_SHIM_MODULE", "") == "torch_gcu");
     CHECK(rank.GetOr("GCULAUNCH_SHIM_PATCH_CUDA", "") == "1");
