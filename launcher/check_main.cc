@@ -34,6 +34,7 @@ Flags that matter most:
   --master-addr A --master-port P
   --python PATH                  interpreter (default $PYTHON_EXEC, else python3 on PATH)
   --env KEY=VALUE                variables for the ranks (e.g. LD_LIBRARY_PATH, ECCL_SOCKET_IFNAME)
+  --job FILE.yaml                check the node for a job file's launch
   --sysroot DIR                  look for /dev, /sys and /etc/ld.so.cache below DIR
   --format text|json             report format (default text)
 
