@@ -459,7 +459,8 @@ class SpecBuilder {
                               : static_cast<size_t>(rank) % pool.size();
       if (slot >= pool.size()) continue;
       const std::string& id = pool[slot];
-      if (id.empty() || !std::all_of(id.begin(), id.end(), [](unsigned char c) {
+      // Card ids that are not small numbers (DRS-<uuid>) name no device file.
+      if (id.empty() || id.size() > 6 || !std::all_of(id.begin(), id.end(), [](unsigned char c) {
             return std::isdigit(c) != 0;
           })) {
         continue;
