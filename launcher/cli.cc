@@ -62,6 +62,9 @@ constexpr FlagDef kFlags[] = {
      "close_timeout, read_timeout (seconds), is_host (true/false)"},
     {"standalone", "", Kind::kBool, "", "Topology",
      "single node: store on 127.0.0.1, port chosen at launch (or --master-port)"},
+    {"platform-world-size", "", Kind::kValue, "nodes|procs", "Topology",
+     "how to read a job platform's WORLD_SIZE: nodes (default: Volcano, KubeBrain, older "
+     "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)"},
     {"max-restarts", "", Kind::kValue, "N", "Topology",
      "restart all ranks up to N times after a failure; default 0"},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
@@ -393,6 +396,12 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
       return BadValue(source, value, "expected letters, digits, '.', '_' or '-'", "job-42");
     }
     (name == "rdzv-id" ? o.rdzv_id : o.run_id) = value;
+  } else if (name == "platform-world-size") {
+    if (value != "nodes" && value != "procs") {
+      return BadValue(source, value, "expected nodes or procs", "procs");
+    }
+    o.platform_world_size =
+        value == "nodes" ? PlatformWorldSize::kNodes : PlatformWorldSize::kProcs;
   } else if (name == "rdzv-conf") {
     return ParseRdzvConf(source, value, o);
   } else if (name == "max-restarts") {
@@ -749,6 +758,12 @@ std::optional<std::string> CanonicalFlagName(std::string_view name) {
     if (name == def.name || name == Underscored(def.name)) return std::string(def.name);
   }
   return std::nullopt;
+}
+
+std::vector<std::string> CanonicalFlagNames() {
+  std::vector<std::string> names;
+  for (const FlagDef& def : kFlags) names.emplace_back(def.name);
+  return names;
 }
 
 Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,

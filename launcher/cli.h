@@ -70,6 +70,7 @@ struct CliOptions {
   std::optional<std::string> run_id;
   std::map<std::string, std::string> rdzv_conf;
   bool standalone = false;
+  std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;
   std::optional<double> monitor_interval;
   std::optional<std::string> role;
@@ -146,6 +147,9 @@ Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& e
 /// The canonical name ("nproc-per-node") of a flag written without dashes in
 /// either spelling ("nproc_per_node"); nullopt if there is no such flag.
 std::optional<std::string> CanonicalFlagName(std::string_view name);
+
+/// Every flag's canonical name, in help order (without --help and --version).
+std::vector<std::string> CanonicalFlagNames();
 
 /// Applies one flag whose value comes as text from another source (a job
 /// file), with the command line's checks and messages; `source` names it in

@@ -67,6 +67,16 @@ std::string Comment(std::string text) {
   return out + "\n";
 }
 
+// The layout line and the warnings, then the other notes: what the JSON's
+// "notes" holds.
+std::vector<std::string> AllNotes(const LaunchSpec& spec) {
+  std::vector<std::string> notes;
+  if (!spec.layout.empty()) notes.push_back(spec.layout);
+  for (const std::string& warning : spec.warnings) notes.push_back("warning: " + warning);
+  notes.insert(notes.end(), spec.notes.begin(), spec.notes.end());
+  return notes;
+}
+
 std::string MasterPortText(const LaunchSpec& spec) {
   return spec.master_port != 0 ? std::to_string(spec.master_port) : kPortPlaceholder;
 }
@@ -83,7 +93,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   } else {
     out["master_port"] = kPortPlaceholder;
   }
-  out["notes"] = spec.notes;
+  out["notes"] = AllNotes(spec);
   out["ranks"] = nlohmann::ordered_json::array();
   for (const RankView& view : Ranks(spec, base)) {
     nlohmann::ordered_json rank;
@@ -102,6 +112,8 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
   std::string out = Comment("gculaunch dry run: " + std::to_string(spec.nproc_per_node) +
                             " ranks on node " + std::to_string(spec.node_rank) +
                             ", world size " + std::to_string(spec.world_size));
+  if (!spec.layout.empty()) out += Comment(spec.layout);
+  for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
   for (const RankView& view : Ranks(spec, base)) {
     out += Comment("rank " + std::to_string(view.rank) + " (local rank " +
@@ -117,6 +129,8 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
                     std::to_string(spec.nnodes) + " (ranks " + std::to_string(spec.rank_offset) +
                     "-" + std::to_string(spec.rank_offset + spec.nproc_per_node - 1) +
                     " of world size " + std::to_string(spec.world_size) + ")\n";
+  if (!spec.layout.empty()) out += spec.layout + "\n";
+  for (const std::string& warning : spec.warnings) out += "warning: " + warning + "\n";
   out += "  store:   " + spec.master_addr + ":" + MasterPortText(spec) + ", hosted by " +
          (spec.store_mode == StoreMode::kAgent ? "gculaunch" : "rank 0") + "\n";
   out += "  device:  " + spec.profile.name + " (backend " + spec.profile.backend + ")\n";

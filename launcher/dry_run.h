@@ -5,7 +5,10 @@
 // pure functions the real launch uses, fed with DryRunRuntime(spec).  Values
 // that only a launch can know are stated placeholders (kPortPlaceholder, ...);
 // when --master-port, --run-id and --log-dir are all given, there is none.
-// Explanations are in the notes, never inside a value.
+// Explanations are in the notes, never inside a value.  The layout line
+// (LaunchSpec::layout) and the warnings come first: in the table right after
+// its first line, in JSON as the first "notes" ("layout: ...", then
+// "warning: ..."), in the env format as the first comments.
 //
 // Formats:
 //   table  human-readable: topology, notes, then per rank argv and variables

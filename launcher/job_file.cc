@@ -44,16 +44,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 const std::vector<std::string>& KnownKeys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> out = {"script", "args", "env", "configs"};
-    for (const char* flag :
-         {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port",
-          "rdzv-endpoint", "rdzv-backend", "rdzv-id", "run-id", "rdzv-conf", "standalone",
-          "max-restarts", "monitor-interval", "role", "module", "no-python", "python",
-          "use-env", "local-rank-arg", "device", "bind", "sysroot", "grace-period",
-          "shutdown-timeout", "no-agent-store", "worker-port", "log-dir", "redirects", "tee",
-          "local-ranks-filter", "stdin", "summary-json", "dry-run", "format", "python-shim",
-          "no-backend-fallback", "cpu-affinity"}) {
-      if (!CanonicalFlagName(flag)) continue;  // only flags this build has
-      std::string key = flag;
+    for (std::string key : CanonicalFlagNames()) {
+      if (key == "job") continue;
       std::replace(key.begin(), key.end(), '-', '_');
       out.push_back(key);
     }

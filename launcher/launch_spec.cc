@@ -15,6 +15,7 @@
 #include "launcher/cli.h"
 #include "launcher/job_file.h"
 #include "launcher/one_line.h"
+#include "launcher/platform.h"
 #include "launcher/profile_catalog.h"
 #include "launcher/rank_env.h"
 
@@ -87,6 +88,8 @@ class SpecBuilder {
               const FileAccess& files, const PlatformInfo& platform)
       : o_(o), env_(env), probe_(probe), files_(files), platform_(platform) {
     spec_.dry_run = o.dry_run;
+    spec_.notes = platform.notes;
+    spec_.warnings = platform.warnings;
   }
 
   Result<LaunchSpec> Build() {
@@ -97,6 +100,14 @@ class SpecBuilder {
           &SpecBuilder::Environment, &SpecBuilder::Output}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
+    spec_.layout = FormatLayout(spec_, from_);
+    if (spec_.nnodes > 1) {
+      Note("ranks " + std::to_string(spec_.rank_offset) + "-" +
+           std::to_string(spec_.rank_offset + spec_.nproc_per_node - 1) + " of " +
+           std::to_string(spec_.world_size) + " assume " + std::to_string(spec_.nproc_per_node) +
+           " ranks on every node (RANK = node rank x " + std::to_string(spec_.nproc_per_node) +
+           " + local rank)");
+    }
     return std::move(spec_);
   }
 
@@ -106,15 +117,17 @@ class SpecBuilder {
   Status Topology() {
     if (o_.nnodes) {
       spec_.nnodes = *o_.nnodes;
-    } else if (platform_.nnodes) {
+      from_.nnodes = DescribeFlag(o_, "nnodes", std::to_string(spec_.nnodes));
+    } else if (platform_.nnodes && !o_.standalone) {
       spec_.nnodes = *platform_.nnodes;
-      Note("nnodes " + std::to_string(spec_.nnodes) + " from " + platform_.source);
+      from_.nnodes = platform_.nnodes_from;
     }
     if (o_.node_rank) {
       spec_.node_rank = *o_.node_rank;
-    } else if (platform_.node_rank) {
+      from_.node_rank = DescribeFlag(o_, "node-rank", std::to_string(spec_.node_rank));
+    } else if (platform_.node_rank && !o_.standalone) {
       spec_.node_rank = *platform_.node_rank;
-      Note("node rank " + std::to_string(spec_.node_rank) + " from " + platform_.source);
+      from_.node_rank = platform_.node_rank_from;
     }
     if (o_.standalone && spec_.nnodes > 1) {
       return Error{o_.Source("standalone") + " runs a single node but " + o_.Source("nnodes") +
@@ -122,7 +135,8 @@ class SpecBuilder {
                    "drop --standalone, or use --nnodes 1"};
     }
     if (spec_.node_rank >= spec_.nnodes) {
-      return Error{o_.Source("node-rank") + " " + std::to_string(spec_.node_rank) +
+      return Error{(o_.node_rank ? o_.Source("node-rank") + " " + std::to_string(spec_.node_rank)
+                                 : from_.node_rank) +
                        ": must be below the number of nodes (" + std::to_string(spec_.nnodes) +
                        ")",
                    "node ranks run from 0 to " + std::to_string(spec_.nnodes - 1) +
@@ -168,6 +182,8 @@ class SpecBuilder {
     }
     if (o_.standalone) {
       spec_.master_addr = kDefaultMasterAddr;
+      from_.master_addr = o_.Source("standalone");
+      if (o_.master_port) from_.master_port = o_.Source("master-port");
       if (addr_given && *o_.master_addr != kDefaultMasterAddr) {
         Note(o_.Source("master-addr") + " is ignored with --standalone: the store is on " +
              kDefaultMasterAddr);
@@ -178,7 +194,9 @@ class SpecBuilder {
       spec_.master_port = o_.master_port.value_or(0);
     } else if (o_.rdzv_endpoint) {
       spec_.master_addr = o_.rdzv_endpoint->host;
+      from_.master_addr = o_.Source("rdzv-endpoint");
       if (o_.rdzv_endpoint->port) {
+        from_.master_port = o_.Source("rdzv-endpoint");
         spec_.master_port = *o_.rdzv_endpoint->port;
       } else {
         spec_.master_port = kDefaultEndpointPort;
@@ -188,13 +206,15 @@ class SpecBuilder {
     } else {
       if (addr_given) {
         spec_.master_addr = *o_.master_addr;
+        from_.master_addr = o_.Source("master-addr");
       } else if (platform_.master_addr) {
         spec_.master_addr = *platform_.master_addr;
-        Note("master address " + spec_.master_addr + " from " + platform_.source);
+        from_.master_addr = platform_.master_addr_from;
       } else {
         spec_.master_addr = kDefaultMasterAddr;
         if (spec_.nnodes > 1) {
-          return Error{o_.Source("nnodes") + " " + std::to_string(spec_.nnodes) +
+          return Error{(o_.nnodes ? o_.Source("nnodes") + " " + std::to_string(spec_.nnodes)
+                                  : from_.nnodes) +
                            " needs the store's address: the default " + kDefaultMasterAddr +
                            " is not reachable from other nodes",
                        "give --master-addr HOST (node 0's address) on every node"};
@@ -202,8 +222,10 @@ class SpecBuilder {
       }
       if (port_given) {
         spec_.master_port = *o_.master_port;
+        from_.master_port = o_.Source("master-port");
       } else if (platform_.master_port) {
         spec_.master_port = *platform_.master_port;
+        from_.master_port = platform_.master_port_from;
       } else {
         spec_.master_port = kDefaultMasterPort;
       }
@@ -218,6 +240,7 @@ class SpecBuilder {
       if (o_.worker_port) {
         spec_.worker_port = *o_.worker_port;
         spec_.master_port = *o_.worker_port;
+        from_.master_port = o_.Source("worker-port");
       }
     }
     if (spec_.nnodes > 1 && spec_.master_port == 0) {
@@ -690,6 +713,7 @@ class SpecBuilder {
   const FileAccess& files_;
   const PlatformInfo& platform_;
   LaunchSpec spec_;
+  LayoutSources from_;  ///< where the layout line says each value came from
 };
 
 bool IsExecutableFile(const std::string& path) {
@@ -699,34 +723,66 @@ bool IsExecutableFile(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// --job: the file's settings merged below the command line and PET_*
+// (job_file.h), before anything else looks at the options (the platform
+// layer included: a job file's values count as given).
+struct MergedOptions {
+  CliOptions options;
+  std::vector<std::string> notes;
+};
+
+Result<MergedOptions> MergeJobFile(const CliOptions& options, const FileAccess& files) {
+  MergedOptions merged{options, {}};
+  if (!options.job) return merged;
+  auto text = files.ReadTextFile(*options.job);
+  if (!text.ok()) {
+    return OneLine(Error{options.Source("job") + ": " + text.error().what,
+                         "give the path of an existing job file"});
+  }
+  auto job = ParseJobFile(*text, *options.job);
+  if (!job.ok()) return job.error();
+  auto notes = ApplyJobFile(*job, merged.options);
+  if (!notes.ok()) return notes.error();
+  merged.notes = std::move(*notes);
+  if (merged.options.script.empty()) {
+    return OneLine(Error{"no SCRIPT given: neither the command line nor " + *options.job +
+                             " names one",
+                         "add script: to the job file, or give SCRIPT after the flags"});
+  }
+  return merged;
+}
+
+Result<LaunchSpec> BuildSpec(const MergedOptions& merged, const EnvMap& env,
+                             const DeviceProbe& probe, const FileAccess& files,
+                             const PlatformInfo& platform) {
+  auto spec = SpecBuilder(merged.options, env, probe, files, platform).Build();
+  if (!spec.ok()) return OneLine(spec.error());
+  spec->notes.insert(spec->notes.begin(), merged.notes.begin(), merged.notes.end());
+  for (std::string& note : spec->notes) note = OneLine(note);
+  for (std::string& warning : spec->warnings) warning = OneLine(warning);
+  spec->layout = OneLine(spec->layout);
+  return spec;
+}
+
+}  // namespace
+
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files) {
+  auto merged = MergeJobFile(options, files);
+  if (!merged.ok()) return merged.error();
+  auto platform = ReadPlatform(env, merged->options);
+  if (!platform.ok()) return OneLine(platform.error());
+  return BuildSpec(*merged, env, probe, files, *platform);
+}
+
 Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
                                   const PlatformInfo& platform) {
-  // --job: the file's settings go below the command line and PET_* (job_file.h).
-  CliOptions merged = options;
-  std::vector<std::string> job_notes;
-  if (options.job) {
-    auto text = files.ReadTextFile(*options.job);
-    if (!text.ok()) {
-      return OneLine(Error{options.Source("job") + ": " + text.error().what,
-                           "give the path of an existing job file"});
-    }
-    auto job = ParseJobFile(*text, *options.job);
-    if (!job.ok()) return job.error();
-    auto notes = ApplyJobFile(*job, merged);
-    if (!notes.ok()) return notes.error();
-    job_notes = std::move(*notes);
-    if (merged.script.empty()) {
-      return OneLine(Error{"no SCRIPT given: neither the command line nor " + *options.job +
-                               " names one",
-                           "add script: to the job file, or give SCRIPT after the flags"});
-    }
-  }
-  auto spec = SpecBuilder(merged, env, probe, files, platform).Build();
-  if (!spec.ok()) return OneLine(spec.error());
-  spec->notes.insert(spec->notes.begin(), job_notes.begin(), job_notes.end());
-  for (std::string& note : spec->notes) note = OneLine(note);
-  return spec;
+  auto merged = MergeJobFile(options, files);
+  if (!merged.ok()) return merged.error();
+  return BuildSpec(*merged, env, probe, files, platform);
 }
 
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {

@@ -12,9 +12,9 @@
 // in a RankRuntime (rank_env.h).
 //
 // Precedence of every setting, highest first: the command line, its PET_*
-// environment variable (cli.h), a PlatformInfo (job-platform variables; a
-// later issue fills it, nothing reads those variables yet), gculaunch's
-// default.
+// environment variable (cli.h), a --job file (job_file.h; merged first, so
+// its values count as given for the platform layer), a PlatformInfo (the job
+// platform's variables, read by ReadPlatform in platform.h), gculaunch's default.
 //
 // Ownership: MakeLaunchSpec borrows its inputs for the call only.  Thread
 // safety: plain values; FileAccess and DeviceProbe are used from one thread.
@@ -42,6 +42,7 @@ enum class StoreMode {
   kRank0,  ///< rank 0 hosts it (torch 1.13 --standalone); TORCHELASTIC_USE_AGENT_STORE=False
 };
 enum class DryRunFormat { kTable, kJson, kEnv };  ///< --format table|json|env
+enum class PlatformWorldSize { kNodes, kProcs };  ///< --platform-world-size nodes|procs
 
 /// torchrun's --redirects / --tee value: which of a rank's streams go to its
 /// log files.  Bits: 1 = stdout, 2 = stderr (so 3 = both, 0 = none); either
@@ -132,17 +133,33 @@ struct LaunchSpec {
   /// Explanations for the dry run and the start-up log ("no cards found,
   /// previewing 8 ranks"); never part of any value.
   std::vector<std::string> notes;
+  /// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
+  /// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)": the topology and the inputs it
+  /// came from (platform.h).  A launch logs it once at start; the dry run shows
+  /// it before everything else.
+  std::string layout;
+  /// Job-platform variables a guard ignored (a stray WORLD_SIZE, ...): a launch
+  /// prints each as a warning; the dry run shows them after the layout line.
+  std::vector<std::string> warnings;
 };
 
-/// Topology read from a job platform's variables (Kubeflow, Volcano, Slurm,
-/// Open MPI ...).  A later issue builds it from the EnvMap; today callers pass
-/// an empty one.  Set fields rank below the command line and PET_* variables.
+/// Topology read from a job platform's variables (Volcano, Kubeflow, Slurm,
+/// Open MPI ...) by ReadPlatform (platform.h).  Set fields rank below the
+/// command line and PET_* variables.  Each `*_from` names what was read, as the
+/// layout line and error messages show it ("WORLD_SIZE=2 (nodes)", "RANK=1",
+/// "MASTER_ADDR", "first host of SLURM_STEP_NODELIST").
 struct PlatformInfo {
+  std::string name;  ///< the layout read: "WORLD_SIZE/RANK", "Slurm step", "Open MPI"; empty: none
   std::optional<int> nnodes;
+  std::string nnodes_from;
   std::optional<int> node_rank;
+  std::string node_rank_from;
   std::optional<std::string> master_addr;
+  std::string master_addr_from;
   std::optional<int> master_port;
-  std::string source;  ///< e.g. "Volcano"; named in notes
+  std::string master_port_from;
+  std::vector<std::string> warnings;  ///< variables a guard ignored (LaunchSpec::warnings)
+  std::vector<std::string> notes;     ///< variables present but not read, and why
 };
 
 /// The file-system look-ups MakeLaunchSpec needs besides the device probe.
@@ -171,13 +188,19 @@ class LocalFileAccess : public FileAccess {
 };
 
 /// Builds and validates the spec.  `env` is gculaunch's own environment (as
-/// read by main): it supplies the card pool (the profile's first visible-devices
-/// variable), PYTHON_EXEC, PATH, OMP_NUM_THREADS and TORCHELASTIC_ERROR_FILE.
+/// read by main): it supplies the job platform's variables (ReadPlatform in
+/// platform.h), the card pool (the profile's first visible-devices variable),
+/// PYTHON_EXEC, PATH, OMP_NUM_THREADS and TORCHELASTIC_ERROR_FILE.
 /// Errors are one line naming the flag or variable and the fix; the caller
 /// prints Error::Format() and exits with exit_code::kUsage.
 Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files);
+
+/// Same, with the job platform already read (or made up, in tests): `env` is
+/// not searched for platform variables.
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
-                                  const PlatformInfo& platform = {});
+                                  const PlatformInfo& platform);
 
 /// Where this run's error files (and rank logs) go when --log-dir is given:
 /// "<log_dir>/<run_id>".  Empty without --log-dir (the launch then uses a

@@ -1,19 +1,91 @@
 #include "launcher/launcher_main.h"
 
-#include <cstdio>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "launcher/cli.h"
+#include "launcher/dry_run.h"
 #include "launcher/exit_codes.h"
+#include "launcher/job.h"
+#include "launcher/launch_spec.h"
+#include "launcher/logging.h"
 
 namespace gculaunch {
+namespace {
 
-// Placeholder: replaced by the launcher core.
-int LauncherMain(const std::vector<std::string>& args, const EnvMap& /*env*/) {
-  if (!args.empty() && args[0] == "--version") {
-    std::puts("gculaunch " GCULAUNCH_VERSION);
+void WriteStdout(const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDOUT_FILENO, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// Until the rendezvous store is part of gculaunch, rank 0 hosts the ranks'
+// store (torch 1.13 --standalone): TORCHELASTIC_USE_AGENT_STORE=False and
+// MASTER_PORT free or --master-port.  The dry run shows the same.
+void UseRank0Store(LaunchSpec& spec) {
+  if (spec.store_mode != StoreMode::kAgent) return;
+  spec.store_mode = StoreMode::kRank0;
+  for (std::string& note : spec.notes) {
+    if (note.find("gculaunch binds a free port for its store") != std::string::npos) {
+      note = "master port chosen at launch: a free port for rank 0's store";
+    }
+  }
+  spec.notes.push_back("rank 0 hosts the ranks' store (TORCHELASTIC_USE_AGENT_STORE=False)");
+}
+
+}  // namespace
+
+int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
+  const auto started = std::chrono::steady_clock::now();
+  auto sink = std::make_shared<LogSink>();
+  auto logger = MakeLogger(sink, env.GetOr("GCULAUNCH_LOG_LEVEL", "info"));
+
+  auto parsed = ParseCli(args, env);
+  if (!parsed.ok()) {
+    PrintError(parsed.error());
+    return exit_code::kUsage;
+  }
+  if (parsed->action == CliAction::kHelp || parsed->action == CliAction::kVersion) {
+    WriteStdout(parsed->text);
     return exit_code::kSuccess;
   }
-  std::fputs("gculaunch: the launcher is not built yet\n", stderr);
-  return exit_code::kInternal;
+  const CliOptions& options = parsed->options;
+  FileSystemDeviceProbe probe(options.sysroot.value_or("/"));
+  LocalFileAccess files;
+  auto spec = MakeLaunchSpec(options, env, probe, files);
+  if (!spec.ok()) {
+    PrintError(spec.error());
+    return exit_code::kUsage;
+  }
+  UseRank0Store(*spec);
+  if (spec->dry_run) {
+    WriteStdout(RenderDryRun(*spec, env));
+    return exit_code::kSuccess;
+  }
+
+  JobOptions job;
+  job.started = started;
+  job.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
+  try {
+    return RunJob(*spec, env, *logger, *sink, job);
+  } catch (const std::exception& e) {
+    // Last resort (a bug, or memory exhaustion).  By now the objects RunJob
+    // owned were destroyed; the guardian, closed without "done", has killed
+    // every rank's process group.
+    sink->Detach();
+    PrintError(Error{std::string("internal error: ") + e.what(),
+                     "please report this bug; every rank was stopped"});
+    return exit_code::kInternal;
+  }
 }
 
 }  // namespace gculaunch

@@ -20,6 +20,8 @@ packages=(
   clang libclang-rt-14-dev
   # real PyTorch clients (1.13, CPU, gloo) for the integration tests
   python3 python3-torch
+  # platform recipes test: parses the Kubernetes/Volcano/Kubeflow manifests
+  python3-yaml
   # test hosts and chroots: network namespaces, debootstrap, process tools
   iproute2 procps psmisc util-linux debootstrap binutils file
   # packaging checks

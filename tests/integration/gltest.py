@@ -149,3 +149,149 @@ class TempDir:
 
 def eprint(*args):
     print(*args, file=sys.stderr, flush=True)
+
+
+# ---- helpers for the runtime tests (spawning, signals, output) ----
+
+TEST_CHILD = os.environ.get("GCULAUNCH_TEST_CHILD", "")
+NO_PIDFD = os.environ.get("GCULAUNCH_NO_PIDFD", "")
+
+
+def require_helpers():
+    for name, path in (("GCULAUNCH_TEST_CHILD", TEST_CHILD), ("GCULAUNCH_NO_PIDFD", NO_PIDFD)):
+        if not path or not os.access(path, os.X_OK):
+            raise RuntimeError("%s is not set to an executable helper (got %r)" % (name, path))
+
+
+class Job:
+    """A running gculaunch with piped stdout/stderr and a tagged environment.
+
+    Use as a context manager: on exit every process carrying the tag is
+    SIGKILLed (the cleanup a failed test still owes), then the pipes are closed.
+    """
+
+    def __init__(self, args, tag=None, extra_env=None, stdin=subprocess.DEVNULL, prefix=None,
+                 cwd=None):
+        self.tag = tag or new_tag()
+        self.env = tagged_env(self.tag, extra=extra_env)
+        cmd = list(prefix or []) + [require_binary()] + list(args)
+        self.proc = subprocess.Popen(cmd, env=self.env, stdin=stdin, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
+        self.pid = self.proc.pid
+        self.out_buf = b""
+        self.err_buf = b""
+        self._out_done = False
+        self._err_done = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        # The guardian may still be removing gculaunch's scratch directory
+        # for a moment after gculaunch exited: give tagged processes a short
+        # while to end on their own before the last-resort SIGKILL.
+        wait_no_tagged(self.tag, 3)
+        kill_tagged(self.tag)
+        try:
+            self.wait(timeout=10)
+        except Exception:
+            pass
+        for f in (self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
+        return False
+
+    def _pump(self, timeout):
+        """Reads whatever stdout/stderr have within `timeout`; False when both are at EOF."""
+        import selectors
+        sel = selectors.DefaultSelector()
+        if not self._out_done:
+            sel.register(self.proc.stdout, selectors.EVENT_READ, "out")
+        if not self._err_done:
+            sel.register(self.proc.stderr, selectors.EVENT_READ, "err")
+        if not sel.get_map():
+            return False
+        for key, _ in sel.select(timeout):
+            data = os.read(key.fileobj.fileno(), 1 << 16)
+            if key.data == "out":
+                if data:
+                    self.out_buf += data
+                else:
+                    self._out_done = True
+            else:
+                if data:
+                    self.err_buf += data
+                else:
+                    self._err_done = True
+        sel.close()
+        return True
+
+    def wait_for(self, predicate, timeout=60, what="output"):
+        """Reads output until predicate(stdout_text, stderr_text) is true."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self.stdout, self.stderr):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("timed out waiting for %s\n--- stdout:\n%s\n--- stderr:\n%s"
+                                     % (what, self.stdout[-4000:], self.stderr[-4000:]))
+            if not self._pump(min(left, 0.5)) and self.proc.poll() is not None:
+                if not predicate(self.stdout, self.stderr):
+                    raise AssertionError("gculaunch exited (%s) before %s\n--- stdout:\n%s\n"
+                                         "--- stderr:\n%s" % (self.proc.returncode, what,
+                                                              self.stdout[-4000:],
+                                                              self.stderr[-4000:]))
+
+    def wait(self, timeout=120):
+        """Waits for gculaunch to exit, reading all its output; returns the exit code."""
+        deadline = time.monotonic() + timeout
+        while not (self._out_done and self._err_done):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("gculaunch did not close its output in %s s\n--- stdout:\n%s"
+                                     "\n--- stderr:\n%s" % (timeout, self.stdout[-4000:],
+                                                            self.stderr[-4000:]))
+            self._pump(min(left, 0.5))
+        return self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+    def signal(self, sig):
+        os.kill(self.pid, sig)
+
+    @property
+    def stdout(self):
+        return self.out_buf.decode(errors="replace")
+
+    @property
+    def stderr(self):
+        return self.err_buf.decode(errors="replace")
+
+
+def child_args(*steps):
+    """gculaunch arguments that run the helper rank with `steps` (--no-python)."""
+    return ["--no-python", TEST_CHILD] + [str(s) for s in steps]
+
+
+CHILD_COMM = "gculaunch_test_"  # the helper rank's command name (15 characters kept)
+
+
+def pids_of_ranks(tag, comm=None):
+    """Pids of tagged processes other than gculaunch and its guardian
+    (optionally only those with command name `comm`)."""
+    out = []
+    for pid in pids_with_tag(tag):
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name in ("gculaunch", "gculaunch-guard"):
+            continue
+        if comm is None or name == comm:
+            out.append(pid)
+    return out

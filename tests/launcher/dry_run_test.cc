@@ -53,7 +53,12 @@ TEST_CASE("dry run: JSON has exactly the documented shape and the ranks' values"
   CHECK(json["world_size"] == 4);
   CHECK(json["master_addr"] == "node0");
   CHECK(json["master_port"] == 29500);
-  CHECK(json["notes"].get<std::vector<std::string>>() == spec.notes);
+  // The layout line comes first, then the spec's notes.
+  std::vector<std::string> notes = {
+      "layout: 2 nodes x 2 ranks, node 1, master node0:29500 (from --nnodes 2, --node-rank 1, "
+      "--master-addr)"};
+  notes.insert(notes.end(), spec.notes.begin(), spec.notes.end());
+  CHECK(json["notes"].get<std::vector<std::string>>() == notes);
   REQUIRE(json["ranks"].size() == 2);
   const RankRuntime runtime = DryRunRuntime(spec);
   for (int local_rank = 0; local_rank < 2; ++local_rank) {
@@ -180,6 +185,69 @@ TEST_CASE("dry run: the table shows topology, notes, argv and variables", "[dry_
   CHECK(Contains(text, "rank 1 (local rank 1):\n  argv: /usr/bin/python3 -u x.py 'two words'\n"));
   CHECK(Contains(text, "    TORCHELASTIC_USE_AGENT_STORE=False\n"));
   CHECK(Contains(text, "    GCULAUNCH_DEVICE=1\n"));
+}
+
+TEST_CASE("dry run: the layout line and platform warnings come first in every format",
+          "[dry_run]") {
+  Fixture f;
+  // A platform's variables, plus a stray LOCAL_RANK that turns them off with a warning.
+  f.env.Set("WORLD_SIZE", "2");
+  f.env.Set("RANK", "1");
+  f.env.Set("MASTER_ADDR", "jo-x-worker-0");
+  f.env.Set("LOCAL_RANK", "0");
+  auto cli = ParseCli({"--dry-run", "--nproc-per-node", "2", "x.py"}, f.env);
+  REQUIRE(cli.ok());
+  auto spec = MakeLaunchSpec(cli->options, f.env, f.probe, f.files);
+  REQUIRE(spec.ok());
+  const std::string layout =
+      "layout: 1 node x 2 ranks, node 0, master 127.0.0.1:29500 (defaults)";
+  const std::string warning =
+      "WORLD_SIZE=2, RANK=1 and MASTER_ADDR=jo-x-worker-0 are ignored: LOCAL_RANK is set, so "
+      "they belong to the launcher that started this process (torchrun or gculaunch), not to a "
+      "job platform (give --nnodes, --node-rank and --master-addr to join a multi-node job)";
+  REQUIRE(spec->layout == layout);
+  REQUIRE(spec->warnings == std::vector<std::string>{warning});
+
+  const std::string table = RenderDryRun(*spec, f.env, DryRunFormat::kTable);
+  CHECK(table.rfind("gculaunch dry run: 2 ranks on node 0 of 1 (ranks 0-1 of world size 2)\n" +
+                        layout + "\nwarning: " + warning + "\n  store:",
+                    0) == 0);
+
+  const auto json = nlohmann::ordered_json::parse(RenderDryRun(*spec, f.env, DryRunFormat::kJson));
+  std::vector<std::string> notes = {layout, "warning: " + warning};
+  notes.insert(notes.end(), spec->notes.begin(), spec->notes.end());
+  CHECK(json["notes"].get<std::vector<std::string>>() == notes);
+
+  const std::string env = RenderDryRun(*spec, f.env, DryRunFormat::kEnv);
+  CHECK(env.rfind("# gculaunch dry run: 2 ranks on node 0, world size 2\n# " + layout +
+                      "\n# warning: " + warning + "\n# note: ",
+                  0) == 0);
+}
+
+TEST_CASE("dry run: a multi-node layout from the platform", "[dry_run]") {
+  Fixture f;
+  f.env.Set("WORLD_SIZE", "2");
+  f.env.Set("RANK", "1");
+  f.env.Set("MASTER_ADDR", "jo-x-worker-0");
+  f.env.Set("MASTER_PORT", "29500");
+  auto cli = ParseCli({"--dry-run", "--format", "json", "--nproc-per-node", "8", "x.py"}, f.env);
+  REQUIRE(cli.ok());
+  auto spec = MakeLaunchSpec(cli->options, f.env, f.probe, f.files);
+  REQUIRE(spec.ok());
+  const auto json = nlohmann::ordered_json::parse(RenderDryRun(*spec, f.env));
+  CHECK(json["nnodes"] == 2);
+  CHECK(json["node_rank"] == 1);
+  CHECK(json["world_size"] == 16);
+  CHECK(json["master_addr"] == "jo-x-worker-0");
+  CHECK(json["notes"][0] ==
+        "layout: 2 nodes x 8 ranks, node 1, master jo-x-worker-0:29500 (from WORLD_SIZE=2 "
+        "(nodes), RANK=1, MASTER_ADDR, MASTER_PORT)");
+  REQUIRE(json["ranks"].size() == 8);
+  CHECK(json["ranks"][0]["rank"] == 8);
+  CHECK(json["ranks"][7]["rank"] == 15);
+  CHECK(json["ranks"][7]["env"]["RANK"] == "15");
+  CHECK(json["ranks"][7]["env"]["WORLD_SIZE"] == "16");
+  CHECK(json["ranks"][7]["env"]["GROUP_RANK"] == "1");
 }
 
 TEST_CASE("dry run: shell quoting", "[dry_run]") {

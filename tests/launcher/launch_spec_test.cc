@@ -520,7 +520,10 @@ TEST_CASE("launch spec: platform information ranks below flags and PET_ variable
   f.platform.node_rank = 1;
   f.platform.master_addr = "master-0";
   f.platform.master_port = 23456;
-  f.platform.source = "Volcano";
+  f.platform.nnodes_from = "WORLD_SIZE=2 (nodes)";
+  f.platform.node_rank_from = "RANK=1";
+  f.platform.master_addr_from = "MASTER_ADDR";
+  f.platform.master_port_from = "MASTER_PORT";
   LaunchSpec s = f.Spec({"--nproc-per-node", "8", "x.py"});
   CHECK(s.nnodes == 2);
   CHECK(s.node_rank == 1);
@@ -528,12 +531,17 @@ TEST_CASE("launch spec: platform information ranks below flags and PET_ variable
   CHECK(s.world_size == 16);
   CHECK(s.master_addr == "master-0");
   CHECK(s.master_port == 23456);
-  CHECK(HasNote(s, "nnodes 2 from Volcano"));
+  CHECK(s.layout ==
+        "layout: 2 nodes x 8 ranks, node 1, master master-0:23456 (from WORLD_SIZE=2 (nodes), "
+        "RANK=1, MASTER_ADDR, MASTER_PORT)");
   f.env.Set("PET_NODE_RANK", "0");
   LaunchSpec overridden = f.Spec({"--master-addr", "m1", "--master-port", "29500", "x.py"});
   CHECK(overridden.node_rank == 0);
   CHECK(overridden.master_addr == "m1");
   CHECK(overridden.master_port == 29500);
+  CHECK(overridden.layout ==
+        "layout: 2 nodes x 1 rank, node 0, master m1:29500 (from WORLD_SIZE=2 (nodes), "
+        "PET_NODE_RANK=0, --master-addr, --master-port)");
 }
 
 TEST_CASE("launch spec: LocalFileAccess searches PATH like execvp", "[launch_spec]") {

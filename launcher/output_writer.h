@@ -1,0 +1,122 @@
+// OutputWriter: the only code that writes rank output and gculaunch's own
+// messages to the console and to log files.
+//
+// Writers on the io_context thread queue bytes and never block; one writer
+// thread drains the queue with ordinary blocking write() calls, so a slow or
+// stopped terminal stalls only that thread, never supervision or signal
+// handling.  gculaunch's inherited stdout/stderr are written as they are
+// (never switched to O_NONBLOCK: the shell shares those file descriptions);
+// if someone else made them non-blocking, the writer waits with poll().
+//
+// The queue is bounded for rank output: when it holds more than
+// `high_water` bytes, Write() returns false and the rank pipe readers pause
+// (back-pressure: the ranks then block on their own full pipes).  When the
+// writer has brought the queue below `low_water`, it calls `on_space` (from
+// the writer thread; the callback must be thread-safe, e.g. asio::post).
+// gculaunch's own messages (Urgent()) are always accepted.
+//
+// Each queued chunk is written with one write() per target; chunks are whole
+// lines, and only this thread writes to gculaunch's stdout and stderr, so
+// lines from different ranks are never torn or interleaved.
+//
+// A target whose write fails (EPIPE, EIO after a hang-up, disk full) is
+// marked failed and its later output is dropped and counted.
+//
+// Lifetime: Finish() (or the destructor) stops the thread.  Targets are
+// shared_ptrs so a log file stays open until its last queued bytes are written.
+// Thread safety: Write/Urgent/congested are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "launcher/error.h"
+#include "launcher/sys/unique_fd.h"
+
+namespace gculaunch {
+
+/// Where bytes go: an inherited descriptor (stdout, stderr) or an owned file.
+class OutputTarget {
+ public:
+  /// Not owned: gculaunch's own stdout or stderr.
+  static std::shared_ptr<OutputTarget> Borrowed(int fd, std::string name);
+  /// Opens (creating or truncating) a log file, close-on-exec.
+  static Result<std::shared_ptr<OutputTarget>> File(const std::string& path);
+
+  int fd() const { return fd_; }
+  const std::string& name() const { return name_; }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  void MarkFailed() { failed_.store(true, std::memory_order_relaxed); }
+
+ private:
+  OutputTarget(int fd, sys::UniqueFd owned, std::string name)
+      : fd_(fd), owned_(std::move(owned)), name_(std::move(name)) {}
+  int fd_;
+  sys::UniqueFd owned_;
+  std::string name_;
+  std::atomic<bool> failed_{false};
+};
+using TargetPtr = std::shared_ptr<OutputTarget>;
+
+class OutputWriter {
+ public:
+  struct Limits {
+    size_t high_water = 1 << 20;   ///< pause rank readers above this many queued bytes
+    size_t low_water = 256 << 10;  ///< resume them below this
+  };
+
+  OutputWriter(Limits limits, std::function<void()> on_space);
+  ~OutputWriter();
+  OutputWriter(const OutputWriter&) = delete;
+  OutputWriter& operator=(const OutputWriter&) = delete;
+
+  /// Queues rank output.  Returns false when the queue is now congested (the
+  /// bytes were still accepted; the caller should stop reading until
+  /// on_space runs).
+  bool Write(const TargetPtr& target, std::string bytes);
+  /// Queues a message of gculaunch itself, regardless of congestion.
+  void Urgent(const TargetPtr& target, std::string bytes);
+  /// True while rank readers should stay paused.
+  bool congested() const;
+
+  /// Waits until everything queued has been written or `timeout` passed,
+  /// then stops the thread.  Returns false if bytes were left unwritten (a
+  /// terminal that never drains must not keep gculaunch alive).
+  bool Finish(std::chrono::milliseconds timeout);
+
+  uint64_t bytes_written() const { return bytes_written_.load(); }
+  uint64_t bytes_dropped() const { return bytes_dropped_.load(); }
+
+ private:
+  struct Chunk {
+    TargetPtr target;
+    std::string bytes;
+  };
+  void Enqueue(const TargetPtr& target, std::string bytes);
+  void Run();
+  void WriteChunks(std::deque<Chunk>& chunks);
+
+  const Limits limits_;
+  const std::function<void()> on_space_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;     ///< new chunks or stop
+  std::condition_variable drained_;  ///< queue became empty
+  std::deque<Chunk> queue_;          // GUARDED_BY(mutex_)
+  size_t queued_bytes_ = 0;          // GUARDED_BY(mutex_): queued + being written
+  bool congested_ = false;           // GUARDED_BY(mutex_)
+  bool stopping_ = false;            // GUARDED_BY(mutex_)
+  bool finished_ = false;            // only the owning thread
+  std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<uint64_t> bytes_dropped_{0};
+  std::thread thread_;
+};
+
+}  // namespace gculaunch

@@ -1,0 +1,169 @@
+#include "launcher/restart_policy.h"
+
+#include <csignal>
+
+#include "launcher/exit_codes.h"
+
+namespace gculaunch {
+
+using Phase = PolicyState::Phase;
+using Kind = PolicyEvent::Kind;
+
+SignalClass ClassifySignal(int sig, HupMode hup) {
+  switch (sig) {
+    case SIGINT:
+    case SIGTERM:
+    case SIGQUIT:
+      return SignalClass::kTeardown;
+    case SIGHUP:
+      return hup == HupMode::kTeardown ? SignalClass::kTeardown : SignalClass::kIgnore;
+    case SIGUSR1:
+    case SIGUSR2:
+      return SignalClass::kForward;
+    default:
+      return SignalClass::kIgnore;
+  }
+}
+
+int ExitCodeFor(const PolicyState& state) {
+  switch (state.cause) {
+    case StopCause::kSuccess:
+      return exit_code::kSuccess;
+    case StopCause::kRankFailed:
+      return state.failed_exit ? state.failed_exit->ShellCode() : exit_code::kInternal;
+    case StopCause::kSignal:
+      return exit_code::kSignalBase + state.stop_signal;
+    case StopCause::kSpawnFailed:
+      return exit_code::kSpawnFailed;
+    case StopCause::kNone:
+      break;
+  }
+  return exit_code::kInternal;
+}
+
+namespace {
+
+// Begins a teardown of the current attempt with `sig`.
+void BeginStop(PolicyStep& step, StopCause cause, int sig) {
+  step.state.phase = Phase::kStopping;
+  step.state.cause = cause;
+  step.actions.push_back(PolicyAction::SignalGroups(sig));
+  step.actions.push_back(PolicyAction::StartGraceTimer());
+}
+
+void Escalate(PolicyStep& step) {
+  step.state.phase = Phase::kKilling;
+  step.actions.push_back(PolicyAction::KillGroups());
+  step.actions.push_back(PolicyAction::StartKillTimer());
+}
+
+// The attempt is fully reaped: restart or exit.
+void Drained(PolicyStep& step, const PolicyConfig& config) {
+  PolicyState& s = step.state;
+  if (s.cause == StopCause::kRankFailed && s.restart_count < config.max_restarts) {
+    PolicyState next;
+    next.restart_count = s.restart_count + 1;
+    s = next;
+    step.actions.push_back(PolicyAction::StartAttempt(s.restart_count));
+    return;
+  }
+  s.phase = Phase::kFinished;
+  step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
+}
+
+}  // namespace
+
+PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const PolicyEvent& event) {
+  PolicyStep step{state, {}};
+  PolicyState& s = step.state;
+  if (s.phase == Phase::kFinished) return step;
+
+  switch (event.kind) {
+    case Kind::kRankExited:
+      ++s.exited;
+      if (s.phase != Phase::kRunning) break;  // a consequence of the teardown
+      if (!event.exit.success()) {
+        s.failed_local_rank = event.local_rank;
+        s.failed_exit = event.exit;
+        BeginStop(step, StopCause::kRankFailed, SIGTERM);
+      } else if (s.exited >= config.nranks) {
+        // Everyone finished: SIGTERM reaches only processes the ranks left
+        // behind in their groups (usually none, and the drain is immediate).
+        BeginStop(step, StopCause::kSuccess, SIGTERM);
+      }
+      break;
+
+    case Kind::kSpawnFailed:
+      if (s.phase != Phase::kRunning) break;
+      s.failed_local_rank = event.local_rank;
+      BeginStop(step, StopCause::kSpawnFailed, SIGTERM);
+      break;
+
+    case Kind::kSignal:
+      if (event.signal_class == SignalClass::kForward) {
+        step.actions.push_back(PolicyAction::SignalGroups(event.signal));
+        break;
+      }
+      if (event.signal_class != SignalClass::kTeardown) break;
+      if (s.phase == Phase::kRunning) {
+        s.stop_signal = event.signal;
+        BeginStop(step, StopCause::kSignal, event.signal);
+        break;
+      }
+      // A teardown signal during a teardown: no restart any more, and it
+      // escalates to SIGKILL at once.  A job that already succeeded keeps 0.
+      if (s.cause != StopCause::kSignal && s.cause != StopCause::kSuccess) {
+        s.cause = StopCause::kSignal;
+        s.stop_signal = event.signal;
+      }
+      if (s.phase == Phase::kStopping) {
+        Escalate(step);
+      } else {
+        step.actions.push_back(PolicyAction::KillGroups());
+      }
+      break;
+
+    case Kind::kGraceExpired:
+      if (s.phase == Phase::kStopping) Escalate(step);
+      break;
+
+    case Kind::kKillWaitExpired:
+      if (s.phase == Phase::kKilling) {
+        s.phase = Phase::kFinished;
+        step.actions.push_back(PolicyAction::ReportStuck());
+        step.actions.push_back(PolicyAction::Exit(exit_code::kStuckProcesses));
+      }
+      break;
+
+    case Kind::kAttemptDrained:
+      if (s.phase == Phase::kStopping || s.phase == Phase::kKilling) Drained(step, config);
+      break;
+  }
+  return step;
+}
+
+std::string PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kRunning: return "running";
+    case Phase::kStopping: return "stopping";
+    case Phase::kKilling: return "killing";
+    case Phase::kFinished: return "finished";
+  }
+  return "?";
+}
+
+std::string ActionName(const PolicyAction& action) {
+  using A = PolicyAction::Kind;
+  switch (action.kind) {
+    case A::kSignalGroups: return "SignalGroups(" + SignalName(action.signal) + ")";
+    case A::kStartGraceTimer: return "StartGraceTimer";
+    case A::kKillGroups: return "KillGroups";
+    case A::kStartKillTimer: return "StartKillTimer";
+    case A::kStartAttempt: return "StartAttempt(" + std::to_string(action.restart_count) + ")";
+    case A::kReportStuck: return "ReportStuck";
+    case A::kExit: return "Exit(" + std::to_string(action.exit_code) + ")";
+  }
+  return "?";
+}
+
+}  // namespace gculaunch

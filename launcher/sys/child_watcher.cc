@@ -1,0 +1,153 @@
+#include "launcher/sys/child_watcher.h"
+
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace gculaunch::sys {
+
+namespace asio = boost::asio;
+
+struct ChildWatcher::PidfdChild {
+  PidfdChild(asio::io_context& io, pid_t p, int fd, ExitHandler h)
+      : pid(p), descriptor(io, fd), handler(std::move(h)) {}
+  pid_t pid;
+  asio::posix::stream_descriptor descriptor;
+  ExitHandler handler;
+};
+
+namespace {
+
+// waitpid(pid, WNOHANG) retried on EINTR.  Returns true and the status when reaped.
+bool TryReap(pid_t pid, int* status) {
+  for (;;) {
+    const pid_t r = ::waitpid(pid, status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == ECHILD) {
+      // Someone else reaped it: the exit status is lost.  This is a bug in
+      // gculaunch (one component must own reaping); report it as a kill.
+      *status = SIGKILL;
+      return true;
+    }
+    return false;
+  }
+}
+
+}  // namespace
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+ChildWatcher::ChildWatcher(asio::io_context& io, bool force_sigchld)
+    : io_(io), mode_(Mode::kPidfd) {
+  if (force_sigchld) {
+    mode_ = Mode::kSigchld;
+    fallback_reason_ = "forced";
+  } else {
+    const int fd = PidfdOpen(::getpid());
+    if (fd < 0) {
+      mode_ = Mode::kSigchld;
+      fallback_reason_ = std::string("pidfd_open: ") + std::strerror(errno);
+    } else {
+      ::close(fd);
+    }
+  }
+  if (mode_ == Mode::kSigchld) EnsureSigchldSet();
+}
+
+ChildWatcher::~ChildWatcher() {
+  *alive_ = false;
+  for (auto& [pid, child] : pidfd_children_) {
+    boost::system::error_code ignored;
+    child->descriptor.cancel(ignored);
+  }
+  if (sigchld_) {
+    boost::system::error_code ignored;
+    sigchld_->cancel(ignored);
+  }
+}
+
+void ChildWatcher::Watch(pid_t pid, ExitHandler handler) {
+  if (mode_ == Mode::kPidfd) {
+    const int fd = PidfdOpen(pid);
+    if (fd >= 0) {
+      auto child = std::make_shared<PidfdChild>(io_, pid, fd, std::move(handler));
+      pidfd_children_.emplace(pid, child);
+      ArmPidfd(child);
+      return;
+    }
+    // This child alone goes the SIGCHLD way (EMFILE, or pidfd_open denied now).
+  }
+  EnsureSigchldSet();
+  sigchld_children_.emplace(pid, std::move(handler));
+  // The child may have exited before SIGCHLD was being caught.
+  asio::post(io_, [this, alive = alive_] {
+    if (*alive) ReapSigchldChildren();
+  });
+}
+
+void ChildWatcher::ArmPidfd(const std::shared_ptr<PidfdChild>& child) {
+  child->descriptor.async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [this, child, alive = alive_](const boost::system::error_code& ec) {
+        if (!*alive || ec == asio::error::operation_aborted) return;
+        int status = 0;
+        if (!TryReap(child->pid, &status)) {
+          ArmPidfd(child);  // spurious wake-up
+          return;
+        }
+        pidfd_children_.erase(child->pid);
+        boost::system::error_code ignored;
+        child->descriptor.close(ignored);
+        ExitHandler handler = std::move(child->handler);
+        handler(child->pid, WorkerExit::FromWaitStatus(status));
+      });
+}
+
+void ChildWatcher::EnsureSigchldSet() {
+  if (!sigchld_) {
+    sigchld_ = std::make_unique<asio::signal_set>(io_, SIGCHLD);
+  }
+  if (!sigchld_armed_) ArmSigchld();
+}
+
+void ChildWatcher::ArmSigchld() {
+  sigchld_armed_ = true;
+  sigchld_->async_wait([this, alive = alive_](const boost::system::error_code& ec, int) {
+    if (!*alive || ec == asio::error::operation_aborted) return;
+    sigchld_armed_ = false;
+    ReapSigchldChildren();
+    if (*alive && !sigchld_armed_) ArmSigchld();
+  });
+}
+
+void ChildWatcher::ReapSigchldChildren() {
+  // Collect first, then call handlers: a handler may Watch() new children.
+  std::vector<std::pair<pid_t, int>> reaped;
+  for (const auto& [pid, handler] : sigchld_children_) {
+    int status = 0;
+    if (TryReap(pid, &status)) reaped.emplace_back(pid, status);
+  }
+  for (const auto& [pid, status] : reaped) {
+    auto it = sigchld_children_.find(pid);
+    if (it == sigchld_children_.end()) continue;
+    ExitHandler handler = std::move(it->second);
+    sigchld_children_.erase(it);
+    auto alive = alive_;
+    handler(pid, WorkerExit::FromWaitStatus(status));
+    if (!*alive) return;
+  }
+}
+
+}  // namespace gculaunch::sys

@@ -1,0 +1,91 @@
+// ChildWatcher: event-driven detection of child exits, and the only place
+// where gculaunch reaps its children.
+//
+// The mechanism is chosen at run time, when the watcher is constructed:
+//
+//   pidfd    pidfd_open(pid) (Linux 5.3+) gives a descriptor that becomes
+//            readable when the child exits; it is waited on with an Asio
+//            stream_descriptor, then the child is reaped with
+//            waitpid(pid, WNOHANG).
+//   sigchld  when pidfd_open fails (ENOSYS on kernels before 5.3, EPERM or
+//            ENOSYS under seccomp profiles that predate it), or when forced:
+//            an asio::signal_set on SIGCHLD; on each delivery, waitpid(pid,
+//            WNOHANG) over the watched children only.
+//
+// Either way only watched pids are reaped (never waitpid(-1)): the guardian,
+// also a child of gculaunch, is left to sys::Guardian.  In pidfd mode a single
+// pidfd_open failure for one child (EMFILE, say) moves just that child to the
+// SIGCHLD path.
+//
+// Lifetime: the io_context must outlive the watcher.  Children still watched
+// when the watcher is destroyed are not reaped (WorkerGroup never lets that
+// happen).  Handlers run on the io_context thread.
+//
+// Thread safety: use from the io_context's thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "launcher/worker_exit.h"
+
+namespace gculaunch::sys {
+
+class ChildWatcher {
+ public:
+  enum class Mode { kPidfd, kSigchld };
+  using ExitHandler = std::function<void(pid_t pid, WorkerExit exit)>;
+
+  /// Probes pidfd_open() unless `force_sigchld`.
+  ChildWatcher(boost::asio::io_context& io, bool force_sigchld);
+  ~ChildWatcher();
+  ChildWatcher(const ChildWatcher&) = delete;
+  ChildWatcher& operator=(const ChildWatcher&) = delete;
+
+  Mode mode() const { return mode_; }
+  /// "pidfd" or "sigchld".
+  const char* mode_name() const { return mode_ == Mode::kPidfd ? "pidfd" : "sigchld"; }
+  /// Why the SIGCHLD path is used ("forced", "pidfd_open: Function not
+  /// implemented"); empty in pidfd mode.
+  const std::string& fallback_reason() const { return fallback_reason_; }
+
+  /// Starts watching `pid`, a child of this process that nobody has reaped.
+  /// `handler` runs once, on the io_context, after the child was reaped.
+  void Watch(pid_t pid, ExitHandler handler);
+
+  /// Children watched and not yet reaped.
+  size_t watched() const { return pidfd_children_.size() + sigchld_children_.size(); }
+
+ private:
+  struct PidfdChild;
+  void ArmPidfd(const std::shared_ptr<PidfdChild>& child);
+  void EnsureSigchldSet();
+  void ArmSigchld();
+  void ReapSigchldChildren();
+
+  boost::asio::io_context& io_;
+  Mode mode_;
+  std::string fallback_reason_;
+  std::map<pid_t, std::shared_ptr<PidfdChild>> pidfd_children_;
+  std::map<pid_t, ExitHandler> sigchld_children_;
+  /// Created on first need (always in sigchld mode).  Registered before the
+  /// first child is added to sigchld_children_, then a direct waitpid check
+  /// catches a child that exited before the registration.
+  std::unique_ptr<boost::asio::signal_set> sigchld_;
+  bool sigchld_armed_ = false;
+  /// Lets handlers posted to the io_context notice that the watcher is gone.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+/// pidfd_open(2) through syscall(): a close-on-exec descriptor or -1 with errno.
+int PidfdOpen(pid_t pid);
+
+}  // namespace gculaunch::sys

@@ -1,0 +1,82 @@
+// Guardian: a small helper process that kills the ranks' process groups when
+// gculaunch dies without cleaning up (SIGKILL, OOM killer, a crash).
+//
+// Why: PR_SET_PDEATHSIG kills each rank when gculaunch dies, but not what the
+// ranks started (shell wrappers' children, DataLoader workers, anything that
+// outlives its parent).  Those stay in the rank's process group, so killing
+// the recorded groups catches them.
+//
+// How: Start() forks the guardian while gculaunch is still single-threaded
+// and owns no sockets.  The guardian
+//   - leads its own process group (a kill aimed at gculaunch's group misses it),
+//   - ignores SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 and the job-control
+//     signals, so it outlives gculaunch on every stop path,
+//   - keeps only the read end of one close-on-exec pipe (stdin/stdout/stderr
+//     become /dev/null and every other descriptor is closed, so a harness
+//     reading gculaunch's stdout sees EOF when gculaunch exits), and chdir("/"),
+//   - reads newline-terminated messages from gculaunch:
+//       "+<pgid>"          a rank's group was started
+//       "-<pgid>"          that group was confirmed empty (its number may be reused)
+//       "scratch <path>"   gculaunch's temporary directory (error files)
+//       "done"             clean shutdown: every group is empty
+//   - on end-of-file without "done": SIGKILLs every recorded group, re-checks
+//     them briefly;
+//   - in both cases removes the scratch directory, then exits.  Removing it
+//     here keeps that work off gculaunch's exit path (rmdir can take
+//     milliseconds per directory on disks mounted with discard) and also
+//     cleans up after a gculaunch that was killed.
+//
+// gculaunch writes with a non-blocking write end; a lost guardian is logged,
+// never fatal.  The destructor closes the pipe without "done" (so an early
+// return still tears down) and reaps the guardian.
+//
+// Thread safety: gculaunch's main thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "launcher/error.h"
+#include "launcher/sys/unique_fd.h"
+
+namespace gculaunch::sys {
+
+class Guardian {
+ public:
+  /// Forks the guardian.  Call before any thread or socket exists.
+  static Result<Guardian> Start();
+
+  Guardian(Guardian&& other) noexcept;
+  Guardian& operator=(Guardian&&) = delete;
+  Guardian(const Guardian&) = delete;
+  ~Guardian();
+
+  void GroupStarted(pid_t pgid) { Send('+', pgid); }
+  void GroupGone(pid_t pgid) { Send('-', pgid); }
+  /// The guardian removes `path` (recursively) before it exits.
+  void RemoveAtExit(const std::string& path);
+  /// Every group is empty: the guardian exits without killing.  With `reap`,
+  /// waits for it; without, gculaunch exits first and the guardian finishes
+  /// its clean-up on its own (it is re-parented like any orphan).
+  void Done(bool reap = true);
+  /// Closes the pipe without "done" (as if gculaunch had died) and reaps the
+  /// guardian after it killed the recorded groups.
+  void Abandon();
+
+  pid_t pid() const { return pid_; }
+  /// False once a message could not be delivered (the guardian is gone).
+  bool healthy() const { return healthy_; }
+
+ private:
+  Guardian(pid_t pid, UniqueFd pipe) : pid_(pid), pipe_(std::move(pipe)) {}
+  void Send(char op, pid_t pgid);
+  void SendRaw(const char* data, size_t len);
+  void CloseAndReap();
+
+  pid_t pid_ = -1;
+  UniqueFd pipe_;
+  bool healthy_ = true;
+};
+
+}  // namespace gculaunch::sys

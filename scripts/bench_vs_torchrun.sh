@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# bench_vs_torchrun.sh - gculaunch against torchrun (Debian torch 1.13 through
+# ../shared/tools/torchrun_fixed.py, with its default --monitor_interval and
+# with 0.1 s), in one interleaved run.  A benchmark, not a test: it prints
+# numbers and asserts nothing.
+#
+#   scripts/bench_vs_torchrun.sh            (BENCH_REPS=5 repetitions, 8 ranks)
+#
+# Workers are 8 trivial Python ranks (no torch import) that record
+# timestamps.  Per repetition and launcher, in turn:
+#   start    launch -> every rank has run its first line (minus the same for
+#            8 Pythons started directly by this script: "overhead")
+#   exit     last rank's exit -> launcher exit (all ranks exit 0; minus the
+#            same for the 8 direct Pythons: "overhead")
+#   failure  a rank exits 1 (the others sleep) -> launcher exit
+#   restart  a rank exits 1 in attempt 0 -> every rank of attempt 1 started
+#            (--max-restarts 1)
+#   rss      the launcher process's peak resident set (VmHWM), sampled
+#   spawned  gculaunch only: its exec -> every rank exec'd, from its debug log
+# and prints medians and ratios (torchrun / gculaunch).
+#
+# Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS,
+# BENCH_NPROC, GCULAUNCH_SHARED_DIR (default ../shared).
+set -euo pipefail
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd -- "$here/.." && pwd)
+gculaunch=${GCULAUNCH_BIN:-$top/build/launcher/gculaunch}
+shared=${GCULAUNCH_SHARED_DIR:-$top/../shared}
+torchrun=$shared/tools/torchrun_fixed.py
+[ -x "$gculaunch" ] || { echo "bench: build gculaunch first (scripts/build.sh) or set GCULAUNCH_BIN" >&2; exit 2; }
+[ -f "$torchrun" ] || { echo "bench: $torchrun not found (set GCULAUNCH_SHARED_DIR)" >&2; exit 2; }
+
+exec /usr/bin/python3 - "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" "${BENCH_NPROC:-8}" <<'PY'
+import os, signal, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
+
+GCULAUNCH, TORCHRUN, REPS, NPROC = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+PYTHON = "/usr/bin/python3"
+RUN_TIMEOUT = 120        # seconds per launch
+TOTAL_BUDGET = 30 * 60   # the whole benchmark
+
+WORKER = r'''
+import os, sys, time
+t0 = time.time()
+mode, out = sys.argv[1], sys.argv[2]
+rank, attempt = os.environ["RANK"], os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+def put(name, t):
+    with open(os.path.join(out, name), "w") as f:
+        f.write(repr(t))
+put("start.%s.%s" % (attempt, rank), t0)
+def wait_all_started():
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if sum(1 for n in os.listdir(out) if n.startswith("start.%s." % attempt)) >= int(os.environ["WORLD_SIZE"]):
+            return
+        time.sleep(0.005)
+if mode == "ok":
+    put("end.%s" % rank, time.time())
+    os._exit(0)
+if attempt == "0" and rank == "1" and mode in ("fail", "restart"):
+    wait_all_started()
+    put("fail", time.time())
+    os._exit(1)
+if mode == "restart" and attempt != "0":
+    os._exit(0)
+time.sleep(120)
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tagged_pids(tag):
+    needle = ("GCULAUNCH_BENCH_TAG=" + tag).encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        pids.append(int(name))
+            except OSError:
+                pass
+    return pids
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak_kb, self.stop = pid, 0, False
+
+    def run(self):
+        while not self.stop:
+            try:
+                with open("/proc/%d/status" % self.pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+            except OSError:
+                return
+            time.sleep(0.002)
+
+
+def command(launcher, mode, out, script):
+    if launcher == "gculaunch":
+        cmd = [GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
+               "--python", PYTHON]
+        if mode == "restart":
+            cmd += ["--max-restarts", "1"]
+    else:
+        cmd = [PYTHON, TORCHRUN, "--nnodes", "1", "--nproc_per_node", str(NPROC),
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
+               "--rdzv_id", uuid.uuid4().hex]
+        if launcher == "torchrun-0.1":
+            cmd += ["--monitor_interval", "0.1"]
+        if mode == "restart":
+            cmd += ["--max_restarts", "1"]
+    return cmd + [script, mode, out]
+
+
+def read(path):
+    with open(path) as f:
+        return float(f.read())
+
+
+def run(launcher, mode, script):
+    """One launch; returns a dict of metrics in seconds (rss in MB)."""
+    out = tempfile.mkdtemp(prefix="gculaunch-bench-")
+    tag = uuid.uuid4().hex
+    tmp = os.path.join(out, "tmp")  # the launchers' temporary files go away with `out`
+    os.mkdir(tmp)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+           "LANG": "C.UTF-8", "GCULAUNCH_BENCH_TAG": tag, "OMP_NUM_THREADS": "1",
+           "TMPDIR": tmp}
+    try:
+        if launcher == "direct":
+            t_launch = time.time()
+            procs = []
+            for r in range(NPROC):
+                e = dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(NPROC))
+                procs.append(subprocess.Popen([PYTHON, "-u", script, "ok", out], env=e,
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+            sampler = RssSampler(procs[0].pid)  # the same polling load as for the launchers
+            sampler.start()
+            watchdog = threading.Timer(RUN_TIMEOUT, lambda: [p.kill() for p in procs])
+            watchdog.start()
+            for p in procs:
+                p.wait()
+            t_exit = time.time()
+            watchdog.cancel()
+            sampler.stop = True
+            sampler.join()
+            starts = [read(os.path.join(out, "start.0.%d" % r)) for r in range(NPROC)]
+            ends = [read(os.path.join(out, "end.%d" % r)) for r in range(NPROC)]
+            return {"start": max(starts) - t_launch, "exit": t_exit - max(ends)}
+        if launcher == "gculaunch":
+            env["GCULAUNCH_LOG_LEVEL"] = "debug"  # it then logs how long spawning took
+        t_launch = time.time()
+        # stderr goes to a pipe drained by a thread: a file would put the file
+        # system's latency (journal commits) into the launcher's exit time.
+        proc = subprocess.Popen(command(launcher, mode, out, script), env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        err_chunks = []
+        drain = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),
+                                 daemon=True)
+        drain.start()
+        sampler = RssSampler(proc.pid)
+        sampler.start()
+        # A blocking wait: Popen.wait(timeout=...) polls with sleeps of up to
+        # 50 ms, which would swamp the exit times.  A timer enforces the bound.
+        watchdog = threading.Timer(RUN_TIMEOUT, proc.kill)
+        watchdog.start()
+        try:
+            proc.wait()
+        finally:
+            sampler.stop = True
+        t_exit = time.time()
+        watchdog.cancel()
+        sampler.join()
+        drain.join(timeout=10)
+        proc.stderr.close()
+        m = {"rss": sampler.peak_kb / 1024.0}
+        for line in b"".join(err_chunks).decode(errors="replace").splitlines():
+            # "attempt 0: 8 rank(s) spawned in 31.0 ms (34.2 ms after gculaunch started)"
+            if "attempt 0: " in line and "after gculaunch started" in line:
+                m["spawned"] = float(line.rsplit("(", 1)[1].split()[0]) / 1e3
+        names = os.listdir(out)
+        if mode == "ok":
+            starts = [read(os.path.join(out, n)) for n in names if n.startswith("start.0.")]
+            ends = [read(os.path.join(out, n)) for n in names if n.startswith("end.")]
+            if len(starts) == NPROC and len(ends) == NPROC and proc.returncode == 0:
+                m["start"] = max(starts) - t_launch
+                m["exit"] = t_exit - max(ends)
+        elif mode == "fail" and "fail" in names:
+            m["failure"] = t_exit - read(os.path.join(out, "fail"))
+        elif mode == "restart" and "fail" in names:
+            again = [read(os.path.join(out, n)) for n in names if n.startswith("start.1.")]
+            if len(again) == NPROC and proc.returncode == 0:
+                m["restart"] = max(again) - read(os.path.join(out, "fail"))
+        return m
+    finally:
+        # Only what this run started; gculaunch's guardian may still be
+        # removing its scratch directory for a moment, so wait a little first.
+        deadline = time.time() + 3
+        while tagged_pids(tag) and time.time() < deadline:
+            time.sleep(0.01)
+        for pid in tagged_pids(tag):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", out])
+
+
+def main():
+    launchers = ["gculaunch", "torchrun", "torchrun-0.1"]
+    modes = ["ok", "fail", "restart"]
+    results = {name: {} for name in launchers + ["direct"]}
+    workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
+    script = os.path.join(workdir, "worker.py")
+    with open(script, "w") as f:
+        f.write(WORKER)
+    began = time.time()
+    try:
+        for rep in range(REPS):
+            for name in ["direct"] + launchers:
+                for mode in (["ok"] if name == "direct" else modes):
+                    if time.time() - began > TOTAL_BUDGET:
+                        raise TimeoutError("time budget used up")
+                    for key, value in run(name, mode, script).items():
+                        results[name].setdefault(key, []).append(value)
+            print("bench: repetition %d/%d done (%.0f s)" % (rep + 1, REPS, time.time() - began),
+                  file=sys.stderr, flush=True)
+    except TimeoutError as e:
+        print("bench: %s; reporting what was measured" % e, file=sys.stderr)
+    finally:
+        subprocess.run(["rm", "-rf", workdir])
+
+    def med(name, key):
+        values = results[name].get(key, [])
+        return statistics.median(values) if values else float("nan")
+
+    base = med("direct", "start")
+    base_exit = med("direct", "exit")
+    print("gculaunch vs torchrun 1.13 (%d ranks of trivial Python workers, %d interleaved "
+          "repetitions, medians)" % (NPROC, REPS))
+    print("%d Pythons started directly by this script: all started after %.1f ms; last exit -> "
+          "all reaped %.1f ms" % (NPROC, base * 1e3, base_exit * 1e3))
+    print()
+    header = "%-34s %12s %12s %14s %10s %12s" % ("metric", "gculaunch", "torchrun",
+                                                "torchrun 0.1s", "ratio", "ratio 0.1s")
+    print(header)
+    print("-" * len(header))
+    rows = [
+        ("launch -> all ranks started (ms)", "start", 1e3, None),
+        ("  start overhead over direct (ms)", "start", 1e3, base),
+        ("last rank exit -> launcher exit (ms)", "exit", 1e3, None),
+        ("  exit overhead over direct (ms)", "exit", 1e3, base_exit),
+        ("failure -> launcher exit (ms)", "failure", 1e3, None),
+        ("restart latency (ms)", "restart", 1e3, None),
+        ("  restart minus direct start (ms)", "restart", 1e3, base),
+        ("peak launcher RSS (MB)", "rss", 1.0, None),
+    ]
+    for label, key, scale, minus in rows:
+        vals = []
+        for name in launchers:
+            v = med(name, key)
+            if minus is not None:
+                v = max(v - minus, 1e-4)
+            vals.append(v * scale)
+        g, t, t1 = vals
+        print("%-34s %12.1f %12.1f %14.1f %9.1fx %11.1fx" % (label, g, t, t1, t / g, t1 / g))
+    print("%-34s %12.1f   (gculaunch's own debug log, attempt 0 of every run; target < 50 ms)"
+          % ("gculaunch exec -> all spawned (ms)", med("gculaunch", "spawned") * 1e3))
+    counts = {n: {k: len(v) for k, v in results[n].items()} for n in launchers}
+    print()
+    print("samples per metric: %s" % counts)
+    faster = min(med("torchrun", "start"), med("torchrun-0.1", "start")) - base
+    print("start overhead, faster torchrun / gculaunch: %.0fx (target >= 30x)"
+          % (faster / max(med("gculaunch", "start") - base, 1e-4)))
+    print("gculaunch peak RSS: %.1f MB (target <= 8 MB); failure -> exit: %.1f ms "
+          "(target <= 50 ms)" % (med("gculaunch", "rss"), med("gculaunch", "failure") * 1e3))
+
+
+main()
+PY
