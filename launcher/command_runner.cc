@@ -43,7 +43,8 @@ struct SpawnSetup {
 };
 
 void Append(std::string& buffer, const char* data, size_t size) {
-  const size_t room = CommandOutcome::kMaxOutput - std::min(buffer.size(), CommandOutcome::kMaxOutput);
+  const size_t room =
+      CommandOutcome::kMaxOutput - std::min(buffer.size(), CommandOutcome::kMaxOutput);
   buffer.append(data, std::min(size, room));
 }
 
@@ -73,8 +74,8 @@ CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, con
   sigset_t all;
   sigemptyset(&empty);
   sigfillset(&all);
-  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                            POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&setup.attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&setup.attr, 0);
   posix_spawnattr_setsigmask(&setup.attr, &empty);
   posix_spawnattr_setsigdefault(&setup.attr, &all);
@@ -91,8 +92,8 @@ CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, con
   envp.push_back(nullptr);
 
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &setup.actions, &setup.attr, args.data(),
-                               envp.data());
+  const int rc =
+      ::posix_spawn(&pid, argv[0].c_str(), &setup.actions, &setup.attr, args.data(), envp.data());
   fds.Close(1);
   fds.Close(3);
   if (rc != 0) {

@@ -169,8 +169,8 @@ Result<AffinityPlan> PlanCpuAffinity(CpuAffinity mode, int nproc,
   }
   plan.rank_cpus.resize(static_cast<size_t>(nproc));
   plan.rank_where.resize(static_cast<size_t>(nproc));
-  const std::string all = "all " + std::to_string(allowed.size()) + " CPUs " +
-                          FormatCpuList(allowed);
+  const std::string all =
+      "all " + std::to_string(allowed.size()) + " CPUs " + FormatCpuList(allowed);
 
   // Groups of local ranks that share a CPU set (split among them at the end).
   struct Group {
@@ -202,13 +202,15 @@ Result<AffinityPlan> PlanCpuAffinity(CpuAffinity mode, int nproc,
         if (!node_cpus(node).empty()) usable.push_back(node);
       }
       if (usable.empty()) {
-        plan.notes.push_back("--cpu-affinity numa: no NUMA nodes in /sys/devices/system/node; "
-                             "the ranks share " + all + " as with spread");
+        plan.notes.push_back(
+            "--cpu-affinity numa: no NUMA nodes in /sys/devices/system/node; "
+            "the ranks share " +
+            all + " as with spread");
         for (int rank = 0; rank < nproc; ++rank) add(-1, allowed, all, rank);
       } else {
         for (int rank = 0; rank < nproc; ++rank) {
-          const int node = usable[static_cast<size_t>(rank) * usable.size() /
-                                  static_cast<size_t>(nproc)];
+          const int node =
+              usable[static_cast<size_t>(rank) * usable.size() / static_cast<size_t>(nproc)];
           add(node, node_cpus(node), "NUMA node " + std::to_string(node), rank);
         }
       }
@@ -222,15 +224,16 @@ Result<AffinityPlan> PlanCpuAffinity(CpuAffinity mode, int nproc,
         if (card) node = CardNumaNode(*card, probe);
         std::vector<int> cpus = node ? node_cpus(*node) : std::vector<int>{};
         if (node && cpus.empty()) {
-          plan.notes.push_back("--cpu-affinity numa: NUMA node " + std::to_string(*node) +
-                               " of " + card->path + " has no CPU gculaunch may use (cpuset); "
-                               "its ranks use " + all);
+          plan.notes.push_back("--cpu-affinity numa: NUMA node " + std::to_string(*node) + " of " +
+                               card->path +
+                               " has no CPU gculaunch may use (cpuset); "
+                               "its ranks use " +
+                               all);
           node.reset();
         }
         if (!node) {
           if (card) unknown.push_back(card->path);
-          add(-1, allowed, all + (card ? " (NUMA node of " + card->path + " unknown)" : ""),
-              rank);
+          add(-1, allowed, all + (card ? " (NUMA node of " + card->path + " unknown)" : ""), rank);
           continue;
         }
         add(*node, cpus, "NUMA node " + std::to_string(*node) + ", card " + card->path, rank);

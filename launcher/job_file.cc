@@ -1,11 +1,11 @@
 #include "launcher/job_file.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <set>
-
-#include <yaml-cpp/yaml.h>
 
 #include "launcher/cli.h"
 #include "launcher/one_line.h"
@@ -20,9 +20,8 @@ constexpr const char* kConfigMarker = "{config}";
 
 bool IsEnvName(const std::string& name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) != 0 || c == '_';
-  });
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; });
 }
 
 size_t EditDistance(const std::string& a, const std::string& b) {
@@ -113,10 +112,10 @@ class JobReader {
       }
       const int line = entry.first.Mark().line + 1;
       if (auto [it, inserted] = seen.emplace(canonical, line); !inserted) {
-        return Bad(entry.first,
-                   "key '" + key + "' is given twice (also on line " +
-                       std::to_string(it->second) + ")",
-                   "keep one of them");
+        return Bad(
+            entry.first,
+            "key '" + key + "' is given twice (also on line " + std::to_string(it->second) + ")",
+            "keep one of them");
       }
       Status ok = OkStatus();
       if (key == "script") {
@@ -229,8 +228,9 @@ class JobReader {
       return Bad(key, "'" + written + "' has no value", "give one, or remove the key");
     }
     if (!value.IsScalar()) {
-      return Bad(value, "'" + written + "' must be a single value, not a " +
-                            (value.IsSequence() ? "list" : "mapping"),
+      return Bad(value,
+                 "'" + written + "' must be a single value, not a " +
+                     (value.IsSequence() ? "list" : "mapping"),
                  "write it as " + written + ": VALUE (lists as text, e.g. 0,1)");
     }
     job.settings.push_back({flag, value.Scalar(), At(key) + ": " + written});
@@ -274,8 +274,7 @@ Result<std::vector<std::string>> ApplyJobFile(const JobFile& job, CliOptions& op
                       options.Source(setting.flag));
       continue;
     }
-    if (Status ok = ApplyFlagText(setting.flag, setting.source, setting.value, options);
-        !ok.ok()) {
+    if (Status ok = ApplyFlagText(setting.flag, setting.source, setting.value, options); !ok.ok()) {
       return ok.error();
     }
   }
@@ -291,8 +290,10 @@ Result<std::vector<std::string>> ApplyJobFile(const JobFile& job, CliOptions& op
       options.script_args = job.args;
     }
   } else if (job.script || !job.args.empty()) {
-    notes.push_back("SCRIPT " + options.script + " from the command line replaces the script and "
-                    "args of " + job.origin);
+    notes.push_back("SCRIPT " + options.script +
+                    " from the command line replaces the script and "
+                    "args of " +
+                    job.origin);
   }
   options.job_configs = job.configs;
   options.job_configs_source = job.configs_source;
@@ -300,8 +301,8 @@ Result<std::vector<std::string>> ApplyJobFile(const JobFile& job, CliOptions& op
   return notes;
 }
 
-Result<std::vector<std::string>> SelectConfig(const CliOptions& options, int world_size,
-                                              int nnodes, int nproc_per_node, std::string* note) {
+Result<std::vector<std::string>> SelectConfig(const CliOptions& options, int world_size, int nnodes,
+                                              int nproc_per_node, std::string* note) {
   std::vector<std::string> args = options.script_args;
   if (options.job_configs.empty()) return args;
   const bool wanted = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
@@ -310,13 +311,13 @@ Result<std::vector<std::string>> SelectConfig(const CliOptions& options, int wor
   if (!wanted) return args;
   auto it = options.job_configs.find(world_size);
   if (it == options.job_configs.end()) {
-    return OneLine(Error{
-        options.job_configs_source + ": configs has no entry for " + std::to_string(world_size) +
-            " cards (" + std::to_string(nnodes) + " node" + (nnodes == 1 ? "" : "s") + " x " +
-            std::to_string(nproc_per_node) + " rank" + (nproc_per_node == 1 ? "" : "s") +
-            "); it has " + Counts(options.job_configs),
-        "add '" + std::to_string(world_size) +
-            ": <config file>' under configs:, or change --nnodes / --nproc-per-node"});
+    return OneLine(
+        Error{options.job_configs_source + ": configs has no entry for " +
+                  std::to_string(world_size) + " cards (" + std::to_string(nnodes) + " node" +
+                  (nnodes == 1 ? "" : "s") + " x " + std::to_string(nproc_per_node) + " rank" +
+                  (nproc_per_node == 1 ? "" : "s") + "); it has " + Counts(options.job_configs),
+              "add '" + std::to_string(world_size) +
+                  ": <config file>' under configs:, or change --nnodes / --nproc-per-node"});
   }
   const std::string marker = kConfigMarker;
   for (std::string& arg : args) {

@@ -23,7 +23,8 @@
 //
 // Errors name the file, the line and the key:
 //   job.yaml:4: unknown key 'nprocs' (fix: ... did you mean nproc_per_node?)
-//   job.yaml:7: nproc_per_node 'eight': expected a positive number, auto, gpu or cpu (fix: e.g. nproc_per_node: 8)
+//   job.yaml:7: nproc_per_node 'eight': expected a positive number, auto, gpu or
+//     cpu (fix: e.g. nproc_per_node: 8)
 //
 // Relative paths in the file (script, configs) are used as written, i.e.
 // relative to the directory gculaunch runs in, exactly as in a shell script.
@@ -49,16 +50,16 @@ struct JobFile {
     std::string value;   ///< as text, e.g. "8" or "true"
     std::string source;  ///< "job.yaml:3: nproc_per_node" (key as written)
   };
-  std::string origin;                 ///< the path as given to --job
-  std::optional<std::string> script;  ///< script:
-  std::string script_source;          ///< "job.yaml:2"
-  std::vector<std::string> args;      ///< args:
-  bool args_use_config = false;       ///< some arg contains "{config}"
+  std::string origin;                                    ///< the path as given to --job
+  std::optional<std::string> script;                     ///< script:
+  std::string script_source;                             ///< "job.yaml:2"
+  std::vector<std::string> args;                         ///< args:
+  bool args_use_config = false;                          ///< some arg contains "{config}"
   std::vector<std::pair<std::string, std::string>> env;  ///< env:, in file order
-  std::string env_source;             ///< "job.yaml:9: env"
-  std::map<int, std::string> configs; ///< configs:
-  std::string configs_source;         ///< "job.yaml:12"
-  std::vector<Setting> settings;      ///< every other key, in file order
+  std::string env_source;                                ///< "job.yaml:9: env"
+  std::map<int, std::string> configs;                    ///< configs:
+  std::string configs_source;                            ///< "job.yaml:12"
+  std::vector<Setting> settings;                         ///< every other key, in file order
 };
 
 /// Parses a job file's text; `origin` names it in messages.  Strict: unknown
@@ -75,7 +76,7 @@ Result<std::vector<std::string>> ApplyJobFile(const JobFile& job, CliOptions& op
 /// `options` carries configs (from a job file); otherwise the arguments
 /// unchanged.  `note` receives a line for the dry run when a config was chosen.
 /// Error when no config matches: it lists the card counts the file has.
-Result<std::vector<std::string>> SelectConfig(const CliOptions& options, int world_size,
-                                              int nnodes, int nproc_per_node, std::string* note);
+Result<std::vector<std::string>> SelectConfig(const CliOptions& options, int world_size, int nnodes,
+                                              int nproc_per_node, std::string* note);
 
 }  // namespace gculaunch

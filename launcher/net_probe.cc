@@ -107,8 +107,7 @@ ConnectOutcome LocalNetworkProbe::Connect(const std::string& host, int port,
   outcome.error = "no address";
   for (const addrinfo* a = info.list; a != nullptr; a = a->ai_next) {
     outcome.address = Numeric(a->ai_addr, a->ai_addrlen);
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                      a->ai_protocol));
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (s.fd() < 0) {
       outcome.kind = ConnectOutcome::Kind::kUnreachable;
       outcome.error = std::strerror(errno);
@@ -137,8 +136,8 @@ ConnectOutcome LocalNetworkProbe::Connect(const std::string& host, int port,
       outcome.error.clear();
       return outcome;
     }
-    outcome.kind = error == ECONNREFUSED ? ConnectOutcome::Kind::kRefused
-                                         : ConnectOutcome::Kind::kUnreachable;
+    outcome.kind =
+        error == ECONNREFUSED ? ConnectOutcome::Kind::kRefused : ConnectOutcome::Kind::kUnreachable;
     outcome.error = std::strerror(error);
   }
   return outcome;

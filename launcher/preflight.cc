@@ -1,9 +1,8 @@
 #include "launcher/preflight.h"
 
 #include <algorithm>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "launcher/dry_run.h"
 #include "launcher/ld_cache.h"
@@ -78,8 +77,12 @@ sys.stdout.write("GCULAUNCH_PROBE " + dumps(out) + "\n")
 constexpr const char* kProbeMarker = "GCULAUNCH_PROBE ";
 
 // Directories glibc's loader searches after its cache on Debian/Ubuntu x86-64.
-constexpr const char* kDefaultLibDirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-                                           "/lib64", "/usr/lib64", "/lib", "/usr/lib"};
+constexpr const char* kDefaultLibDirs[] = {"/lib/x86_64-linux-gnu",
+                                           "/usr/lib/x86_64-linux-gnu",
+                                           "/lib64",
+                                           "/usr/lib64",
+                                           "/lib",
+                                           "/usr/lib"};
 
 std::string Join(const std::vector<std::string>& items, const std::string& sep) {
   std::string out;
@@ -126,8 +129,11 @@ class Preflight {
  public:
   Preflight(const LaunchSpec& spec, const EnvMap& base, const PreflightTools& tools,
             const PreflightSettings& settings)
-      : spec_(spec), tools_(tools), settings_(settings),
-        rank_env_(BuildRankEnv(spec, base, 0, 0, DryRunRuntime(spec))), base_(base) {
+      : spec_(spec),
+        tools_(tools),
+        settings_(settings),
+        rank_env_(BuildRankEnv(spec, base, 0, 0, DryRunRuntime(spec))),
+        base_(base) {
     report_.device = spec.profile.name;
     report_.backend = spec.profile.backend;
     report_.interpreter = spec.python;
@@ -168,8 +174,8 @@ class Preflight {
       return true;
     }
     Add("interpreter", CheckStatus::kFail,
-        spec_.python + " (" + settings_.interpreter_source + "): " +
-            (has_slash ? "not an executable file" : "not found on PATH"),
+        spec_.python + " (" + settings_.interpreter_source +
+            "): " + (has_slash ? "not an executable file" : "not found on PATH"),
         "install Python 3 with PyTorch, or name the interpreter with --python PATH (or "
         "PYTHON_EXEC)");
     return false;
@@ -196,8 +202,7 @@ class Preflight {
       cards = static_cast<int>(found.size());
       if (cards == 0) {
         Add("cards", CheckStatus::kFail,
-            "no " + DeviceFilesName(profile) + " device files found for " +
-                Plural(nproc, "rank"),
+            "no " + DeviceFilesName(profile) + " device files found for " + Plural(nproc, "rank"),
             "check that the " + profile.name +
                 " driver is loaded and, in a container, that the cards are mounted; or use "
                 "--device cpu");
@@ -240,8 +245,9 @@ class Preflight {
     }
     const std::string module = path.substr(path.find_last_of('/') + 1);
     Add("driver", CheckStatus::kFail, path + " is missing: the " + module + " driver is not loaded",
-        "load it on the host (modprobe " + module + ", or the vendor's installer); a container "
-        "uses the host's driver");
+        "load it on the host (modprobe " + module +
+            ", or the vendor's installer); a container "
+            "uses the host's driver");
   }
 
   void Library() {
@@ -304,8 +310,7 @@ class Preflight {
     const std::string by_hand = "run " + spec_.python + " -c 'import torch" +
                                 (module.empty() ? "" : ", " + module) + "' by hand to see why";
     if (outcome.kind == CommandOutcome::Kind::kSpawnFailed) {
-      Add("python-probe", CheckStatus::kFail,
-          "cannot start " + spec_.python + ": " + outcome.error,
+      Add("python-probe", CheckStatus::kFail, "cannot start " + spec_.python + ": " + outcome.error,
           "give a working interpreter with --python PATH");
       return;
     }
@@ -360,12 +365,12 @@ class Preflight {
         module_ok = false;
         Add("vendor-module", CheckStatus::kFail,
             "import " + module + " failed: " + text("module_error"),
-            "install the " + module + " wheel built for torch " + torch_version +
-                " and Python " + python_version + " into " + spec_.python +
-                " (pip install " + module + "-*.whl), or choose its interpreter with --python");
+            "install the " + module + " wheel built for torch " + torch_version + " and Python " +
+                python_version + " into " + spec_.python + " (pip install " + module +
+                "-*.whl), or choose its interpreter with --python");
       } else {
-        std::string evidence = module + (text("module").empty() ? "" : " " + text("module")) +
-                               " imported";
+        std::string evidence =
+            module + (text("module").empty() ? "" : " " + text("module")) + " imported";
         CheckStatus status = CheckStatus::kOk;
         std::string fix;
         if (facts.contains("module_devices") && facts["module_devices"].is_number_integer()) {
@@ -373,8 +378,9 @@ class Preflight {
           evidence += "; device_count() = " + std::to_string(devices);
           if (devices == 0) {
             status = CheckStatus::kFail;
-            fix = "the runtime sees no cards: check the driver, the container's device mounts "
-                  "and the visible-devices variable";
+            fix =
+                "the runtime sees no cards: check the driver, the container's device mounts "
+                "and the visible-devices variable";
           } else if (devices < spec_.nproc_per_node && spec_.bind == DeviceBind::kAll) {
             status = CheckStatus::kWarn;
             fix = "use --nproc-per-node " + std::to_string(devices) + " for one rank per card";
@@ -397,8 +403,8 @@ class Preflight {
     } else {
       std::string fix;
       if (!module_ok) {
-        fix = "make " + module + " importable first (see vendor-module); it registers '" +
-              backend + "'";
+        fix = "make " + module + " importable first (see vendor-module); it registers '" + backend +
+              "'";
       } else if (!module.empty()) {
         fix = "install the " + module + " build (and collective library) that registers '" +
               backend + "' with torch.distributed; --python-shim can fall back to gloo meanwhile";
@@ -447,9 +453,9 @@ class Preflight {
     std::ostringstream seconds;
     seconds << settings_.connect_timeout_s;
     const ConnectOutcome outcome = tools_.net.Connect(host, port, settings_.connect_timeout_s);
-    const std::string where = endpoint + (outcome.address.empty() || outcome.address == host
-                                              ? ""
-                                              : " (" + outcome.address + ")");
+    const std::string where =
+        endpoint +
+        (outcome.address.empty() || outcome.address == host ? "" : " (" + outcome.address + ")");
     switch (outcome.kind) {
       case ConnectOutcome::Kind::kConnected:
         Add("master-port", CheckStatus::kOk, where + " accepts connections");
@@ -513,7 +519,8 @@ class Preflight {
       return;
     }
     Add("interface", CheckStatus::kOk,
-        var + "=" + *value + " matches " + (matched.empty() ? "(exclusions only)" : Join(matched, ", ")));
+        var + "=" + *value + " matches " +
+            (matched.empty() ? "(exclusions only)" : Join(matched, ", ")));
   }
 
   const LaunchSpec& spec_;
@@ -568,8 +575,8 @@ std::string RenderCheckText(const CheckReport& report) {
   constexpr size_t kStatusWidth = 6;
   constexpr size_t kNameWidth = 15;
   for (const CheckItem& item : report.items) {
-    out += Pad(StatusWord(item.status), kStatusWidth) + Pad(item.name, kNameWidth) +
-           item.evidence + "\n";
+    out += Pad(StatusWord(item.status), kStatusWidth) + Pad(item.name, kNameWidth) + item.evidence +
+           "\n";
     if (!item.fix.empty()) {
       out += std::string(kStatusWidth + kNameWidth, ' ') + "fix: " + item.fix + "\n";
     }

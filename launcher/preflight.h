@@ -44,7 +44,7 @@ namespace gculaunch {
 enum class CheckStatus { kOk, kWarn, kFail };
 
 struct CheckItem {
-  std::string name;      ///< e.g. "backend"
+  std::string name;  ///< e.g. "backend"
   CheckStatus status = CheckStatus::kOk;
   std::string evidence;  ///< one line: what was found
   std::string fix;       ///< one line: what to do (empty when ok)

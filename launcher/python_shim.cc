@@ -28,19 +28,19 @@ Status WritePythonShim(const std::string& dir) {
                    "check the permissions and free space of --log-dir (or of the temporary "
                    "directory)"};
     }
-    std::filesystem::permissions(path, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_write |
-                                           std::filesystem::perms::group_read |
-                                           std::filesystem::perms::others_read,
-                                 ec);
+    std::filesystem::permissions(
+        path,
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+            std::filesystem::perms::group_read | std::filesystem::perms::others_read,
+        ec);
   }
   return OkStatus();
 }
 
 const std::vector<std::string>& PythonShimVariables() {
   static const std::vector<std::string> vars = {
-      "GCULAUNCH_SHIM_PARENT",   "GCULAUNCH_SHIM_DIR",        "GCULAUNCH_SHIM_FALLBACK",
-      "GCULAUNCH_SHIM_MODULE",   "GCULAUNCH_SHIM_PATCH_CUDA", "GCULAUNCH_SHIM_VISIBLE_ENV"};
+      "GCULAUNCH_SHIM_PARENT", "GCULAUNCH_SHIM_DIR",        "GCULAUNCH_SHIM_FALLBACK",
+      "GCULAUNCH_SHIM_MODULE", "GCULAUNCH_SHIM_PATCH_CUDA", "GCULAUNCH_SHIM_VISIBLE_ENV"};
   return vars;
 }
 

@@ -1,10 +1,9 @@
 #include "launcher/command_runner.h"
 
-#include <catch2/catch.hpp>
-
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <string>
 
@@ -30,8 +29,7 @@ TEST_CASE("command runner: exit code, both streams and exactly the given environ
   CHECK(std::stoi(outcome.err) <= 5);
 }
 
-TEST_CASE("command runner: the child reads /dev/null and leads its own group",
-          "[command_runner]") {
+TEST_CASE("command runner: the child reads /dev/null and leads its own group", "[command_runner]") {
   const CommandOutcome outcome =
       Shell("read line; echo \"read=$?\"; cut -d' ' -f5 /proc/$$/stat; echo $$");
   REQUIRE(outcome.kind == CommandOutcome::Kind::kExited);
@@ -78,8 +76,7 @@ TEST_CASE("command runner: a hang is killed at the deadline, with its whole grou
   prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
-TEST_CASE("command runner: closing both streams does not escape the deadline",
-          "[command_runner]") {
+TEST_CASE("command runner: closing both streams does not escape the deadline", "[command_runner]") {
   const CommandOutcome outcome = Shell("exec >/dev/null 2>&1; exec sleep 300", {}, 0.3);
   CHECK(outcome.kind == CommandOutcome::Kind::kTimedOut);
 }

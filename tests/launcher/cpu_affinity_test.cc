@@ -1,10 +1,10 @@
 #include "launcher/cpu_affinity.h"
 
-#include <catch2/catch.hpp>
-
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include "launcher/cli.h"
 #include "launcher/cpu_list.h"
@@ -35,9 +35,9 @@ struct Host {
     if (smt) {
       for (int cpu = 0; cpu < 16; ++cpu) {
         const int core = cpu % 8;
-        root.Write("sys/devices/system/cpu/cpu" + std::to_string(cpu) +
-                       "/topology/thread_siblings_list",
-                   std::to_string(core) + "," + std::to_string(core + 8) + "\n");
+        root.Write(
+            "sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list",
+            std::to_string(core) + "," + std::to_string(core + 8) + "\n");
       }
     }
   }
@@ -46,8 +46,8 @@ struct Host {
       root.Write("dev/gcu" + std::to_string(card));
       const std::string bdf = "sys/bus/pci/devices/0000:" + std::to_string(10 + card) + ":00.0";
       root.Write(bdf + "/numa_node", card < 4 ? "0\n" : "1\n");
-      root.Write(bdf + "/enflame/gcu" + std::to_string(card) + "/dev", "240:" +
-                                                                          std::to_string(card));
+      root.Write(bdf + "/enflame/gcu" + std::to_string(card) + "/dev",
+                 "240:" + std::to_string(card));
       root.Write(bdf + "/vendor", "0x1e36\n");
     }
     root.Write("dev/gcuctl");
@@ -74,20 +74,19 @@ AffinityPlan Plan(const Host& host, CpuAffinity mode, int nproc,
   return std::move(*plan);
 }
 
-TEST_CASE("cpu affinity: numa gives each rank its card's node, split by cores",
-          "[cpu_affinity]") {
+TEST_CASE("cpu affinity: numa gives each rank its card's node, split by cores", "[cpu_affinity]") {
   Host host;
   host.Cards();
   SECTION("8 ranks, 8 cards: one core (two threads) each") {
     const AffinityPlan plan = Plan(host, CpuAffinity::kNuma, 8, Cards({0, 1, 2, 3, 4, 5, 6, 7}));
-    CHECK(plan.rank_cpus == std::vector<Cpus>{{0, 8}, {1, 9}, {2, 10}, {3, 11},
-                                              {4, 12}, {5, 13}, {6, 14}, {7, 15}});
+    CHECK(plan.rank_cpus ==
+          std::vector<Cpus>{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}});
     CHECK(plan.rank_where[5] == "NUMA node 1, card /dev/gcu5");
-    CHECK(plan.notes == std::vector<std::string>{
-                            "--cpu-affinity numa: local ranks 0,1,2,3 on NUMA node 0 (CPUs "
-                            "0-3,8-11)",
-                            "--cpu-affinity numa: local ranks 4,5,6,7 on NUMA node 1 (CPUs "
-                            "4-7,12-15)"});
+    CHECK(plan.notes ==
+          std::vector<std::string>{"--cpu-affinity numa: local ranks 0,1,2,3 on NUMA node 0 (CPUs "
+                                   "0-3,8-11)",
+                                   "--cpu-affinity numa: local ranks 4,5,6,7 on NUMA node 1 (CPUs "
+                                   "4-7,12-15)"});
   }
   SECTION("2 ranks on cards 0 and 1: both on node 0, half of it each") {
     const AffinityPlan plan = Plan(host, CpuAffinity::kNuma, 2, Cards({0, 1}));
@@ -135,8 +134,8 @@ TEST_CASE("cpu affinity: spread splits every CPU fairly", "[cpu_affinity]") {
   SECTION("without sibling information every CPU is a core") {
     Host flat("0-15", /*smt=*/false);
     const AffinityPlan plan = Plan(flat, CpuAffinity::kSpread, 2, {});
-    CHECK(plan.rank_cpus == std::vector<Cpus>{{0, 1, 2, 3, 4, 5, 6, 7},
-                                              {8, 9, 10, 11, 12, 13, 14, 15}});
+    CHECK(plan.rank_cpus ==
+          std::vector<Cpus>{{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}});
   }
 }
 
@@ -152,7 +151,8 @@ TEST_CASE("cpu affinity: only the CPUs gculaunch may use (cpuset)", "[cpu_affini
   CHECK(plan.rank_cpus[7] == Cpus{13});
   Host narrow("0-3");
   narrow.Cards();
-  const AffinityPlan excluded = Plan(narrow, CpuAffinity::kNuma, 8, Cards({0, 1, 2, 3, 4, 5, 6, 7}));
+  const AffinityPlan excluded =
+      Plan(narrow, CpuAffinity::kNuma, 8, Cards({0, 1, 2, 3, 4, 5, 6, 7}));
   CHECK(excluded.rank_cpus[4] == Cpus{0});
   CHECK(std::find(excluded.notes.begin(), excluded.notes.end(),
                   "--cpu-affinity numa: NUMA node 1 of /dev/gcu4 has no CPU gculaunch may use "
@@ -186,8 +186,7 @@ class CharDeviceProbe : public FileSystemDeviceProbe {
   }
 };
 
-TEST_CASE("cpu affinity: the node through the character device's sysfs entry",
-          "[cpu_affinity]") {
+TEST_CASE("cpu affinity: the node through the character device's sysfs entry", "[cpu_affinity]") {
   Host host;
   host.root.Write("sys/dev/char/240:3/device/numa_node", "1\n");
   CharDeviceProbe probe(host.root.path());
@@ -214,8 +213,8 @@ TEST_CASE("cpu affinity: numa without cards spreads ranks over the nodes in bloc
           "[cpu_affinity]") {
   Host host;
   const AffinityPlan plan = Plan(host, CpuAffinity::kNuma, 4, Cards({-1, -1, -1, -1}));
-  CHECK(plan.rank_cpus == std::vector<Cpus>{{0, 1, 8, 9}, {2, 3, 10, 11},
-                                            {4, 5, 12, 13}, {6, 7, 14, 15}});
+  CHECK(plan.rank_cpus ==
+        std::vector<Cpus>{{0, 1, 8, 9}, {2, 3, 10, 11}, {4, 5, 12, 13}, {6, 7, 14, 15}});
   CHECK(plan.rank_where[2] == "NUMA node 1");
   TempDir no_nodes;
   no_nodes.Write("sys/devices/system/cpu/online", "0-3\n");
@@ -276,14 +275,14 @@ TEST_CASE("cpu affinity: in the launch spec, the rank environment and the dry ru
 
   SECTION("the user's OMP_NUM_THREADS wins") {
     env.Set("OMP_NUM_THREADS", "5");
-    const LaunchSpec own = spec_of({"--device", "gcu", "--nproc-per-node", "8",
-                                    "--cpu-affinity", "spread", "train.py"});
+    const LaunchSpec own = spec_of(
+        {"--device", "gcu", "--nproc-per-node", "8", "--cpu-affinity", "spread", "train.py"});
     CHECK(BuildRankEnv(own, env, 0, 0, DryRunRuntime(own)).GetOr("OMP_NUM_THREADS", "") == "5");
   }
   SECTION("the pool from TOPS_VISIBLE_DEVICES picks the cards") {
     env.Set("TOPS_VISIBLE_DEVICES", "4,5,6,7");
-    const LaunchSpec pool = spec_of({"--device", "gcu", "--nproc-per-node", "4",
-                                     "--cpu-affinity", "numa", "train.py"});
+    const LaunchSpec pool =
+        spec_of({"--device", "gcu", "--nproc-per-node", "4", "--cpu-affinity", "numa", "train.py"});
     CHECK(pool.rank_cpus[0] == Cpus{4, 12});
     CHECK(pool.rank_cpus_where[3] == "NUMA node 1, card /dev/gcu7");
   }

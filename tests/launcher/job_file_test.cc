@@ -1,7 +1,6 @@
 #include "launcher/job_file.h"
 
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -117,8 +116,8 @@ TEST_CASE("job file: a SCRIPT on the command line replaces the file's script and
   Fixture f;
   f.Job("script: train.py\nargs: [\"{config}\"]\nconfigs: {1: one.py}\ndevice: cpu\n");
   const LaunchSpec spec = f.Spec({"--job", "job.yaml", "other.py", "--cfg", "{config}"});
-  CHECK(spec.argv == std::vector<std::string>{"/usr/bin/python3", "-u", "other.py", "--cfg",
-                                              "one.py"});
+  CHECK(spec.argv ==
+        std::vector<std::string>{"/usr/bin/python3", "-u", "other.py", "--cfg", "one.py"});
   CHECK(HasNote(spec,
                 "SCRIPT other.py from the command line replaces the script and args of job.yaml"));
 }
@@ -158,8 +157,9 @@ device: cpu
 
 TEST_CASE("job file: the dry run shows the merged result", "[job_file]") {
   Fixture f;
-  f.Job("script: train.py\nargs: [\"{config}\"]\nconfigs: {2: two.py}\ndevice: cpu\n"
-        "nproc_per_node: 2\nenv: {ECCL_DEBUG: INFO}\n");
+  f.Job(
+      "script: train.py\nargs: [\"{config}\"]\nconfigs: {2: two.py}\ndevice: cpu\n"
+      "nproc_per_node: 2\nenv: {ECCL_DEBUG: INFO}\n");
   const LaunchSpec spec = f.Spec({"--job", "job.yaml", "--dry-run"});
   const std::string text = RenderDryRun(spec, f.env);
   CHECK(text.find("  argv: /usr/bin/python3 -u train.py two.py\n") != std::string::npos);
@@ -257,19 +257,19 @@ TEST_CASE("job file: the shipped examples parse and select their configs", "[job
   CHECK(one.argv[3] == "configs/train_t20_gcu_8card.py");
   CHECK(one.python_shim);
   CHECK(one.cpu_affinity == CpuAffinity::kNuma);
-  const LaunchSpec four = f.Spec({"--job", "configs/examples/t20-8card.yaml",
-                                  "--nproc-per-node", "4"});
+  const LaunchSpec four =
+      f.Spec({"--job", "configs/examples/t20-8card.yaml", "--nproc-per-node", "4"});
   CHECK(four.argv[3] == "configs/train_t20_gcu_4card.py");
 
-  const LaunchSpec node1 = f.Spec({"--job", "configs/examples/t20-2node-16card.yaml",
-                                   "--node-rank", "1", "--dry-run"});
+  const LaunchSpec node1 =
+      f.Spec({"--job", "configs/examples/t20-2node-16card.yaml", "--node-rank", "1", "--dry-run"});
   CHECK(node1.world_size == 16);
   CHECK(node1.rank_offset == 8);
   CHECK(node1.master_addr == "t20-node0");
   CHECK(node1.argv[3] == "configs/train_t20_gcu_16card.py");
   CHECK(node1.grace_period_s == 60);
-  const LaunchSpec single = f.Spec({"--job", "configs/examples/t20-2node-16card.yaml",
-                                    "--nnodes", "1", "--dry-run"});
+  const LaunchSpec single =
+      f.Spec({"--job", "configs/examples/t20-2node-16card.yaml", "--nnodes", "1", "--dry-run"});
   CHECK(single.argv[3] == "configs/train_t20_gcu_8card.py");
 }
 

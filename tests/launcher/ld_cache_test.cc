@@ -1,7 +1,6 @@
 #include "launcher/ld_cache.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "tests/support/fake_ld_cache.h"
@@ -34,7 +33,9 @@ void CheckEntries(const Result<std::vector<LdCacheEntry>>& entries) {
 #endif
 }
 
-TEST_CASE("ld.so.cache: the new format", "[ld_cache]") { CheckEntries(ParseLdCache(NewLdCache(kLibs))); }
+TEST_CASE("ld.so.cache: the new format", "[ld_cache]") {
+  CheckEntries(ParseLdCache(NewLdCache(kLibs)));
+}
 
 TEST_CASE("ld.so.cache: the old format alone", "[ld_cache]") {
   CheckEntries(ParseLdCache(OldLdCache(kLibs)));

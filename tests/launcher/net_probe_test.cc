@@ -1,13 +1,12 @@
 #include "launcher/net_probe.h"
 
-#include <catch2/catch.hpp>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 namespace gculaunch {
 namespace {
@@ -59,8 +58,7 @@ TEST_CASE("net probe: a port with a listener is in use, a closed one is free", "
   CHECK(net.CanListen(listener.port()).ok());
 }
 
-TEST_CASE("net probe: connect succeeds to a listener and is refused without one",
-          "[net_probe]") {
+TEST_CASE("net probe: connect succeeds to a listener and is refused without one", "[net_probe]") {
   LocalNetworkProbe net;
   Listener listener;
   const ConnectOutcome connected = net.Connect("127.0.0.1", listener.port(), 5);

@@ -1,14 +1,13 @@
 // The packaged documentation keeps up with the command line: every flag of
 // `gculaunch --help` is in the man page, and every flag with a fixed set of
 // values has its values in the bash completion.
-#include "launcher/cli.h"
-
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
+
+#include "launcher/cli.h"
 
 namespace gculaunch {
 namespace {
@@ -54,12 +53,12 @@ TEST_CASE("packaging: the man page describes every flag", "[packaging]") {
   }
 }
 
-TEST_CASE("packaging: the bash completion knows the values of enumerated flags",
-          "[packaging]") {
+TEST_CASE("packaging: the bash completion knows the values of enumerated flags", "[packaging]") {
   const std::string help = HelpText();
   const std::string completion = ReadSource("packaging/gculaunch.bash-completion");
   // "--bind all|rank", "--cpu-affinity none|numa|spread", ...
-  static const std::regex kEnumerated("(--[a-z][a-z-]*)(?:,--[a-z_]+)* ([a-z0-9]+(?:\\|[a-z0-9]+)+)\\s");
+  static const std::regex kEnumerated(
+      "(--[a-z][a-z-]*)(?:,--[a-z_]+)* ([a-z0-9]+(?:\\|[a-z0-9]+)+)\\s");
   int seen = 0;
   for (auto it = std::sregex_iterator(help.begin(), help.end(), kEnumerated);
        it != std::sregex_iterator(); ++it) {

@@ -1,9 +1,7 @@
 #include "launcher/preflight.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
-
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "launcher/cli.h"
@@ -24,8 +22,7 @@ class FakeRunner : public CommandRunner {
   mutable EnvMap env;
   mutable double timeout_s = 0;
 
-  CommandOutcome Run(const std::vector<std::string>& a, const EnvMap& e,
-                     double t) const override {
+  CommandOutcome Run(const std::vector<std::string>& a, const EnvMap& e, double t) const override {
     ++calls;
     argv = a;
     env = e;
@@ -133,8 +130,7 @@ TEST_CASE("preflight: a ready 8-card GCU node passes every check", "[preflight]"
                                                   "torch", "vendor-module", "backend",
                                                   "master-addr", "master-port"});
   CHECK(Item(report, "interpreter").evidence == "/usr/bin/python3 (python3 on PATH)");
-  CHECK(Item(report, "cards").evidence ==
-        "8 device files /dev/gcu0 ... /dev/gcu7 for 8 ranks");
+  CHECK(Item(report, "cards").evidence == "8 device files /dev/gcu0 ... /dev/gcu7 for 8 ranks");
   CHECK(Item(report, "driver").evidence == "/sys/module/enflame present (version 1.2.3)");
   CHECK(Item(report, "library").evidence ==
         "libeccl.so.1 in /usr/lib (a default directory, not in ld.so.cache; ldconfig adds it)");
@@ -154,12 +150,11 @@ TEST_CASE("preflight: the probe runs the job's interpreter with rank 0's environ
   Fixture f;
   f.GcuHost();
   f.env.Set("PYTHONPATH", "/opt/project");
-  const CheckReport report = f.Run({"--device", "gcu", "--nproc-per-node", "8", "--env",
-                                    "ECCL_DEBUG=INFO"});
+  const CheckReport report =
+      f.Run({"--device", "gcu", "--nproc-per-node", "8", "--env", "ECCL_DEBUG=INFO"});
   REQUIRE(f.runner.calls == 1);
-  CHECK(f.runner.argv ==
-        std::vector<std::string>{"/usr/bin/python3", "-c", PythonProbeSource(), "eccl",
-                                 "torch_gcu"});
+  CHECK(f.runner.argv == std::vector<std::string>{"/usr/bin/python3", "-c", PythonProbeSource(),
+                                                  "eccl", "torch_gcu"});
   CHECK(f.runner.timeout_s == 20);
   CHECK(f.runner.env.GetOr("TOPS_VISIBLE_DEVICES", "") == "0,1,2,3,4,5,6,7");
   CHECK(f.runner.env.GetOr("RANK", "") == "0");
@@ -184,7 +179,8 @@ TEST_CASE("preflight: Invalid backend 'eccl' is the backend check failing", "[pr
   CHECK(backend.fix ==
         "install the torch_gcu build (and collective library) that registers 'eccl' with "
         "torch.distributed; --python-shim can fall back to gloo meanwhile");
-  CHECK(Item(report, "vendor-module").evidence == "torch_gcu 1.10.0 imported (it has no device_count())");
+  CHECK(Item(report, "vendor-module").evidence ==
+        "torch_gcu 1.10.0 imported (it has no device_count())");
   CHECK(report.Failed() == 1);
 }
 
@@ -213,16 +209,16 @@ TEST_CASE("preflight: the vendor module's device count", "[preflight]") {
   SECTION("no cards seen") {
     f.runner.Says(R"({"python": "3.8", "torch": "1.10", "module": "", "module_devices": 0,
                      "backend_ok": true})");
-    const CheckItem& module = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}),
-                                   "vendor-module");
+    const CheckItem& module =
+        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "vendor-module");
     CHECK(module.status == CheckStatus::kFail);
     CHECK(module.evidence == "torch_gcu imported; device_count() = 0");
   }
   SECTION("fewer than the ranks") {
     f.runner.Says(R"({"python": "3.8", "torch": "1.10", "module": "", "module_devices": 4,
                      "backend_ok": true})");
-    const CheckItem& module = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}),
-                                   "vendor-module");
+    const CheckItem& module =
+        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "vendor-module");
     CHECK(module.status == CheckStatus::kWarn);
     CHECK(module.fix == "use --nproc-per-node 4 for one rank per card");
   }
@@ -294,10 +290,9 @@ TEST_CASE("preflight: the collective library", "[preflight]") {
   f.root.Write("sys/module/enflame/version", "1\n");
   SECTION("in LD_LIBRARY_PATH, as the ranks get it") {
     f.root.Write("opt/tops/lib/libeccl.so.2.5.136");
-    const CheckItem& library =
-        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8", "--env",
-                    "LD_LIBRARY_PATH=/nowhere:/opt/tops/lib"}),
-             "library");
+    const CheckItem& library = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8", "--env",
+                                           "LD_LIBRARY_PATH=/nowhere:/opt/tops/lib"}),
+                                    "library");
     CHECK(library.status == CheckStatus::kOk);
     CHECK(library.evidence == "libeccl.so.2.5.136 in /opt/tops/lib (LD_LIBRARY_PATH)");
   }
@@ -306,31 +301,29 @@ TEST_CASE("preflight: the collective library", "[preflight]") {
                  testing::NewLdCache({{testing::kLdFlagsX8664, "libz.so.1", "/usr/lib/libz.so.1"},
                                       {testing::kLdFlagsX8664, "libeccl.so.1",
                                        "/usr/local/tops/lib/libeccl.so.1"}}));
-    const CheckItem& library =
-        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
+    const CheckItem& library = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
     CHECK(library.status == CheckStatus::kOk);
     CHECK(library.evidence == "libeccl.so.1 -> /usr/local/tops/lib/libeccl.so.1 (ld.so.cache)");
   }
   SECTION("in the dynamic linker's cache (bullseye's compat format)") {
-    f.root.Write("etc/ld.so.cache", testing::CompatLdCache({{testing::kLdFlagsX8664, "libeccl.so",
-                                                             "/usr/lib/libeccl.so"}}));
-    const CheckItem& library =
-        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
+    f.root.Write(
+        "etc/ld.so.cache",
+        testing::CompatLdCache({{testing::kLdFlagsX8664, "libeccl.so", "/usr/lib/libeccl.so"}}));
+    const CheckItem& library = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
     CHECK(library.evidence == "libeccl.so -> /usr/lib/libeccl.so (ld.so.cache)");
   }
   SECTION("a library of another architecture does not count") {
-    f.root.Write("etc/ld.so.cache", testing::NewLdCache({{testing::kLdFlagsI386, "libeccl.so.1",
-                                                          "/usr/lib32/libeccl.so.1"}}));
-    const CheckItem& library =
-        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
+    f.root.Write(
+        "etc/ld.so.cache",
+        testing::NewLdCache({{testing::kLdFlagsI386, "libeccl.so.1", "/usr/lib32/libeccl.so.1"}}));
+    const CheckItem& library = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
 #if defined(__x86_64__)
     CHECK(library.status == CheckStatus::kFail);
 #endif
   }
   SECTION("nowhere") {
     f.root.Write("usr/lib/libecclx.so.1");  // a prefix match is not the library
-    const CheckItem& library =
-        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
+    const CheckItem& library = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
     CHECK(library.status == CheckStatus::kFail);
     CHECK(library.evidence ==
           "no libeccl.so* in LD_LIBRARY_PATH (unset), the dynamic linker's cache or the default "
@@ -341,8 +334,7 @@ TEST_CASE("preflight: the collective library", "[preflight]") {
   }
   SECTION("a corrupt cache is named") {
     f.root.Write("etc/ld.so.cache", "garbage");
-    const CheckItem& library =
-        Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
+    const CheckItem& library = Item(f.Run({"--device", "gcu", "--nproc-per-node", "8"}), "library");
     CHECK(library.evidence ==
           "no libeccl.so* in LD_LIBRARY_PATH (unset), the dynamic linker's cache or the default "
           "directories (/etc/ld.so.cache: not an ld.so.cache file (unknown magic))");
@@ -390,8 +382,8 @@ TEST_CASE("preflight: probe failures", "[preflight]") {
   SECTION("a hang") {
     f.runner.next = {};
     f.runner.next.kind = CommandOutcome::Kind::kTimedOut;
-    const CheckItem& probe = Item(f.Run({"--device", "gcu", "--nproc-per-node", "1"}),
-                                  "python-probe");
+    const CheckItem& probe =
+        Item(f.Run({"--device", "gcu", "--nproc-per-node", "1"}), "python-probe");
     CHECK(probe.status == CheckStatus::kFail);
     CHECK(probe.evidence ==
           "/usr/bin/python3 did not finish importing within 20 s (its process group was killed)");
@@ -442,8 +434,8 @@ TEST_CASE("preflight: the master's address and port", "[preflight]") {
   f.runner.Says(R"({"python": "3", "torch": "1", "backend_ok": true})");
   SECTION("node 0: the port is taken") {
     f.net.listen = Error{"Address already in use", ""};
-    const CheckItem& port = Item(f.Run({"--device", "cpu", "--master-port", "29511"}),
-                                 "master-port");
+    const CheckItem& port =
+        Item(f.Run({"--device", "cpu", "--master-port", "29511"}), "master-port");
     CHECK(port.status == CheckStatus::kFail);
     CHECK(port.evidence == "port 29511 is in use on this node: Address already in use");
     CHECK(port.fix ==
@@ -456,15 +448,14 @@ TEST_CASE("preflight: the master's address and port", "[preflight]") {
     CHECK(port.status == CheckStatus::kOk);
     CHECK(port.evidence == "port chosen at launch (a free one)");
   }
-  const std::vector<std::string> worker = {"--device", "cpu", "--nnodes", "2", "--node-rank",
-                                           "1", "--master-addr", "node0", "--master-port",
-                                           "29500"};
+  const std::vector<std::string> worker = {"--device",      "cpu",  "--nnodes",      "2",
+                                           "--node-rank",   "1",    "--master-addr", "node0",
+                                           "--master-port", "29500"};
   SECTION("another node: the master accepts connections") {
     f.net.connect.address = "10.0.0.1";
     const CheckReport report = f.Run(worker);
     CHECK(f.net.connected_to == "node0:29500");
-    CHECK(Item(report, "master-port").evidence ==
-          "node0:29500 (10.0.0.1) accepts connections");
+    CHECK(Item(report, "master-port").evidence == "node0:29500 (10.0.0.1) accepts connections");
   }
   SECTION("another node: nothing listens yet is a warning") {
     f.net.connect = {ConnectOutcome::Kind::kRefused, "10.0.0.1", "Connection refused"};
@@ -497,8 +488,8 @@ TEST_CASE("preflight: the socket interface variable", "[preflight]") {
   f.runner.Says(R"({"python": "3", "torch": "1", "backend_ok": true})");
   f.root.Write("sys/class/net/eth0/type", "1");
   f.root.Write("sys/class/net/lo/type", "772");
-  const std::vector<std::string> two_nodes = {"--device", "cpu", "--nnodes", "2", "--master-addr",
-                                              "127.0.0.1"};
+  const std::vector<std::string> two_nodes = {"--device", "cpu",           "--nnodes",
+                                              "2",        "--master-addr", "127.0.0.1"};
   SECTION("unset on one node: nothing to check") {
     CHECK_FALSE(Has(f.Run({"--device", "cpu"}), "interface"));
   }
@@ -545,8 +536,7 @@ TEST_CASE("preflight: text and JSON reports", "[preflight]") {
                   "not loaded\n                     fix: load it on the host") !=
         std::string::npos);
   CHECK(text.find("\nok    cards          8 device files") != std::string::npos);
-  CHECK(text.substr(text.rfind("result:")) ==
-        "result: 2 failed: this node is not ready\n");
+  CHECK(text.substr(text.rfind("result:")) == "result: 2 failed: this node is not ready\n");
 
   const auto json = nlohmann::ordered_json::parse(RenderCheckJson(report));
   std::vector<std::string> keys;

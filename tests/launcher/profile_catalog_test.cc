@@ -20,9 +20,9 @@ std::string BuiltinText(const std::string& path) {
 }
 
 TEST_CASE("profile catalog: the search path", "[profile_catalog]") {
-  CHECK(ProfileSearchPath({}) ==
-        std::vector<std::string>{"/etc/gculaunch/devices", "/usr/local/share/gculaunch/devices",
-                                 "/usr/share/gculaunch/devices"});
+  CHECK(ProfileSearchPath({}) == std::vector<std::string>{"/etc/gculaunch/devices",
+                                                          "/usr/local/share/gculaunch/devices",
+                                                          "/usr/share/gculaunch/devices"});
   CHECK(ProfileSearchPath({{"GCULAUNCH_PROFILE_PATH", "/a::/b"}}) ==
         std::vector<std::string>{"/a", "/b"});
   CHECK(ProfileSearchPath({{"GCULAUNCH_PROFILE_PATH", ""}}).empty());
@@ -35,21 +35,24 @@ TEST_CASE("profile catalog: directories override and extend the built-in profile
   LocalFileAccess files;
   // The package's unchanged copy changes nothing.
   share.Write("enflame-gcu.yaml", BuiltinText("configs/devices/enflame-gcu.yaml"));
-  share.Write("site-npu.yaml", "name: site-npu\naliases: [snpu]\nbackend: hccl\n"
-                               "visible_env: [SITE_VISIBLE]\ndevices: {pattern: 'snpu([0-9]+)'}\n"
-                               "auto_order: 5\n");
+  share.Write("site-npu.yaml",
+              "name: site-npu\naliases: [snpu]\nbackend: hccl\n"
+              "visible_env: [SITE_VISIBLE]\ndevices: {pattern: 'snpu([0-9]+)'}\n"
+              "auto_order: 5\n");
   share.Write("README.md", "not a profile");
   // The site's override of the GCU profile, in /etc (first on the path).
-  etc.Write("gcu-site.yaml", "name: enflame-gcu\naliases: [gcu]\nbackend: eccl\n"
-                             "visible_env: [TOPS_VISIBLE_DEVICES]\n"
-                             "devices: {pattern: 'gcu([0-9]+)'}\n"
-                             "env: {ECCL_SOCKET_IFNAME: ib0}\nauto_order: 10\n");
+  etc.Write("gcu-site.yaml",
+            "name: enflame-gcu\naliases: [gcu]\nbackend: eccl\n"
+            "visible_env: [TOPS_VISIBLE_DEVICES]\n"
+            "devices: {pattern: 'gcu([0-9]+)'}\n"
+            "env: {ECCL_SOCKET_IFNAME: ib0}\nauto_order: 10\n");
   auto catalog = LoadProfileCatalog({etc.path(), share.path()}, files);
   REQUIRE(catalog.ok());
   auto gcu = FindProfile(*catalog, "gcu");
   REQUIRE(gcu.ok());
   CHECK(gcu->source == etc.path() + "/gcu-site.yaml");
-  CHECK(gcu->env == std::vector<std::pair<std::string, std::string>>{{"ECCL_SOCKET_IFNAME", "ib0"}});
+  CHECK(gcu->env ==
+        std::vector<std::pair<std::string, std::string>>{{"ECCL_SOCKET_IFNAME", "ib0"}});
   auto site = FindProfile(*catalog, "snpu");
   REQUIRE(site.ok());
   CHECK(site->name == "site-npu");
@@ -78,8 +81,9 @@ TEST_CASE("profile catalog: a broken file is an error naming it", "[profile_cata
 TEST_CASE("profile catalog: --device finds the site's profile through GCULAUNCH_PROFILE_PATH",
           "[profile_catalog]") {
   TempDir etc;
-  etc.Write("site.yaml", "name: site-cpu\naliases: [site]\nbackend: gloo\n"
-                         "env: {SITE_TUNING: '1'}\n");
+  etc.Write("site.yaml",
+            "name: site-cpu\naliases: [site]\nbackend: gloo\n"
+            "env: {SITE_TUNING: '1'}\n");
   FakeDeviceProbe probe;
   LocalFileAccess files;
   EnvMap env{{"PATH", "/usr/bin:/bin"}, {"GCULAUNCH_PROFILE_PATH", etc.path()}};

@@ -1,7 +1,6 @@
 #include "launcher/python_shim.h"
 
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -69,9 +68,9 @@ TEST_CASE("python shim: written into the run's directory", "[python_shim]") {
   tmp.Write("file-in-the-way", "x");
   Status blocked = WritePythonShim(tmp.path() + "/file-in-the-way/python-shim");
   REQUIRE_FALSE(blocked.ok());
-  CHECK(blocked.error().what.rfind("--python-shim: cannot create '" + tmp.path() +
-                                       "/file-in-the-way/python-shim': ",
-                                   0) == 0);
+  CHECK(blocked.error().what.rfind(
+            "--python-shim: cannot create '" + tmp.path() + "/file-in-the-way/python-shim': ", 0) ==
+        0);
 }
 
 TEST_CASE("python shim: the ranks' variables", "[python_shim]") {
@@ -79,8 +78,8 @@ TEST_CASE("python shim: the ranks' variables", "[python_shim]") {
   f.probe.AddCards("enflame-gcu", "gcu", {0, 1});
   SECTION("GCU: the shim first on PYTHONPATH, torch_gcu as the vendor module") {
     f.env.Set("PYTHONPATH", "/opt/project");
-    const LaunchSpec spec = f.Spec({"--device", "gcu", "--nproc-per-node", "2", "--python-shim",
-                                    "train.py"});
+    const LaunchSpec spec =
+        f.Spec({"--device", "gcu", "--nproc-per-node", "2", "--python-shim", "train.py"});
     const EnvMap rank = f.Rank(spec, 1);
     CHECK(rank.GetOr("PYTHONPATH", "") == "/scratch/gl-run/python-shim:/opt/project");
     CHECK(rank.GetOr("GCULAUNCH_SHIM_PARENT", "") == "4242");
@@ -102,8 +101,8 @@ TEST_CASE("python shim: the ranks' variables", "[python_shim]") {
     CHECK(rank.GetOr("GCULAUNCH_SHIM_VISIBLE_ENV", "-") == "");
   }
   SECTION("CUDA keeps torch.cuda as it is") {
-    const LaunchSpec spec = f.Spec({"--device", "cuda", "--nproc-per-node", "2", "--dry-run",
-                                    "--python-shim", "train.py"});
+    const LaunchSpec spec = f.Spec(
+        {"--device", "cuda", "--nproc-per-node", "2", "--dry-run", "--python-shim", "train.py"});
     CHECK(f.Rank(spec).GetOr("GCULAUNCH_SHIM_PATCH_CUDA", "") == "0");
   }
   SECTION("without --python-shim nothing of it, even when inherited") {
@@ -119,9 +118,8 @@ TEST_CASE("python shim: the ranks' variables", "[python_shim]") {
 TEST_CASE("python shim: the dry run shows the PYTHONPATH change and notes the shim",
           "[python_shim]") {
   Fixture f;
-  const LaunchSpec spec =
-      f.Spec({"--device", "cpu", "--nproc-per-node", "2", "--python-shim", "--dry-run",
-              "train.py"});
+  const LaunchSpec spec = f.Spec(
+      {"--device", "cpu", "--nproc-per-node", "2", "--python-shim", "--dry-run", "train.py"});
   const std::string text = RenderDryRun(spec, f.env);
   CHECK(text.find("    PYTHONPATH='<temporary directory created at launch>/python-shim'\n") !=
         std::string::npos);
@@ -150,10 +148,10 @@ TEST_CASE("python shim: flag errors", "[python_shim]") {
   CHECK(error({"--device", "cpu", "--no-backend-fallback", "train.py"}) ==
         "gculaunch: --no-backend-fallback only applies with --python-shim (fix: add "
         "--python-shim, or drop --no-backend-fallback)");
-  CHECK(error({"--device", "cpu", "--python-shim", "--env", "GCULAUNCH_SHIM_PARENT=1",
-               "train.py"}) ==
-        "gculaunch: --env GCULAUNCH_SHIM_PARENT=1: GCULAUNCH_SHIM_PARENT is set by gculaunch "
-        "for each rank (fix: it belongs to --python-shim (and --no-backend-fallback))");
+  CHECK(
+      error({"--device", "cpu", "--python-shim", "--env", "GCULAUNCH_SHIM_PARENT=1", "train.py"}) ==
+      "gculaunch: --env GCULAUNCH_SHIM_PARENT=1: GCULAUNCH_SHIM_PARENT is set by gculaunch "
+      "for each rank (fix: it belongs to --python-shim (and --no-backend-fallback))");
   f.env.Set("PET_PYTHON_SHIM", "1");
   CHECK(f.Spec({"--device", "cpu", "train.py"}).python_shim);
 }
