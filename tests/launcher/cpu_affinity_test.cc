@@ -233,7 +233,7 @@ class NoCpuProbe : public FileSystemDeviceProbe {
   std::vector<int> AllowedCpus() const override { return {}; }
 };
 
-TEST_CASE("cpu affinity: none plans nothing; no CPU at all is an error", "[cpu_affinity]") {
+TEST_CASE("cpu affinity: none plans nothing, no CPU at all is an error", "[cpu_affinity]") {
   Host host;
   CHECK(Plan(host, CpuAffinity::kNone, 4, {}).rank_cpus.empty());
   NoCpuProbe probe;
