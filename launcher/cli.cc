@@ -11,6 +11,7 @@
 
 #include "launcher/device_profile.h"
 #include "launcher/one_line.h"
+#include "launcher/text.h"
 
 // The CLI11 adapter.  CLI11 only splits the command line into raw strings
 // (it is told every value is TEXT); the PET_* fallback and all value checks
@@ -193,13 +194,6 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 bool HasSpace(const std::string& text) {
   return std::any_of(text.begin(), text.end(),
                      [](unsigned char c) { return std::isspace(c) != 0; });
-}
-
-bool IsEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) != 0 || c == '_';
-  });
 }
 
 bool IsRunId(const std::string& id) {
@@ -502,22 +496,6 @@ void SetBool(const FlagDef& def, bool value, CliOptions& o) {
   if (name == "no-backend-fallback") o.no_backend_fallback = value;
   if (name == "no-agent-store") o.no_agent_store = value;
   if (name == "dry-run") o.dry_run = value;
-}
-
-// Levenshtein distance, for "did you mean" hints on unknown flags.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 Error UnknownFlag(const std::string& arg) {

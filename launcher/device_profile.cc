@@ -19,6 +19,7 @@
 
 #include "launcher/cpu_list.h"
 #include "launcher/one_line.h"
+#include "launcher/text.h"
 
 // This file is the yaml-cpp adapter: every yaml-cpp exception is caught in
 // ParseDeviceProfile and turned into an Error naming the file and line.
@@ -46,13 +47,6 @@ std::string JoinKeys(const char* const (&keys)[N]) {
 template <size_t N>
 bool IsKnown(const std::string& key, const char* const (&keys)[N]) {
   return std::any_of(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; });
-}
-
-bool IsEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
 }
 
 bool IsProfileName(const std::string& name) {

@@ -9,6 +9,7 @@
 
 #include "launcher/cli.h"
 #include "launcher/one_line.h"
+#include "launcher/text.h"
 
 // The yaml-cpp adapter for job files: yaml-cpp exceptions are caught in
 // ParseJobFile and become Errors naming the file and line.
@@ -17,27 +18,6 @@ namespace gculaunch {
 namespace {
 
 constexpr const char* kConfigMarker = "{config}";
-
-bool IsEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; });
-}
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The flag names a job file can use, in the '_' spelling.
 const std::vector<std::string>& KnownKeys() {
