@@ -11,6 +11,7 @@
 
 #include "launcher/device_profile.h"
 #include "launcher/one_line.h"
+#include "launcher/text.h"
 
 // The CLI11 adapter.  CLI11 only splits the command line into raw strings
 // (it is told every value is TEXT); the PET_* fallback and all value checks
@@ -82,6 +83,16 @@ constexpr FlagDef kFlags[] = {
      "accepted: LOCAL_RANK is always in the environment"},
     {"local-rank-arg", "", Kind::kBool, "", "Program",
      "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)"},
+    {"python-shim", "", Kind::kBool, "", "Program",
+     "load gculaunch's sitecustomize in each rank: init_process_group with the device's "
+     "backend before your code, torch.cuda.set_device & co. redirected to the vendor module "
+     "on non-CUDA devices, gloo if the backend is missing (for MMEngine and other CUDA-minded "
+     "code)"},
+    {"no-backend-fallback", "", Kind::kBool, "", "Program",
+     "with --python-shim: a missing backend stops the rank instead of falling back to gloo"},
+    {"job", "", Kind::kValue, "FILE.yaml", "Program",
+     "a job file: script, args, flags, env and a training config per card count; flags and "
+     "PET_* variables override it; SCRIPT may then be left out"},
     // devices
     {"device", "", Kind::kValue, "NAME|auto|PATH.yaml", "Devices",
      "device profile: gcu, cuda, cpu, ascend, mlu, rocm, auto (first whose cards exist, else "
@@ -89,6 +100,10 @@ constexpr FlagDef kFlags[] = {
     {"bind", "", Kind::kValue, "all|rank", "Devices",
      "all: every rank sees the whole card pool (as torchrun); rank: each rank sees only its "
      "card; default all"},
+    {"cpu-affinity", "", Kind::kValue, "none|numa|spread", "Devices",
+     "pin each rank to CPUs: numa: its card's NUMA node, split fairly among the ranks there; "
+     "spread: all CPUs split fairly; also sets OMP_NUM_THREADS to the rank's share unless you "
+     "set it; default none"},
     {"env", "", Kind::kRepeat, "KEY=VALUE", "Devices",
      "set a variable for every rank (repeatable; overrides your environment and the profile)"},
     {"sysroot", "", Kind::kValue, "DIR", "Devices",
@@ -131,9 +146,13 @@ std::string Underscored(std::string_view name) {
   return out;
 }
 
-// "--nnodes 4" or "PET_NNODES=4": how to write `value` for this source.
+// "--nnodes 4", "PET_NNODES=4" or, for a job file's "job.yaml:3: nnodes",
+// "nnodes: 4": how to write `value` for this source.
 std::string Example(const std::string& source, const std::string& value) {
-  return source.rfind("PET_", 0) == 0 ? source + "=" + value : source + " " + value;
+  if (source.rfind("PET_", 0) == 0) return source + "=" + value;
+  if (source.rfind("--", 0) == 0) return source + " " + value;
+  const size_t key = source.rfind(": ");
+  return (key == std::string::npos ? source : source.substr(key + 2)) + ": " + value;
 }
 
 Error BadValue(const std::string& source, const std::string& value, const std::string& problem,
@@ -177,13 +196,6 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 bool HasSpace(const std::string& text) {
   return std::any_of(text.begin(), text.end(),
                      [](unsigned char c) { return std::isspace(c) != 0; });
-}
-
-bool IsEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) != 0 || c == '_';
-  });
 }
 
 bool IsRunId(const std::string& id) {
@@ -409,6 +421,8 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
     o.role = value;
   } else if (name == "python") {
     o.python = value;
+  } else if (name == "job") {
+    o.job = value;
   } else if (name == "log-dir") {
     o.log_dir = value;
   } else if (name == "summary-json") {
@@ -436,13 +450,23 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
       return BadValue(source, value, "expected all or rank", "rank");
     }
     o.bind = value == "all" ? DeviceBind::kAll : DeviceBind::kRank;
+  } else if (name == "cpu-affinity") {
+    if (value == "none") {
+      o.cpu_affinity = CpuAffinity::kNone;
+    } else if (value == "numa") {
+      o.cpu_affinity = CpuAffinity::kNuma;
+    } else if (value == "spread") {
+      o.cpu_affinity = CpuAffinity::kSpread;
+    } else {
+      return BadValue(source, value, "expected none, numa or spread", "numa");
+    }
   } else if (name == "stdin") {
     if (value != "null" && value != "rank0") {
       return BadValue(source, value, "expected null or rank0", "rank0");
     }
     o.stdin_mode = value == "null" ? StdinMode::kNull : StdinMode::kRank0;
   } else if (name == "format") {
-    if (value == "table") {
+    if (value == "table" || value == "text") {
       o.format = DryRunFormat::kTable;
     } else if (value == "json") {
       o.format = DryRunFormat::kJson;
@@ -476,24 +500,10 @@ void SetBool(const FlagDef& def, bool value, CliOptions& o) {
   if (name == "no-python") o.no_python = value;
   if (name == "use-env") o.use_env = value;
   if (name == "local-rank-arg") o.local_rank_arg = value;
+  if (name == "python-shim") o.python_shim = value;
+  if (name == "no-backend-fallback") o.no_backend_fallback = value;
   if (name == "no-agent-store") o.no_agent_store = value;
   if (name == "dry-run") o.dry_run = value;
-}
-
-// Levenshtein distance, for "did you mean" hints on unknown flags.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 Error UnknownFlag(const std::string& arg) {
@@ -637,7 +647,8 @@ bool CliOptions::FromCommandLine(std::string_view name) const {
 
 namespace {
 
-Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env) {
+Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
+                        const CliParseMode& mode) {
   CLI::App app(kDescription, "gculaunch");
   bool version = false;
   std::map<std::string, std::string> values;
@@ -674,13 +685,17 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env)
   CliOptions& o = result.options;
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (rest.empty()) {
+  // With a job file the script may come from the file (MakeLaunchSpec merges it).
+  const bool has_job = options["job"]->count() > 0 || !env.GetOr(PetName("job"), "").empty();
+  if (rest.empty() && !mode.script_optional && !has_job) {
     return Error{"no SCRIPT given",
                  "gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see gculaunch --help"};
   }
-  if (rest.front().size() > 1 && rest.front()[0] == '-') return UnknownFlag(rest.front());
-  o.script = rest.front();
-  o.script_args.assign(rest.begin() + 1, rest.end());
+  if (!rest.empty()) {
+    if (rest.front().size() > 1 && rest.front()[0] == '-') return UnknownFlag(rest.front());
+    o.script = rest.front();
+    o.script_args.assign(rest.begin() + 1, rest.end());
+  }
 
   for (const FlagDef& def : kFlags) {
     const bool on_command_line = options[def.name]->count() > 0;
@@ -724,8 +739,55 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env)
 
 }  // namespace
 
-Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env) {
-  auto result = Parse(args, env);
+std::optional<std::string> CanonicalFlagName(std::string_view name) {
+  for (const FlagDef& def : kFlags) {
+    if (name == def.name || name == Underscored(def.name)) return std::string(def.name);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> CanonicalFlagNames() {
+  std::vector<std::string> names;
+  for (const FlagDef& def : kFlags) names.emplace_back(def.name);
+  return names;
+}
+
+Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,
+                     CliOptions& options) {
+  const FlagDef* def = nullptr;
+  for (const FlagDef& candidate : kFlags) {
+    if (flag == candidate.name) def = &candidate;
+  }
+  if (def == nullptr) {
+    return Error{"internal error: '" + std::string(flag) + "' is not a flag",
+                 "please report this as a gculaunch bug"};
+  }
+  options.given[def->name] = source;
+  Status applied = OkStatus();
+  switch (def->kind) {
+    case Kind::kBool: {
+      auto on = ParseBoolText(value);
+      if (!on) {
+        return Error{source + " '" + value + "': expected true or false",
+                     "e.g. " + Example(source, "true")};
+      }
+      SetBool(*def, *on, options);
+      break;
+    }
+    case Kind::kValue:
+      applied = ApplyValue(*def, source, value, options);
+      break;
+    case Kind::kRepeat:
+      applied = ApplyEnv(source, value, options);
+      break;
+  }
+  if (!applied.ok()) return OneLine(applied.error());
+  return OkStatus();
+}
+
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
+                          const CliParseMode& mode) {
+  auto result = Parse(args, env, mode);
   if (!result.ok()) return OneLine(result.error());
   return result;
 }

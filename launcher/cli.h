@@ -78,14 +78,22 @@ struct CliOptions {
   bool module = false;          ///< -m: SCRIPT is a module name
   bool no_python = false;
   std::optional<std::string> python;
+  std::optional<std::string> job;  ///< --job FILE: merged by MakeLaunchSpec (job_file.h)
+  /// Filled from a job file's `configs:` (job_file.h): total card count (world
+  /// size) -> training config, substituted for "{config}" in SCRIPT_ARGS.
+  std::map<int, std::string> job_configs;
+  std::string job_configs_source;  ///< "job.yaml:12" (the configs: key), for messages
   bool use_env = false;         ///< accepted; gculaunch always passes LOCAL_RANK in the environment
   bool local_rank_arg = false;
+  bool python_shim = false;           ///< --python-shim (python_shim.h)
+  bool no_backend_fallback = false;   ///< --no-backend-fallback
   std::optional<std::string> log_dir;
   std::optional<StdStreams> tee;
   std::optional<StdStreams> redirects;
   std::optional<std::vector<int>> local_ranks_filter;
   std::optional<std::string> device;
   std::optional<DeviceBind> bind;
+  std::optional<CpuAffinity> cpu_affinity;  ///< --cpu-affinity none|numa|spread
   std::vector<std::pair<std::string, std::string>> env;  ///< --env KEY=VALUE, in order
   std::optional<double> grace_period;
   std::optional<StdinMode> stdin_mode;
@@ -96,7 +104,8 @@ struct CliOptions {
   std::optional<DryRunFormat> format;
   std::optional<std::string> sysroot;  ///< prefix for /dev and /sys look-ups (tests, preflight)
 
-  std::string script;                    ///< SCRIPT (or the module with -m); non-empty
+  /// SCRIPT (or the module with -m); empty only with CliParseMode::script_optional.
+  std::string script;
   std::vector<std::string> script_args;  ///< everything after SCRIPT, untouched
 
   /// Canonical long name without dashes ("nproc-per-node") -> where it came
@@ -123,9 +132,32 @@ struct CliResult {
   CliOptions options;
 };
 
+/// Variations of the command line for subcommands that reuse the launch flags.
+struct CliParseMode {
+  /// SCRIPT may be missing (`gculaunch check`); CliOptions::script is then empty.
+  bool script_optional = false;
+};
+
 /// Parses the arguments after argv[0].  `env` supplies the PET_* fallbacks
 /// (and nothing else).  Errors are one line ("--bind 'cards': expected all or
 /// rank"); the caller prints Error::Format() and exits with exit_code::kUsage.
-Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env);
+/// (--format also accepts `text` as another name for `table`.)
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
+                           const CliParseMode& mode = {});
+
+/// The canonical name ("nproc-per-node") of a flag written without dashes in
+/// either spelling ("nproc_per_node"); nullopt if there is no such flag.
+std::optional<std::string> CanonicalFlagName(std::string_view name);
+
+/// Every flag's canonical name, in help order (without --help and --version).
+std::vector<std::string> CanonicalFlagNames();
+
+/// Applies one flag whose value comes as text from another source (a job
+/// file), with the command line's checks and messages; `source` names it in
+/// messages ("job.yaml:7: nproc_per_node") and is recorded in `given`.
+/// Booleans take true/false (or an integer); "env" takes one KEY=VALUE.
+/// REQUIRES: `flag` is canonical (CanonicalFlagName).
+Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,
+                     CliOptions& options);
 
 }  // namespace gculaunch

@@ -1,6 +1,8 @@
 #include "launcher/device_profile.h"
 
 #include <sched.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,7 +17,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "launcher/cpu_list.h"
 #include "launcher/one_line.h"
+#include "launcher/text.h"
 
 // This file is the yaml-cpp adapter: every yaml-cpp exception is caught in
 // ParseDeviceProfile and turned into an Error naming the file and line.
@@ -43,13 +47,6 @@ std::string JoinKeys(const char* const (&keys)[N]) {
 template <size_t N>
 bool IsKnown(const std::string& key, const char* const (&keys)[N]) {
   return std::any_of(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; });
-}
-
-bool IsEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
 }
 
 bool IsProfileName(const std::string& name) {
@@ -386,6 +383,57 @@ std::vector<DeviceFile> FileSystemDeviceProbe::FindDevices(const DeviceProfile& 
 bool FileSystemDeviceProbe::Exists(const std::string& path) const {
   std::error_code ec;
   return std::filesystem::exists(root_ + path, ec);
+}
+
+std::vector<int> DeviceProbe::AllowedCpus() const {
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CpuCount(); ++cpu) cpus.push_back(cpu);
+  return cpus;
+}
+
+std::optional<std::string> FileSystemDeviceProbe::ReadFile(const std::string& path) const {
+  std::ifstream in(root_ + path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream content;
+  content << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return content.str();
+}
+
+std::vector<std::string> FileSystemDeviceProbe::ListDir(const std::string& path) const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(root_ + path, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::optional<std::pair<unsigned, unsigned>> FileSystemDeviceProbe::CharDeviceNumber(
+    const std::string& path) const {
+  struct stat st {};
+  if (::stat((root_ + path).c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
+  return std::make_pair(major(st.st_rdev), minor(st.st_rdev));
+}
+
+std::vector<int> FileSystemDeviceProbe::AllowedCpus() const {
+  if (root_ == "/" || root_.empty()) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      std::vector<int> cpus;
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+      }
+      if (!cpus.empty()) return cpus;
+    }
+    return DeviceProbe::AllowedCpus();
+  }
+  if (auto text = ReadFile("/sys/devices/system/cpu/online")) {
+    if (auto cpus = ParseCpuList(*text); cpus && !cpus->empty()) return *cpus;
+  }
+  return DeviceProbe::AllowedCpus();
 }
 
 int FileSystemDeviceProbe::CpuCount() const {

@@ -13,6 +13,7 @@
 // Thread safety: plain values; a DeviceProbe is used from one thread.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,6 +78,26 @@ class DeviceProbe {
   virtual bool Exists(const std::string& path) const = 0;
   /// Number of online CPUs (for --nproc-per-node cpu/auto).
   virtual int CpuCount() const = 0;
+
+  // Generic read-only look-ups below the same root, for the preflight check
+  // (ld.so.cache, library directories, network interfaces) and CPU affinity
+  // (NUMA nodes, CPU lists).  The defaults answer "nothing there", so a probe
+  // that only knows about cards stays valid.
+
+  /// The content of the file `path` (bytes, not only text); nullopt if it cannot be read.
+  virtual std::optional<std::string> ReadFile(const std::string& /*path*/) const {
+    return std::nullopt;
+  }
+  /// The entry names of directory `path`, sorted; empty if it cannot be read.
+  virtual std::vector<std::string> ListDir(const std::string& /*path*/) const { return {}; }
+  /// The (major, minor) numbers of `path` when it is a character device file.
+  virtual std::optional<std::pair<unsigned, unsigned>> CharDeviceNumber(
+      const std::string& /*path*/) const {
+    return std::nullopt;
+  }
+  /// The CPUs a rank started by this process may run on, ascending.  Default:
+  /// 0..CpuCount()-1.
+  virtual std::vector<int> AllowedCpus() const;
 };
 
 /// The real probe: paths are looked up below `root` ("/" by default).
@@ -86,6 +107,13 @@ class FileSystemDeviceProbe : public DeviceProbe {
   std::vector<DeviceFile> FindDevices(const DeviceProfile& profile) const override;
   bool Exists(const std::string& path) const override;
   int CpuCount() const override;
+  std::optional<std::string> ReadFile(const std::string& path) const override;
+  std::vector<std::string> ListDir(const std::string& path) const override;
+  std::optional<std::pair<unsigned, unsigned>> CharDeviceNumber(
+      const std::string& path) const override;
+  /// Root "/": this process's affinity mask (a container's cpuset).  Any
+  /// other root (a fake tree): <root>/sys/devices/system/cpu/online, else the default.
+  std::vector<int> AllowedCpus() const override;
 
  private:
   std::string root_;

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/cpu_list.h"
+
 namespace gculaunch {
 namespace {
 
@@ -149,6 +151,11 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
     out += "rank " + std::to_string(view.rank) + " (local rank " +
            std::to_string(view.local_rank) + "):\n";
     out += "  argv: " + CommandLine(view.argv) + "\n";
+    if (static_cast<size_t>(view.local_rank) < spec.rank_cpus.size()) {
+      const auto rank = static_cast<size_t>(view.local_rank);
+      out += "  cpus: " + FormatCpuList(spec.rank_cpus[rank]) + " (" + spec.rank_cpus_where[rank] +
+             ")\n";
+    }
     out += "  env:\n";
     for (const auto& [key, value] : view.env) out += "    " + key + "=" + ShellWord(value) + "\n";
   }
@@ -159,7 +166,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
 
 RankRuntime DryRunRuntime(const LaunchSpec& spec) {
   return ResolveRankRuntime(spec, LaunchChoices{kPortPlaceholder, kRunIdPlaceholder,
-                                                kScratchPlaceholder});
+                                                kScratchPlaceholder, kLauncherPidPlaceholder});
 }
 
 std::string ShellQuote(std::string_view text) {

@@ -24,6 +24,7 @@
 #include "launcher/job_protocol.h"
 #include "launcher/node_agent.h"
 #include "launcher/output_writer.h"
+#include "launcher/python_shim.h"
 #include "launcher/rank_output.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/free_port.h"
@@ -68,6 +69,9 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
     r.argv = BuildRankArgv(spec_, lr);
     r.env = BuildRankEnv(spec_, base_, lr, restart_count, runtime_).ToStrings();
     r.error_file = RankErrorFile(runtime_, restart_count, lr);
+    if (static_cast<size_t>(lr) < spec_.rank_cpus.size()) {
+      r.cpus = spec_.rank_cpus[static_cast<size_t>(lr)];
+    }
 
     // A fresh attempt directory; an error file found there is stale (an
     // earlier run with the same --log-dir and run id) and goes.
@@ -232,6 +236,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
   // ---- launch-time choices ----
   LaunchChoices choices;
   choices.generated_run_id = spec.run_id.empty() ? NewRunId() : spec.run_id;
+  choices.launcher_pid = std::to_string(::getpid());  // the ranks' parent (--python-shim)
   // The agent store's port is bound now and kept (port 0: the free port the
   // kernel picked is the one the ranks get), after the guardian fork so that
   // the guardian never holds it.
@@ -276,6 +281,13 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
       layout.replace(at, placeholder.size(), runtime.master_port);
     }
     log.info("{}", layout);
+  }
+  if (spec.python_shim) {
+    // Once per run; every attempt's ranks load it from there.
+    if (Status written = WritePythonShim(PythonShimDir(runtime)); !written.ok()) {
+      PrintError(written.error());
+      return exit_code::kUsage;
+    }
   }
   if (!spec.omp_num_threads_default.empty()) {
     log.info("OMP_NUM_THREADS={} for every rank (not set in the environment; set it to choose)",

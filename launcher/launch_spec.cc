@@ -8,13 +8,16 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "launcher/cli.h"
+#include "launcher/job_file.h"
 #include "launcher/one_line.h"
 #include "launcher/platform.h"
+#include "launcher/profile_catalog.h"
 #include "launcher/rank_env.h"
 
 namespace gculaunch {
@@ -93,7 +96,8 @@ class SpecBuilder {
   Result<LaunchSpec> Build() {
     for (Status (SpecBuilder::*step)() :
          {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::Device,
-          &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards, &SpecBuilder::Program,
+          &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards, &SpecBuilder::Affinity,
+          &SpecBuilder::Program,
           &SpecBuilder::Environment, &SpecBuilder::Output}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
@@ -281,17 +285,21 @@ class SpecBuilder {
   Status Device() {
     const std::string value = o_.device.value_or("auto");
     const std::string source = o_.Source("device");
+    auto catalog = LoadProfileCatalog(ProfileSearchPath(env_), files_);
+    if (!catalog.ok()) return catalog.error();
     if (value == "auto") {
-      for (const DeviceProfile& candidate : BuiltinDeviceProfiles()) {
+      for (const DeviceProfile& candidate : catalog->profiles) {
         if (!candidate.has_devices()) continue;
         const size_t count = probe_.FindDevices(candidate).size();
         if (count == 0) continue;
         spec_.profile = candidate;
         Note("device " + candidate.name + ": --device auto found " + std::to_string(count) +
              " device files " + DescribeDeviceFiles(candidate));
+        NoteProfileFile();
         return OkStatus();
       }
-      auto cpu = FindBuiltinProfile("cpu");
+      auto cpu = FindProfile(*catalog, "cpu");
+      if (!cpu.ok()) cpu = FindBuiltinProfile("cpu");
       spec_.profile = std::move(*cpu);
       Note("device cpu: --device auto found no accelerator device files");
       return OkStatus();
@@ -302,7 +310,7 @@ class SpecBuilder {
       auto text = files_.ReadTextFile(value);
       if (!text.ok()) {
         return Error{source + ": " + text.error().what,
-                     "give an existing profile file, or one of " + BuiltinProfileNames()};
+                     "give an existing profile file, or one of " + ProfileNames(*catalog)};
       }
       auto profile = ParseDeviceProfile(*text, value);
       if (!profile.ok()) return profile.error();
@@ -310,12 +318,20 @@ class SpecBuilder {
       Note("device " + spec_.profile.name + " from " + value);
       return OkStatus();
     }
-    auto profile = FindBuiltinProfile(value);
+    auto profile = FindProfile(*catalog, value);
     if (!profile.ok()) {
       return Error{source + " '" + value + "': " + profile.error().what, profile.error().hint};
     }
     spec_.profile = std::move(*profile);
+    NoteProfileFile();
     return OkStatus();
+  }
+
+  // A profile from a profile directory (not compiled in) is worth a note.
+  void NoteProfileFile() {
+    if (spec_.profile.source != "built-in" && !spec_.profile.source.empty()) {
+      Note("device profile " + spec_.profile.name + " from " + spec_.profile.source);
+    }
   }
 
   bool UsesCards() const {
@@ -480,6 +496,41 @@ class SpecBuilder {
     return OkStatus();
   }
 
+  // The card (device file) each local rank uses, for --cpu-affinity numa.
+  std::vector<std::optional<DeviceFile>> RankCards() const {
+    std::vector<std::optional<DeviceFile>> cards(static_cast<size_t>(spec_.nproc_per_node));
+    const auto& pool = spec_.device_pool;
+    if (pool.empty() || !spec_.profile.has_devices()) return cards;
+    const std::vector<DeviceFile> found = probe_.FindDevices(spec_.profile);
+    for (int rank = 0; rank < spec_.nproc_per_node; ++rank) {
+      const size_t slot = spec_.bind == DeviceBind::kRank
+                              ? static_cast<size_t>(rank)
+                              : static_cast<size_t>(rank) % pool.size();
+      if (slot >= pool.size()) continue;
+      const std::string& id = pool[slot];
+      // Card ids that are not small numbers (DRS-<uuid>) name no device file.
+      if (id.empty() || id.size() > 6 || !std::all_of(id.begin(), id.end(), [](unsigned char c) {
+            return std::isdigit(c) != 0;
+          })) {
+        continue;
+      }
+      const size_t index = std::stoul(id);
+      if (index < found.size()) cards[static_cast<size_t>(rank)] = found[index];
+    }
+    return cards;
+  }
+
+  Status Affinity() {
+    spec_.cpu_affinity = o_.cpu_affinity.value_or(CpuAffinity::kNone);
+    if (spec_.cpu_affinity == CpuAffinity::kNone) return OkStatus();
+    auto plan = PlanCpuAffinity(spec_.cpu_affinity, spec_.nproc_per_node, RankCards(), probe_);
+    if (!plan.ok()) return plan.error();
+    spec_.rank_cpus = std::move(plan->rank_cpus);
+    spec_.rank_cpus_where = std::move(plan->rank_where);
+    for (std::string& note : plan->notes) Note(std::move(note));
+    return OkStatus();
+  }
+
   std::string SearchPath() const {
     for (const auto& [key, value] : o_.env) {
       if (key == "PATH") return value;  // the ranks' PATH, as the exec would see it
@@ -541,9 +592,45 @@ class SpecBuilder {
       if (o_.module) argv.push_back("-m");
       argv.push_back(o_.script);
     }
+    if (Status ok = PythonShim(); !ok.ok()) return ok;
     // torch.distributed.launch put --local_rank right after the script.
     if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
-    argv.insert(argv.end(), o_.script_args.begin(), o_.script_args.end());
+    // A job file's config for this card count replaces "{config}".
+    std::string config_note;
+    auto args = SelectConfig(o_, spec_.world_size, spec_.nnodes, spec_.nproc_per_node,
+                             &config_note);
+    if (!args.ok()) return args.error();
+    if (!config_note.empty()) Note(config_note);
+    argv.insert(argv.end(), args->begin(), args->end());
+    return OkStatus();
+  }
+
+  Status PythonShim() {
+    if (o_.no_backend_fallback && !o_.python_shim) {
+      return Error{o_.Source("no-backend-fallback") + " only applies with --python-shim",
+                   "add --python-shim, or drop --no-backend-fallback"};
+    }
+    spec_.python_shim = o_.python_shim;
+    spec_.backend_fallback = !o_.no_backend_fallback;
+    if (!o_.python_shim) return OkStatus();
+    const DeviceProfile& profile = spec_.profile;
+    std::string note = "--python-shim: each rank loads gculaunch's sitecustomize (first on "
+                       "PYTHONPATH), which calls init_process_group('" + profile.backend + "')";
+    if (profile.backend != "nccl") {
+      note += profile.python_module.empty()
+                  ? ", makes torch.cuda.set_device/current_device/device_count harmless"
+                  : ", sends torch.cuda.set_device/current_device/device_count to " +
+                        profile.python_module;
+    }
+    note += spec_.backend_fallback ? " and falls back to gloo if '" + profile.backend +
+                                         "' is missing; it acts only in the ranks themselves"
+                                   : "; a missing '" + profile.backend +
+                                         "' stops the rank (--no-backend-fallback)";
+    Note(note);
+    if (o_.no_python) {
+      Note("--python-shim with --no-python: the shim acts only if SCRIPT execs Python itself "
+           "(the interpreter's parent must be gculaunch)");
+    }
     return OkStatus();
   }
 
@@ -559,6 +646,10 @@ class SpecBuilder {
     if (var == "TORCHELASTIC_USE_AGENT_STORE") return "use --no-agent-store for False";
     if (var == "TORCHELASTIC_ERROR_FILE") return "use --log-dir to choose where error files go";
     if (var == "TORCHELASTIC_RESTART_COUNT") return "it counts restarts; use --max-restarts";
+    if (var == "GCULAUNCH_CPUS") return "use --cpu-affinity numa or spread";
+    if (var.rfind("GCULAUNCH_SHIM_", 0) == 0) {
+      return "it belongs to --python-shim (and --no-backend-fallback)";
+    }
     if (!profile.visible_env.empty() &&
         std::find(profile.visible_env.begin(), profile.visible_env.end(), var) !=
             profile.visible_env.end()) {
@@ -582,7 +673,11 @@ class SpecBuilder {
     bool has_omp = env_.Has("OMP_NUM_THREADS");
     for (const auto& [key, value] : o_.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
     for (const auto& [key, value] : spec_.profile.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
-    if (!has_omp && spec_.nproc_per_node > 1) {
+    if (!has_omp && spec_.cpu_affinity != CpuAffinity::kNone) {
+      Note("OMP_NUM_THREADS = each rank's CPU count (--cpu-affinity " +
+           std::string(CpuAffinityName(spec_.cpu_affinity)) +
+           "; set OMP_NUM_THREADS to choose another value)");
+    } else if (!has_omp && spec_.nproc_per_node > 1) {
       spec_.omp_num_threads_default = "1";
       Note("OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one rank per "
            "node; set OMP_NUM_THREADS to choose another value)");
@@ -654,22 +749,66 @@ bool IsExecutableFile(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// --job: the file's settings merged below the command line and PET_*
+// (job_file.h), before anything else looks at the options (the platform
+// layer included: a job file's values count as given).
+struct MergedOptions {
+  CliOptions options;
+  std::vector<std::string> notes;
+};
+
+Result<MergedOptions> MergeJobFile(const CliOptions& options, const FileAccess& files) {
+  MergedOptions merged{options, {}};
+  if (!options.job) return merged;
+  auto text = files.ReadTextFile(*options.job);
+  if (!text.ok()) {
+    return OneLine(Error{options.Source("job") + ": " + text.error().what,
+                         "give the path of an existing job file"});
+  }
+  auto job = ParseJobFile(*text, *options.job);
+  if (!job.ok()) return job.error();
+  auto notes = ApplyJobFile(*job, merged.options);
+  if (!notes.ok()) return notes.error();
+  merged.notes = std::move(*notes);
+  if (merged.options.script.empty()) {
+    return OneLine(Error{"no SCRIPT given: neither the command line nor " + *options.job +
+                             " names one",
+                         "add script: to the job file, or give SCRIPT after the flags"});
+  }
+  return merged;
+}
+
+Result<LaunchSpec> BuildSpec(const MergedOptions& merged, const EnvMap& env,
+                             const DeviceProbe& probe, const FileAccess& files,
+                             const PlatformInfo& platform) {
+  auto spec = SpecBuilder(merged.options, env, probe, files, platform).Build();
+  if (!spec.ok()) return OneLine(spec.error());
+  spec->notes.insert(spec->notes.begin(), merged.notes.begin(), merged.notes.end());
+  for (std::string& note : spec->notes) note = OneLine(note);
+  for (std::string& warning : spec->warnings) warning = OneLine(warning);
+  spec->layout = OneLine(spec->layout);
+  return spec;
+}
+
+}  // namespace
+
 Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files) {
-  auto platform = ReadPlatform(env, options);
+  auto merged = MergeJobFile(options, files);
+  if (!merged.ok()) return merged.error();
+  auto platform = ReadPlatform(env, merged->options);
   if (!platform.ok()) return OneLine(platform.error());
-  return MakeLaunchSpec(options, env, probe, files, *platform);
+  return BuildSpec(*merged, env, probe, files, *platform);
 }
 
 Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
                                   const PlatformInfo& platform) {
-  auto spec = SpecBuilder(options, env, probe, files, platform).Build();
-  if (!spec.ok()) return OneLine(spec.error());
-  for (std::string& note : spec->notes) note = OneLine(note);
-  for (std::string& warning : spec->warnings) warning = OneLine(warning);
-  spec->layout = OneLine(spec->layout);
-  return spec;
+  auto merged = MergeJobFile(options, files);
+  if (!merged.ok()) return merged.error();
+  return BuildSpec(*merged, env, probe, files, platform);
 }
 
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
@@ -691,6 +830,17 @@ std::optional<std::string> LocalFileAccess::FindExecutable(const std::string& na
     if (IsExecutableFile(candidate)) return candidate;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> LocalFileAccess::ListDir(const std::string& dir) const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Result<std::string> LocalFileAccess::ReadTextFile(const std::string& path) const {

@@ -12,8 +12,9 @@
 // in a RankRuntime (rank_env.h).
 //
 // Precedence of every setting, highest first: the command line, its PET_*
-// environment variable (cli.h), a PlatformInfo (the job platform's variables,
-// read by ReadPlatform in platform.h), gculaunch's default.
+// environment variable (cli.h), a --job file (job_file.h; merged first, so
+// its values count as given for the platform layer), a PlatformInfo (the job
+// platform's variables, read by ReadPlatform in platform.h), gculaunch's default.
 //
 // Ownership: MakeLaunchSpec borrows its inputs for the call only.  Thread
 // safety: plain values; FileAccess and DeviceProbe are used from one thread.
@@ -25,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/cpu_affinity.h"
 #include "launcher/device_profile.h"
 #include "launcher/env_map.h"
 #include "launcher/error.h"
@@ -104,12 +106,19 @@ struct LaunchSpec {
   std::string executable;
   bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
   std::string python;           ///< interpreter used; empty with --no-python
+  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
+  bool backend_fallback = true; ///< false with --no-backend-fallback (python_shim.h)
 
   // ---- devices ----
   DeviceProfile profile;
   std::vector<std::string> device_pool;  ///< card ids the ranks may use, in order
   std::string pool_source;               ///< where the pool came from, for notes/logs
   DeviceBind bind = DeviceBind::kAll;
+  /// --cpu-affinity and its plan (cpu_affinity.h): per local rank, the CPUs it
+  /// may run on and why; both empty with kNone.
+  CpuAffinity cpu_affinity = CpuAffinity::kNone;
+  std::vector<std::vector<int>> rank_cpus;
+  std::vector<std::string> rank_cpus_where;
 
   // ---- environment ----
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)
@@ -172,6 +181,9 @@ class FileAccess {
                                                     const std::string& path_var) const = 0;
   /// The whole content of a text file; the error names the file and errno.
   virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
+  /// The entry names of a directory, sorted; empty when it cannot be read
+  /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
+  virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }
 };
 
 /// The real FileAccess (access(2), std::ifstream).
@@ -180,6 +192,7 @@ class LocalFileAccess : public FileAccess {
   std::optional<std::string> FindExecutable(const std::string& name,
                                             const std::string& path_var) const override;
   Result<std::string> ReadTextFile(const std::string& path) const override;
+  std::vector<std::string> ListDir(const std::string& dir) const override;
 };
 
 /// Builds and validates the spec.  `env` is gculaunch's own environment (as

@@ -1,11 +1,13 @@
 // gculaunch's entry point: the only place that reads the process environment.
 //
 //   gculaunch store ...           the rendezvous store alone (rendezvous/store_command.h)
+//   gculaunch check ...           the preflight check (launcher/check_main.h)
 //   gculaunch [OPTIONS] SCRIPT    launch or dry-run a job (launcher/launcher_main.h)
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "launcher/check_main.h"
 #include "launcher/env_map.h"
 #include "launcher/launcher_main.h"
 #include "rendezvous/store_command.h"
@@ -16,6 +18,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "store") {
     return gculaunch::rendezvous::StoreMain({args.begin() + 1, args.end()});
+  }
+  if (!args.empty() && args[0] == "check") {
+    return gculaunch::CheckMain({args.begin() + 1, args.end()},
+                                gculaunch::EnvMap::FromEnviron(environ));
   }
   return gculaunch::LauncherMain(args, gculaunch::EnvMap::FromEnviron(environ));
 }

@@ -1,5 +1,10 @@
 #include "launcher/rank_env.h"
 
+#include <algorithm>
+
+#include "launcher/cpu_list.h"
+#include "launcher/python_shim.h"
+
 namespace gculaunch {
 namespace {
 
@@ -70,6 +75,7 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
   runtime.run_id = !spec.run_id.empty() ? spec.run_id : choices.generated_run_id;
   runtime.error_file_root =
       !spec.log_dir.empty() ? RunLogRoot(spec, runtime.run_id) : choices.scratch_dir;
+  runtime.launcher_pid = choices.launcher_pid;
   return runtime;
 }
 
@@ -84,7 +90,8 @@ std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
       "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
       "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
       "GCULAUNCH_DEVICE",     "GCULAUNCH_DEVICE_INDEX",
-      "GCULAUNCH_BACKEND"};
+      "GCULAUNCH_BACKEND",    "GCULAUNCH_CPUS"};
+  owned.insert(owned.end(), PythonShimVariables().begin(), PythonShimVariables().end());
   owned.insert(owned.end(), profile.visible_env.begin(), profile.visible_env.end());
   return owned;
 }
@@ -102,7 +109,12 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
   SetDefault(env, "NCCL_ASYNC_ERROR_HANDLING", "1");
   SetDefault(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   SetDefault(env, "PYTHONUNBUFFERED", "1");
-  if (!spec.omp_num_threads_default.empty()) {
+  const bool pinned = static_cast<size_t>(local_rank) < spec.rank_cpus.size();
+  if (pinned) {
+    // --cpu-affinity: as many threads as the rank has CPUs.
+    const size_t cpus = spec.rank_cpus[static_cast<size_t>(local_rank)].size();
+    SetDefault(env, "OMP_NUM_THREADS", std::to_string(std::max<size_t>(cpus, 1)));
+  } else if (!spec.omp_num_threads_default.empty()) {
     SetDefault(env, "OMP_NUM_THREADS", spec.omp_num_threads_default);
   }
 
@@ -154,6 +166,16 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
     env.Erase("GCULAUNCH_DEVICE_INDEX");
   }
   env.Set("GCULAUNCH_BACKEND", spec.profile.backend);
+  if (pinned) {
+    env.Set("GCULAUNCH_CPUS", FormatCpuList(spec.rank_cpus[static_cast<size_t>(local_rank)]));
+  } else {
+    env.Erase("GCULAUNCH_CPUS");
+  }
+  if (spec.python_shim) {
+    AddPythonShimEnv(spec, runtime, env);
+  } else {
+    for (const std::string& var : PythonShimVariables()) env.Erase(var);
+  }
   return env;
 }
 

@@ -24,6 +24,14 @@
 //   (card pool[local_rank % n], index local_rank % n).
 //   GCULAUNCH_BACKEND (the profile's backend, e.g. eccl) is always set.
 //
+// --cpu-affinity numa|spread: GCULAUNCH_CPUS is the rank's CPU list
+// ("0-7,32-39"; the launch pins the rank to it before exec), and the
+// OMP_NUM_THREADS default is the rank's CPU count instead of torchrun's 1.
+//
+// --python-shim adds the shim's variables and puts its directory first on
+// PYTHONPATH (python_shim.h); without it, GCULAUNCH_SHIM_* inherited from
+// an outer launch are removed.
+//
 // Thread safety: pure functions of their arguments.
 #pragma once
 
@@ -41,6 +49,7 @@ struct RankRuntime {
   std::string master_port;     ///< MASTER_PORT as exported
   std::string run_id;          ///< TORCHELASTIC_RUN_ID
   std::string error_file_root; ///< error files go to <root>/attempt_<n>/<local_rank>/error.json
+  std::string launcher_pid;    ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
 };
 
 /// What the launch decided at run time; each is used only when the spec left
@@ -49,6 +58,7 @@ struct LaunchChoices {
   std::string chosen_port;       ///< used when spec.master_port == 0
   std::string generated_run_id;  ///< used when spec.run_id is empty
   std::string scratch_dir;       ///< error-file root when spec.log_dir is empty
+  std::string launcher_pid;      ///< getpid() of gculaunch (the parent of every rank)
 };
 
 /// The RankRuntime of a launch: the spec's own values where it has them, else

@@ -78,6 +78,7 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     request.stdout_fd = out_pipe->write.get();
     request.stderr_fd = err_pipe->write.get();
     request.take_terminal = launch.take_terminal;
+    request.cpus = launch.cpus;
     auto pid = deps_.spawner.Spawn(request);
     if (!pid.ok()) return fail(pid.error());
     // Our copies of the write ends must go, or the streams never see EOF.

@@ -52,6 +52,7 @@ struct RankLaunch {
   std::string stdout_log;          ///< log file path; empty: none
   std::string stderr_log;
   std::string error_file;          ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
+  std::vector<int> cpus;           ///< --cpu-affinity: CPUs to pin the rank to; empty: none
 };
 
 /// What happened to one rank in one attempt.

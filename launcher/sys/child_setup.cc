@@ -120,6 +120,11 @@ int RunChildSetup(const ChildSetupParams& params) noexcept {
 
   // 6. Nothing else crosses exec.
   MarkAllCloexecAbove2();
+
+  // 7. --cpu-affinity: the rank's CPUs (inherited by everything it starts).
+  if (params.pin_cpus && ::sched_setaffinity(0, sizeof(params.cpus), &params.cpus) != 0) {
+    return errno;
+  }
   return 0;
 }
 

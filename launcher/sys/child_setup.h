@@ -18,7 +18,9 @@
 //      onto the rank's pipes;
 //   6. marks every descriptor above 2 close-on-exec (defence against Boost
 //      1.81's off-by-one in its own descriptor closing; nothing but 0, 1, 2
-//      reaches the rank).
+//      reaches the rank);
+//   7. with --cpu-affinity, restricts itself to the rank's CPUs
+//      (sched_setaffinity; cpu_affinity.h decides which).
 //
 // Only async-signal-safe calls are made (the parent has threads): no malloc,
 // no locks, no stdio.
@@ -26,6 +28,7 @@
 // Thread safety: runs in a single-threaded forked child.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 namespace gculaunch::sys {
@@ -36,9 +39,11 @@ struct ChildSetupParams {
   int stdout_fd = -1;       ///< dup2'ed onto 1
   int stderr_fd = -1;       ///< dup2'ed onto 2
   bool take_terminal = false;  ///< make the child's group the terminal's foreground group
+  bool pin_cpus = false;       ///< step 7: restrict the child to `cpus`
+  cpu_set_t cpus{};            ///< built by the parent (no allocation in the child)
 };
 
-/// Runs steps 1-6.  Returns 0 or the errno of the step that failed (the
+/// Runs steps 1-7.  Returns 0 or the errno of the step that failed (the
 /// spawner reports it as a spawn failure).  Never returns if the parent died.
 int RunChildSetup(const ChildSetupParams& params) noexcept;
 

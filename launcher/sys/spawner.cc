@@ -72,6 +72,18 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
 
   ChildSetupInit init{ChildSetupParams{::getpid(), request.stdin_fd, request.stdout_fd,
                                        request.stderr_fd, request.take_terminal}};
+  if (!request.cpus.empty()) {
+    init.params.pin_cpus = true;
+    CPU_ZERO(&init.params.cpus);
+    for (int cpu : request.cpus) {
+      if (cpu < 0 || cpu >= CPU_SETSIZE) {
+        return fail(Error{"CPU " + std::to_string(cpu) + " is out of range for affinity",
+                          "use --cpu-affinity none"},
+                    EINVAL);
+      }
+      CPU_SET(cpu, &init.params.cpus);
+    }
+  }
   bp::posix::default_launcher launcher;
   launcher.env = envp.data();
   bp::error_code ec;

@@ -386,3 +386,44 @@ TEST_CASE("cli: errors from PET_ variables name the variable", "[cli]") {
 
 }  // namespace
 }  // namespace gculaunch
+
+namespace gculaunch {
+namespace {
+
+TEST_CASE("cli: SCRIPT is optional for subcommands that reuse the launch flags", "[cli]") {
+  auto check = ParseCli({"--nproc-per-node", "2", "--format", "text"}, {},
+                        CliParseMode{.script_optional = true});
+  REQUIRE(check.ok());
+  CHECK(check->options.script.empty());
+  CHECK(check->options.nproc_per_node->count == 2);
+  CHECK(check->options.format == DryRunFormat::kTable);  // "text" is another name for table
+  auto with_script = ParseCli({"--device", "cpu", "train.py", "--lr", "1"}, {},
+                              CliParseMode{.script_optional = true});
+  REQUIRE(with_script.ok());
+  CHECK(with_script->options.script == "train.py");
+  CHECK(with_script->options.script_args == std::vector<std::string>{"--lr", "1"});
+  auto launch = ParseCli({"--nproc-per-node", "2"}, {});
+  REQUIRE_FALSE(launch.ok());
+  CHECK(launch.error().what == "no SCRIPT given");
+}
+
+TEST_CASE("cli: ApplyFlagText gives a job file's values the command line's checks", "[cli]") {
+  CliOptions o;
+  REQUIRE(ApplyFlagText("nproc-per-node", "j.yaml:3: nproc_per_node", "auto", o).ok());
+  CHECK(o.nproc_per_node->kind == NprocPerNode::Kind::kAuto);
+  CHECK(o.Source("nproc-per-node") == "j.yaml:3: nproc_per_node");
+  CHECK_FALSE(o.FromCommandLine("nproc-per-node"));
+  REQUIRE(ApplyFlagText("standalone", "j.yaml:4: standalone", "true", o).ok());
+  CHECK(o.standalone);
+  REQUIRE(ApplyFlagText("env", "j.yaml:5: env", "A=1", o).ok());
+  CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}});
+  CHECK(ApplyFlagText("master-port", "j.yaml:6: master_port", "http", o).error().Format() ==
+        "gculaunch: j.yaml:6: master_port 'http': expected a port number 0-65535 (fix: e.g. "
+        "master_port: 29500)");
+  CHECK(CanonicalFlagName("nproc_per_node") == "nproc-per-node");
+  CHECK(CanonicalFlagName("cpu-affinity") == "cpu-affinity");
+  CHECK_FALSE(CanonicalFlagName("nprocs").has_value());
+}
+
+}  // namespace
+}  // namespace gculaunch

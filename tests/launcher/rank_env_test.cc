@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "launcher/python_shim.h"
+
 namespace gculaunch {
 namespace {
 
@@ -217,12 +219,17 @@ TEST_CASE("rank env: owned variables include the profile's visible-devices varia
                           "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
                           "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
                           "GCULAUNCH_DEVICE", "GCULAUNCH_DEVICE_INDEX", "GCULAUNCH_BACKEND",
-                          "TOPS_VISIBLE_DEVICES", "ENFLAME_VISIBLE_DEVICES"}) {
+                          "GCULAUNCH_CPUS", "TOPS_VISIBLE_DEVICES", "ENFLAME_VISIBLE_DEVICES"}) {
     INFO(var);
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
-  CHECK(owned.size() == 21);
-  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 19);
+  for (const std::string& var : PythonShimVariables()) {
+    INFO(var);
+    CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
+  }
+  CHECK(owned.size() == 22 + PythonShimVariables().size());
+  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() ==
+        20 + PythonShimVariables().size());
 }
 
 }  // namespace

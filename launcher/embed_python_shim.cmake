@@ -1,0 +1,15 @@
+# Writes OUTPUT: a C++ source defining the Python shim's files (launcher/python_shim/*.py),
+# one raw string per file in INPUTS (sorted by file name).
+list(SORT INPUTS)
+set(body "// Generated from launcher/python_shim/*.py by launcher/embed_python_shim.cmake.\n")
+string(APPEND body "#include <string_view>\n#include <utility>\n#include <vector>\n\n")
+string(APPEND body "namespace gculaunch {\n\n")
+string(APPEND body "const std::vector<std::pair<std::string_view, std::string_view>>& PythonShimFiles() {\n")
+string(APPEND body "  static const std::vector<std::pair<std::string_view, std::string_view>> files = {\n")
+foreach(path IN LISTS INPUTS)
+  file(READ ${path} text)
+  get_filename_component(name ${path} NAME)
+  string(APPEND body "      {\"${name}\", R\"gculaunch_py(${text})gculaunch_py\"},\n")
+endforeach()
+string(APPEND body "  };\n  return files;\n}\n\n}  // namespace gculaunch\n")
+file(WRITE ${OUTPUT} "${body}")
