@@ -7,18 +7,20 @@
 namespace gculaunch {
 
 bool HostsAgentStore(const LaunchSpec& spec) {
-  return spec.store_mode == StoreMode::kAgent && spec.node_rank == 0;
+  // In a multi-node job node 0 always hosts it: the node agents meet there, whoever hosts
+  // the ranks' store.
+  return spec.node_rank == 0 && (spec.store_mode == StoreMode::kAgent || spec.nnodes > 1);
 }
 
 Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec) {
   // --standalone keeps the store off the network; a job that other nodes
   // join must be reachable on every interface (IPv4 and IPv6).
   const std::string host = spec.standalone ? spec.master_addr : "";
-  auto socket = rendezvous::ListenSocket::Bind(host, static_cast<std::uint16_t>(spec.master_port));
+  const int port = spec.nnodes > 1 ? spec.agent_port : spec.master_port;
+  auto socket = rendezvous::ListenSocket::Bind(host, static_cast<std::uint16_t>(port));
   if (!socket.ok()) {
     const std::string where =
-        (host.empty() ? std::string("all interfaces") : host) + " port " +
-        std::to_string(spec.master_port);
+        (host.empty() ? std::string("all interfaces") : host) + " port " + std::to_string(port);
     return Error{"cannot host the ranks' store on " + where + ": " + socket.error().what,
                  spec.standalone ? "pick another --master-port, or leave it out to get a free one"
                                  : "pick a free --master-port (MASTER_PORT) on the master node"};
@@ -27,8 +29,8 @@ Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec) {
 }
 
 AgentStore::AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket,
-                       spdlog::logger& log)
-    : log_(log), server_(io, std::move(socket), {}, log) {
+                       spdlog::logger& log, rendezvous::ServerOptions options)
+    : log_(log), server_(io, std::move(socket), std::move(options), log) {
   log_.debug("store: serving the ranks on {} port {} (TORCHELASTIC_USE_AGENT_STORE=True)",
              server_.address(), server_.port());
 }

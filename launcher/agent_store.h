@@ -9,7 +9,9 @@
 // the server needs the event loop that comes later:
 //   1. BindStorePort(spec): bind MASTER_PORT (port 0: a free port, kept bound;
 //      no bind-release-rebind race) on loopback for --standalone, on all
-//      interfaces otherwise.  Only the node with node_rank 0 hosts.
+//      interfaces otherwise.  Only the node with node_rank 0 hosts.  In a
+//      multi-node job node 0 hosts it even with --no-agent-store: the node
+//      agents meet there (docs/multinode.md); the ranks then use rank 0's.
 //   2. AgentStore(io, socket, log): serve it on the launcher's io_context, and
 //      give each restart attempt its own key space: the Supervisor calls
 //      BeginAttempt(n) only once every rank of attempt n-1 has been reaped, so
@@ -43,8 +45,10 @@ Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec);
 
 class AgentStore : public AttemptObserver {
  public:
-  /// Serves `socket` on `io` at once.  `log` must outlive the AgentStore.
-  AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket, spdlog::logger& log);
+  /// Serves `socket` on `io` at once.  `log` must outlive the AgentStore.  `options`: the
+  /// multi-node coordinator's connection hooks (coordinator.h); none on a single node.
+  AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket, spdlog::logger& log,
+             rendezvous::ServerOptions options = {});
   ~AgentStore() override;
   AgentStore(const AgentStore&) = delete;
   AgentStore& operator=(const AgentStore&) = delete;

@@ -61,6 +61,8 @@ constexpr FlagDef kFlags[] = {
     {"rdzv-conf", "", Kind::kValue, "K=V,...", "Topology",
      "rendezvous settings, kept for multi-node: timeout, join_timeout, last_call_timeout, "
      "close_timeout, read_timeout (seconds), is_host (true/false)"},
+    {"rdzv-timeout", "", Kind::kValue, "SECONDS", "Topology",
+     "multi-node: how long nodes wait for the master node and for each other; default 900"},
     {"standalone", "", Kind::kBool, "", "Topology",
      "single node: store on 127.0.0.1, port chosen at launch (or --master-port)"},
     {"platform-world-size", "", Kind::kValue, "nodes|procs", "Topology",
@@ -402,6 +404,12 @@ Status ApplyValue(const FlagDef& def, const std::string& source, const std::stri
     auto n = ParseIntIn(value, 0, 1 << 20);
     if (!n) return BadValue(source, value, "expected a number >= 0", "3");
     o.max_restarts = *n;
+  } else if (name == "rdzv-timeout") {
+    auto seconds = ParseSeconds(value);
+    if (!seconds || *seconds <= 0) {
+      return BadValue(source, value, "expected seconds (a number > 0)", "900");
+    }
+    o.rdzv_timeout = *seconds;
   } else if (name == "monitor-interval" || name == "grace-period") {
     auto seconds = ParseSeconds(value);
     if (!seconds) return BadValue(source, value, "expected seconds (a number >= 0)", "25");

@@ -69,6 +69,7 @@ struct CliOptions {
   std::optional<std::string> rdzv_id;
   std::optional<std::string> run_id;
   std::map<std::string, std::string> rdzv_conf;
+  std::optional<double> rdzv_timeout;      ///< --rdzv-timeout SECONDS (> 0)
   bool standalone = false;
   std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;

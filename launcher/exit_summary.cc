@@ -95,11 +95,15 @@ Result<ErrorFileReport> ParseErrorFile(std::string_view text) {
 
 std::string OutcomeName(const SummaryInput& input) {
   if (input.exit_code == exit_code::kStuckProcesses && !input.stuck.empty()) return "stuck";
+  if (!input.job_outcome.empty() && input.final_state.cause != StopCause::kSignal) {
+    return input.job_outcome;
+  }
   switch (input.final_state.cause) {
     case StopCause::kSuccess: return "success";
     case StopCause::kRankFailed: return "rank_failed";
     case StopCause::kSignal: return "signal";
     case StopCause::kSpawnFailed: return "spawn_failed";
+    case StopCause::kJob:
     case StopCause::kNone: break;
   }
   return "internal";
@@ -214,6 +218,7 @@ ExitSummary BuildExitSummary(const SummaryInput& in) {
       }
       for (const std::string& line : lines) t.push_back("  | " + line);
     }
+    if (!in.job_cause.empty()) t.push_back(in.job_cause);
     if (in.start_error) {
       t.push_back(in.start_error_local_rank >= 0
                       ? "local rank " + std::to_string(in.start_error_local_rank) +
@@ -279,6 +284,7 @@ ExitSummary BuildExitSummary(const SummaryInput& in) {
   }
   j["start_error"] = in.start_error ? json(in.start_error->Format()) : json(nullptr);
   j["hints"] = out.hints;
+  j["job"] = in.job_json.is_null() ? json(nullptr) : in.job_json;
 
   // ---- the parent launcher's error file ----
   if (in.exit_code != 0) {
@@ -299,6 +305,8 @@ ExitSummary BuildExitSummary(const SummaryInput& in) {
         message = in.start_error->Format();
       } else if (in.final_state.cause == StopCause::kSignal) {
         message = "gculaunch stopped by " + SignalName(in.final_state.stop_signal);
+      } else if (!in.job_cause.empty()) {
+        message = in.job_cause;
       } else if (!in.stuck.empty()) {
         message = "ranks could not be killed: " + in.stuck.front().Describe();
       } else {

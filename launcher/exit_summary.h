@@ -73,6 +73,14 @@ struct SummaryInput {
   std::string child_watcher;        ///< "pidfd" or "sigchld"
   double start_time = 0;
   double end_time = 0;
+  /// Multi-node: why the job ended, as every node tells it (job_protocol.h).  Empty on a
+  /// single node.  `job_outcome` replaces the local outcome name ("rank_failed",
+  /// "node_lost", "node_left", "job_error", "rendezvous_failed", "success"); `job_cause` is
+  /// a line naming the node (and rank) where it happened; `job_json` goes to --summary-json
+  /// as "job".
+  std::string job_outcome;
+  std::string job_cause;
+  nlohmann::json job_json;
 };
 
 struct RootCause {
@@ -106,7 +114,8 @@ inline constexpr std::string_view kNoLibuvMessage =
 
 ExitSummary BuildExitSummary(const SummaryInput& input);
 
-/// "success", "rank_failed", "signal", "spawn_failed", "stuck" or "internal".
+/// "success", "rank_failed", "signal", "spawn_failed", "stuck" or "internal"; in a
+/// multi-node job the job's outcome (SummaryInput::job_outcome) unless stuck or signalled.
 std::string OutcomeName(const SummaryInput& input);
 
 }  // namespace gculaunch

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,11 +13,16 @@
 #include <sstream>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 
+#include "launcher/agent_link.h"
 #include "launcher/agent_store.h"
+#include "launcher/coordinator.h"
 #include "launcher/dry_run.h"
 #include "launcher/exit_codes.h"
 #include "launcher/exit_summary.h"
+#include "launcher/job_protocol.h"
+#include "launcher/node_agent.h"
 #include "launcher/output_writer.h"
 #include "launcher/python_shim.h"
 #include "launcher/rank_output.h"
@@ -45,6 +51,12 @@ std::string NewRunId() {
     id += "0123456789abcdef"[hex(random)];
   }
   return id;
+}
+
+void JobPlanner::ApplyLayout(int rank_offset, int world_size, const std::string& ranks_port) {
+  spec_.rank_offset = rank_offset;
+  spec_.world_size = world_size;
+  runtime_.master_port = ranks_port;
 }
 
 Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
@@ -135,6 +147,69 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return OkStatus();
 }
 
+struct MultiNodeSettings {
+  NodeAgentSettings agent;
+  RemoteLinkOptions remote;
+  CoordinatorSettings coordinator;
+};
+
+// Everything the multi-node pieces need, from the spec (docs/multinode.md).
+MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
+  MultiNodeSettings m;
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(spec.rdzv_timeout_s * 1000));
+  job::NodeRegistration reg;
+  reg.node_rank = spec.node_rank;
+  reg.nnodes = spec.nnodes;
+  reg.nproc = spec.nproc_per_node;
+  reg.max_restarts = spec.max_restarts;
+  reg.run_id = runtime.run_id;
+  reg.host = sys::HostName();
+  reg.pid = static_cast<int>(::getpid());
+
+  m.agent.config.node_rank = spec.node_rank;
+  m.agent.config.max_restarts = spec.max_restarts;
+  m.agent.config.master_addr = spec.master_addr;
+  m.agent.registration = reg;
+  m.agent.is_master = spec.node_rank == 0;
+  m.agent.master_addr = spec.master_addr;
+  m.agent.agent_port = spec.agent_port;
+  m.agent.ranks_port = std::to_string(
+      spec.store_mode == StoreMode::kAgent ? spec.agent_port : spec.worker_port);
+
+  m.remote.host = spec.master_addr;
+  m.remote.port = spec.agent_port;
+  m.remote.connect_timeout = timeout;
+  m.remote.node_rank = spec.node_rank;
+
+  m.coordinator.config.nnodes = spec.nnodes;
+  m.coordinator.config.max_restarts = spec.max_restarts;
+  m.coordinator.config.master = reg;
+  m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
+  m.coordinator.rdzv_timeout = timeout;
+  m.coordinator.ranks_port = spec.store_mode == StoreMode::kAgent ? 0
+                             : spec.worker_port != 0             ? spec.worker_port
+                                                                 : -1;
+  return m;
+}
+
+// The job-wide part of the exit summary: why the job ended, as every node tells it.
+void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in) {
+  if (agent.join_error()) {
+    in.job_outcome = in.exit_code == exit_code::kRendezvousFailed ? "rendezvous_failed"
+                                                                  : "job_error";
+    in.job_json = {{"kind", in.job_outcome}, {"what", agent.join_error()->Format()}};
+    return;
+  }
+  if (!agent.outcome()) return;
+  const job::StopMarker& m = *agent.outcome();
+  in.job_outcome = m.kind == job::StopMarker::Kind::kJobError &&
+                           m.exit_code == exit_code::kRendezvousFailed
+                       ? "rendezvous_failed"
+                       : job::KindName(m.kind);
+  in.job_json = nlohmann::json::parse(job::Encode(m), nullptr, false);
+  if (m.kind != job::StopMarker::Kind::kSuccess) in.job_cause = "the job stopped: " + job::Describe(m);
+}
+
 }  // namespace
 
 int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
@@ -174,7 +249,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     }
     if (spec.master_port == 0) choices.chosen_port = std::to_string(bound->port());
     store_socket.emplace(std::move(*bound));
-  } else if (spec.master_port == 0) {
+  } else if (spec.master_port == 0 && spec.nnodes == 1) {
     auto port = sys::PickFreePort();
     if (!port.ok()) {
       PrintError(port.error());
@@ -249,10 +324,35 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
     config.catch_hup = !sys::SignalIgnored(SIGHUP);
 
+    const bool multinode = spec.nnodes > 1;
+    auto hooks = std::make_shared<ConnectionHooks>();
     std::optional<AgentStore> store;
     if (store_socket) {
-      store.emplace(io, std::move(*store_socket), log);
+      store.emplace(io, std::move(*store_socket), log,
+                    multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{});
       store->server().Set("run_id", runtime.run_id);
+    }
+
+    // ---- multi-node: this node's agent, and node 0's coordinator ----
+    config.policy.job = multinode;
+    std::optional<LocalAgentLink> local_link;
+    std::optional<RemoteAgentLink> remote_link;
+    std::optional<NodeAgent> agent;
+    std::optional<Coordinator> coordinator;
+    if (multinode) {
+      const MultiNodeSettings settings = MakeMultiNodeSettings(spec, runtime);
+      AgentLink* link = nullptr;
+      if (store) {
+        local_link.emplace(io, store->server());
+        link = &*local_link;
+        coordinator.emplace(io, store->server(), *store, settings.coordinator, log);
+        hooks->target = &*coordinator;
+      } else {
+        remote_link.emplace(io, settings.remote, log);
+        link = &*remote_link;
+      }
+      agent.emplace(io, *link, remote_link ? &*remote_link : nullptr, planner, settings.agent,
+                    log);
     }
 
     JobOutcome outcome;
@@ -260,8 +360,34 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
       Supervisor supervisor(WorkerGroupDeps{io, spawner, watcher, writer, flow,
                                             guardian ? &*guardian : nullptr, console_out,
                                             console_err},
-                            log, config, planner, store ? &*store : nullptr);
+                            log, config, planner, store && !multinode ? &*store : nullptr,
+                            agent ? &*agent : nullptr);
+      if (agent) {
+        agent->Attach(supervisor);
+        if (coordinator) coordinator->Start();
+        agent->Start();
+      }
       outcome = supervisor.Run();
+      if (agent) {
+        // The agent says bye; node 0 keeps the store up until every node said bye or was
+        // lost (they heartbeat until then), with a bound for a node stuck in its teardown.
+        const auto bound = std::chrono::steady_clock::now() + config.grace + config.kill_wait +
+                           std::chrono::seconds(30);
+        // The Supervisor no longer listens: a teardown signal now ends the wait at once.
+        bool interrupted = false;
+        boost::asio::signal_set interrupt(io, SIGINT, SIGTERM, SIGQUIT);
+        interrupt.async_wait([&](const boost::system::error_code& ec, int) {
+          if (!ec) interrupted = true;
+        });
+        while (!interrupted && !(agent->finished() && (!coordinator || coordinator->finished()))) {
+          if (io.run_one_until(bound) == 0) break;
+        }
+        interrupt.cancel();
+        if (coordinator && !coordinator->finished()) {
+          log.warn("stopping the store although not every node said bye");
+        }
+        hooks->target = nullptr;
+      }
       if (store) store->Stop();
       exit_code_value = outcome.exit_code;
       all_groups_empty = outcome.stuck.empty();
@@ -284,6 +410,7 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
       in.child_watcher = watcher.mode_name();
       in.start_time = outcome.start_time;
       in.end_time = outcome.end_time;
+      if (agent) DescribeJobEnd(*agent, in);
       for (const RankRecord& r : outcome.records) {
         if (r.restart_count != outcome.restarts || r.error_file.empty()) continue;
         std::ifstream file(r.error_file, std::ios::binary);

@@ -49,8 +49,12 @@ class JobPlanner : public AttemptPlanner {
         rank0_takes_terminal_(rank0_takes_terminal) {}
   Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) override;
 
+  /// Multi-node: the layout the job assigned (job_protocol.h JobPlan): this node's first
+  /// global rank, the job's WORLD_SIZE and the ranks' MASTER_PORT.  Later attempts use it.
+  void ApplyLayout(int rank_offset, int world_size, const std::string& ranks_port);
+
  private:
-  const LaunchSpec& spec_;
+  LaunchSpec spec_;  ///< a copy: ApplyLayout changes the rank offset and world size
   const EnvMap& base_;
   RankRuntime runtime_;
   bool rank0_takes_terminal_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -235,18 +236,43 @@ class SpecBuilder {
       return Error{o_.Source("worker-port") + " only applies with --no-agent-store",
                    "add --no-agent-store, or drop --worker-port"};
     }
+    if (spec_.nnodes > 1) {
+      // Node 0's gculaunch always meets the other nodes on this port.
+      if (spec_.master_port == 0) {
+        return Error{"port 0 (chosen at launch) cannot work across " +
+                         std::to_string(spec_.nnodes) + " nodes",
+                     "give a fixed port on every node, e.g. --master-port 29500"};
+      }
+      spec_.agent_port = spec_.master_port;
+    }
     if (o_.no_agent_store) {
       spec_.store_mode = StoreMode::kRank0;
       if (o_.worker_port) {
+        if (spec_.nnodes > 1 && *o_.worker_port == spec_.agent_port) {
+          return Error{o_.Source("worker-port") + " " + std::to_string(*o_.worker_port) +
+                           " is MASTER_PORT, where node 0's gculaunch meets the other nodes",
+                       "give rank 0's store another port, or drop --worker-port to let node "
+                       "0 pick a free one"};
+        }
         spec_.worker_port = *o_.worker_port;
         spec_.master_port = *o_.worker_port;
         from_.master_port = o_.Source("worker-port");
+      } else if (spec_.nnodes > 1) {
+        spec_.master_port = 0;  // node 0 picks a free port per restart and tells every node
+        Note("rank 0's store port is chosen at launch by node 0 (--no-agent-store without "
+             "--worker-port); MASTER_PORT " + std::to_string(spec_.agent_port) +
+             " stays node 0's gculaunch's");
       }
     }
-    if (spec_.nnodes > 1 && spec_.master_port == 0) {
-      return Error{"port 0 (chosen at launch) cannot work across " +
-                       std::to_string(spec_.nnodes) + " nodes",
-                   "give a fixed port on every node, e.g. --master-port 29500"};
+    if (o_.rdzv_timeout) {
+      spec_.rdzv_timeout_s = *o_.rdzv_timeout;
+    } else {
+      for (const char* key : {"join_timeout", "timeout"}) {
+        auto it = spec_.rdzv_conf.find(key);
+        if (it == spec_.rdzv_conf.end()) continue;
+        spec_.rdzv_timeout_s = std::strtod(it->second.c_str(), nullptr);
+        break;
+      }
     }
     if (spec_.master_port == 0) {
       Note(spec_.store_mode == StoreMode::kAgent

@@ -84,8 +84,16 @@ struct LaunchSpec {
   /// tell the agents' port from the ranks' store port.
   int worker_port = 0;
   /// --rdzv-conf, validated (accepted keys in cli.h).  Not used by a
-  /// single-node launch; kept for the multi-node rendezvous.
+  /// single-node launch; join_timeout (or timeout) is the default of rdzv_timeout_s.
   std::map<std::string, std::string> rdzv_conf;
+  /// Multi-node: the port node 0's gculaunch serves the node agents on (MASTER_PORT as
+  /// read).  With the agent store the ranks use it too (master_port == agent_port); with
+  /// --no-agent-store the ranks get --worker-port, or a port node 0 picks per restart
+  /// (master_port == 0).  0 on a single node.
+  int agent_port = 0;
+  /// Multi-node: how long a node waits for the master node to answer, and node 0 for every
+  /// node to join (--rdzv-timeout, else --rdzv-conf join_timeout/timeout, else 900).
+  double rdzv_timeout_s = 900;
 
   // ---- the ranks' program ----
   /// The command before per-rank substitution, e.g. {"/usr/bin/python3", "-u",

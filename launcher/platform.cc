@@ -654,8 +654,10 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
   const std::string host = spec.master_addr.find(':') != std::string::npos
                                ? "[" + spec.master_addr + "]"
                                : spec.master_addr;
-  const std::string port =
-      spec.master_port != 0 ? std::to_string(spec.master_port) : "<port chosen at launch>";
+  // Multi-node: the port node 0's gculaunch meets the other nodes on (which the ranks'
+  // MASTER_PORT differs from only with --no-agent-store).
+  const int shown = spec.agent_port != 0 ? spec.agent_port : spec.master_port;
+  const std::string port = shown != 0 ? std::to_string(shown) : "<port chosen at launch>";
   std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
                      Plural(spec.nproc_per_node, "rank") + ", node " +
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;

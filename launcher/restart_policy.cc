@@ -35,6 +35,7 @@ int ExitCodeFor(const PolicyState& state) {
       return exit_code::kSignalBase + state.stop_signal;
     case StopCause::kSpawnFailed:
       return exit_code::kSpawnFailed;
+    case StopCause::kJob:
     case StopCause::kNone:
       break;
   }
@@ -43,12 +44,16 @@ int ExitCodeFor(const PolicyState& state) {
 
 namespace {
 
-// Begins a teardown of the current attempt with `sig`.
-void BeginStop(PolicyStep& step, StopCause cause, int sig) {
+// Begins a teardown of the current attempt with `sig`.  In job mode a local
+// reason (not success, not the job's own stop) is reported to the job.
+void BeginStop(PolicyStep& step, const PolicyConfig& config, StopCause cause, int sig) {
   step.state.phase = Phase::kStopping;
   step.state.cause = cause;
   step.actions.push_back(PolicyAction::SignalGroups(sig));
   step.actions.push_back(PolicyAction::StartGraceTimer());
+  if (config.job && cause != StopCause::kSuccess && cause != StopCause::kJob) {
+    step.actions.push_back(PolicyAction::NotifyStop());
+  }
 }
 
 void Escalate(PolicyStep& step) {
@@ -57,9 +62,19 @@ void Escalate(PolicyStep& step) {
   step.actions.push_back(PolicyAction::StartKillTimer());
 }
 
-// The attempt is fully reaped: restart or exit.
+// The attempt is fully reaped: restart or exit (job mode: ask the job).
 void Drained(PolicyStep& step, const PolicyConfig& config) {
   PolicyState& s = step.state;
+  if (config.job) {
+    if (s.cause == StopCause::kSignal) {  // a signalled node leaves the job
+      s.phase = Phase::kFinished;
+      step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
+      return;
+    }
+    s.phase = Phase::kWaitingForJob;
+    step.actions.push_back(PolicyAction::NotifyDrained());
+    return;
+  }
   if (s.cause == StopCause::kRankFailed && s.restart_count < config.max_restarts) {
     PolicyState next;
     next.restart_count = s.restart_count + 1;
@@ -73,6 +88,12 @@ void Drained(PolicyStep& step, const PolicyConfig& config) {
 
 }  // namespace
 
+PolicyState InitialState(const PolicyConfig& config) {
+  PolicyState state;
+  if (config.job) state.phase = Phase::kWaitingForJob;
+  return state;
+}
+
 PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const PolicyEvent& event) {
   PolicyStep step{state, {}};
   PolicyState& s = step.state;
@@ -85,18 +106,18 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
       if (!event.exit.success()) {
         s.failed_local_rank = event.local_rank;
         s.failed_exit = event.exit;
-        BeginStop(step, StopCause::kRankFailed, SIGTERM);
+        BeginStop(step, config, StopCause::kRankFailed, SIGTERM);
       } else if (s.exited >= config.nranks) {
         // Everyone finished: SIGTERM reaches only processes the ranks left
         // behind in their groups (usually none, and the drain is immediate).
-        BeginStop(step, StopCause::kSuccess, SIGTERM);
+        BeginStop(step, config, StopCause::kSuccess, SIGTERM);
       }
       break;
 
     case Kind::kSpawnFailed:
       if (s.phase != Phase::kRunning) break;
       s.failed_local_rank = event.local_rank;
-      BeginStop(step, StopCause::kSpawnFailed, SIGTERM);
+      BeginStop(step, config, StopCause::kSpawnFailed, SIGTERM);
       break;
 
     case Kind::kSignal:
@@ -107,7 +128,14 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
       if (event.signal_class != SignalClass::kTeardown) break;
       if (s.phase == Phase::kRunning) {
         s.stop_signal = event.signal;
-        BeginStop(step, StopCause::kSignal, event.signal);
+        BeginStop(step, config, StopCause::kSignal, event.signal);
+        break;
+      }
+      if (s.phase == Phase::kWaitingForJob) {  // no ranks: leave at once
+        s.cause = StopCause::kSignal;
+        s.stop_signal = event.signal;
+        s.phase = Phase::kFinished;
+        step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
         break;
       }
       // A teardown signal during a teardown: no restart any more, and it
@@ -138,6 +166,23 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
     case Kind::kAttemptDrained:
       if (s.phase == Phase::kStopping || s.phase == Phase::kKilling) Drained(step, config);
       break;
+
+    case Kind::kJobStart:
+      if (s.phase != Phase::kWaitingForJob) break;
+      s = PolicyState{};
+      s.restart_count = event.restart_count;
+      step.actions.push_back(PolicyAction::StartAttempt(s.restart_count));
+      break;
+
+    case Kind::kJobStop:
+      if (s.phase == Phase::kRunning) BeginStop(step, config, StopCause::kJob, SIGTERM);
+      break;
+
+    case Kind::kJobExit:
+      if (s.phase != Phase::kWaitingForJob) break;
+      s.phase = Phase::kFinished;
+      step.actions.push_back(PolicyAction::Exit(event.exit_code));
+      break;
   }
   return step;
 }
@@ -148,6 +193,7 @@ std::string PhaseName(Phase phase) {
     case Phase::kStopping: return "stopping";
     case Phase::kKilling: return "killing";
     case Phase::kFinished: return "finished";
+    case Phase::kWaitingForJob: return "waiting for the job";
   }
   return "?";
 }
@@ -162,6 +208,8 @@ std::string ActionName(const PolicyAction& action) {
     case A::kStartAttempt: return "StartAttempt(" + std::to_string(action.restart_count) + ")";
     case A::kReportStuck: return "ReportStuck";
     case A::kExit: return "Exit(" + std::to_string(action.exit_code) + ")";
+    case A::kNotifyStop: return "NotifyStop";
+    case A::kNotifyDrained: return "NotifyDrained";
   }
   return "?";
 }

@@ -18,6 +18,18 @@
 // An attempt ends with kAttemptDrained (every rank reaped, every group
 // empty): then either the next attempt starts or gculaunch exits.
 //
+// Job mode (PolicyConfig::job, a multi-node job): the node does not decide
+// restarts alone.  The state starts in kWaitingForJob (InitialState) and the
+// job (launcher/node_agent.h) drives it with three events:
+//   kJobStart(n)   start attempt n (the job's epoch n)
+//   kJobStop       another node failed or was lost: stop the ranks (cause kJob)
+//   kJobExit(code) the job is over for this node: exit with `code`
+// A local failure, spawn failure or teardown signal still starts the
+// teardown at once and is reported to the job (NotifyStop); a drained attempt
+// is reported (NotifyDrained) and waits in kWaitingForJob for kJobStart or
+// kJobExit, except after a teardown signal: a signalled node exits without
+// waiting (128+S), it never restarts.
+//
 // Thread safety: pure functions over values.
 #pragma once
 
@@ -50,15 +62,17 @@ enum class StopCause {
   kRankFailed,   ///< a rank exited non-zero or was killed by a signal
   kSignal,       ///< gculaunch received a teardown signal
   kSpawnFailed,  ///< a rank's program could not be started
+  kJob,          ///< job mode: the job stopped the ranks (another node failed or was lost)
 };
 
 struct PolicyConfig {
   int nranks = 1;        ///< ranks per attempt on this node
-  int max_restarts = 0;  ///< --max-restarts
+  int max_restarts = 0;  ///< --max-restarts (job mode: enforced job-wide, not here)
+  bool job = false;      ///< job mode (see the file comment)
 };
 
 struct PolicyState {
-  enum class Phase { kRunning, kStopping, kKilling, kFinished };
+  enum class Phase { kRunning, kStopping, kKilling, kFinished, kWaitingForJob };
   Phase phase = Phase::kRunning;
   int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT of the current attempt
   int exited = 0;         ///< ranks of the current attempt that exited
@@ -78,12 +92,17 @@ struct PolicyEvent {
     kGraceExpired,
     kKillWaitExpired,
     kSpawnFailed,     ///< local_rank could not be started
+    kJobStart,        ///< job mode: start attempt `restart_count`
+    kJobStop,         ///< job mode: stop the ranks
+    kJobExit,         ///< job mode: exit with `exit_code`
   };
   Kind kind;
   int local_rank = -1;
   WorkerExit exit;
   int signal = 0;
   SignalClass signal_class = SignalClass::kIgnore;
+  int restart_count = 0;  ///< kJobStart
+  int exit_code = 0;      ///< kJobExit
 
   static PolicyEvent RankExited(int local_rank, WorkerExit exit) {
     return {Kind::kRankExited, local_rank, exit};
@@ -95,6 +114,13 @@ struct PolicyEvent {
   static PolicyEvent GraceExpired() { return {Kind::kGraceExpired}; }
   static PolicyEvent KillWaitExpired() { return {Kind::kKillWaitExpired}; }
   static PolicyEvent SpawnFailed(int local_rank) { return {Kind::kSpawnFailed, local_rank}; }
+  static PolicyEvent JobStart(int restart_count) {
+    return {Kind::kJobStart, -1, {}, 0, SignalClass::kIgnore, restart_count};
+  }
+  static PolicyEvent JobStop() { return {Kind::kJobStop}; }
+  static PolicyEvent JobExit(int code) {
+    return {Kind::kJobExit, -1, {}, 0, SignalClass::kIgnore, 0, code};
+  }
 };
 
 struct PolicyAction {
@@ -106,6 +132,8 @@ struct PolicyAction {
     kStartAttempt,    ///< spawn attempt `restart_count` (old one fully reaped)
     kReportStuck,     ///< name every process that survived SIGKILL
     kExit,            ///< gculaunch exits with `exit_code`
+    kNotifyStop,      ///< job mode: tell the job a local teardown began (state says why)
+    kNotifyDrained,   ///< job mode: tell the job the attempt drained; wait for it
   };
   Kind kind;
   int signal = 0;
@@ -121,6 +149,8 @@ struct PolicyAction {
   }
   static PolicyAction ReportStuck() { return {Kind::kReportStuck}; }
   static PolicyAction Exit(int code) { return {Kind::kExit, 0, 0, code}; }
+  static PolicyAction NotifyStop() { return {Kind::kNotifyStop}; }
+  static PolicyAction NotifyDrained() { return {Kind::kNotifyDrained}; }
   bool operator==(const PolicyAction&) const = default;
 };
 
@@ -128,6 +158,18 @@ struct PolicyStep {
   PolicyState state;
   std::vector<PolicyAction> actions;
 };
+
+/// What a job-mode node tells the job when a local teardown begins (NotifyStop).
+struct LocalStopReport {
+  StopCause cause = StopCause::kRankFailed;  ///< kRankFailed, kSpawnFailed or kSignal
+  int rank = -1;        ///< the failed rank (global); -1: none or unknown
+  int local_rank = -1;
+  int exit_code = 0;    ///< the rank's shell code; 127 for kSpawnFailed; 128+S for kSignal
+  std::string what;     ///< "exit code 7", "signal 11 (SIGSEGV)", "SIGTERM", the spawn error
+};
+
+/// The state a Supervisor starts in: kRunning, or kWaitingForJob in job mode.
+PolicyState InitialState(const PolicyConfig& config);
 
 /// The transition function.
 PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const PolicyEvent& event);

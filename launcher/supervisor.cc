@@ -4,6 +4,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "launcher/exit_codes.h"
+
 namespace gculaunch {
 
 namespace asio = boost::asio;
@@ -21,12 +23,14 @@ std::string Seconds(std::chrono::milliseconds ms) {
 }  // namespace
 
 Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
-                       AttemptPlanner& planner, AttemptObserver* observer)
+                       AttemptPlanner& planner, AttemptObserver* observer, JobLink* job)
     : deps_(std::move(deps)),
       log_(log),
       config_(config),
       planner_(planner),
       observer_(observer),
+      job_(config.policy.job ? job : nullptr),
+      state_(InitialState(config.policy)),
       signals_(deps_.io),
       grace_timer_(deps_.io),
       kill_timer_(deps_.io),
@@ -40,7 +44,7 @@ JobOutcome Supervisor::Run() {
   if (config_.catch_hup) signals_.add(SIGHUP);
   ArmSignals();
   outcome_.start_time = UnixNow();
-  StartAttempt(0);
+  if (!config_.policy.job) StartAttempt(0);  // job mode: the job sends JobStart(0)
   deps_.io.restart();
   while (!finished_) {
     if (deps_.io.run_one() == 0) break;
@@ -99,6 +103,49 @@ void Supervisor::StartAttempt(int restart_count) {
   }
 }
 
+void Supervisor::JobStart(int restart_count) {
+  if (!finished_) Dispatch(PolicyEvent::JobStart(restart_count));
+}
+
+void Supervisor::JobStop() {
+  if (finished_ || state_.phase != Phase::kRunning) return;
+  log_.warn("stopping the ranks (SIGTERM, SIGKILL after {})", Seconds(config_.grace));
+  Dispatch(PolicyEvent::JobStop());
+}
+
+void Supervisor::JobExit(int exit_code) {
+  if (!finished_) Dispatch(PolicyEvent::JobExit(exit_code));
+}
+
+LocalStopReport Supervisor::MakeStopReport() const {
+  LocalStopReport report;
+  report.cause = state_.cause;
+  switch (state_.cause) {
+    case StopCause::kSignal:
+      report.exit_code = exit_code::kSignalBase + state_.stop_signal;
+      report.what = "its gculaunch received " + SignalName(state_.stop_signal);
+      break;
+    case StopCause::kSpawnFailed:
+      report.exit_code = exit_code::kSpawnFailed;
+      report.local_rank = state_.failed_local_rank.value_or(-1);
+      report.what = outcome_.start_error ? outcome_.start_error->what : "spawn failed";
+      break;
+    default:
+      report.local_rank = state_.failed_local_rank.value_or(-1);
+      if (state_.failed_exit) {
+        report.exit_code = state_.failed_exit->ShellCode();
+        report.what = state_.failed_exit->Describe();
+      }
+      break;
+  }
+  if (report.local_rank >= 0 && group_) {
+    for (const RankRecord& r : group_->Records()) {
+      if (r.local_rank == report.local_rank) report.rank = r.rank;
+    }
+  }
+  return report;
+}
+
 void Supervisor::Dispatch(const PolicyEvent& event) {
   PolicyStep step = Step(state_, config_.policy, event);
   state_ = step.state;
@@ -112,6 +159,7 @@ void Supervisor::Execute(const PolicyAction& action) {
   using A = PolicyAction::Kind;
   switch (action.kind) {
     case A::kSignalGroups:
+      if (!group_) break;  // job mode, before the first attempt
       group_->SignalAll(action.signal);
       ScheduleDrainCheck();
       break;
@@ -119,6 +167,7 @@ void Supervisor::Execute(const PolicyAction& action) {
       ArmTimer(grace_timer_, config_.grace, PolicyEvent::GraceExpired());
       break;
     case A::kKillGroups: {
+      if (!group_) break;
       const int n = group_->SignalAll(SIGKILL);
       if (n > 0) log_.warn("sent SIGKILL to {} rank process group(s)", n);
       ScheduleDrainCheck();
@@ -128,6 +177,10 @@ void Supervisor::Execute(const PolicyAction& action) {
       ArmTimer(kill_timer_, config_.kill_wait, PolicyEvent::KillWaitExpired());
       break;
     case A::kStartAttempt: {
+      if (config_.policy.job) {  // the job logs its restarts
+        StartAttempt(action.restart_count);
+        break;
+      }
       const auto records = group_->Records();
       std::string why;
       for (const RankRecord& r : records) {
@@ -142,13 +195,24 @@ void Supervisor::Execute(const PolicyAction& action) {
       break;
     }
     case A::kReportStuck: {
-      outcome_.stuck = group_->Survivors();
+      if (group_) outcome_.stuck = group_->Survivors();
       log_.error("{} process(es) survived SIGKILL for {}; giving up on them (listed below)",
                  outcome_.stuck.size(), Seconds(config_.kill_wait));
       break;
     }
     case A::kExit:
       Finish(action.exit_code);
+      break;
+    case A::kNotifyStop:
+      if (job_ != nullptr) {
+        asio::post(deps_.io, [job = job_, report = MakeStopReport()] { job->LocalStop(report); });
+      }
+      break;
+    case A::kNotifyDrained:
+      if (job_ != nullptr) {
+        const bool success = state_.cause == StopCause::kSuccess;
+        asio::post(deps_.io, [job = job_, success] { job->AttemptDrained(success); });
+      }
       break;
   }
 }
@@ -273,6 +337,9 @@ void Supervisor::Finish(int exit_code) {
   CancelTimers();
   boost::system::error_code ignored;
   signals_.cancel(ignored);
+  if (job_ != nullptr) {
+    asio::post(deps_.io, [job = job_, exit_code] { job->Finished(exit_code); });
+  }
 }
 
 }  // namespace gculaunch

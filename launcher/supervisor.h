@@ -14,6 +14,12 @@
 // Only then does the AttemptObserver hear BeginAttempt() for the next one, so
 // a store can reset knowing that no rank of the old attempt is alive.
 //
+// Multi-node jobs (job mode, PolicyConfig::job): a JobLink hears about local
+// teardowns and drained attempts, and decides with JobStart/JobStop/JobExit
+// what happens next; Run() then starts no attempt by itself.  JobLink calls
+// are posted to the io_context, never made from inside the Supervisor's own
+// dispatch, so the JobLink may call JobStart/JobStop/JobExit directly.
+//
 // Lifetime: Run() returns once the job ended; the WorkerGroup of the last
 // attempt lives until the Supervisor is destroyed.
 // Thread safety: io_context thread only; Run() runs the io_context.
@@ -41,6 +47,33 @@ class AttemptObserver {
  public:
   virtual ~AttemptObserver() = default;
   virtual void BeginAttempt(int restart_count) = 0;
+};
+
+/// Job mode: the multi-node job this node's ranks belong to (node_agent.h).
+class JobLink {
+ public:
+  virtual ~JobLink() = default;
+  /// A local teardown began because a rank failed, could not start, or gculaunch received a
+  /// teardown signal.
+  virtual void LocalStop(const LocalStopReport& report) = 0;
+  /// Every rank of the attempt is gone; the Supervisor waits for JobStart or JobExit.
+  /// `success`: every rank exited 0 while the attempt ran.
+  virtual void AttemptDrained(bool success) = 0;
+  /// The Supervisor finished with `exit_code` (Run() has returned or is about to).
+  virtual void Finished(int exit_code) = 0;
+};
+
+/// Job mode: what the job tells this node's ranks.  The Supervisor implements it; the
+/// node agent's tests use a fake.
+class JobControl {
+ public:
+  virtual ~JobControl() = default;
+  /// Starts attempt `restart_count` (only while waiting for the job).
+  virtual void JobStart(int restart_count) = 0;
+  /// Stops the running ranks (grace period, then SIGKILL); the drain is reported.
+  virtual void JobStop() = 0;
+  /// Exits with `exit_code` (only while waiting for the job).
+  virtual void JobExit(int exit_code) = 0;
 };
 
 /// Supplies the ranks of each attempt (paths, environment, routing).  It may
@@ -77,16 +110,24 @@ struct JobOutcome {
   double end_time = 0;
 };
 
-class Supervisor {
+class Supervisor : public JobControl {
  public:
+  /// `job` is required in job mode (config.policy.job) and ignored otherwise.
   Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
-             AttemptPlanner& planner, AttemptObserver* observer);
-  ~Supervisor();
+             AttemptPlanner& planner, AttemptObserver* observer, JobLink* job = nullptr);
+  ~Supervisor() override;
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
   /// Runs the job to its end.
   JobOutcome Run();
+
+  // ---- JobControl (job mode; ignored in phases where they mean nothing) ----
+  void JobStart(int restart_count) override;
+  void JobStop() override;
+  void JobExit(int exit_code) override;
+  /// The current phase (tests, the agent's logs).
+  PolicyState::Phase phase() const { return state_.phase; }
 
   /// The current attempt's ranks (for tests and logs); null before Run().
   const WorkerGroup* group() const { return group_.get(); }
@@ -104,12 +145,14 @@ class Supervisor {
                 PolicyEvent event);
   void CancelTimers();
   void Finish(int exit_code);
+  LocalStopReport MakeStopReport() const;
 
   WorkerGroupDeps deps_;
   spdlog::logger& log_;
   SupervisorConfig config_;
   AttemptPlanner& planner_;
   AttemptObserver* observer_;
+  JobLink* job_;
 
   PolicyState state_;
   JobOutcome outcome_;

@@ -123,8 +123,12 @@ class ServerCore final : public SessionOwner,
 
   void OnSessionEnd(Session& session) override {
     log_.debug("connection {} from {} ended", session.id(), session.peer());
-    store_.Close(session.id());
-    sessions_.erase(session.id());
+    const ConnId id = session.id();
+    store_.Close(id);
+    sessions_.erase(id);
+    if (options_.connection_observer && !stopped_) {
+      asio::post(io_, [observer = options_.connection_observer, id] { observer(id); });
+    }
   }
 
   // ---- Server API ----
@@ -406,6 +410,18 @@ bool Server::Check(const std::vector<std::string>& keys) {
   r.keys = keys;
   const std::string reply = core_->Run(std::move(r), effects);
   return reply.size() == 1 && reply[0] == 0;
+}
+
+std::string Server::CompareSet(const std::string& key, const std::string& expected,
+                              const std::string& desired) {
+  Effects effects;
+  Request r;
+  r.op = Op::kCompareSet;
+  r.keys = {key};
+  r.values = {expected, desired};
+  const std::string reply = core_->Run(std::move(r), effects);
+  if (reply.size() < 8) return "";
+  return reply.substr(8);
 }
 
 bool Server::DeleteKey(const std::string& key) {

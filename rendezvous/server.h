@@ -72,6 +72,11 @@ struct ServerOptions {
   int first_attempt = 0;
   /// Called with every decoded request before the store handles it (tests, metrics).
   std::function<void(ConnId, const Request&)> request_observer;
+  /// Posted to the io_context when a client's connection ended by itself (the peer closed
+  /// it, or it failed), after the store forgot it.  Not for connections the server closes
+  /// (BeginAttempt, Stop, a malformed frame).  The multi-node coordinator uses it to notice
+  /// a node's gculaunch that died.
+  std::function<void(ConnId)> connection_observer;
 };
 
 class ServerCore;
@@ -105,6 +110,10 @@ class Server {
   /// ADD semantics; fails if the current value is not a number.
   Result<std::int64_t> Add(const std::string& key, std::int64_t delta);
   bool Check(const std::vector<std::string>& keys);
+  /// COMPARE_SET semantics: stores `desired` if the key holds `expected` (or is missing and
+  /// `expected` is empty); returns the value the key holds afterwards (PyTorch's reply).
+  std::string CompareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired);
   bool DeleteKey(const std::string& key);
   /// Calls done(true) once every key exists (from the io_context, never inline), or
   /// done(false) if the server stops first.

@@ -65,6 +65,11 @@ void Store::Open(ConnId id, Scope scope) { conns_.emplace(id, Conn{scope}); }
 
 void Store::Close(ConnId id) { conns_.erase(id); }
 
+bool Store::IsAgent(ConnId id) const {
+  auto it = conns_.find(id);
+  return it != conns_.end() && it->second.agent;
+}
+
 bool Store::IsParked(ConnId id) const {
   auto it = conns_.find(id);
   return it != conns_.end() && it->second.missing > 0;
@@ -209,6 +214,13 @@ void Store::Handle(ConnId id, Request& request, std::string& reply, Effects& eff
   if (conn.missing > 0 && request.op != Op::kCancelWait) DropParkedWait(conn);
 
   auto& keys = request.keys;
+  if (!conn.keyed && !keys.empty()) {
+    conn.keyed = true;
+    conn.agent = conn.scope == Scope::kAttempt &&
+                 std::all_of(keys.begin(), keys.end(), [](const std::string& key) {
+                   return key.starts_with(kLauncherKeyPrefix);
+                 });
+  }
   auto& values = request.values;
   switch (request.op) {
     case Op::kValidate:
@@ -403,7 +415,7 @@ Result<std::vector<ConnId>> Store::BeginAttempt(int attempt) {
   }
   std::vector<ConnId> dropped;
   for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->second.scope == Scope::kAttempt) {
+    if (it->second.scope == Scope::kAttempt && !it->second.agent) {
       dropped.push_back(it->first);
       it = conns_.erase(it);
     } else {

@@ -33,6 +33,13 @@
 // Handle() on an unknown id asks the caller to close it.  Launcher-scope connections and
 // the launcher namespace survive.
 //
+// Node agents.  The other nodes' gculaunch processes reach the launcher namespace over
+// sockets, on the same port as the ranks, and their connections must outlive restart
+// attempts.  A socket connection whose first request with keys names only launcher keys
+// ("gculaunch/...") is an agent connection: it keeps the attempt scope for unprefixed keys
+// but BeginAttempt does not drop it.  A rank never qualifies (PyTorch clients never send
+// such keys), and a connection that first used an ordinary key never becomes one.
+//
 // Costs: every request is O(size of its keys and values) plus O(1) hash operations, except
 // waking, which is O(waiters of that key).  Parked WAITs are removed lazily (a cancelled or
 // closed waiter leaves a stale registration that is skipped and periodically compacted), so
@@ -95,6 +102,8 @@ class Store {
   /// Forgets a connection and its parked WAIT and watches.  Unknown ids are ignored.
   void Close(ConnId id);
   bool IsOpen(ConnId id) const { return conns_.count(id) != 0; }
+  /// True for a node agent's connection (see the file comment).
+  bool IsAgent(ConnId id) const;
 
   /// Handles one request of `id`, appending its reply bytes (if any) to `reply` and any
   /// deliveries / close reason to `effects`.  May move strings out of `request`.  An unknown
@@ -133,6 +142,8 @@ class Store {
   };
   struct Conn {
     Scope scope;
+    bool keyed = false;  ///< a request with keys was seen (decides `agent`)
+    bool agent = false;  ///< a node agent's connection: kept by BeginAttempt
     std::uint32_t missing = 0;  ///< keys of the parked WAIT still missing; 0: none parked
     std::uint64_t wait_seq = 0; ///< id of the parked WAIT (0: none)
   };

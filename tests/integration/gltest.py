@@ -532,3 +532,99 @@ def listening_socket_owner(port):
             except OSError:
                 continue
     return owners
+
+
+# ---- simulated hosts: network namespaces (tests/integration/test_multinode.py, benchmarks) ----
+
+class SimulatedHosts:
+    """`count` hosts on this machine: one network namespace each ("<prefix>-h<i>", with `lo`
+    up and `eth0` = 198.18.0.<i+1>/24) plus a switch namespace ("<prefix>-sw") whose bridge
+    joins them through veth pairs.  Nothing is created in, or attached to, the namespace the
+    tests run in; 198.18.0.0/15 (reserved for benchmarking) exists only inside these
+    namespaces.  Names are unique per instance, and close() deletes exactly the namespaces
+    this instance created (use it as a context manager so that a failing test still cleans
+    up).  Processes are started inside with `ip netns exec` (command_prefix)."""
+
+    SUBNET = "198.18.0."
+
+    def __init__(self, count, ipv6=False):
+        self.prefix = "glmn%d%s" % (os.getpid(), uuid.uuid4().hex[:4])
+        self.switch = self.prefix + "-sw"
+        self.hosts = ["%s-h%d" % (self.prefix, i) for i in range(count)]
+        self._created = []
+        try:
+            self._ip("netns", "add", self.switch)
+            self._created.append(self.switch)
+            self._ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+            self._ip("-n", self.switch, "link", "set", "br0", "up")
+            for i, ns in enumerate(self.hosts):
+                self._ip("netns", "add", ns)
+                self._created.append(ns)
+                self._ip("-n", ns, "link", "set", "lo", "up")
+                # Both ends are created straight inside the namespaces.
+                self._ip("-n", self.switch, "link", "add", "p%d" % i, "type", "veth", "peer",
+                         "name", "eth0", "netns", ns)
+                self._ip("-n", self.switch, "link", "set", "p%d" % i, "master", "br0")
+                self._ip("-n", self.switch, "link", "set", "p%d" % i, "up")
+                self._ip("-n", ns, "addr", "add", self.addr(i) + "/24", "dev", "eth0")
+                self._ip("-n", ns, "link", "set", "eth0", "up")
+        except Exception:
+            self.close()
+            raise
+
+    @staticmethod
+    def _ip(*args):
+        out = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise RuntimeError("ip %s failed: %s" % (" ".join(args), out.stderr.strip()))
+
+    def addr(self, i):
+        return self.SUBNET + str(i + 1)
+
+    def command_prefix(self, i):
+        return ["ip", "netns", "exec", self.hosts[i]]
+
+    def pids_in(self, i):
+        """Pids of processes whose network namespace is host i's."""
+        out = subprocess.run(["ip", "netns", "pids", self.hosts[i]], capture_output=True,
+                             text=True, timeout=30)
+        return [int(p) for p in out.stdout.split()]
+
+    def unplug(self, i):
+        """Host i vanishes from the network (its veth goes down on the switch side)."""
+        self._ip("-n", self.switch, "link", "set", "p%d" % i, "down")
+
+    def plug(self, i):
+        """Host i is back on the network."""
+        self._ip("-n", self.switch, "link", "set", "p%d" % i, "up")
+
+    def close(self):
+        for ns in reversed(self._created):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        self._created = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class NodeJob(Job):
+    """One simulated node's gculaunch: a Job run inside host `index` of `hosts` with the
+    variables a Volcano/KubeBrain-style platform sets (WORLD_SIZE = nodes, RANK = node index,
+    MASTER_ADDR, MASTER_PORT) and GLOO_SOCKET_IFNAME=eth0."""
+
+    def __init__(self, hosts, index, nnodes, port, args, tag, extra_env=None,
+                 master_addr=None):
+        env = {
+            "WORLD_SIZE": str(nnodes),
+            "RANK": str(index),
+            "MASTER_ADDR": master_addr or hosts.addr(0),
+            "MASTER_PORT": str(port),
+            "GLOO_SOCKET_IFNAME": "eth0",
+        }
+        env.update(extra_env or {})
+        super().__init__(args, tag=tag, extra_env=env, prefix=hosts.command_prefix(index))
+        self.index = index

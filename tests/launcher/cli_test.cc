@@ -58,6 +58,7 @@ const std::vector<ValueCase>& ValueCases() {
          return o.rdzv_conf ==
                 std::map<std::string, std::string>{{"timeout", "900"}, {"is_host", "true"}};
        }},
+      {"rdzv-timeout", "30", [](const CliOptions& o) { return o.rdzv_timeout == 30.0; }},
       {"max-restarts", "3", [](const CliOptions& o) { return o.max_restarts == 3; }},
       {"monitor-interval", "0.5", [](const CliOptions& o) { return o.monitor_interval == 0.5; }},
       {"role", "trainer", [](const CliOptions& o) { return o.role == "trainer"; }},
@@ -315,6 +316,12 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
       {{"--run-id", "my job", "x.py"},
        "gculaunch: --run-id 'my job': expected letters, digits, '.', '_' or '-' (fix: e.g. "
        "--run-id job-42)"},
+      {{"--rdzv-timeout", "0", "x.py"},
+       "gculaunch: --rdzv-timeout '0': expected seconds (a number > 0) (fix: e.g. --rdzv-timeout "
+       "900)"},
+      {{"--rdzv-timeout", "soon", "x.py"},
+       "gculaunch: --rdzv-timeout 'soon': expected seconds (a number > 0) (fix: e.g. "
+       "--rdzv-timeout 900)"},
       {{"--max-restarts", "-2", "x.py"},
        "gculaunch: --max-restarts '-2': expected a number >= 0 (fix: e.g. --max-restarts 3)"},
       {{"--grace-period", "soon", "x.py"},

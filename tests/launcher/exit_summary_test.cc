@@ -252,3 +252,33 @@ TEST_CASE("a rank that could not be started", "[exit_summary]") {
 }
 
 }  // namespace gculaunch
+
+namespace gculaunch {
+
+TEST_CASE("multi-node: a node whose ranks were only stopped names where it happened",
+          "[exit_summary]") {
+  SummaryInput in = Failed(7);
+  in.final_state.cause = StopCause::kJob;
+  in.records = {Rec(0, WorkerExit::Signaled(SIGTERM), 10, false)};
+  in.job_outcome = "rank_failed";
+  in.job_cause = "the job stopped: rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed "
+                 "with exit code 7";
+  in.job_json = {{"kind", "rank_failed"}, {"node", 1}, {"rank", 3}, {"exit_code", 7}};
+  const ExitSummary s = BuildExitSummary(in);
+  CHECK_FALSE(s.root_cause.has_value());  // no local rank failed
+  CHECK(s.text == std::vector<std::string>{in.job_cause, "exit code 7 (rank_failed)"});
+  CHECK(s.json["outcome"] == "rank_failed");
+  CHECK(s.json["job"]["node"] == 1);
+  REQUIRE(s.parent_error.has_value());
+  CHECK((*s.parent_error)["message"]["message"] == in.job_cause);
+
+  // A node that left on a signal keeps its own outcome; a single node has no "job".
+  SummaryInput left = Failed(143);
+  left.final_state.cause = StopCause::kSignal;
+  left.final_state.stop_signal = SIGTERM;
+  left.job_outcome = "node_left";
+  CHECK(OutcomeName(left) == "signal");
+  CHECK(BuildExitSummary(Failed(3)).json["job"].is_null());
+}
+
+}  // namespace gculaunch

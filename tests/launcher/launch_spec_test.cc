@@ -151,6 +151,45 @@ TEST_CASE("launch spec: store modes", "[launch_spec]") {
   CHECK(HasNote(standalone, "master port chosen at launch: a free port for rank 0's store"));
 }
 
+TEST_CASE("launch spec: multi-node ports and the rendezvous timeout", "[launch_spec]") {
+  Fixture f;
+  const std::vector<std::string> two = {"--nnodes", "2", "--node-rank", "1", "--master-addr",
+                                        "198.18.0.1", "--master-port", "29510"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = two;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("x.py");
+    return args;
+  };
+  // Agent store: the ranks use the port the agents meet on.
+  LaunchSpec agent = f.Spec(with({}));
+  CHECK(agent.agent_port == 29510);
+  CHECK(agent.master_port == 29510);
+  CHECK(agent.rdzv_timeout_s == 900);
+  CHECK(f.Spec({"--nproc-per-node", "2", "x.py"}).agent_port == 0);  // single node
+  // --no-agent-store: rank 0's store gets --worker-port, or a port node 0 picks.
+  LaunchSpec worker = f.Spec(with({"--no-agent-store", "--worker-port", "29600"}));
+  CHECK(worker.agent_port == 29510);
+  CHECK(worker.master_port == 29600);
+  LaunchSpec picked = f.Spec(with({"--no-agent-store"}));
+  CHECK(picked.agent_port == 29510);
+  CHECK(picked.master_port == 0);
+  CHECK(HasNote(picked, "rank 0's store port is chosen at launch by node 0 (--no-agent-store "
+                        "without --worker-port); MASTER_PORT 29510 stays node 0's gculaunch's"));
+  CHECK(f.Err(with({"--no-agent-store", "--worker-port", "29510"})) ==
+        "gculaunch: --worker-port 29510 is MASTER_PORT, where node 0's gculaunch meets the other "
+        "nodes (fix: give rank 0's store another port, or drop --worker-port to let node 0 pick "
+        "a free one)");
+  // --rdzv-timeout, else --rdzv-conf join_timeout / timeout.
+  CHECK(f.Spec(with({"--rdzv-timeout", "12.5"})).rdzv_timeout_s == 12.5);
+  CHECK(f.Spec(with({"--rdzv-conf", "timeout=30"})).rdzv_timeout_s == 30);
+  CHECK(f.Spec(with({"--rdzv-conf", "timeout=30,join_timeout=40"})).rdzv_timeout_s == 40);
+  CHECK(f.Spec(with({"--rdzv-conf", "join_timeout=40", "--rdzv-timeout", "5"})).rdzv_timeout_s ==
+        5);
+  f.env.Set("PET_RDZV_TIMEOUT", "7");
+  CHECK(f.Spec(with({})).rdzv_timeout_s == 7);
+}
+
 TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
   Fixture f;
   CHECK(f.Err({"--nnodes", "2", "--node-rank", "2", "--master-addr", "n", "x.py"}) ==

@@ -154,6 +154,90 @@ TEST_CASE("restart policy: table of event sequences", "[restart_policy]") {
   }
 }
 
+TEST_CASE("restart policy: job mode (multi-node) asks the job", "[restart_policy]") {
+  const PolicyConfig job{2, 1, true};
+  const std::vector<A> kTeardownNotify = {A::SignalGroups(SIGTERM), A::StartGraceTimer(),
+                                          A::NotifyStop()};
+  const std::vector<Row> rows = {
+      {"nothing runs until the job starts attempt 0; success is reported, not exited",
+       job,
+       {{kOk0, kNone},
+        {E::JobStart(0), {A::StartAttempt(0)}},
+        {kOk0, kNone},
+        {kOk1, kTeardownTerm},
+        {kDrained, {A::NotifyDrained()}},
+        {E::JobExit(0), {A::Exit(0)}}},
+       Phase::kFinished},
+      {"a local failure is reported; the restart waits for the job's go",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {kFail1, kTeardownNotify},
+        {kTermed0, kNone},
+        {kDrained, {A::NotifyDrained()}},
+        {E::JobStart(1), {A::StartAttempt(1)}},
+        {kOk0, kNone},
+        {kOk1, kTeardownTerm},
+        {kDrained, {A::NotifyDrained()}}},
+       Phase::kWaitingForJob},
+      {"the job stops the ranks (another node failed): not reported back as local",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {E::JobStop(), kTeardownTerm},
+        {E::JobStop(), kNone},
+        {kTermed0, kNone},
+        {E::GraceExpired(), kEscalate},
+        {kDrained, {A::NotifyDrained()}},
+        {E::JobExit(7), {A::Exit(7)}}},
+       Phase::kFinished},
+      {"a teardown signal is reported and the node leaves without waiting: 143",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {kTerm, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
+        {kDrained, {A::Exit(143)}}},
+       Phase::kFinished},
+      {"a signal while waiting for the job exits at once",
+       job,
+       {{kInt, {A::Exit(130)}}},
+       Phase::kFinished},
+      {"a spawn failure is reported like a rank failure",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {E::SpawnFailed(1), kTeardownNotify},
+        {kDrained, {A::NotifyDrained()}}},
+       Phase::kWaitingForJob},
+      {"job events out of place are ignored",
+       job,
+       {{E::JobStop(), kNone},
+        {E::JobStart(0), {A::StartAttempt(0)}},
+        {E::JobStart(1), kNone},
+        {E::JobExit(3), kNone},
+        {kUsr1, {A::SignalGroups(SIGUSR1)}}},
+       Phase::kRunning},
+      {"stuck ranks still end the node with 5",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {E::JobStop(), kTeardownTerm},
+        {E::GraceExpired(), kEscalate},
+        {E::KillWaitExpired(), {A::ReportStuck(), A::Exit(5)}}},
+       Phase::kFinished},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    PolicyState state = InitialState(row.config);
+    CHECK(state.phase == Phase::kWaitingForJob);
+    for (size_t i = 0; i < row.steps.size(); ++i) {
+      const auto& [event, expected] = row.steps[i];
+      PolicyStep step = Step(state, row.config, event);
+      INFO("step " << i << ": got " << Describe(step.actions) << ", expected "
+                   << Describe(expected));
+      CHECK(step.actions == expected);
+      state = step.state;
+    }
+    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+  }
+  CHECK(InitialState(PolicyConfig{2, 1, false}).phase == Phase::kRunning);
+}
+
 TEST_CASE("restart policy: a restart resets the attempt and counts it", "[restart_policy]") {
   PolicyState state;
   const PolicyConfig config{2, 3};

@@ -324,3 +324,119 @@ TEST_CASE("supervisor: after success, processes left in a rank's group are stopp
 }
 
 }  // namespace gculaunch
+
+namespace gculaunch {
+namespace {
+
+// A JobLink that records what the Supervisor reports and answers like a job would:
+// restart once after a failed attempt, then end with `final_code`.
+class ScriptedJob : public JobLink {
+ public:
+  void LocalStop(const LocalStopReport& r) override {
+    events.push_back("stop rank " + std::to_string(r.rank) + ": " + r.what);
+  }
+  void AttemptDrained(bool success) override {
+    events.push_back(success ? "drained ok" : "drained failed");
+    if (!success && restarts_left-- > 0) {
+      supervisor->JobStart(++epoch);
+    } else {
+      supervisor->JobExit(success ? 0 : final_code);
+    }
+  }
+  void Finished(int exit_code) override {
+    events.push_back("finished " + std::to_string(exit_code));
+  }
+  Supervisor* supervisor = nullptr;
+  std::vector<std::string> events;
+  int restarts_left = 0;
+  int epoch = 0;
+  int final_code = 0;
+};
+
+}  // namespace
+
+TEST_CASE("supervisor: job mode reports to the job and restarts only on its go",
+          "[supervisor]") {
+  Fixture f;
+  ScriptedJob job;
+  job.restarts_left = 1;
+  SupervisorConfig config;
+  config.policy.nranks = 2;
+  config.policy.job = true;
+  FunctionPlanner planner([&](int attempt) -> Result<std::vector<RankLaunch>> {
+    if (attempt == 0) {
+      return std::vector<RankLaunch>{f.Rank(0, {"pause"}), f.Rank(1, {"exit", "3"})};
+    }
+    return std::vector<RankLaunch>{f.Rank(0, {"exit", "0"}), f.Rank(1, {"exit", "0"})};
+  });
+  Supervisor supervisor(WorkerGroupDeps{f.io, f.spawner, f.watcher, f.writer, f.flow, nullptr,
+                                        f.out, f.err, std::chrono::milliseconds(20)},
+                        f.log, config, planner, nullptr, &job);
+  job.supervisor = &supervisor;
+  boost::asio::post(f.io, [&] { supervisor.JobStart(0); });
+  const JobOutcome outcome = supervisor.Run();
+  f.io.poll();  // the posted Finished notification
+  f.writer.Finish(std::chrono::seconds(10));
+  CHECK(outcome.exit_code == 0);
+  CHECK(outcome.restarts == 1);
+  REQUIRE(outcome.records.size() == 4);
+  CHECK(outcome.records[1].exit == WorkerExit::Exited(3));
+  CHECK(outcome.records[0].exit == WorkerExit::Signaled(SIGTERM));
+  CHECK(job.events == std::vector<std::string>{"stop rank 1: exit code 3", "drained failed",
+                                               "drained ok", "finished 0"});
+}
+
+TEST_CASE("supervisor: job mode stops the ranks when the job says so", "[supervisor]") {
+  Fixture f;
+  ScriptedJob job;
+  job.final_code = 7;
+  SupervisorConfig config;
+  config.policy.nranks = 2;
+  config.policy.job = true;
+  FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
+    return std::vector<RankLaunch>{f.Rank(0, {"pause"}), f.Rank(1, {"pause"})};
+  });
+  Supervisor supervisor(WorkerGroupDeps{f.io, f.spawner, f.watcher, f.writer, f.flow, nullptr,
+                                        f.out, f.err, std::chrono::milliseconds(20)},
+                        f.log, config, planner, nullptr, &job);
+  job.supervisor = &supervisor;
+  boost::asio::post(f.io, [&] {
+    supervisor.JobStart(0);
+    supervisor.JobStop();
+  });
+  const JobOutcome outcome = supervisor.Run();
+  f.io.poll();
+  f.writer.Finish(std::chrono::seconds(10));
+  CHECK(outcome.exit_code == 7);
+  REQUIRE(outcome.records.size() == 2);
+  for (const RankRecord& r : outcome.records) {
+    CHECK(r.exit == WorkerExit::Signaled(SIGTERM));
+    CHECK_FALSE(r.exited_while_running);
+  }
+  // Stopped by the job: no local stop is reported back.
+  CHECK(job.events == std::vector<std::string>{"drained failed", "finished 7"});
+}
+
+TEST_CASE("supervisor: job mode, a signal before the job starts ends the node at once",
+          "[supervisor]") {
+  Fixture f;
+  ScriptedJob job;
+  SupervisorConfig config;
+  config.policy.job = true;
+  FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
+    return std::vector<RankLaunch>{f.Rank(0, {"pause"})};
+  });
+  Supervisor supervisor(WorkerGroupDeps{f.io, f.spawner, f.watcher, f.writer, f.flow, nullptr,
+                                        f.out, f.err, std::chrono::milliseconds(20)},
+                        f.log, config, planner, nullptr, &job);
+  job.supervisor = &supervisor;
+  boost::asio::post(f.io, [] { ::kill(::getpid(), SIGUSR2); ::kill(::getpid(), SIGTERM); });
+  const JobOutcome outcome = supervisor.Run();
+  f.io.poll();
+  f.writer.Finish(std::chrono::seconds(10));
+  CHECK(outcome.exit_code == 143);
+  CHECK(outcome.records.empty());
+  CHECK(job.events == std::vector<std::string>{"finished 143"});
+}
+
+}  // namespace gculaunch

@@ -249,6 +249,56 @@ TEST_CASE("server: a new attempt closes old connections, old keys and the backlo
   CHECK_FALSE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
 }
 
+TEST_CASE("server: the connection observer hears of connections the peer ended",
+          "[server][attempt]") {
+  std::mutex mu;
+  std::vector<ConnId> ended;
+  std::promise<void> first_end;
+  ServerOptions options;
+  options.connection_observer = [&](ConnId id) {
+    std::lock_guard<std::mutex> lock(mu);
+    ended.push_back(id);
+    if (ended.size() == 1) first_end.set_value();
+  };
+  ServerFixture f(std::move(options));
+  auto peer = std::make_unique<RawClient>(f.port());  // a node agent: survives the attempt
+  peer->Send(V1(Req(Op::kGet, {"gculaunch/job/plan/0"})));
+  CHECK(AsI64(peer->Read(8)) == 0);
+  const ConnId peer_id = f.WaitForRequest(Op::kGet, 1);
+  RawClient rank(f.port());
+  rank.Send(V1(Req(Op::kGetNumKeys)));
+  CHECK(AsI64(rank.Read(8)) == 0);
+  // Closed by the server (a new attempt): not reported.
+  REQUIRE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
+  CHECK(rank.ReadsEof());
+  // Closed by the peer (its process died): reported with its id.
+  peer.reset();
+  REQUIRE(first_end.get_future().wait_for(testing::kHangGuard) == std::future_status::ready);
+  f.OnIo([] { return 0; });
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(ended == std::vector<ConnId>{peer_id});
+}
+
+TEST_CASE("server: a node agent connection outlives attempts, and in-process COMPARE_SET",
+          "[server][attempt]") {
+  ServerFixture f;
+  RawClient agent(f.port());
+  RawClient rank(f.port());
+  agent.Send(V1(Req(Op::kSet, {"gculaunch/job/node/1"}, {"reg"})) + V1(Req(Op::kGetNumKeys)));
+  CHECK(AsI64(agent.Read(8)) == 0);
+  rank.Send(V1(Req(Op::kSet, {"/k"}, {"v"})) + V1(Req(Op::kGetNumKeys)));
+  CHECK(AsI64(rank.Read(8)) == 1);
+  REQUIRE(f.OnIo([&] { return f.server().BeginAttempt(1).ok(); }));
+  CHECK(rank.ReadsEof());
+  // The first writer of a marker wins; later writers read the winner.
+  CHECK(f.OnIo([&] { return f.server().CompareSet("job/stop/0", "", "first"); }) == "first");
+  CHECK(f.OnIo([&] { return f.server().CompareSet("job/stop/0", "", "second"); }) == "first");
+  CHECK(f.OnIo([&] { return f.server().CompareSet("job/stop/0", "first", "third"); }) == "third");
+  agent.Send(V1(Req(Op::kGet, {"gculaunch/job/stop/0"})));
+  CHECK(agent.Read(13) == FromHex("0500000000000000") + "third");
+  CHECK(f.OnIo([&] { return f.server().Get("job/node/1"); }) == std::optional<std::string>("reg"));
+}
+
 // The fds that a freshly exec'd child sees, as "socket:[inode]" / paths.
 std::vector<std::string> ChildFdTargets() {
   int pipe_fds[2];

@@ -458,6 +458,38 @@ TEST_CASE("attempts: a new attempt drops old connections and keys", "[store][att
   CHECK(h.store.NumKeys(Scope::kAttempt) == 0);
 }
 
+TEST_CASE("attempts: node agents' socket connections survive a new attempt", "[store][attempt]") {
+  Harness h;
+  const ConnId agent = h.Open();   // first keyed request names only launcher keys
+  const ConnId rank = h.Open();    // first keyed request is a worker key
+  const ConnId mixed = h.Open();   // worker key first, launcher key later: still a rank
+  const ConnId unkeyed = h.Open(); // only VALIDATE/PING so far: not decided yet
+  h.Do(agent, Req(Op::kValidate));
+  h.Do(agent, Set("gculaunch/job/node/1", "reg"));
+  h.Do(rank, Set("/default_pg/0//cpu//0/0", "addr"));
+  h.Do(mixed, Get("/x"));
+  h.Do(mixed, Get("gculaunch/job/plan/0"));
+  h.Do(unkeyed, Req(Op::kValidate));
+  CHECK(h.store.IsAgent(agent));
+  CHECK_FALSE(h.store.IsAgent(rank));
+  CHECK_FALSE(h.store.IsAgent(mixed));
+  CHECK_FALSE(h.store.IsAgent(unkeyed));
+  // A parked WAIT of the agent on a launcher key survives the attempt change too.
+  CHECK(h.Do(agent, Wait({"gculaunch/job/stop/1"})).empty());
+
+  auto dropped = h.store.BeginAttempt(1);
+  REQUIRE(dropped.ok());
+  CHECK(*dropped == std::vector<ConnId>{rank, mixed, unkeyed});
+  CHECK(h.store.IsOpen(agent));
+  const ConnId launcher = h.Open(Scope::kLauncher);
+  h.Do(launcher, Set("job/stop/1", "marker"));
+  CHECK(h.Take(agent) == kStop);
+  CHECK(h.Do(agent, Get("gculaunch/job/stop/1")) == Blob("marker"));
+  // An agent's unprefixed keys still address the (current) attempt namespace.
+  h.Do(agent, Set("/y", "1"));
+  CHECK(h.store.Find(Scope::kAttempt, "/y") != nullptr);
+}
+
 TEST_CASE("attempts must increase", "[store][attempt]") {
   Store store(3);
   CHECK(store.attempt() == 3);

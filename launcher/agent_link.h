@@ -1,0 +1,133 @@
+// AgentLink: how a node agent reaches the job's keys (job_protocol.h) in the master's store.
+//
+//   LocalAgentLink   node 0: the store is in this process (rendezvous::Server's in-process
+//                    access to the launcher namespace)
+//   RemoteAgentLink  every other node: two connections of the C++ store client to
+//                    MASTER_ADDR:MASTER_PORT, keys prefixed "gculaunch/"
+//
+// Every operation completes through its callback, posted to the io_context (never inline),
+// so a callback may start the next operation or change the caller's state freely.
+//
+// RemoteAgentLink connects like torch's clients do (exponential back-off with jitter until
+// the deadline, rendezvous/client.h) and prints a progress line every 10 s while it waits:
+// the master being minutes late is normal.  It then keeps two connections, both with TCP
+// keepalive and TCP_USER_TIMEOUT (a vanished host is noticed in seconds):
+//   control  one request at a time from a queue: registration, reports, markers, and a
+//            heartbeat (ADD job/hb/<node>) every `heartbeat_interval` when idle; a reply
+//            that takes longer than `reply_timeout` means the master is gone
+//   watch    the agent's one blocking WAIT (the next plan, or the epoch's marker)
+// Any failure of either connection is reported once through `on_lost`; later operations
+// fail at once.
+//
+// Lifetime: the owner keeps the link alive while it runs the io_context; Close() ends both
+// connections, and callbacks of operations still pending then complete with errors (or
+// never, once the link is destroyed: pending handlers hold only a weak reference).
+// Thread safety: the io_context's thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "launcher/error.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace gculaunch::rendezvous {
+class Server;
+}
+
+namespace gculaunch {
+
+class AgentLink {
+ public:
+  using Done = std::function<void(Status)>;
+  using Value = std::function<void(Result<std::string>)>;
+
+  virtual ~AgentLink() = default;
+  /// Keys are named as in job_protocol.h (without "gculaunch/").
+  virtual void Set(const std::string& key, const std::string& value, Done done) = 0;
+  /// COMPARE_SET; the value is what the key holds afterwards.
+  virtual void CompareSet(const std::string& key, const std::string& expected,
+                          const std::string& desired, Value done) = 0;
+  /// GET (a missing key reads as "").
+  virtual void Get(const std::string& key, Value done) = 0;
+  /// Waits until `key` exists, then reads it.  At most one at a time.
+  virtual void WaitGet(const std::string& key, Value done) = 0;
+  virtual void Close() = 0;
+};
+
+class LocalAgentLink : public AgentLink {
+ public:
+  /// `server` must outlive the link.
+  LocalAgentLink(boost::asio::io_context& io, rendezvous::Server& server);
+  void Set(const std::string& key, const std::string& value, Done done) override;
+  void CompareSet(const std::string& key, const std::string& expected, const std::string& desired,
+                  Value done) override;
+  void Get(const std::string& key, Value done) override;
+  void WaitGet(const std::string& key, Value done) override;
+  void Close() override;
+
+ private:
+  boost::asio::io_context& io_;
+  rendezvous::Server& server_;
+  std::shared_ptr<bool> open_ = std::make_shared<bool>(true);
+};
+
+struct RemoteLinkOptions {
+  std::string host;  ///< MASTER_ADDR (no brackets)
+  int port = 0;      ///< the port node 0's gculaunch serves the agents on
+  std::chrono::milliseconds connect_timeout{std::chrono::minutes(15)};  ///< --rdzv-timeout
+  std::chrono::milliseconds progress_period{10000};
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{1000};
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds reply_timeout{3000};
+  /// TCP keepalive (idle, interval, probes) and TCP_USER_TIMEOUT on both connections.
+  std::chrono::seconds keepalive_idle{2};
+  std::chrono::seconds keepalive_interval{1};
+  int keepalive_probes = 3;
+  std::chrono::milliseconds user_timeout{5000};
+  int node_rank = 1;  ///< whose heartbeat key to bump
+};
+
+class RemoteLinkCore;
+
+class RemoteAgentLink : public AgentLink {
+ public:
+  /// `log` must outlive the link and the io_context's handlers.
+  RemoteAgentLink(boost::asio::io_context& io, RemoteLinkOptions options, spdlog::logger& log);
+  ~RemoteAgentLink() override;
+  RemoteAgentLink(const RemoteAgentLink&) = delete;
+  RemoteAgentLink& operator=(const RemoteAgentLink&) = delete;
+
+  /// Connects both connections; done(error) once the deadline passed: the error names
+  /// MASTER_ADDR:MASTER_PORT, the attempts, the time spent and what to check.
+  void Connect(Done done);
+  /// The numeric local address of the control connection (net_address.h); "" before Connect.
+  std::string local_address() const;
+  /// "198.18.0.1:29500" or "[fd00::1]:29500".
+  std::string endpoint() const;
+  /// Starts the heartbeat; `on_lost(what)` is called once when either connection fails or
+  /// the master stops answering (also for failures of ordinary operations).
+  void StartHeartbeat(std::function<void(std::string)> on_lost);
+  /// Stops heartbeating (the node said bye); the connections stay for pending operations.
+  void StopHeartbeat();
+
+  void Set(const std::string& key, const std::string& value, Done done) override;
+  void CompareSet(const std::string& key, const std::string& expected, const std::string& desired,
+                  Value done) override;
+  void Get(const std::string& key, Value done) override;
+  void WaitGet(const std::string& key, Value done) override;
+  void Close() override;
+
+ private:
+  std::shared_ptr<RemoteLinkCore> core_;
+};
+
+}  // namespace gculaunch

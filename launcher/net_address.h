@@ -1,0 +1,47 @@
+// Network addresses as the multi-node rendezvous shows and publishes them.
+//
+// What it owns: nothing; text forms of host/port pairs and two look-ups of this host's own
+// address, always numeric:
+//   * LocalAddressOf(fd): the local address of a connected socket (getsockname).  A node
+//     publishes this as "the address that routes to the master": it is the interface the
+//     kernel chose for the store connection, so it is reachable from the master whatever
+//     the host name says, and no reverse DNS is ever involved (launcher-pains #9);
+//   * RouteAddressTo(host, port): the same for the master itself, which has no store
+//     connection of its own: a UDP socket connect()ed to MASTER_ADDR picks the route
+//     without sending a packet.
+// Text forms: IPv4 "198.18.0.1", IPv6 "fd00::1" (a link-local one keeps its scope as
+// "fe80::1%eth0"), an IPv4-mapped IPv6 address is shown as IPv4.  Endpoints put brackets
+// around IPv6 literals only: "198.18.0.1:29500", "[fd00::1]:29500", "node0:29500"
+// (launcher-pains #10).  MASTER_ADDR is exported to the ranks without brackets, which is
+// what env:// expects.
+//
+// Thread safety: pure functions and stateless system calls.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <string>
+
+#include "launcher/error.h"
+
+namespace gculaunch {
+
+/// True for a host text that is an IPv6 literal ("::1", "fe80::1%eth0"): it has a ':'.
+bool IsIpv6Literal(const std::string& host);
+
+/// "host:port", with brackets around an IPv6 literal: "[::1]:29500".
+std::string FormatEndpoint(const std::string& host, int port);
+
+/// The numeric text of an IPv4 or IPv6 socket address (without the port); IPv4-mapped IPv6
+/// addresses as IPv4; a non-zero IPv6 scope id as "%<interface name>" (or "%<number>").
+/// Other families: an error.
+Result<std::string> AddressText(const sockaddr* address, socklen_t length);
+
+/// The local address of the connected socket `fd`, numeric (see the file comment).
+Result<std::string> LocalAddressOf(int fd);
+
+/// This host's address on the route to host:port (numeric host or a name resolved with
+/// getaddrinfo); no packet is sent.  The error names the host.
+Result<std::string> RouteAddressTo(const std::string& host, int port);
+
+}  // namespace gculaunch
