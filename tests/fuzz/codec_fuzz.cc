@@ -9,6 +9,7 @@
 //   * the store, fed the requests of two interleaved connections, never delivers bytes to a
 //     connection that is not open, and never crashes.
 // A violated check aborts, which libFuzzer reports as a crash with the input saved.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -20,56 +21,30 @@
 
 #include "rendezvous/codec.h"
 #include "rendezvous/store.h"
+#include "tests/rendezvous/decode_util.h"
 
 namespace {
 
 using namespace gculaunch::rendezvous;
+using gculaunch::rendezvous::testing::Decoded;
+using gculaunch::rendezvous::testing::DecodeStream;
 
 [[noreturn]] void Fail(const char* what) {
   std::fprintf(stderr, "codec_fuzz: check failed: %s\n", what);
   std::abort();
 }
 
-struct Outcome {
-  std::vector<Request> requests;
-  bool malformed = false;
-  Malformed error;
-  bool mid_request = false;
-};
-
-// Decodes `stream`, cutting it where `cuts` says (sizes taken in turn, 0 = rest).
-Outcome DecodeStream(std::string_view stream, const Limits& limits, DialectMode mode,
-                     std::string_view cuts) {
-  Decoder decoder(limits, mode);
-  Outcome out;
-  std::size_t pos = 0;
-  std::size_t cut = 0;
-  while (pos < stream.size() && !out.malformed) {
-    std::size_t size = stream.size() - pos;
-    if (cut < cuts.size()) {
-      const auto c = static_cast<std::size_t>(static_cast<unsigned char>(cuts[cut++]));
-      if (c != 0) size = std::min(size, c);
-    }
-    std::string_view chunk = stream.substr(pos, size);
-    pos += size;
-    while (true) {
-      const auto step = decoder.Decode(chunk);
-      chunk.remove_prefix(step.consumed);
-      if (step.status == Decoder::Status::kRequest) {
-        out.requests.push_back(decoder.request());
-        continue;
-      }
-      if (step.status == Decoder::Status::kMalformed) {
-        out.malformed = true;
-        out.error = decoder.malformed();
-        if (step.consumed != 0 && decoder.Decode(chunk).consumed != 0) Fail("dead decoder ate");
-      }
-      break;
-    }
+// Chunk sizes for DecodeStream from the fuzz input's cut bytes, taken in turn (0 or none
+// left: the rest).
+struct Cuts {
+  std::string_view sizes;
+  std::size_t next = 0;
+  std::size_t operator()(std::size_t left) {
+    if (next >= sizes.size()) return left;
+    const auto c = static_cast<std::size_t>(static_cast<unsigned char>(sizes[next++]));
+    return c == 0 ? left : std::min(left, c);
   }
-  out.mid_request = decoder.mid_request();
-  return out;
-}
+};
 
 }  // namespace
 
@@ -98,10 +73,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Two connections: the payload split at `split` (scaled).
   const std::size_t at = payload.size() * split / 255;
   const std::string_view streams[2] = {payload.substr(0, at), payload.substr(at)};
-  Outcome outcomes[2];
+  Decoded outcomes[2];
   for (int c = 0; c < 2; ++c) {
-    const Outcome whole = DecodeStream(streams[c], limits, mode, {});
-    const Outcome cut = DecodeStream(streams[c], limits, mode, cuts);
+    const Decoded whole = DecodeStream(streams[c], Cuts{}, limits, mode);
+    const Decoded cut = DecodeStream(streams[c], Cuts{cuts}, limits, mode);
+    if (whole.ate_after_malformed || cut.ate_after_malformed) Fail("dead decoder ate");
     if (whole.requests != cut.requests) Fail("requests differ between splits");
     if (whole.malformed != cut.malformed || whole.mid_request != cut.mid_request) {
       Fail("final state differs between splits");

@@ -378,6 +378,7 @@ TEST_CASE("bounded random inputs: no crash, and every split agrees", "[codec][ra
     }
     const auto whole = DecodeWhole(input, limits);
     INFO("input " << testing::ToHex(input));
+    REQUIRE_FALSE(whole.ate_after_malformed);
     REQUIRE(DecodeBytewise(input, limits) == whole);
     REQUIRE(DecodeRandomSplits(input, static_cast<std::uint32_t>(i), limits) == whole);
     // Re-encoding what was decoded reproduces the consumed prefix of the input.

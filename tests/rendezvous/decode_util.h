@@ -1,8 +1,10 @@
 // Test helpers: run a whole byte stream through a Decoder under a chosen split, and build
-// requests tersely.  Header-only; used by the codec, trace-replay and store tests.
+// requests tersely.  Header-only; used by the codec, trace-replay and store tests and by the
+// fuzz target (so nothing here may use Catch).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -19,10 +21,12 @@ struct Decoded {
   Malformed error;
   bool mid_request = false;  ///< the stream ended inside a request (or preamble)
   std::optional<Dialect> dialect;
+  bool ate_after_malformed = false;  ///< a dead decoder consumed bytes (must never happen)
 
   bool operator==(const Decoded& o) const {
     return requests == o.requests && malformed == o.malformed && error.offset == o.error.offset &&
-           error.reason == o.error.reason && mid_request == o.mid_request && dialect == o.dialect;
+           error.reason == o.error.reason && mid_request == o.mid_request && dialect == o.dialect &&
+           ate_after_malformed == o.ate_after_malformed;
   }
 };
 
@@ -48,6 +52,7 @@ Decoded DecodeStream(std::string_view stream, ChunkFn next_chunk, const Limits& 
       if (step.status == Decoder::Status::kMalformed) {
         out.malformed = true;
         out.error = decoder.malformed();
+        out.ate_after_malformed = decoder.Decode(chunk).consumed != 0;
       }
       break;
     }
