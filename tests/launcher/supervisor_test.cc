@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "launcher/sys/process_group.h"
+#include "tests/launcher/worker_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace gculaunch {
@@ -50,48 +51,24 @@ class CheckingObserver : public AttemptObserver {
   bool leftovers_seen = false;
 };
 
-struct Fixture {
+// A Supervisor over test_child ranks; its log goes to `log_text`.
+struct Fixture : testing::WorkerFixture {
   Fixture()
-      : watcher(io, false),
-        flow(io),
-        writer({}, flow.SpaceCallback()),
-        log_sink(std::make_shared<spdlog::sinks::ostream_sink_st>(log_text)),
+      : log_sink(std::make_shared<spdlog::sinks::ostream_sink_st>(log_text)),
         log("test", log_sink) {
-    out = *OutputTarget::File(dir.File("console.out"));
-    err = *OutputTarget::File(dir.File("console.err"));
     log_sink->set_pattern("%l: %v");
-  }
-
-  RankLaunch Rank(int local_rank, std::vector<std::string> steps) {
-    RankLaunch launch;
-    launch.local_rank = local_rank;
-    launch.rank = local_rank;
-    launch.program = testing::TestChild();
-    launch.argv = {"test_child"};
-    launch.argv.insert(launch.argv.end(), steps.begin(), steps.end());
-    launch.env = {"PATH=/usr/bin:/bin"};
-    return launch;
   }
 
   JobOutcome Run(int nranks, std::function<Result<std::vector<RankLaunch>>(int)> plan,
                  SupervisorConfig config = {}, AttemptObserver* observer = nullptr) {
     config.policy.nranks = nranks;
     FunctionPlanner planner(std::move(plan));
-    Supervisor supervisor(WorkerGroupDeps{io, spawner, watcher, writer, flow, nullptr, out, err,
-                                          std::chrono::milliseconds(20)},
-                          log, config, planner, observer);
+    Supervisor supervisor(Deps(), log, config, planner, observer);
     JobOutcome outcome = supervisor.Run();
     writer.Finish(std::chrono::seconds(10));
     return outcome;
   }
 
-  testing::TempDir dir;
-  boost::asio::io_context io;
-  sys::Spawner spawner;
-  sys::ChildWatcher watcher;
-  OutputFlow flow;
-  OutputWriter writer;
-  TargetPtr out, err;
   std::ostringstream log_text;
   std::shared_ptr<spdlog::sinks::ostream_sink_st> log_sink;
   spdlog::logger log;

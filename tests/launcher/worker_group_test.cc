@@ -12,53 +12,13 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
-#include "launcher/sys/child_watcher.h"
+#include "tests/launcher/worker_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace gculaunch {
 namespace {
 
-// A WorkerGroup with its collaborators; console output goes to two files.
-struct Fixture {
-  explicit Fixture(bool force_sigchld = false, OutputWriter::Limits limits = {})
-      : watcher(io, force_sigchld), flow(io), writer(limits, flow.SpaceCallback()) {
-    out = *OutputTarget::File(dir.File("console.out"));
-    err = *OutputTarget::File(dir.File("console.err"));
-  }
-
-  WorkerGroupDeps Deps() {
-    return WorkerGroupDeps{io, spawner, watcher, writer, flow, nullptr, out, err,
-                           std::chrono::milliseconds(20)};
-  }
-
-  RankLaunch Rank(int local_rank, std::vector<std::string> steps) {
-    RankLaunch launch;
-    launch.local_rank = local_rank;
-    launch.rank = local_rank;
-    launch.program = testing::TestChild();
-    launch.argv = {"test_child"};
-    launch.argv.insert(launch.argv.end(), steps.begin(), steps.end());
-    launch.env = {"PATH=/usr/bin:/bin"};
-    return launch;
-  }
-
-  std::string ConsoleOut() {
-    writer.Finish(std::chrono::seconds(10));
-    return testing::ReadFile(dir.File("console.out"));
-  }
-  std::string ConsoleErr() {
-    writer.Finish(std::chrono::seconds(10));
-    return testing::ReadFile(dir.File("console.err"));
-  }
-
-  testing::TempDir dir;
-  boost::asio::io_context io;
-  sys::Spawner spawner;
-  sys::ChildWatcher watcher;
-  OutputFlow flow;
-  OutputWriter writer;
-  TargetPtr out, err;
-};
+using Fixture = testing::WorkerFixture;
 
 }  // namespace
 
