@@ -172,8 +172,12 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
       }
     }
     if (options.on_attempt_failed) options.on_attempt_failed(attempts, last_error);
-    const auto pause = BackoffDelay(attempts, options, rng);
-    if (Clock::now() + pause >= deadline) break;
+    // The last pause is cut short so that the last attempt is made at the deadline: the
+    // whole time the user allowed is used, not given up a back-off step early.
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    const auto pause = std::min<Clock::duration>(BackoffDelay(attempts, options, rng),
+                                                 deadline - now);
     asio::steady_timer sleeper(ex);
     sleeper.expires_after(pause);
     co_await sleeper.async_wait(Nothrow(ec));
