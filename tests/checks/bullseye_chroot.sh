@@ -29,12 +29,13 @@ print("worker rank", os.environ["RANK"], "ok")
 PY
 
 # in_root CMD...: run CMD inside the root with /proc and /dev, in a private
-# mount namespace (the mounts vanish with it).
+# mount namespace (the mounts vanish with it).  unshare, bash and chroot each
+# exec the next, so CMD ends up with the pid that started unshare.
+enter_root='root=$1; shift
+  mount --rbind /proc "$root/proc" && mount --rbind /dev "$root/dev" || exit 125
+  exec chroot "$root" "$@"'
 in_root() {
-  unshare --mount --propagation private -- bash -c '
-    root=$1; shift
-    mount --rbind /proc "$root/proc" && mount --rbind /dev "$root/dev" || exit 125
-    exec chroot "$root" "$@"' in_root "$root" "$@"
+  unshare --mount --propagation private -- bash -c "$enter_root" in_root "$root" "$@"
 }
 
 glibc=$(in_root /usr/bin/ldd --version)
@@ -67,15 +68,20 @@ grep -q 'worker rank 1 ok' "$work/launch.out" || fail "rank output missing: $(ca
 
 # Name resolution in the static binary: the store binds "localhost", which
 # only the root's /etc/hosts can resolve.
-in_root "$inner/gculaunch" store --host localhost --port 0 >"$work/store.out" 2>&1 &
+# The exec makes $! the store's own pid, so that the TERM below reaches it.
+(exec unshare --mount --propagation private -- bash -c "$enter_root" in_root "$root" \
+  "$inner/gculaunch" store --host localhost --port 0) >"$work/store.out" 2>&1 &
 store_pid=$!
 for _ in $(seq 100); do
   grep -q 'listening on' "$work/store.out" && break
   sleep 0.05
 done
 kill -TERM "$store_pid" 2>/dev/null || true
-wait "$store_pid" || true
+store_status=0
+wait "$store_pid" || store_status=$?
 grep -qE '^listening on localhost:[0-9]+' "$work/store.out" ||
   fail "the store did not resolve localhost: $(cat "$work/store.out")"
+[[ "$store_status" == 0 ]] ||
+  fail "the store did not stop cleanly on SIGTERM (status $store_status): $(cat "$work/store.out")"
 
 echo "bullseye_chroot: ok ($glibc)"
