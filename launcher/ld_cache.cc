@@ -35,6 +35,25 @@ bool StringAt(std::string_view table, uint32_t offset, std::string& out) {
   return true;
 }
 
+// `count` entries of `stride` bytes from `first` on, each starting with flags (int32), the
+// name's offset and the path's offset (uint32) into `table`.  The caller checked the bounds.
+Result<std::vector<LdCacheEntry>> ReadEntries(std::string_view bytes, size_t first, size_t stride,
+                                              uint32_t count, std::string_view table) {
+  std::vector<LdCacheEntry> entries;
+  entries.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const size_t at = first + size_t{i} * stride;
+    LdCacheEntry entry;
+    std::memcpy(&entry.flags, bytes.data() + at, sizeof(entry.flags));
+    if (!StringAt(table, U32(bytes, at + 4), entry.name) ||
+        !StringAt(table, U32(bytes, at + 8), entry.path)) {
+      return Error{"ld.so.cache entry " + std::to_string(i) + " points outside the file", ""};
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 Result<std::vector<LdCacheEntry>> ParseNew(std::string_view cache) {
   if (cache.size() < kNewHeader) return Error{"truncated ld.so.cache header", ""};
   const uint32_t count = U32(cache, 20);
@@ -43,19 +62,7 @@ Result<std::vector<LdCacheEntry>> ParseNew(std::string_view cache) {
                      std::to_string(cache.size()) + " bytes",
                  ""};
   }
-  std::vector<LdCacheEntry> entries;
-  entries.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    const size_t at = kNewHeader + size_t{i} * kNewEntry;
-    LdCacheEntry entry;
-    std::memcpy(&entry.flags, cache.data() + at, sizeof(entry.flags));
-    if (!StringAt(cache, U32(cache, at + 4), entry.name) ||
-        !StringAt(cache, U32(cache, at + 8), entry.path)) {
-      return Error{"ld.so.cache entry " + std::to_string(i) + " points outside the file", ""};
-    }
-    entries.push_back(std::move(entry));
-  }
-  return entries;
+  return ReadEntries(cache, kNewHeader, kNewEntry, count, cache);
 }
 
 }  // namespace
@@ -88,20 +95,7 @@ Result<std::vector<LdCacheEntry>> ParseLdCache(std::string_view bytes) {
     return ParseNew(bytes.substr(new_at));
   }
   // Old format alone: strings are offsets from the end of the entries.
-  const std::string_view table = bytes.substr(old_end);
-  std::vector<LdCacheEntry> entries;
-  entries.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    const size_t at = kOldHeader + size_t{i} * kOldEntry;
-    LdCacheEntry entry;
-    std::memcpy(&entry.flags, bytes.data() + at, sizeof(entry.flags));
-    if (!StringAt(table, U32(bytes, at + 4), entry.name) ||
-        !StringAt(table, U32(bytes, at + 8), entry.path)) {
-      return Error{"ld.so.cache entry " + std::to_string(i) + " points outside the file", ""};
-    }
-    entries.push_back(std::move(entry));
-  }
-  return entries;
+  return ReadEntries(bytes, kOldHeader, kOldEntry, count, bytes.substr(old_end));
 }
 
 }  // namespace gculaunch
