@@ -1,8 +1,9 @@
 #include "launcher/launch_spec.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <filesystem>
+
+#include <catch2/catch.hpp>
 
 #include "launcher/cli.h"
 #include "tests/support/frontend_fakes.h"

@@ -2,12 +2,11 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
 #include "tests/support/frontend_fakes.h"
+#include "tests/support/test_util.h"
 
 namespace gculaunch {
 namespace {
@@ -16,13 +15,7 @@ using testing::FakeDeviceProbe;
 using testing::FakeFileAccess;
 using testing::TempDir;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::ReadFile;
 
 struct Fixture {
   FakeDeviceProbe probe;

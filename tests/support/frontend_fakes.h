@@ -1,13 +1,9 @@
-// Fakes for the front end's injected OS access (DeviceProbe, FileAccess) and a
-// temporary directory that removes itself.  Header-only; tests only.
+// Fakes for the front end's injected OS access (DeviceProbe, FileAccess).  Header-only;
+// tests only.  (TempDir, with Write for fake trees, is in tests/support/test_util.h.)
 //
 // Thread safety: single-threaded test use.
 #pragma once
 
-#include <stdlib.h>
-
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +11,7 @@
 
 #include "launcher/device_profile.h"
 #include "launcher/launch_spec.h"
+#include "tests/support/test_util.h"
 
 namespace gculaunch::testing {
 
@@ -61,36 +58,6 @@ class FakeFileAccess : public FileAccess {
     }
     return it->second;
   }
-};
-
-/// A fresh directory under the system's temporary directory, removed with
-/// everything in it when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gculaunch_test_XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-
-  /// Creates the file `relative` (and its directories) with `content`.
-  std::string Write(const std::string& relative, const std::string& content = "") const {
-    const std::filesystem::path file = std::filesystem::path(path_) / relative;
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream(file) << content;
-    return file.string();
-  }
-
- private:
-  std::string path_;
 };
 
 }  // namespace gculaunch::testing

@@ -33,6 +33,13 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
+std::string TempDir::Write(const std::string& relative, const std::string& content) const {
+  const std::filesystem::path file = std::filesystem::path(path_) / relative;
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << content;
+  return file.string();
+}
+
 std::string TestChild() { return GCULAUNCH_TEST_CHILD; }
 std::string NoPidfdHelper() { return GCULAUNCH_NO_PIDFD; }
 

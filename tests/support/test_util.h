@@ -24,6 +24,8 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
   std::string File(const std::string& name) const { return path_ + "/" + name; }
+  /// Creates the file `relative` (and its directories) with `content`; returns its path.
+  std::string Write(const std::string& relative, const std::string& content = "") const;
 
  private:
   std::string path_;
