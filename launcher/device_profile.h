@@ -120,7 +120,7 @@ class FileSystemDeviceProbe : public DeviceProbe {
 };
 
 /// The YAML text of the profiles shipped in configs/devices, as (path, text)
-/// pairs sorted by path.  Generated at build time by launcher/embed_profiles.cmake.
+/// pairs sorted by path.  Generated at build time by launcher/embed_files.cmake.
 const std::vector<std::pair<std::string_view, std::string_view>>& BuiltinProfileTexts();
 
 /// Parses one profile from YAML text.  Strict: unknown keys, wrong types and

@@ -35,7 +35,7 @@
 namespace gculaunch {
 
 /// The shim's files as (file name, text), generated at build time from
-/// launcher/python_shim/*.py by launcher/embed_python_shim.cmake.
+/// launcher/python_shim/*.py by launcher/embed_files.cmake.
 const std::vector<std::pair<std::string_view, std::string_view>>& PythonShimFiles();
 
 /// The directory the shim lives in for a run: "<error_file_root>/python-shim"
