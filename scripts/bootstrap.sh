@@ -5,8 +5,11 @@
 #
 #   scripts/bootstrap.sh
 #
-# The Boost 1.81 set is named explicitly: Debian's default libboost-dev is
-# 1.74, and the 1.81 -dev packages conflict with it (shared/docs pitfall).
+# The Boost 1.81 set is named package by package: bookworm's default
+# libboost-dev is 1.74, and every libboost1.81-*-dev package conflicts with
+# its 1.74 counterpart, so nothing may pull in the default set.
+# libboost-filesystem1.81-dev is in it because Boost.Process v2 in 1.81 does
+# not compile with BOOST_PROCESS_USE_STD_FS and needs Boost.Filesystem.
 set -euo pipefail
 
 packages=(
