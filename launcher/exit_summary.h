@@ -9,7 +9,7 @@
 // signal) either while the attempt was running or with an error file, the
 // one with the earliest timestamp: the TORCHELASTIC_ERROR_FILE timestamp the
 // rank wrote (torchrun's rule), else the moment gculaunch reaped it.  Both
-// error-file forms are read (torchrun-worker-env.md section 4):
+// error-file forms are read (docs/worker-environment.md section 4):
 //   nested  {"message": {"message": "...", "extraInfo": {"py_callstack": "...",
 //                                                        "timestamp": "<secs>"}}}
 //   flat    {"message": "...", "timestamp": <secs>}

@@ -118,7 +118,7 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
     SetDefault(env, "OMP_NUM_THREADS", spec.omp_num_threads_default);
   }
 
-  // torchrun's per-rank contract (shared/docs/torchrun-worker-env.md §1).
+  // torchrun's per-rank contract (docs/worker-environment.md §1).
   // One role per launch, so the ROLE_* values equal the global ones.
   const int rank = spec.rank_offset + local_rank;
   env.Set("LOCAL_RANK", std::to_string(local_rank));

@@ -34,7 +34,8 @@
 
 namespace gculaunch::rendezvous {
 
-/// One decoded request.  Which fields are meaningful depends on `op` (spec section 5):
+/// One decoded request.  Which fields are meaningful depends on `op` (section 5 of the spec,
+/// docs/tcpstore-protocol.md):
 ///   keys:   SET, COMPARE_SET, GET, ADD, WATCH_KEY, DELETE_KEY, APPEND, QUEUE_*: one key;
 ///           CHECK, WAIT, MULTI_GET, MULTI_SET: n keys
 ///   values: SET, APPEND, QUEUE_PUSH: one value; COMPARE_SET: {expected, desired};

@@ -1,8 +1,9 @@
 // The TCPStore wire protocol: constants, the two query-code tables and the reply codes.
 //
 // Owns nothing and does nothing: plain constexpr data shared by the codec, the store, the
-// client and the tests.  The prose specification is ../shared/docs/tcpstore-protocol.md
-// (called "the spec" below; every `spec` field names its section).  Summary:
+// client and the tests.  The prose specification is docs/tcpstore-protocol.md (called
+// "the spec" below and in rendezvous/ and its tests; every `spec` field names its section).
+// Summary:
 //
 //   * a request is one query byte followed by query-specific fields; replies are untagged;
 //   * integers are little-endian; every key and value is a `blob` = u64 length + bytes;
@@ -65,7 +66,7 @@ struct OpcodeInfo {
   Op op;
   std::string_view name;      ///< upper-case name as in the spec and the traces
   std::string_view versions;  ///< torch releases that send this code with this meaning
-  std::string_view spec;      ///< section of ../shared/docs/tcpstore-protocol.md
+  std::string_view spec;      ///< section of docs/tcpstore-protocol.md
 };
 
 /// v1: torch 1.10 / 1.13 / 2.0 (spec section 3).  Fields per request are in section 5.

@@ -4,7 +4,7 @@
 // feeds each decoded Request, and carries out what comes back: reply bytes for the
 // requesting connection, bytes for *other* connections (a parked WAIT's STOP_WAITING, a
 // 1.x WATCH_KEY event), and "close this connection" with a one-line reason.  Rules follow
-// the server section of ../shared/docs/tcpstore-protocol.md; where PyTorch's servers differ
+// the server section of docs/tcpstore-protocol.md; where PyTorch's servers differ
 // from each other the spec's recommendation is taken:
 //   * GET / MULTI_GET of a missing key: empty blob (libuv), not a close;
 //   * COMPARE_SET that creates a key wakes waiters (libuv);

@@ -488,7 +488,7 @@ def unhex(value):
 def write_no_libuv_sitecustomize(directory):
     """A test-only sitecustomize for Debian's torch 2.x (built without libuv): when
     GLTEST_TCPSTORE_NO_LIBUV=1, the env:// rendezvous's TCPStore defaults to use_libuv=False.
-    It changes no byte on the wire (see shared/docs/torchrun-worker-env.md, section 3)."""
+    It changes no byte on the wire (see docs/worker-environment.md, section 3)."""
     path = os.path.join(directory, "sitecustomize.py")
     with open(path, "w") as f:
         f.write(

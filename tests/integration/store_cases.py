@@ -146,7 +146,8 @@ class StoreCases:
             # Known limit for 1.x clients, which have no CANCEL_WAIT: the WAIT was still
             # parked when 'late' was set, so its STOP_WAITING byte went out before the
             # client's next request could show the WAIT was abandoned, and the client reads
-            # it as the first byte of the next reply: 00 02 00.. = 512 (spec 6.2).
+            # it as the first byte of the next reply: 00 02 00.. = 512
+            # (docs/tcpstore-protocol.md section 6.2).
             self.assertEqual(n, 2 << 8)
 
     # ---- waits and wake-ups across clients ----

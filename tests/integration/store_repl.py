@@ -1,9 +1,9 @@
 """A line-oriented driver for real torch.distributed.TCPStore clients.
 
-Runs inside the Python that has torch (Debian's 1.13 on the host, or 2.6 through
-shared/tools/torch2-python) and lets a test orchestrate any number of client
-objects step by step.  Commands arrive on stdin as JSON lines, results leave on
-stdout as JSON lines, each carrying the command's "id":
+Runs inside the Python that has torch (Debian's 1.13 on the host, or 2.6 in the cached
+torch 2.6 root that gltest.torch2_python() provides) and lets a test orchestrate any
+number of client objects step by step.  Commands arrive on stdin as JSON lines, results
+leave on stdout as JSON lines, each carrying the command's "id":
 
   {"id": 1, "cmd": "open", "name": "a", "world_size": 2, "timeout": 10}
   {"id": 2, "cmd": "call", "name": "a", "method": "set", "args": ["k", "v"]}

@@ -1,5 +1,5 @@
 """`gculaunch store` against torch 2.6 TCPStore clients (Debian trixie's python3-torch
-in the cached chroot, run through shared/tools/torch2-python; created on first use).
+in the cached root that gltest.torch2_python() provides; created on first use).
 Same cases as the 1.13 test (store_cases.py), plus the 2.x-only operations: the
 VALIDATE + PING handshake on every connection, append, multi_get, multi_set,
 check, and CANCEL_WAIT on client-side timeouts.  Debian's 2.6 has no libuv, so

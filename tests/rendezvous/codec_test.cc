@@ -69,7 +69,7 @@ TEST_CASE("opcode tables are consistent and document every code", "[codec]") {
       CHECK(ops.insert(static_cast<int>(row.op)).second);
       CHECK(!row.name.empty());
       CHECK(!row.versions.empty());
-      CHECK(row.spec.starts_with("5 "));  // every entry points into spec section 5
+      CHECK(row.spec.starts_with("5 "));  // docs/tcpstore-protocol.md section 5
       CHECK(LookupCode(dialect, row.code)->op == row.op);
       CHECK(LookupOp(dialect, row.op)->code == row.code);
     }

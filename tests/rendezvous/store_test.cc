@@ -1,5 +1,6 @@
-// Tests of rendezvous/store.h: the semantics tables of spec section 5 and 6, the stale-WAIT
-// trap, CANCEL_WAIT corner cases, WATCH_KEY events, queues, and namespaces / attempts.
+// Tests of rendezvous/store.h: the semantics of docs/tcpstore-protocol.md sections 5 and 6,
+// the stale-WAIT trap, CANCEL_WAIT corner cases, WATCH_KEY events, queues, and namespaces /
+// attempts.
 #include "rendezvous/store.h"
 
 #include <catch2/catch.hpp>
