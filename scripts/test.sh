@@ -16,9 +16,8 @@ export GCULAUNCH_CACHE_DIR=$cache
 "$here/bootstrap.sh"
 "$here/build.sh" -DGCULAUNCH_CACHE_DIR="$cache"
 
-# The torch 2.x chroot the integration tests use (created once, then reused).
-mkdir -p "$cache"
-bash "$top/../shared/tools/torch2-env.sh" "$cache/torch2-trixie"
+# The torch 2.6 root the integration tests use (made once, then reused).
+"$here/make_torch2_root.sh" "$cache/torch2-trixie"
 
 log=$build/ctest.log
 set +e
