@@ -17,7 +17,6 @@ import uuid
 BIN = os.environ.get("GCULAUNCH_BIN", "")
 SOURCE_DIR = os.environ.get("GCULAUNCH_SOURCE_DIR",
                             os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-SHARED_DIR = os.environ.get("GCULAUNCH_SHARED_DIR", os.path.join(SOURCE_DIR, "..", "shared"))
 CACHE_DIR = os.environ.get("GCULAUNCH_CACHE_DIR",
                            os.path.join(os.path.expanduser("~"), ".cache", "gculaunch"))
 PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch 1.13
@@ -119,20 +118,20 @@ def run(args, env, timeout=120, cwd=None, input=None):
 
 
 def torch2_python():
-    """Path of a python3 with torch 2.x (Debian trixie chroot), creating the cached chroot
-    when it is missing.  Raises if it cannot be made: a test needing it must fail, not skip."""
-    root = os.path.join(CACHE_DIR, "torch2-trixie")
-    tools = os.path.join(SHARED_DIR, "tools")
-    env_sh = os.path.join(tools, "torch2-env.sh")
-    runner = os.path.join(tools, "torch2-python")
-    if not os.path.exists(env_sh):
-        raise RuntimeError("missing %s (is shared/ beside the checkout?)" % env_sh)
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    out = subprocess.run(["bash", env_sh, root], capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0 or "torch 2." not in out.stdout:
-        raise RuntimeError("could not make the torch 2.x chroot at %s:\n%s\n%s"
-                           % (root, out.stdout, out.stderr[-3000:]))
-    return runner, root
+    """The command (a list) that runs python3 with torch 2.x: the python3 of the cached Debian
+    trixie root, through scripts/in_root.sh, which keeps the pid and shows the host's /tmp and
+    current directory inside.  The root is made first when it is missing
+    (scripts/make_torch2_root.sh: minutes, once).  Raises if it cannot be made: a test
+    needing it must fail, not skip."""
+    scripts = os.path.join(SOURCE_DIR, "scripts")
+    out = subprocess.run([os.path.join(scripts, "make_torch2_root.sh"),
+                          os.path.join(CACHE_DIR, "torch2-trixie")],
+                         capture_output=True, text=True, timeout=1800)
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError("could not make the torch 2.x root in %s:\n%s\n%s"
+                           % (CACHE_DIR, out.stdout, out.stderr[-3000:]))
+    return [os.path.join(scripts, "in_root.sh"), lines[-1], "/usr/bin/python3"]
 
 
 class TempDir:
@@ -391,11 +390,11 @@ class StoreProcess:
 class StoreRepl:
     """Real TCPStore clients in a torch Python, driven through tests/integration/store_repl.py.
 
-    `python_cmd` is the interpreter command (e.g. [PYTHON] or [torch2-python, root])."""
+    `python_cmd` is the interpreter command (e.g. [PYTHON] or torch2_python())."""
 
     def __init__(self, python_cmd, tag, host, port, extra_env=None):
         here = os.path.realpath(os.path.dirname(__file__))
-        # cwd = this directory: torch2-python shows the current directory inside its chroot.
+        # cwd = this directory: in_root.sh shows the current directory inside its root.
         self.proc = subprocess.Popen(
             list(python_cmd) + [os.path.join(here, "store_repl.py"), host, str(port)],
             env=tagged_env(tag, extra_env), cwd=here, stdin=subprocess.PIPE,

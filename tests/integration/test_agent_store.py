@@ -9,6 +9,7 @@ gloo jobs whose env:// rendezvous goes through gculaunch's own store:
     summary names the switch back to the rank-0-hosted store, which works.
 """
 import os
+import shlex
 import time
 import unittest
 
@@ -93,13 +94,23 @@ class AgentStoreTorch113(unittest.TestCase):
                                  ["[rank%d]: attempt 1 rank %d sum 6" % (r, r) for r in range(3)])
 
 
+def interpreter_file(tmp, command):
+    """An executable file that stands for the interpreter `command` (a list), since
+    --python takes one path.  It execs the command, so the rank's pid stays python's."""
+    path = os.path.join(tmp, "python3")
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\nexec %s "$@"\n' % " ".join(shlex.quote(c) for c in command))
+    os.chmod(path, 0o755)
+    return path
+
+
 class AgentStoreTorch26(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.runner, cls.root = gltest.torch2_python()
+        cls.python_cmd = gltest.torch2_python()  # raises (a failure) if it cannot be made
 
     def job_env(self, tmp, patched=True):
-        env = {"TORCH2_ROOT": self.root}
+        env = {}
         if patched:
             # Debian's 2.6 has no libuv: a test-only sitecustomize makes the
             # env:// client TCPStore default to use_libuv=False (no wire change).
@@ -109,7 +120,8 @@ class AgentStoreTorch26(unittest.TestCase):
 
     def test_three_ranks_are_clients_of_gculaunch(self):
         with gltest.TempDir() as tmp:
-            check_ranks_are_clients(self, tmp, self.runner, 3, self.job_env(tmp))
+            check_ranks_are_clients(self, tmp, interpreter_file(tmp, self.python_cmd), 3,
+                                    self.job_env(tmp))
 
     def test_restart_gets_a_fresh_key_space(self):
         # torch 2.x ranks write the same keys in every attempt; attempt 1 only
@@ -118,7 +130,7 @@ class AgentStoreTorch26(unittest.TestCase):
             worker = write_worker(tmp)
             args = ["--standalone", "--nproc-per-node", "3", "--device", "cpu",
                     "--max-restarts", "1", "--grace-period", "5",
-                    "--python", self.runner, worker, tmp, "True"]
+                    "--python", interpreter_file(tmp, self.python_cmd), worker, tmp, "True"]
             env = self.job_env(tmp)
             env["FAIL_RANK_IN_ATTEMPT0"] = "2"
             with gltest.Job(args, extra_env=env) as job:
@@ -131,7 +143,7 @@ class AgentStoreTorch26(unittest.TestCase):
         with gltest.TempDir() as tmp:
             worker = write_worker(tmp)
             args = ["--standalone", "--nproc-per-node", "2", "--device", "cpu",
-                    "--python", self.runner, worker, tmp, "True"]
+                    "--python", interpreter_file(tmp, self.python_cmd), worker, tmp, "True"]
             with gltest.Job(args, extra_env=self.job_env(tmp, patched=False)) as job:
                 self.assertEqual(job.wait(timeout=180), 1, job.stderr)
                 self.assertIn("use_libuv was requested but PyTorch was build without libuv",
@@ -143,7 +155,7 @@ class AgentStoreTorch26(unittest.TestCase):
             worker = write_worker(tmp)
             args = ["--standalone", "--nproc-per-node", "2", "--device", "cpu",
                     "--no-agent-store", "--env", "USE_LIBUV=0",
-                    "--python", self.runner, worker, tmp, "False"]
+                    "--python", interpreter_file(tmp, self.python_cmd), worker, tmp, "False"]
             with gltest.Job(args, extra_env=self.job_env(tmp, patched=False)) as job:
                 self.assertEqual(job.wait(timeout=180), 0, job.stderr)
                 self.assertEqual(sums(job.stdout, 0),

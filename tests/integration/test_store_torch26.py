@@ -15,8 +15,7 @@ class StoreWithTorch26(store_cases.StoreCases, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        runner, root = gltest.torch2_python()  # raises (a failure) if it cannot be made
-        cls.PYTHON = [runner, root]
+        cls.PYTHON = gltest.torch2_python()  # raises (a failure) if it cannot be made
 
 
 if __name__ == "__main__":
