@@ -142,7 +142,9 @@ if [[ -n "${IN_ROOT_BINDS:-}" ]]; then
   for b in "${binds[@]}"; do
     [[ -n "$b" ]] || continue
     [[ "$b" == /* ]] || die "IN_ROOT_BINDS entries must be absolute paths (got '$b')"
-    b=$(cd -- "$b" 2>/dev/null && pwd -P) || die "IN_ROOT_BINDS entry '$b' is not a directory"
+    cd -P -- "$b" 2>/dev/null || die "IN_ROOT_BINDS entry '$b' is not a directory"
+    b=$PWD  # its physical path, found without a subshell
+    cd -- "$cwd"
     is_shown "$b" || show "$b"
   done
 fi
