@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_multinode.sh - multi-node timings on simulated hosts (network namespaces, as in
-# tests/integration/test_multinode.py), for 2 and 3 nodes, against torchrun 1.13
-# (../shared/tools/torchrun_fixed.py) in the same setup.  A benchmark, not a test: it prints
+# tests/integration/test_multinode.py), for 2 and 3 nodes, against Debian's torchrun 1.13
+# (through scripts/torchrun113.py) in the same setup.  A benchmark, not a test: it prints
 # numbers and asserts nothing.  Needs root (ip netns); every namespace it creates is
 # deleted at the end, and every process it starts is killed by its process group.
 #
@@ -27,15 +27,13 @@
 # Prints median and p90 (nearest rank) in milliseconds, and torchrun/gculaunch ratios.
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS, TORCHRUN_REPS,
-# BENCH_NPROC, BENCH_NODES (default "2 3"), GCULAUNCH_SHARED_DIR (default ../shared).
+# BENCH_NPROC, BENCH_NODES (default "2 3").
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
 gculaunch=${GCULAUNCH_BIN:-$top/build/launcher/gculaunch}
-shared=${GCULAUNCH_SHARED_DIR:-$top/../shared}
-torchrun=$shared/tools/torchrun_fixed.py
+torchrun=$here/torchrun113.py
 [ -x "$gculaunch" ] || { echo "bench: build gculaunch first (scripts/build.sh) or set GCULAUNCH_BIN" >&2; exit 2; }
-[ -f "$torchrun" ] || { echo "bench: $torchrun not found (set GCULAUNCH_SHARED_DIR)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "bench: needs root for ip netns" >&2; exit 2; }
 
 exec /usr/bin/python3 - "$top" "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" \

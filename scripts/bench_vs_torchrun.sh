@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# bench_vs_torchrun.sh - gculaunch against torchrun (Debian torch 1.13 through
-# ../shared/tools/torchrun_fixed.py, with its default --monitor_interval and
-# with 0.1 s), in one interleaved run.  A benchmark, not a test: it prints
-# numbers and asserts nothing.
+# bench_vs_torchrun.sh - gculaunch against torchrun, in one interleaved run:
+# Debian's torch 1.13 (bookworm, on this machine) through scripts/torchrun113.py,
+# with its default --monitor_interval (5 s) and with 0.1 s; and torch 2.6
+# (trixie's python3-torch) from the root of scripts/make_torch2_root.sh, run
+# through scripts/in_root.sh and scripts/torchrun26.py, with its own defaults
+# (--monitor-interval 0.1 s).  A benchmark, not a test: it prints numbers and
+# asserts nothing.
 #
 #   scripts/bench_vs_torchrun.sh            (BENCH_REPS=5 repetitions, 8 ranks)
+#
+# The torch 2.6 column pays for entering its root: in_root.sh starts a few
+# processes and binds a few directories before torchrun's python runs.  The
+# script measures that entry (in_root.sh ROOT /usr/bin/true against
+# /usr/bin/true) and prints it below the table: about 75 ms (median; 60 ms at
+# best, more under load) on the 2-core VM where this was written, nearly all
+# of it the start of its 6 short processes.  It is inside the "start" numbers
+# of that column only: the ranks that torchrun 2.6 starts are already inside
+# the root.  Its ranks run the root's
+# Python 3.13, the others the host's 3.11.  Debian's torch 2.6 has no libuv,
+# so torchrun 2.6 runs with USE_LIBUV=0 and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+# (see scripts/torchrun26.py; the trivial workers make no store, but these
+# are the settings under which real workers run).  The root is made first if
+# missing (minutes, once; needs root).
 #
 # Workers are 8 trivial Python ranks (no torch import) that record
 # timestamps.  Per repetition and launcher, in turn:
@@ -20,21 +37,30 @@
 # and prints medians and ratios (torchrun / gculaunch).
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS,
-# BENCH_NPROC, GCULAUNCH_SHARED_DIR (default ../shared).
+# BENCH_NPROC, GCULAUNCH_CACHE_DIR (where the torch 2.6 root is).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
 gculaunch=${GCULAUNCH_BIN:-$top/build/launcher/gculaunch}
-shared=${GCULAUNCH_SHARED_DIR:-$top/../shared}
-torchrun=$shared/tools/torchrun_fixed.py
+torchrun=$here/torchrun113.py
+in_root=$here/in_root.sh
 [ -x "$gculaunch" ] || { echo "bench: build gculaunch first (scripts/build.sh) or set GCULAUNCH_BIN" >&2; exit 2; }
-[ -f "$torchrun" ] || { echo "bench: $torchrun not found (set GCULAUNCH_SHARED_DIR)" >&2; exit 2; }
+root2=$("$here/make_torch2_root.sh" | tail -n 1) ||
+  { echo "bench: no torch 2.6 root (see the error above)" >&2; exit 2; }
 
-exec /usr/bin/python3 - "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" "${BENCH_NPROC:-8}" <<'PY'
+exec /usr/bin/python3 - "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" "${BENCH_NPROC:-8}" \
+  "$in_root" "$root2" <<'PY'
 import os, signal, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
 
 GCULAUNCH, TORCHRUN, REPS, NPROC = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+IN_ROOT, ROOT2 = sys.argv[5], sys.argv[6]
 PYTHON = "/usr/bin/python3"
+# torch 2.6's torchrun: the root's python3 entered through in_root.sh, which also shows
+# this directory (with torchrun26.py) inside the root
+SCRIPTS = os.path.dirname(IN_ROOT)
+TORCHRUN2 = [IN_ROOT, ROOT2, "/usr/bin/python3", os.path.join(SCRIPTS, "torchrun26.py")]
+TORCHRUN2_ENV = {"IN_ROOT_BINDS": SCRIPTS, "USE_LIBUV": "0",
+                 "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 RUN_TIMEOUT = 120        # seconds per launch
 TOTAL_BUDGET = 30 * 60   # the whole benchmark
 
@@ -110,9 +136,10 @@ def command(launcher, mode, out, script):
         if mode == "restart":
             cmd += ["--max-restarts", "1"]
     else:
-        cmd = [PYTHON, TORCHRUN, "--nnodes", "1", "--nproc_per_node", str(NPROC),
-               "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
-               "--rdzv_id", uuid.uuid4().hex]
+        base = TORCHRUN2 if launcher == "torchrun-2.6" else [PYTHON, TORCHRUN]
+        cmd = base + ["--nnodes", "1", "--nproc_per_node", str(NPROC),
+                      "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
+                      "--rdzv_id", uuid.uuid4().hex]
         if launcher == "torchrun-0.1":
             cmd += ["--monitor_interval", "0.1"]
         if mode == "restart":
@@ -157,6 +184,8 @@ def run(launcher, mode, script):
             return {"start": max(starts) - t_launch, "exit": t_exit - max(ends)}
         if launcher == "gculaunch":
             env["GCULAUNCH_LOG_LEVEL"] = "debug"  # it then logs how long spawning took
+        if launcher == "torchrun-2.6":
+            env.update(TORCHRUN2_ENV)  # Debian's torch 2.6 is built without libuv
         t_launch = time.time()
         # stderr goes to a pipe drained by a thread: a file would put the file
         # system's latency (journal commits) into the launcher's exit time.
@@ -215,8 +244,23 @@ def run(launcher, mode, script):
         subprocess.run(["rm", "-rf", out])
 
 
+def root_entry(n=10):
+    """Medians of in_root.sh ROOT2 /usr/bin/true and of /usr/bin/true (seconds), n of
+    each, interleaved, from the same directory and with the same binds as the torchrun
+    2.6 runs."""
+    times = {"direct": [], "in_root": []}
+    for _ in range(n):
+        for name, cmd in (("direct", ["/usr/bin/true"]),
+                          ("in_root", [IN_ROOT, ROOT2, "/usr/bin/true"])):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, timeout=RUN_TIMEOUT,
+                           env=dict(os.environ, IN_ROOT_BINDS=SCRIPTS))
+            times[name].append(time.perf_counter() - t0)
+    return statistics.median(times["in_root"]), statistics.median(times["direct"])
+
+
 def main():
-    launchers = ["gculaunch", "torchrun", "torchrun-0.1"]
+    launchers = ["gculaunch", "torchrun", "torchrun-0.1", "torchrun-2.6"]
     modes = ["ok", "fail", "restart"]
     results = {name: {} for name in launchers + ["direct"]}
     workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
@@ -238,6 +282,7 @@ def main():
         print("bench: %s; reporting what was measured" % e, file=sys.stderr)
     finally:
         subprocess.run(["rm", "-rf", workdir])
+    entry, plain = root_entry()
 
     def med(name, key):
         values = results[name].get(key, [])
@@ -245,13 +290,16 @@ def main():
 
     base = med("direct", "start")
     base_exit = med("direct", "exit")
-    print("gculaunch vs torchrun 1.13 (%d ranks of trivial Python workers, %d interleaved "
-          "repetitions, medians)" % (NPROC, REPS))
+    print("gculaunch vs torchrun 1.13 and 2.6 (%d ranks of trivial Python workers, %d "
+          "interleaved repetitions, medians)" % (NPROC, REPS))
     print("%d Pythons started directly by this script: all started after %.1f ms; last exit -> "
           "all reaped %.1f ms" % (NPROC, base * 1e3, base_exit * 1e3))
     print()
-    header = "%-34s %12s %12s %14s %10s %12s" % ("metric", "gculaunch", "torchrun",
-                                                "torchrun 0.1s", "ratio", "ratio 0.1s")
+    header = "%-34s %10s %10s %14s %13s %7s %11s %10s" % (
+        "metric", "gculaunch", "torchrun", "torchrun 0.1s", "torchrun 2.6", "ratio",
+        "ratio 0.1s", "ratio 2.6")
+    # torchrun, torchrun 0.1s: 1.13 with --monitor_interval 5 (its default) and 0.1;
+    # torchrun 2.6: its defaults (--monitor-interval 0.1)
     print(header)
     print("-" * len(header))
     rows = [
@@ -271,16 +319,20 @@ def main():
             if minus is not None:
                 v = max(v - minus, 1e-4)
             vals.append(v * scale)
-        g, t, t1 = vals
-        print("%-34s %12.1f %12.1f %14.1f %9.1fx %11.1fx" % (label, g, t, t1, t / g, t1 / g))
+        g, t, t1, t2 = vals
+        print("%-34s %10.1f %10.1f %14.1f %13.1f %6.1fx %10.1fx %9.1fx"
+              % (label, g, t, t1, t2, t / g, t1 / g, t2 / g))
     print("%-34s %12.1f   (gculaunch's own debug log, attempt 0 of every run; target < 50 ms)"
           % ("gculaunch exec -> all spawned (ms)", med("gculaunch", "spawned") * 1e3))
     counts = {n: {k: len(v) for k, v in results[n].items()} for n in launchers}
     print()
     print("samples per metric: %s" % counts)
     faster = min(med("torchrun", "start"), med("torchrun-0.1", "start")) - base
-    print("start overhead, faster torchrun / gculaunch: %.0fx (target >= 30x)"
+    print("start overhead, faster torchrun 1.13 / gculaunch: %.0fx (target >= 30x)"
           % (faster / max(med("gculaunch", "start") - base, 1e-4)))
+    print("torchrun 2.6 column: entering its root (in_root.sh ROOT /usr/bin/true) takes "
+          "%.1f ms against %.1f ms for /usr/bin/true alone: %.1f ms of its start times"
+          % (entry * 1e3, plain * 1e3, (entry - plain) * 1e3))
     print("gculaunch peak RSS: %.1f MB (target <= 8 MB); failure -> exit: %.1f ms "
           "(target <= 50 ms)" % (med("gculaunch", "rss"), med("gculaunch", "failure") * 1e3))
 
