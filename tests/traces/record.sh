@@ -57,14 +57,18 @@ cd "$here"  # in_root.sh shows the current directory inside the root: the driver
 
 pids=()
 cleanup() {
-  local pid
+  local status=$? pid
   for pid in "${pids[@]}"; do
     kill -KILL "$pid" 2>/dev/null || true
   done
   for pid in "${pids[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
-  rm -rf "$work"
+  if [[ $status == 0 ]]; then
+    rm -rf "$work"
+  else
+    printf '%s: logs and partial traces kept in %s\n' "$prog" "$work" >&2
+  fi
 }
 trap cleanup EXIT
 
@@ -135,8 +139,11 @@ finish() {
 run() {
   local log=$1 limit=$2
   shift 2
-  timeout -s KILL "$limit" "$@" >"$work/$log.log" 2>&1 ||
-    { tail -30 "$work/$log.log" >&2; die "$log failed (log above)"; }
+  if ! timeout -s KILL "$limit" "$@" >"$work/$log.log" 2>&1; then
+    tail -30 "$work/$log.log" >&2
+    kill -USR1 "$proxy_pid" 2>/dev/null && sleep 0.5  # the proxy's stacks, into its log
+    die "$log failed (log above)"
+  fi
 }
 
 # ops NAME DECODE PYTHON...: the ops (or --short) driver against a server of the

@@ -351,7 +351,11 @@ class Proxy:
         return None
 
     def accept(self):
-        client, peer = self.listener.accept()
+        try:
+            client, peer = self.listener.accept()
+        except BlockingIOError:  # a drain() accepted it already
+            return
+        client.setblocking(True)
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
         cid = self.next_conn
@@ -389,12 +393,19 @@ class Proxy:
             return
         src, dst = (c["client"], c["server"]) if direction == "c2s" else (c["server"], c["client"])
         try:
-            data = src.recv(65536)
+            # Never block: a drain() for a note may have read this socket after select()
+            # reported it readable.
+            data = src.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:  # a reset counts as a close
+            data = b""
+        try:
             # Acknowledge at once: a client with Nagle's algorithm on holds its next small
             # write until the last one is acknowledged, which would let a note overtake it.
             src.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
-        except (ConnectionResetError, OSError):
-            data = b""
+        except OSError:
+            pass
         if not data:
             self.close_conn(cid, "client" if direction == "c2s" else "server")
             return
@@ -509,6 +520,8 @@ class Proxy:
 
 
 def cmd_proxy(args):
+    import faulthandler
+    faulthandler.register(signal.SIGUSR1)  # record.sh asks for a stack dump when a driver fails
     proxy = Proxy(args.upstream, args.out, args.decode)
     signal.signal(signal.SIGTERM, proxy.stop)
     signal.signal(signal.SIGINT, proxy.stop)
