@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # check.fuzz_codec: builds the libFuzzer target over the TCPStore decoder and store
 # (tests/fuzz) with clang in its own build tree ($GCULAUNCH_BUILD_DIR/fuzz), seeds it with
-# every connection of the golden traces, and runs it for a bounded time.  Fails on any crash,
-# sanitizer report, leak or violated check (libFuzzer exits non-zero and saves the input).
+# every connection of the golden traces (tests/traces/*.jsonl), and runs it for a bounded
+# time.  Fails on any crash, sanitizer report, leak or violated check (libFuzzer exits
+# non-zero and saves the input).
 #
 #   FUZZ_SECONDS=20 (default) bounds the run; the whole check takes well under 2 minutes.
 set -euo pipefail
 src=${GCULAUNCH_SOURCE_DIR:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)}
-shared=${GCULAUNCH_SHARED_DIR:-$src/../shared}
 build=${GCULAUNCH_BUILD_DIR:-$src/build}/fuzz
 seconds=${FUZZ_SECONDS:-20}
 
@@ -25,7 +25,7 @@ cmake --build "$build" --target codec_fuzz -j "${JOBS:-2}" >"$build.build.log" 2
 corpus=$build/corpus
 rm -rf "$corpus" "$build/artifacts"
 mkdir -p "$corpus" "$build/artifacts"
-python3 - "$shared/traces" "$corpus" <<'PY'
+python3 - "$src/tests/traces" "$corpus" <<'PY'
 import glob, json, os, sys
 traces, out = sys.argv[1], sys.argv[2]
 n = 0
