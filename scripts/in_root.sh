@@ -53,6 +53,7 @@ if [[ -z "${_IN_ROOT_DIR:-}" ]]; then
   [[ $EUID -eq 0 ]] || ns+=(--map-root-user)
   shift
   export _IN_ROOT_DIR=$root
+  # shellcheck disable=SC2093  # execfail is set: a failed exec goes on to die
   exec "${ns[@]}" -- "$BASH" "${BASH_SOURCE[0]}" "$@"
   die "cannot enter a private mount namespace (needs root)"
 fi
@@ -160,6 +161,7 @@ show /etc/resolv.conf ro optional
 # One `mount -a` does every bind (a process costs more than a mount).  It
 # needs its fstab in a regular file: that goes on a small tmpfs at ROOT/tmp,
 # which lives only in this namespace and which the bind of /tmp then covers.
+rtmp=
 place /tmp rtmp || die "$root/tmp leads out of ROOT through a symlink"
 [[ -d "$rtmp" ]] || die "$root has no /tmp directory"
 mount -t tmpfs -o size=64k,mode=700 in_root "$rtmp" 2>/dev/null ||
@@ -171,5 +173,6 @@ if ! mount -a -T "$rtmp/fstab" 2>/dev/null; then
 fi
 
 # chroot + chdir + exec in one step, keeping the pid
+# shellcheck disable=SC2093  # execfail is set: a failed exec goes on to die
 exec unshare --root="$root" --wd="$cwd" -- "$@"
 die "cannot start $1 inside $root"
