@@ -43,14 +43,21 @@ shopt -s execfail
 if [[ -z "${_IN_ROOT_DIR:-}" ]]; then
   # ---- on the host -----------------------------------------------------------
   [[ $# -ge 2 ]] || die "usage: $prog ROOT PROGRAM [ARGS...]"
-  root=$(cd -- "$1" 2>/dev/null && pwd -P) || die "ROOT '$1' is not a directory"
+  [[ -d "$1" ]] || die "ROOT '$1' is not a directory"
+  root=$(cd -- "$1" 2>/dev/null && pwd -P) || die "cannot enter the directory ROOT '$1'"
   [[ "$root" != / ]] || die "ROOT must not be /"
   [[ "$2" == /* ]] || die "PROGRAM must be an absolute path inside ROOT (got '$2')"
   [[ -e "$root$2" || -L "$root$2" ]] ||
     die "$root has no $2 (make the root first, e.g. scripts/make_torch2_root.sh)"
   command -v unshare >/dev/null || die "unshare is missing (apt-get install util-linux)"
   ns=(unshare --mount --propagation private)
-  [[ $EUID -eq 0 ]] || ns+=(--map-root-user)
+  if [[ $EUID -ne 0 ]]; then
+    ns+=(--map-root-user)
+    # only root is sure to get a mount namespace; ask once, so that a refusal
+    # ends here with status 125 rather than with unshare's own status 1
+    "${ns[@]}" -- true 2>/dev/null ||
+      die "cannot enter a private mount namespace: run as root (this kernel refuses a user namespace)"
+  fi
   shift
   export _IN_ROOT_DIR=$root
   # shellcheck disable=SC2093  # execfail is set: a failed exec goes on to die
@@ -109,7 +116,8 @@ fstab_field() {
 }
 
 # show SRC [ro] [optional]: bind host SRC at the same path inside ROOT.  An
-# optional SRC is left out when it is missing or its place leads out of ROOT.
+# optional SRC is left out when it is missing, when its place leads out of
+# ROOT or when no mount point can be made for it.
 show() {
   local src=$1 mode=${2:-rw} optional=${3:-} dst opts f_src f_dst
   if [[ ! -e "$src" ]]; then
@@ -125,8 +133,10 @@ show() {
     opts=rbind
     shown+=("$src")
   else
-    [[ -e "$dst" ]] || { mkdir -p -- "${dst%/*}" && : >"$dst"; } 2>/dev/null ||
+    if [[ ! -e "$dst" ]] && ! { mkdir -p -- "${dst%/*}" && : >"$dst"; } 2>/dev/null; then
+      [[ -n "$optional" ]] && return 0
       die "cannot make the mount point $dst"
+    fi
     opts=bind
   fi
   [[ $mode == rw ]] || opts+=,ro
