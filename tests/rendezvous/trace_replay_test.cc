@@ -190,17 +190,19 @@ struct Deviation {
 
 const std::vector<Deviation> kDeviations = {
     {"ops-torch1.13", "wake.compare_set", "COMPARE_SET /via_cs", "00", "", false,
-     "a COMPARE_SET that creates a key wakes the WAITs parked on it, which the classic 1.13 "
-     "server forgot (docs/tcpstore-protocol.md section 6.2)"},
+     "a COMPARE_SET that creates a key wakes the WAITs parked on it, as libuv does; the "
+     "classic 1.13 server leaves them parked (docs/tcpstore-protocol.md section 5, "
+     "COMPARE_SET, and section 6.2)"},
     {"ops-torch1.13", "raw.get_missing", "GET /no_such_key", "0000000000000000", "", true,
      "a GET of a missing key is answered with an empty value instead of a closed connection "
-     "(docs/tcpstore-protocol.md section 6.1)"},
+     "(docs/tcpstore-protocol.md section 5, GET, and section 6.1)"},
     {"ops-torch1.13", "raw.v2_handshake", "PING", "d2040000", "", true,
      "a 2.x handshake on the same port is spoken as v2: its PING is answered "
      "(docs/tcpstore-protocol.md section 9)"},
     {"ops-torch2.6", "wake.compare_set", "COMPARE_SET /via_cs", "00", "", false,
      "a COMPARE_SET that creates a key wakes the parked WAIT before the client gives up and "
-     "sends CANCEL_WAIT (docs/tcpstore-protocol.md section 6.2)"},
+     "sends CANCEL_WAIT, as libuv does (docs/tcpstore-protocol.md section 5, COMPARE_SET, and "
+     "section 6.2)"},
     {"ops-torch2.6", "raw.split_set", "GETNUMKEYS", "1100000000000000", "1200000000000000",
      false,
      "a half-received SET does not stall the other clients: the GETNUMKEYS sent meanwhile is "
@@ -217,14 +219,15 @@ const std::vector<Deviation> kDeviations = {
      "(docs/tcpstore-protocol.md section 9)"},
     {"ops-torch2.6", "raw.get_missing", "GET /no_such_key", "0000000000000000", "", true,
      "a GET of a missing key is answered with an empty value instead of a closed connection "
-     "(docs/tcpstore-protocol.md section 6.1)"},
+     "(docs/tcpstore-protocol.md section 5, GET, and section 6.1)"},
     {"ops-torch2.6", "raw.multi_get_missing", "MULTI_GET /m1",
      "03000000000000006f6e650000000000000000", "03000000000000006f6e65", true,
      "a MULTI_GET with a missing key gets an empty value in its place, not a partial reply "
-     "and a closed connection (docs/tcpstore-protocol.md section 6.1)"},
+     "and a closed connection (docs/tcpstore-protocol.md section 5, MULTI_GET, and "
+     "section 6.1)"},
     {"ops-torch2.6", "raw.queue_push", "", "", "", true,
-     "QUEUE_PUSH (0x0E, torch 2.8+) is served: the store implements the queues "
-     "(docs/tcpstore-protocol.md section 5, QUEUE_PUSH)"},
+     "QUEUE_PUSH (0x0E, torch 2.8+) is served: the store implements the queues, which the "
+     "classic 2.6 server does not know (docs/tcpstore-protocol.md section 5, QUEUE_PUSH)"},
 };
 
 std::string RequestKey(const Request& request) {
@@ -412,11 +415,13 @@ TEST_CASE("the golden traces are all there, with unique scenario ids", "[trace]"
 TEST_CASE("traces decode the same in one chunk, byte by byte and in the recorded chunks",
           "[trace]") {
   const auto [connections, requests] = CheckDecoding(Traces());
-  CHECK(connections >= 55);
+  // About 59 and 350: the number of reconnects in cross-client2.6-server1.13 varies a little
+  // from one recording to the next.
+  CHECK(connections >= 50);
   CHECK(requests >= 300);
 }
 
-TEST_CASE("decoded requests re-encode to the recorder's own messages", "[trace]") {
+TEST_CASE("decoded trace requests re-encode to the recorder's own messages", "[trace]") {
   std::set<std::pair<std::string, std::string>> used;
   CHECK(CheckReencode(Traces(), kDialectDiffers, used) >= 300);
   CHECK(used == kDialectDiffers);  // no stale entry in the table

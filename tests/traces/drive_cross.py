@@ -19,7 +19,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 V2 = torch.__version__ >= "2"
-TIMEOUT = datetime.timedelta(seconds=3)
+TIMEOUT = datetime.timedelta(seconds=5)
 
 
 def main():
