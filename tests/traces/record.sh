@@ -12,7 +12,7 @@
 #
 # Runs itself in a new network namespace with only lo up (`unshare -n`, needs root), so the
 # TCPStore servers, which bind the wildcard address, are reachable on loopback only.  Every
-# process it starts is stopped by its pid.  Takes about 2 minutes (--short: 20 s).
+# process it starts is stopped by its pid.  Takes 1.5 to 2 minutes (--short: about 15 s).
 set -euo pipefail
 prog=record.sh
 die() { printf '%s: error: %s\n' "$prog" "$*" >&2; exit 1; }
