@@ -151,13 +151,14 @@ run() {
 ops() {
   local name=$1 decode=$2
   shift 2
+  # shellcheck disable=SC2053  # $only is a pattern
   [[ $name == $only ]] || return 0
   server "$@"
   proxy "$name" "$decode" "$server_port"
   note --id server "SERVER: $server_info TCPStore server"
-  local mode=()
-  [[ $short == 1 ]] && mode=(--short)
-  run "$name" 300 "$@" drive_ops.py "$proxy_port" "$control_port" "${mode[@]}"
+  local extra=()
+  [[ $short == 1 ]] && extra=(--short)
+  run "$name" 300 "$@" drive_ops.py "$proxy_port" "$control_port" "${extra[@]}"
   finish "$name"
 }
 
@@ -167,6 +168,7 @@ ops() {
 gloo() {
   local name=$1 mode=$2 decode=$3 rank rank_port upstream
   shift 3
+  # shellcheck disable=SC2053  # $only is a pattern
   [[ $name == $only ]] || return 0
   local env=(MASTER_ADDR=127.0.0.1 WORLD_SIZE=3 USE_LIBUV=0 TORCHELASTIC_RESTART_COUNT=0
     GLOO_SOCKET_IFNAME=lo)
@@ -189,7 +191,7 @@ gloo() {
   for rank in 0 1 2; do
     rank_port=$proxy_port
     [[ $mode == hosted && $rank == 0 ]] && rank_port=$upstream
-    env "${env[@]}" RANK=$rank MASTER_PORT=$rank_port timeout -s KILL 120 "$@" drive_gloo.py \
+    env "${env[@]}" RANK="$rank" MASTER_PORT="$rank_port" timeout -s KILL 120 "$@" drive_gloo.py \
       >"$work/$name.rank$rank.log" 2>&1 &
     ranks+=($!)
     pids+=($!)
@@ -207,6 +209,7 @@ gloo() {
 cross() {
   local name=$1 decode=$2
   shift 2
+  # shellcheck disable=SC2053  # $only is a pattern
   [[ $name == $only ]] || return 0
   local server_cmd=()
   while [[ $1 != -- ]]; do server_cmd+=("$1"); shift; done
