@@ -17,6 +17,7 @@
 #include "launcher/net_address.h"
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
+#include "base/text.h"
 
 namespace gculaunch {
 
@@ -26,12 +27,6 @@ template <typename T>
 using Task = asio::awaitable<T>;
 
 namespace {
-
-std::string Seconds(Clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
-  return buf;
-}
 
 auto Nothrow(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 

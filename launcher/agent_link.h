@@ -32,7 +32,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace spdlog {
 class logger;

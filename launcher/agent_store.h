@@ -24,7 +24,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/launch_spec.h"
 #include "launcher/supervisor.h"
 #include "rendezvous/listener.h"

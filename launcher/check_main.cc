@@ -5,10 +5,12 @@
 #include "launcher/cli.h"
 #include "launcher/command_runner.h"
 #include "launcher/device_profile.h"
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 #include "launcher/launch_spec.h"
 #include "launcher/net_probe.h"
 #include "launcher/preflight.h"
+#include "launcher/sys/device_probe.h"
+#include "launcher/sys/local_files.h"
 
 namespace gculaunch {
 namespace {

@@ -10,8 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/device_profile.h"
-#include "launcher/one_line.h"
-#include "launcher/text.h"
+#include "base/one_line.h"
+#include "base/text.h"
 
 // The CLI11 adapter.  CLI11 only splits the command line into raw strings
 // (it is told every value is TEXT); the PET_* fallback and all value checks
@@ -160,14 +160,6 @@ Error BadValue(const std::string& source, const std::string& value, const std::s
   return Error{source + " '" + value + "': " + problem, "e.g. " + Example(source, example)};
 }
 
-std::optional<long long> ParseInteger(const std::string& text) {
-  long long value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
 std::optional<int> ParseIntIn(const std::string& text, long long min, long long max) {
   auto value = ParseInteger(text);
   if (!value || *value < min || *value > max) return std::nullopt;
@@ -182,15 +174,6 @@ std::optional<double> ParseSeconds(const std::string& text) {
     return std::nullopt;
   }
   return value;
-}
-
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  if (!text.empty() && text.back() == sep) parts.emplace_back();
-  return parts;
 }
 
 bool HasSpace(const std::string& text) {
@@ -790,6 +773,12 @@ Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& e
   auto result = Parse(args, env, mode);
   if (!result.ok()) return OneLine(result.error());
   return result;
+}
+
+std::string DescribeFlag(const CliOptions& options, std::string_view name,
+                         const std::string& value) {
+  const std::string source = options.Source(name);
+  return source.rfind("PET_", 0) == 0 ? source + "=" + value : source + " " + value;
 }
 
 }  // namespace gculaunch

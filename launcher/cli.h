@@ -35,9 +35,9 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/env_map.h"
-#include "launcher/error.h"
-#include "launcher/launch_spec.h"
+#include "base/env_map.h"
+#include "base/error.h"
+#include "launcher/spec_types.h"
 
 namespace gculaunch {
 
@@ -159,5 +159,9 @@ std::vector<std::string> CanonicalFlagNames();
 /// REQUIRES: `flag` is canonical (CanonicalFlagName).
 Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,
                      CliOptions& options);
+
+/// "--nnodes 2" or "PET_NNODES=2": a flag's value as named in the layout line.
+std::string DescribeFlag(const CliOptions& options, std::string_view name,
+                         const std::string& value);
 
 }  // namespace gculaunch

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/env_map.h"
+#include "base/env_map.h"
 
 namespace gculaunch {
 

@@ -1,27 +1,17 @@
 #include "launcher/cpu_affinity.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <cerrno>
+#include <climits>
 #include <charconv>
 #include <map>
 #include <regex>
 #include <set>
 
 #include "launcher/cpu_list.h"
+#include "base/text.h"
 
 namespace gculaunch {
 namespace {
-
-std::optional<int> ParseInt(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
 
 std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
@@ -34,7 +24,9 @@ std::vector<int> Intersect(const std::vector<int>& a, const std::vector<int>& b)
 std::optional<int> NodeFile(const DeviceProbe& probe, const std::string& path) {
   auto text = probe.ReadFile(path);
   if (!text) return std::nullopt;
-  return ParseInt(*text);
+  const auto value = ParseInteger(Trim(*text));
+  if (!value || *value < INT_MIN || *value > INT_MAX) return std::nullopt;
+  return static_cast<int>(*value);
 }
 
 // NUMA node -> the node's CPUs (from /sys/devices/system/node/nodeN/cpulist).
@@ -262,16 +254,6 @@ Result<AffinityPlan> PlanCpuAffinity(CpuAffinity mode, int nproc,
     }
   }
   return plan;
-}
-
-int SetCpuAffinity(const std::vector<int>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int cpu : cpus) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE) return EINVAL;
-    CPU_SET(cpu, &set);
-  }
-  return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : errno;
 }
 
 }  // namespace gculaunch

@@ -32,12 +32,12 @@
 // same order gculaunch numbers cards in).
 //
 // The plan is applied in each rank's child process before exec
-// (SetCpuAffinity: sched_setaffinity, no numactl).  With affinity on,
+// (sys/child_setup.h: sched_setaffinity, no numactl).  With affinity on,
 // OMP_NUM_THREADS defaults to the rank's CPU count (rank_env.h); the user's
 // own value always wins.
 //
 // Thread safety: PlanCpuAffinity is a pure function of its inputs and the
-// probe's answers; SetCpuAffinity is async-signal-safe (no allocation).
+// probe's answers.
 #pragma once
 
 #include <optional>
@@ -45,11 +45,10 @@
 #include <vector>
 
 #include "launcher/device_profile.h"
-#include "launcher/error.h"
+#include "base/error.h"
+#include "launcher/spec_types.h"
 
 namespace gculaunch {
-
-enum class CpuAffinity { kNone, kNuma, kSpread };
 
 struct AffinityPlan {
   std::vector<std::vector<int>> rank_cpus;  ///< per local rank, ascending; empty with kNone
@@ -72,10 +71,6 @@ std::optional<int> CardNumaNode(const DeviceFile& card, const DeviceProbe& probe
 /// `cpus` split into `parts` fair blocks as described above.
 std::vector<std::vector<int>> SplitCpusFairly(const std::vector<int>& cpus, int parts,
                                               const DeviceProbe& probe);
-
-/// Restricts the calling process (a rank's child before exec) to `cpus`.
-/// Returns 0 or an errno value.  Safe between fork and exec.
-int SetCpuAffinity(const std::vector<int>& cpus);
 
 /// "none", "numa", "spread".
 const char* CpuAffinityName(CpuAffinity mode);

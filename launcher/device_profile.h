@@ -8,7 +8,7 @@
 // library, and extra environment for the ranks.
 //
 // DeviceProbe is the only way the core looks at /dev and /sys, so tests run
-// against fake trees.
+// against fake trees; the real one is sys/device_probe.h.
 //
 // Thread safety: plain values; a DeviceProbe is used from one thread.
 #pragma once
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch {
 
@@ -98,25 +98,6 @@ class DeviceProbe {
   /// The CPUs a rank started by this process may run on, ascending.  Default:
   /// 0..CpuCount()-1.
   virtual std::vector<int> AllowedCpus() const;
-};
-
-/// The real probe: paths are looked up below `root` ("/" by default).
-class FileSystemDeviceProbe : public DeviceProbe {
- public:
-  explicit FileSystemDeviceProbe(std::string root = "/") : root_(std::move(root)) {}
-  std::vector<DeviceFile> FindDevices(const DeviceProfile& profile) const override;
-  bool Exists(const std::string& path) const override;
-  int CpuCount() const override;
-  std::optional<std::string> ReadFile(const std::string& path) const override;
-  std::vector<std::string> ListDir(const std::string& path) const override;
-  std::optional<std::pair<unsigned, unsigned>> CharDeviceNumber(
-      const std::string& path) const override;
-  /// Root "/": this process's affinity mask (a container's cpuset).  Any
-  /// other root (a fake tree): <root>/sys/devices/system/cpu/online, else the default.
-  std::vector<int> AllowedCpus() const override;
-
- private:
-  std::string root_;
 };
 
 /// The YAML text of the profiles shipped in configs/devices, as (path, text)

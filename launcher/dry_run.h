@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/env_map.h"
+#include "base/env_map.h"
 #include "launcher/launch_spec.h"
 #include "launcher/rank_env.h"
 

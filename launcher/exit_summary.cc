@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 
 namespace gculaunch {
 

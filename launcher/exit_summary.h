@@ -35,10 +35,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/restart_policy.h"
 #include "launcher/sys/process_group.h"
-#include "launcher/worker_group.h"
+#include "launcher/rank_record.h"
 
 namespace gculaunch {
 

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "launcher/cli.h"
-#include "launcher/one_line.h"
-#include "launcher/text.h"
+#include "base/one_line.h"
+#include "base/text.h"
 
 // The yaml-cpp adapter for job files: yaml-cpp exceptions are caught in
 // ParseJobFile and become Errors naming the file and line.

@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch {
 

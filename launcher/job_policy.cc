@@ -1,6 +1,6 @@
 #include "launcher/job_policy.h"
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 
 namespace gculaunch::job {
 

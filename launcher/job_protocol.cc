@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 
 namespace gculaunch::job {
 

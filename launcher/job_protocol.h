@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch::job {
 

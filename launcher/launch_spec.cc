@@ -1,7 +1,5 @@
 #include "launcher/launch_spec.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,10 +13,11 @@
 
 #include "launcher/cli.h"
 #include "launcher/job_file.h"
-#include "launcher/one_line.h"
+#include "base/one_line.h"
 #include "launcher/platform.h"
 #include "launcher/profile_catalog.h"
 #include "launcher/rank_env.h"
+#include "base/text.h"
 
 namespace gculaunch {
 namespace {
@@ -29,21 +28,6 @@ constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 // glibc's default search path (confstr(_CS_PATH)), used when PATH is unset,
 // as execvp does.
 constexpr const char* kDefaultPath = "/bin:/usr/bin";
-
-std::string Join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const std::string& item : items) {
-    if (!out.empty()) out += sep;
-    out += item;
-  }
-  return out;
-}
-
-std::string Trim(const std::string& s) {
-  const size_t begin = s.find_first_not_of(" \t");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
-}
 
 std::vector<std::string> Indices(int count) {
   std::vector<std::string> out;
@@ -79,6 +63,40 @@ std::string DescribeMissingCards(const DeviceProfile& profile, const DeviceProbe
                : "; driver " + profile.driver_path + " not loaded";
   }
   return out;
+}
+
+// Where each value of the layout came from, as the layout line names it
+// ("--nnodes 2", "PET_NODE_RANK=1", "WORLD_SIZE=2 (nodes)", "MASTER_ADDR");
+// empty: gculaunch's default (or, for the port, chosen at launch).
+struct LayoutSources {
+  std::string nnodes;
+  std::string node_rank;
+  std::string master_addr;
+  std::string master_port;
+};
+
+// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
+// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)"; "(defaults)" when nothing was
+// given.  An IPv6 master is written [addr]:port.
+std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
+  const std::string host = spec.master_addr.find(':') != std::string::npos
+                               ? "[" + spec.master_addr + "]"
+                               : spec.master_addr;
+  // Multi-node: the port node 0's gculaunch meets the other nodes on (which the ranks'
+  // MASTER_PORT differs from only with --no-agent-store).
+  const int shown = spec.agent_port != 0 ? spec.agent_port : spec.master_port;
+  const std::string port = shown != 0 ? std::to_string(shown) : "<port chosen at launch>";
+  std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
+                     Plural(spec.nproc_per_node, "rank") + ", node " +
+                     std::to_string(spec.node_rank) + ", master " + host + ":" + port;
+  std::vector<std::string> sources;
+  for (const std::string* source :
+       {&from.nnodes, &from.node_rank, &from.master_addr, &from.master_port}) {
+    if (!source->empty() && std::find(sources.begin(), sources.end(), *source) == sources.end()) {
+      sources.push_back(*source);
+    }
+  }
+  return line + (sources.empty() ? " (defaults)" : " (from " + Join(sources, ", ") + ")");
 }
 
 // Everything MakeLaunchSpec decides, step by step; each step may fail with
@@ -742,10 +760,6 @@ class SpecBuilder {
   LayoutSources from_;  ///< where the layout line says each value came from
 };
 
-bool IsExecutableFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
 
 }  // namespace
 
@@ -814,41 +828,6 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
   if (spec.log_dir.empty()) return "";
   return spec.log_dir + "/" + run_id;
-}
-
-std::optional<std::string> LocalFileAccess::FindExecutable(const std::string& name,
-                                                           const std::string& path_var) const {
-  if (name.find('/') != std::string::npos) {
-    if (IsExecutableFile(name)) return name;
-    return std::nullopt;
-  }
-  std::stringstream dirs(path_var);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    // An empty PATH entry means the current directory (POSIX).
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (IsExecutableFile(candidate)) return candidate;
-  }
-  return std::nullopt;
-}
-
-std::vector<std::string> LocalFileAccess::ListDir(const std::string& dir) const {
-  std::vector<std::string> names;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec);
-  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    names.push_back(it->path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-Result<std::string> LocalFileAccess::ReadTextFile(const std::string& path) const {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
 }
 
 }  // namespace gculaunch

@@ -28,36 +28,14 @@
 
 #include "launcher/cpu_affinity.h"
 #include "launcher/device_profile.h"
-#include "launcher/env_map.h"
-#include "launcher/error.h"
+#include "launcher/platform.h"
+#include "base/env_map.h"
+#include "base/error.h"
+#include "launcher/spec_types.h"
 
 namespace gculaunch {
 
 struct CliOptions;  // cli.h
-
-enum class DeviceBind { kAll, kRank };      ///< --bind all|rank
-enum class StdinMode { kNull, kRank0 };     ///< --stdin null|rank0
-enum class StoreMode {
-  kAgent,  ///< gculaunch hosts the TCPStore; TORCHELASTIC_USE_AGENT_STORE=True
-  kRank0,  ///< rank 0 hosts it (torch 1.13 --standalone); TORCHELASTIC_USE_AGENT_STORE=False
-};
-enum class DryRunFormat { kTable, kJson, kEnv };  ///< --format table|json|env
-enum class PlatformWorldSize { kNodes, kProcs };  ///< --platform-world-size nodes|procs
-
-/// torchrun's --redirects / --tee value: which of a rank's streams go to its
-/// log files.  Bits: 1 = stdout, 2 = stderr (so 3 = both, 0 = none); either
-/// one value for every local rank ("3") or a per-local-rank map ("0:3,1:2",
-/// ranks not listed get 0), exactly as torchrun parses it.
-struct StdStreams {
-  static constexpr int kStdout = 1;
-  static constexpr int kStderr = 2;
-  int all = 0;                   ///< used when per_rank is empty
-  std::map<int, int> per_rank;   ///< local rank -> bits; if non-empty, `all` is ignored
-  /// The bits for one local rank.
-  int For(int local_rank) const;
-  bool any() const { return all != 0 || !per_rank.empty(); }
-  bool operator==(const StdStreams&) const = default;
-};
 
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
@@ -151,26 +129,8 @@ struct LaunchSpec {
   std::vector<std::string> warnings;
 };
 
-/// Topology read from a job platform's variables (Volcano, Kubeflow, Slurm,
-/// Open MPI ...) by ReadPlatform (platform.h).  Set fields rank below the
-/// command line and PET_* variables.  Each `*_from` names what was read, as the
-/// layout line and error messages show it ("WORLD_SIZE=2 (nodes)", "RANK=1",
-/// "MASTER_ADDR", "first host of SLURM_STEP_NODELIST").
-struct PlatformInfo {
-  std::string name;  ///< the layout read: "WORLD_SIZE/RANK", "Slurm step", "Open MPI"; empty: none
-  std::optional<int> nnodes;
-  std::string nnodes_from;
-  std::optional<int> node_rank;
-  std::string node_rank_from;
-  std::optional<std::string> master_addr;
-  std::string master_addr_from;
-  std::optional<int> master_port;
-  std::string master_port_from;
-  std::vector<std::string> warnings;  ///< variables a guard ignored (LaunchSpec::warnings)
-  std::vector<std::string> notes;     ///< variables present but not read, and why
-};
-
-/// The file-system look-ups MakeLaunchSpec needs besides the device probe.
+/// The file-system look-ups MakeLaunchSpec needs besides the device probe (the real one is
+/// sys/local_files.h).
 class FileAccess {
  public:
   virtual ~FileAccess() = default;
@@ -184,15 +144,6 @@ class FileAccess {
   /// The entry names of a directory, sorted; empty when it cannot be read
   /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
   virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }
-};
-
-/// The real FileAccess (access(2), std::ifstream).
-class LocalFileAccess : public FileAccess {
- public:
-  std::optional<std::string> FindExecutable(const std::string& name,
-                                            const std::string& path_var) const override;
-  Result<std::string> ReadTextFile(const std::string& path) const override;
-  std::vector<std::string> ListDir(const std::string& dir) const override;
 };
 
 /// Builds and validates the spec.  `env` is gculaunch's own environment (as

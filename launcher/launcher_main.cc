@@ -9,10 +9,12 @@
 
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 #include "launcher/job.h"
 #include "launcher/launch_spec.h"
 #include "launcher/logging.h"
+#include "launcher/sys/device_probe.h"
+#include "launcher/sys/local_files.h"
 
 namespace gculaunch {
 namespace {

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch {
 

@@ -22,7 +22,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/output_writer.h"
 
 namespace gculaunch {

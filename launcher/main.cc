@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "launcher/check_main.h"
-#include "launcher/env_map.h"
+#include "base/env_map.h"
 #include "launcher/launcher_main.h"
 #include "rendezvous/store_command.h"
 

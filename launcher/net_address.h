@@ -22,7 +22,7 @@
 
 #include <string>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch {
 

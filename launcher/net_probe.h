@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch {
 

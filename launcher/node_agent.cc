@@ -1,6 +1,6 @@
 #include "launcher/node_agent.h"
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 #include "launcher/net_address.h"
 
 namespace gculaunch {

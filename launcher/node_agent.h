@@ -27,7 +27,7 @@
 #include <spdlog/logger.h>
 
 #include "launcher/agent_link.h"
-#include "launcher/job.h"
+#include "launcher/job_planner.h"
 #include "launcher/job_policy.h"
 #include "launcher/supervisor.h"
 

@@ -38,7 +38,7 @@
 #include <string>
 #include <thread>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/sys/unique_fd.h"
 
 namespace gculaunch {

@@ -1,4 +1,5 @@
 #include "launcher/platform.h"
+#include "base/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -34,26 +35,6 @@ bool IsHostText(std::string_view text) {
   return !text.empty() && std::none_of(text.begin(), text.end(), [](unsigned char c) {
     return std::isspace(c) != 0 || std::iscntrl(c) != 0;
   });
-}
-
-// "A", "A and B", "A, B and C".
-std::string JoinAnd(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
-    out += items[i];
-  }
-  return out;
-}
-
-std::string Join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : sep) + item;
-  return out;
-}
-
-std::string Plural(long long count, const std::string& noun) {
-  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
 }
 
 // ---- Slurm host lists ----
@@ -642,33 +623,6 @@ Result<std::vector<std::string>> ExpandSlurmHostList(std::string_view list) {
     }
   }
   return hosts;
-}
-
-std::string DescribeFlag(const CliOptions& options, std::string_view name,
-                         const std::string& value) {
-  const std::string source = options.Source(name);
-  return source.rfind("PET_", 0) == 0 ? source + "=" + value : source + " " + value;
-}
-
-std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
-  const std::string host = spec.master_addr.find(':') != std::string::npos
-                               ? "[" + spec.master_addr + "]"
-                               : spec.master_addr;
-  // Multi-node: the port node 0's gculaunch meets the other nodes on (which the ranks'
-  // MASTER_PORT differs from only with --no-agent-store).
-  const int shown = spec.agent_port != 0 ? spec.agent_port : spec.master_port;
-  const std::string port = shown != 0 ? std::to_string(shown) : "<port chosen at launch>";
-  std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
-                     Plural(spec.nproc_per_node, "rank") + ", node " +
-                     std::to_string(spec.node_rank) + ", master " + host + ":" + port;
-  std::vector<std::string> sources;
-  for (const std::string* source :
-       {&from.nnodes, &from.node_rank, &from.master_addr, &from.master_port}) {
-    if (!source->empty() && std::find(sources.begin(), sources.end(), *source) == sources.end()) {
-      sources.push_back(*source);
-    }
-  }
-  return line + (sources.empty() ? " (defaults)" : " (from " + Join(sources, ", ") + ")");
 }
 
 Result<PlatformInfo> ReadPlatform(const EnvMap& env, const CliOptions& options) {

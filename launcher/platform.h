@@ -46,39 +46,40 @@
 // values.  Thread safety: pure functions of their arguments.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "launcher/cli.h"
-#include "launcher/env_map.h"
-#include "launcher/error.h"
-#include "launcher/launch_spec.h"
+#include "base/env_map.h"
+#include "base/error.h"
+#include "launcher/spec_types.h"
 
 namespace gculaunch {
+
+/// Topology read from a job platform's variables (Volcano, Kubeflow, Slurm,
+/// Open MPI ...) by ReadPlatform (platform.h).  Set fields rank below the
+/// command line and PET_* variables.  Each `*_from` names what was read, as the
+/// layout line and error messages show it ("WORLD_SIZE=2 (nodes)", "RANK=1",
+/// "MASTER_ADDR", "first host of SLURM_STEP_NODELIST").
+struct PlatformInfo {
+  std::string name;  ///< the layout read: "WORLD_SIZE/RANK", "Slurm step", "Open MPI"; empty: none
+  std::optional<int> nnodes;
+  std::string nnodes_from;
+  std::optional<int> node_rank;
+  std::string node_rank_from;
+  std::optional<std::string> master_addr;
+  std::string master_addr_from;
+  std::optional<int> master_port;
+  std::string master_port_from;
+  std::vector<std::string> warnings;  ///< variables a guard ignored (LaunchSpec::warnings)
+  std::vector<std::string> notes;     ///< variables present but not read, and why
+};
 
 /// Reads the job platform's variables from `env` (gculaunch's own
 /// environment), below the flags and PET_* variables already in `options`.
 Result<PlatformInfo> ReadPlatform(const EnvMap& env, const CliOptions& options);
-
-/// Where each value of the layout came from, as the layout line names it
-/// ("--nnodes 2", "PET_NODE_RANK=1", "WORLD_SIZE=2 (nodes)", "MASTER_ADDR");
-/// empty: gculaunch's default (or, for the port, chosen at launch).
-struct LayoutSources {
-  std::string nnodes;
-  std::string node_rank;
-  std::string master_addr;
-  std::string master_port;
-};
-
-/// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
-/// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)"; "(defaults)" when nothing was
-/// given.  An IPv6 master is written [addr]:port.
-std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from);
-
-/// "--nnodes 2" or "PET_NNODES=2": a flag's value as named in the layout line.
-std::string DescribeFlag(const CliOptions& options, std::string_view name,
-                         const std::string& value);
 
 /// Expands Slurm's compressed host list: "node[01-03,07],gpu-a[1-2]-ib" ->
 /// node01 node02 node03 node07 gpu-a1-ib gpu-a2-ib.  Zero padding follows the

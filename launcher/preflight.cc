@@ -6,8 +6,9 @@
 
 #include "launcher/dry_run.h"
 #include "launcher/ld_cache.h"
-#include "launcher/one_line.h"
+#include "base/one_line.h"
 #include "launcher/rank_env.h"
+#include "base/text.h"
 
 namespace gculaunch {
 namespace {
@@ -83,33 +84,6 @@ constexpr const char* kDefaultLibDirs[] = {"/lib/x86_64-linux-gnu",
                                            "/usr/lib64",
                                            "/lib",
                                            "/usr/lib"};
-
-std::string Join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const std::string& item : items) {
-    if (!out.empty()) out += sep;
-    out += item;
-  }
-  return out;
-}
-
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
-
-std::string Trim(std::string s) {
-  const size_t begin = s.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
-}
-
-std::string Plural(int n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
 
 // "/dev/gcuN" for dir /dev and pattern gcu([0-9]+).
 std::string DeviceFilesName(const DeviceProfile& profile) {

@@ -35,7 +35,7 @@
 
 #include "launcher/command_runner.h"
 #include "launcher/device_profile.h"
-#include "launcher/env_map.h"
+#include "base/env_map.h"
 #include "launcher/launch_spec.h"
 #include "launcher/net_probe.h"
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "launcher/device_profile.h"
-#include "launcher/env_map.h"
-#include "launcher/error.h"
+#include "base/env_map.h"
+#include "base/error.h"
 #include "launcher/launch_spec.h"
 
 namespace gculaunch {

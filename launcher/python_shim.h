@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/env_map.h"
-#include "launcher/error.h"
+#include "base/env_map.h"
+#include "base/error.h"
 #include "launcher/launch_spec.h"
 #include "launcher/rank_env.h"
 

@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/env_map.h"
+#include "base/env_map.h"
 #include "launcher/launch_spec.h"
 
 namespace gculaunch {

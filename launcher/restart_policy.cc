@@ -2,7 +2,7 @@
 
 #include <csignal>
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 
 namespace gculaunch {
 

@@ -4,7 +4,8 @@
 
 #include <boost/asio/post.hpp>
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
+#include "base/text.h"
 
 namespace gculaunch {
 
@@ -12,13 +13,6 @@ namespace asio = boost::asio;
 using Phase = PolicyState::Phase;
 
 namespace {
-
-std::string Seconds(std::chrono::milliseconds ms) {
-  const double s = static_cast<double>(ms.count()) / 1000.0;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
-}
 
 }  // namespace
 
@@ -109,7 +103,7 @@ void Supervisor::JobStart(int restart_count) {
 
 void Supervisor::JobStop() {
   if (finished_ || state_.phase != Phase::kRunning) return;
-  log_.warn("stopping the ranks (SIGTERM, SIGKILL after {})", Seconds(config_.grace));
+  log_.warn("stopping the ranks (SIGTERM, SIGKILL after {})", Seconds(config_.grace, -1));
   Dispatch(PolicyEvent::JobStop());
 }
 
@@ -197,7 +191,7 @@ void Supervisor::Execute(const PolicyAction& action) {
     case A::kReportStuck: {
       if (group_) outcome_.stuck = group_->Survivors();
       log_.error("{} process(es) survived SIGKILL for {}; giving up on them (listed below)",
-                 outcome_.stuck.size(), Seconds(config_.kill_wait));
+                 outcome_.stuck.size(), Seconds(config_.kill_wait, -1));
       break;
     }
     case A::kExit:
@@ -231,7 +225,7 @@ void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
       }
       log_.error("rank {} (local rank {}, pid {}) failed with {}; stopping the other ranks "
                  "(SIGTERM, SIGKILL after {})",
-                 rank, local_rank, pid, exit.Describe(), Seconds(config_.grace));
+                 rank, local_rank, pid, exit.Describe(), Seconds(config_.grace, -1));
     }
   }
   Dispatch(PolicyEvent::RankExited(local_rank, exit));
@@ -253,7 +247,7 @@ void Supervisor::OnSignal(int sig) {
     case SignalClass::kTeardown:
       if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {
         log_.warn("received {}: forwarding it to every rank, SIGKILL after {}", SignalName(sig),
-                  Seconds(config_.grace));
+                  Seconds(config_.grace, -1));
       } else {
         log_.warn("received {} during shutdown: killing every rank now", SignalName(sig));
       }
@@ -299,7 +293,7 @@ void Supervisor::DrainCheck() {
           [this, alive = alive_, gen = generation_](const boost::system::error_code& ec) {
             if (ec || !*alive || gen != generation_) return;
             log_.warn("rank output still open {} after the ranks exited; closing it",
-                      Seconds(config_.output_drain));
+                      Seconds(config_.output_drain, -1));
             group_->CloseOutput();  // on_output_closed schedules the next check
           });
     }

@@ -34,7 +34,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/restart_policy.h"
 #include "launcher/worker_group.h"
 
@@ -74,14 +74,6 @@ class JobControl {
   virtual void JobStop() = 0;
   /// Exits with `exit_code` (only while waiting for the job).
   virtual void JobExit(int exit_code) = 0;
-};
-
-/// Supplies the ranks of each attempt (paths, environment, routing).  It may
-/// create the attempt's directories; an error ends the job (exit 127).
-class AttemptPlanner {
- public:
-  virtual ~AttemptPlanner() = default;
-  virtual Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) = 0;
 };
 
 struct SupervisorConfig {

@@ -5,7 +5,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "launcher/exit_codes.h"
+#include "base/exit_codes.h"
 
 namespace gculaunch {
 

@@ -26,10 +26,11 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/line_splitter.h"
 #include "launcher/output_writer.h"
 #include "launcher/rank_output.h"
+#include "launcher/rank_record.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
@@ -37,37 +38,6 @@
 #include "launcher/worker_exit.h"
 
 namespace gculaunch {
-
-/// Everything needed to start one rank of one attempt.
-struct RankLaunch {
-  int local_rank = 0;
-  int rank = 0;                    ///< global rank (console prefix)
-  std::string program;             ///< resolved executable path
-  std::vector<std::string> argv;   ///< argv[0] included
-  std::vector<std::string> env;    ///< complete environment, "KEY=VALUE"
-  bool inherit_stdin = false;      ///< --stdin rank0: keep gculaunch's stdin
-  bool take_terminal = false;      ///< and make the rank's group the terminal's foreground
-  bool stdout_to_console = true;
-  bool stderr_to_console = true;
-  std::string stdout_log;          ///< log file path; empty: none
-  std::string stderr_log;
-  std::string error_file;          ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
-  std::vector<int> cpus;           ///< --cpu-affinity: CPUs to pin the rank to; empty: none
-};
-
-/// What happened to one rank in one attempt.
-struct RankRecord {
-  int restart_count = 0;
-  int local_rank = 0;
-  int rank = 0;
-  pid_t pid = -1;                  ///< -1: never started
-  std::string error_file;
-  std::optional<WorkerExit> exit;  ///< empty: not reaped (running or stuck)
-  double start_time = 0;           ///< unix seconds
-  double exit_time = 0;
-  bool exited_while_running = false;  ///< exited before gculaunch began a teardown
-  std::vector<std::string> stderr_tail;
-};
 
 /// The collaborators a WorkerGroup uses; all outlive it.
 struct WorkerGroupDeps {

@@ -1,4 +1,5 @@
 #include "rendezvous/client.h"
+#include "base/text.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,12 +29,6 @@ auto Nothrow(boost::system::error_code& ec) { return asio::redirect_error(asio::
 std::string Endpoint(const std::string& host, std::uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
-}
-
-std::string Seconds(Clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
-  return buf;
 }
 
 // A TCP socket that is close-on-exec from birth (Asio's open() does not set it).

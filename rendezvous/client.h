@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "rendezvous/codec.h"
 
 namespace gculaunch::rendezvous {

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch::rendezvous {
 

@@ -54,7 +54,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "rendezvous/codec.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/store.h"

@@ -56,7 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "rendezvous/codec.h"
 
 namespace gculaunch::rendezvous {

@@ -23,7 +23,7 @@
 #include <variant>
 #include <vector>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "rendezvous/codec.h"
 
 namespace gculaunch::rendezvous {

@@ -9,7 +9,7 @@
 // Thread safety: stateless.
 #pragma once
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch::sys {
 

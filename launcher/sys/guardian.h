@@ -37,7 +37,7 @@
 
 #include <string>
 
-#include "launcher/error.h"
+#include "base/error.h"
 #include "launcher/sys/unique_fd.h"
 
 namespace gculaunch::sys {

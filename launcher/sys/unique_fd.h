@@ -14,7 +14,7 @@
 #include <string>
 #include <utility>
 
-#include "launcher/error.h"
+#include "base/error.h"
 
 namespace gculaunch::sys {
 

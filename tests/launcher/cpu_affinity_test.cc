@@ -1,9 +1,5 @@
 #include "launcher/cpu_affinity.h"
 
-#include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include "launcher/cli.h"
@@ -12,6 +8,7 @@
 #include "launcher/launch_spec.h"
 #include "launcher/rank_env.h"
 #include "tests/support/frontend_fakes.h"
+#include "launcher/sys/device_probe.h"
 
 namespace gculaunch {
 namespace {
@@ -300,30 +297,6 @@ TEST_CASE("cpu affinity: in the launch spec, the rank environment and the dry ru
           "gculaunch: --cpu-affinity 'sockets': expected none, numa or spread (fix: e.g. "
           "--cpu-affinity numa)");
   }
-}
-
-TEST_CASE("cpu affinity: SetCpuAffinity pins the calling process", "[cpu_affinity]") {
-  cpu_set_t mine;
-  REQUIRE(sched_getaffinity(0, sizeof(mine), &mine) == 0);
-  int last = -1;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &mine)) last = cpu;
-  }
-  REQUIRE(last >= 0);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    if (SetCpuAffinity({last}) != 0) _exit(10);
-    cpu_set_t now;
-    if (sched_getaffinity(0, sizeof(now), &now) != 0) _exit(11);
-    _exit(CPU_COUNT(&now) == 1 && CPU_ISSET(last, &now) ? 0 : 12);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  CHECK(SetCpuAffinity({-1}) == EINVAL);
-  CHECK(SetCpuAffinity({CPU_SETSIZE}) == EINVAL);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tests/support/frontend_fakes.h"
+#include "launcher/sys/device_probe.h"
 
 namespace gculaunch {
 namespace {

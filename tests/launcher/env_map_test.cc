@@ -1,4 +1,4 @@
-#include "launcher/env_map.h"
+#include "base/env_map.h"
 
 #include <catch2/catch.hpp>
 

@@ -22,7 +22,7 @@
 
 #include "launcher/agent_link.h"
 #include "launcher/coordinator.h"
-#include "launcher/job.h"
+#include "launcher/job_planner.h"
 #include "launcher/node_agent.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"

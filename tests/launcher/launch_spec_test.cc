@@ -7,6 +7,8 @@
 
 #include "launcher/cli.h"
 #include "tests/support/frontend_fakes.h"
+#include "launcher/sys/device_probe.h"
+#include "launcher/sys/local_files.h"
 
 namespace gculaunch {
 namespace {

@@ -7,6 +7,7 @@
 #include "launcher/cli.h"
 #include "tests/support/fake_ld_cache.h"
 #include "tests/support/frontend_fakes.h"
+#include "launcher/sys/device_probe.h"
 
 namespace gculaunch {
 namespace {

@@ -4,6 +4,7 @@
 
 #include "launcher/cli.h"
 #include "tests/support/frontend_fakes.h"
+#include "launcher/sys/local_files.h"
 
 namespace gculaunch {
 namespace {

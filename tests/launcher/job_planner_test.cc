@@ -1,4 +1,4 @@
-#include "launcher/job.h"
+#include "launcher/job_planner.h"
 
 #include <filesystem>
 

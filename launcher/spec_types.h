@@ -1,0 +1,38 @@
+// The small value types that the command line, the job platform and the launch spec share:
+// the choices of --bind, --stdin, the store, --format, --platform-world-size and
+// --cpu-affinity, and the --redirects/--tee stream sets.  Kept apart from launch_spec.h so that
+// the parsers (cli.h, platform.h) need not see the whole spec.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <map>
+
+namespace gculaunch {
+
+enum class DeviceBind { kAll, kRank };      ///< --bind all|rank
+enum class StdinMode { kNull, kRank0 };     ///< --stdin null|rank0
+enum class StoreMode {
+  kAgent,  ///< gculaunch hosts the TCPStore; TORCHELASTIC_USE_AGENT_STORE=True
+  kRank0,  ///< rank 0 hosts it (torch 1.13 --standalone); TORCHELASTIC_USE_AGENT_STORE=False
+};
+enum class DryRunFormat { kTable, kJson, kEnv };  ///< --format table|json|env
+enum class PlatformWorldSize { kNodes, kProcs };  ///< --platform-world-size nodes|procs
+enum class CpuAffinity { kNone, kNuma, kSpread };  ///< --cpu-affinity none|numa|spread
+
+/// torchrun's --redirects / --tee value: which of a rank's streams go to its
+/// log files.  Bits: 1 = stdout, 2 = stderr (so 3 = both, 0 = none); either
+/// one value for every local rank ("3") or a per-local-rank map ("0:3,1:2",
+/// ranks not listed get 0), exactly as torchrun parses it.
+struct StdStreams {
+  static constexpr int kStdout = 1;
+  static constexpr int kStderr = 2;
+  int all = 0;                   ///< used when per_rank is empty
+  std::map<int, int> per_rank;   ///< local rank -> bits; if non-empty, `all` is ignored
+  /// The bits for one local rank.
+  int For(int local_rank) const;
+  bool any() const { return all != 0 || !per_rank.empty(); }
+  bool operator==(const StdStreams&) const = default;
+};
+
+}  // namespace gculaunch

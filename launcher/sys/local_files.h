@@ -1,0 +1,23 @@
+// LocalFileAccess: the real FileAccess (launch_spec.h): executables found as execvp finds
+// them (sys::ResolveProgram), text files and directory listings read from the file system.
+//
+// Thread safety: no state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/launch_spec.h"
+
+namespace gculaunch {
+
+class LocalFileAccess : public FileAccess {
+ public:
+  std::optional<std::string> FindExecutable(const std::string& name,
+                                            const std::string& path_var) const override;
+  Result<std::string> ReadTextFile(const std::string& path) const override;
+  std::vector<std::string> ListDir(const std::string& dir) const override;
+};
+
+}  // namespace gculaunch
