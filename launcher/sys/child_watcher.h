@@ -35,7 +35,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "launcher/worker_exit.h"
+#include "launcher/sys/worker_exit.h"
 
 namespace gculaunch::sys {
 

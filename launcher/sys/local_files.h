@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch_spec.h"
+#include "launcher/spec/launch_spec.h"
 
 namespace gculaunch {
 

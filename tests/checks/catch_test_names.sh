@@ -6,10 +6,10 @@
 # that binary into a single CTest test that matches nothing and "passes" with "No tests
 # ran" (Catch2 exits 0 when no test matches).  This check fails on such names, naming file
 # and line.  It covers the directories in CATCH_NAME_DIRS (default: every unit-test
-# directory, tests/rendezvous and tests/launcher).
+# directory: tests/base, tests/rendezvous and tests/launcher).
 set -euo pipefail
 src=${GCULAUNCH_SOURCE_DIR:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)}
-dirs=${CATCH_NAME_DIRS:-rendezvous launcher}
+dirs=${CATCH_NAME_DIRS:-base rendezvous launcher}
 python3 - "$src/tests" $dirs <<'PY'
 import pathlib, re, sys
 bad = 0

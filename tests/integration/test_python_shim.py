@@ -12,7 +12,8 @@ import unittest
 import gltest
 
 PY = gltest.PYTHON
-SHIM_SOURCE = os.path.join(gltest.SOURCE_DIR, "launcher", "python_shim", "sitecustomize.py")
+SHIM_SOURCE = os.path.join(gltest.SOURCE_DIR, "launcher", "spec", "python_shim",
+                           "sitecustomize.py")
 
 # torch.cuda.set_device(LOCAL_RANK) (what MMEngine's init_dist does first), then the
 # collective the job needs.  Reports what it saw to $REPORT_DIR/rank<N>.json.

@@ -1,0 +1,80 @@
+#include "launcher/app/launcher_main.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "launcher/spec/cli.h"
+#include "launcher/spec/dry_run.h"
+#include "base/exit_codes.h"
+#include "launcher/app/job.h"
+#include "launcher/spec/launch_spec.h"
+#include "launcher/run/logging.h"
+#include "launcher/sys/device_probe.h"
+#include "launcher/sys/local_files.h"
+
+namespace gculaunch {
+namespace {
+
+void WriteStdout(const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDOUT_FILENO, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
+  const auto started = std::chrono::steady_clock::now();
+  auto sink = std::make_shared<LogSink>();
+  auto logger = MakeLogger(sink, env.GetOr("GCULAUNCH_LOG_LEVEL", "info"));
+
+  auto parsed = ParseCli(args, env);
+  if (!parsed.ok()) {
+    PrintError(parsed.error());
+    return exit_code::kUsage;
+  }
+  if (parsed->action == CliAction::kHelp || parsed->action == CliAction::kVersion) {
+    WriteStdout(parsed->text);
+    return exit_code::kSuccess;
+  }
+  const CliOptions& options = parsed->options;
+  FileSystemDeviceProbe probe(options.sysroot.value_or("/"));
+  LocalFileAccess files;
+  auto spec = MakeLaunchSpec(options, env, probe, files);
+  if (!spec.ok()) {
+    PrintError(spec.error());
+    return exit_code::kUsage;
+  }
+  if (spec->dry_run) {
+    WriteStdout(RenderDryRun(*spec, env));
+    return exit_code::kSuccess;
+  }
+
+  for (const std::string& warning : spec->warnings) logger->warn("{}", warning);
+
+  JobOptions job;
+  job.started = started;
+  job.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
+  try {
+    return RunJob(*spec, env, *logger, *sink, job);
+  } catch (const std::exception& e) {
+    // Last resort (a bug, or memory exhaustion).  By now the objects RunJob
+    // owned were destroyed; the guardian, closed without "done", has killed
+    // every rank's process group.
+    sink->Detach();
+    PrintError(Error{std::string("internal error: ") + e.what(),
+                     "please report this bug; every rank was stopped"});
+    return exit_code::kInternal;
+  }
+}
+
+}  // namespace gculaunch

@@ -1,0 +1,27 @@
+// gculaunch's entry point: the only place that reads the process environment.
+//
+//   gculaunch store ...           the rendezvous store alone (rendezvous/store_command.h)
+//   gculaunch check ...           the preflight check (launcher/app/check_main.h)
+//   gculaunch [OPTIONS] SCRIPT    launch or dry-run a job (launcher/app/launcher_main.h)
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/app/check_main.h"
+#include "base/env_map.h"
+#include "launcher/app/launcher_main.h"
+#include "rendezvous/store_command.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "store") {
+    return gculaunch::rendezvous::StoreMain({args.begin() + 1, args.end()});
+  }
+  if (!args.empty() && args[0] == "check") {
+    return gculaunch::CheckMain({args.begin() + 1, args.end()},
+                                gculaunch::EnvMap::FromEnviron(environ));
+  }
+  return gculaunch::LauncherMain(args, gculaunch::EnvMap::FromEnviron(environ));
+}

@@ -1,0 +1,373 @@
+#include "launcher/cluster/agent_link.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <deque>
+#include <optional>
+
+#include <spdlog/logger.h>
+
+#include "launcher/cluster/job_protocol.h"
+#include "launcher/cluster/net_address.h"
+#include "rendezvous/client.h"
+#include "rendezvous/server.h"
+#include "base/text.h"
+
+namespace gculaunch {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+template <typename T>
+using Task = asio::awaitable<T>;
+
+namespace {
+
+auto Nothrow(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+}  // namespace
+
+// ---------------------------------- LocalAgentLink ----------------------------------
+
+LocalAgentLink::LocalAgentLink(asio::io_context& io, rendezvous::Server& server)
+    : io_(io), server_(server) {}
+
+void LocalAgentLink::Set(const std::string& key, const std::string& value, Done done) {
+  if (*open_) server_.Set(key, value);
+  asio::post(io_, [done = std::move(done)] { done(OkStatus()); });
+}
+
+void LocalAgentLink::CompareSet(const std::string& key, const std::string& expected,
+                                const std::string& desired, Value done) {
+  std::string now = *open_ ? server_.CompareSet(key, expected, desired) : "";
+  asio::post(io_, [done = std::move(done), now = std::move(now)] { done(now); });
+}
+
+void LocalAgentLink::Get(const std::string& key, Value done) {
+  std::string value = *open_ ? server_.Get(key).value_or("") : "";
+  asio::post(io_, [done = std::move(done), value = std::move(value)] { done(value); });
+}
+
+void LocalAgentLink::WaitGet(const std::string& key, Value done) {
+  server_.AsyncWait({key}, [this, open = open_, key, done = std::move(done)](bool ok) {
+    if (!ok || !*open) {
+      done(Error{"the store stopped while waiting for " + key, ""});
+      return;
+    }
+    done(server_.Get(key).value_or(""));
+  });
+}
+
+void LocalAgentLink::Close() { *open_ = false; }
+
+// ---------------------------------- RemoteAgentLink ----------------------------------
+
+// The remote link's state, shared with its coroutines so that they never outlive it.
+class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
+ public:
+  RemoteLinkCore(asio::io_context& io, RemoteLinkOptions options, spdlog::logger& log)
+      : io_(io), options_(std::move(options)), log_(log), wake_(io), progress_timer_(io) {
+    beat_ = [key = job::KeyForSocket(job::HeartbeatKey(options_.node_rank))](
+                rendezvous::Client& c) -> Task<Result<std::string>> {
+      auto n = co_await c.Add(key, 1);
+      if (!n.ok()) co_return n.error();
+      co_return std::to_string(*n);
+    };
+  }
+
+  struct Op {
+    std::function<Task<Result<std::string>>(rendezvous::Client&)> run;
+    AgentLink::Value deliver;
+  };
+
+  std::string endpoint() const { return FormatEndpoint(options_.host, options_.port); }
+
+  rendezvous::ClientOptions ClientOpts(std::chrono::milliseconds timeout) {
+    rendezvous::ClientOptions o;
+    o.host = options_.host;
+    o.port = static_cast<std::uint16_t>(options_.port);
+    o.dialect = rendezvous::Dialect::kV2;
+    o.connect_timeout = timeout;
+    o.initial_backoff = options_.initial_backoff;
+    o.max_backoff = options_.max_backoff;
+    o.keepalive = true;
+    o.keepalive_idle = options_.keepalive_idle;
+    o.keepalive_interval = options_.keepalive_interval;
+    o.keepalive_probes = options_.keepalive_probes;
+    o.user_timeout = options_.user_timeout;
+    return o;
+  }
+
+  Task<void> DoConnect(AgentLink::Done done) {
+    auto self = shared_from_this();
+    const auto start = Clock::now();
+    rendezvous::ClientOptions o = ClientOpts(options_.connect_timeout);
+    // Weak: the client keeps its options, and the core keeps the client.
+    o.on_attempt_failed = [weak = std::weak_ptr<RemoteLinkCore>(self)](int attempt,
+                                                                       const std::string& why) {
+      if (auto core = weak.lock()) {
+        core->attempts_ = attempt;
+        core->last_error_ = why;
+      }
+    };
+    connecting_ = true;
+    asio::co_spawn(io_, Progress(start), asio::detached);
+    auto control = co_await rendezvous::Client::Connect(o);
+    connecting_ = false;
+    progress_timer_.cancel();
+    if (!control.ok()) {
+      const int attempts = std::max(attempts_, 1);
+      done(Error{"could not reach the master node's gculaunch at MASTER_ADDR:MASTER_PORT " +
+                     endpoint() + " after " + std::to_string(attempts) +
+                     (attempts == 1 ? " attempt" : " attempts") + " in " +
+                     Seconds(Clock::now() - start) + " (--rdzv-timeout " +
+                     Seconds(options_.connect_timeout) + "); last error: " +
+                     (last_error_.empty() ? control.error().what : last_error_),
+                 "check that gculaunch runs on node 0 (RANK=0), that MASTER_ADDR and "
+                 "MASTER_PORT name that node and port, and that no firewall blocks the port; "
+                 "raise --rdzv-timeout if node 0 starts later"});
+      co_return;
+    }
+    control_.emplace(std::move(*control));
+    if (auto addr = LocalAddressOf(control_->native_handle()); addr.ok()) local_address_ = *addr;
+    // The master just answered: the second connection needs no long deadline.
+    rendezvous::ClientOptions watch_options = ClientOpts(std::chrono::seconds(10));
+    auto watch = co_await rendezvous::Client::Connect(std::move(watch_options));
+    if (!watch.ok()) {
+      done(Error{"connected to the master node at " + endpoint() +
+                     " but a second connection failed: " + watch.error().what,
+                 "check the master node's gculaunch and the network between the nodes"});
+      co_return;
+    }
+    watch_.emplace(std::move(*watch));
+    log_.info("connected to the master node at {} after {} in {} (this node's address on that "
+              "route: {})",
+              endpoint(),
+              attempts_ + 1 == 1 ? std::string("1 attempt")
+                                 : std::to_string(attempts_ + 1) + " attempts",
+              Seconds(Clock::now() - start), local_address_);
+    asio::co_spawn(io_, Pump(), asio::detached);
+    done(OkStatus());
+  }
+
+  // A progress line every progress_period while connecting.
+  Task<void> Progress(Clock::time_point start) {
+    auto self = shared_from_this();
+    asio::ip::tcp::resolver resolver(io_);
+    while (connecting_ && !closed_) {
+      boost::system::error_code ec;
+      progress_timer_.expires_after(options_.progress_period);
+      co_await progress_timer_.async_wait(Nothrow(ec));
+      if (!connecting_ || closed_) co_return;
+      std::string resolved;
+      auto found = co_await resolver.async_resolve(options_.host, std::to_string(options_.port),
+                                                   Nothrow(ec));
+      if (ec) {
+        resolved = "not resolvable yet: " + ec.message();
+      } else {
+        for (const auto& entry : found) {
+          const std::string a = entry.endpoint().address().to_string();
+          if (resolved.find(a) != std::string::npos) continue;
+          resolved += (resolved.empty() ? "resolved to " : ", ") + a;
+        }
+      }
+      if (!connecting_ || closed_) co_return;
+      log_.info("waiting for the master node at {} ({}): {} attempt(s) in {}, last: {}; node 0 "
+                "may still be starting, waiting up to {} (--rdzv-timeout)",
+                endpoint(), resolved, attempts_, Seconds(Clock::now() - start),
+                last_error_.empty() ? "-" : last_error_, Seconds(options_.connect_timeout));
+    }
+  }
+
+  // Runs the control connection's queue; heartbeats when idle.
+  Task<void> Pump() {
+    auto self = shared_from_this();
+    auto next_beat = Clock::now() + options_.heartbeat_interval;
+    while (!closed_ && !lost_) {
+      if (!queue_.empty()) {
+        Op op = std::move(queue_.front());
+        queue_.pop_front();
+        auto result = co_await Run(op.run);
+        if (!result.ok()) {
+          Lost(result.error().what);
+          result = Error{lost_what_, ""};
+        }
+        auto deliver = std::move(op.deliver);
+        asio::post(io_, [deliver, result = std::move(result)] { deliver(result); });
+        continue;
+      }
+      if (beating_ && (beat_now_ || Clock::now() >= next_beat)) {
+        beat_now_ = false;
+        // Named, not a temporary: g++ 12 mishandles temporaries that live across co_await.
+        auto result = co_await Run(beat_);
+        if (!result.ok()) Lost(result.error().what);
+        next_beat = Clock::now() + options_.heartbeat_interval;
+        continue;
+      }
+      wake_.expires_at(beating_ ? next_beat : Clock::now() + std::chrono::hours(24));
+      boost::system::error_code ec;
+      co_await wake_.async_wait(Nothrow(ec));
+    }
+    FailQueue();
+  }
+
+  // One control request with the reply deadline.
+  Task<Result<std::string>> Run(
+      const std::function<Task<Result<std::string>>(rendezvous::Client&)>& run) {
+    using asio::experimental::awaitable_operators::operator||;
+    asio::steady_timer timer(io_);
+    timer.expires_after(options_.reply_timeout);
+    boost::system::error_code ec;
+    auto done = co_await (run(*control_) || timer.async_wait(Nothrow(ec)));
+    if (done.index() == 1) {
+      co_return Error{"no answer within " + Seconds(options_.reply_timeout), ""};
+    }
+    co_return std::move(std::get<0>(done));
+  }
+
+  void Enqueue(Op op) {
+    if (lost_ || closed_ || !control_) {
+      auto deliver = std::move(op.deliver);
+      asio::post(io_, [deliver, what = lost_what_] {
+        deliver(Error{what.empty() ? "not connected to the master node" : what, ""});
+      });
+      return;
+    }
+    queue_.push_back(std::move(op));
+    wake_.cancel();
+  }
+
+  Task<void> DoWaitGet(std::string key, AgentLink::Value done) {
+    auto self = shared_from_this();
+    const std::string wire = job::KeyForSocket(key);
+    Result<std::string> result = Error{"not connected to the master node", ""};
+    if (watch_ && !lost_ && !closed_) {
+      std::vector<std::string> keys{wire};
+      Status waited = co_await watch_->Wait(std::move(keys));
+      if (!waited.ok()) {
+        result = waited.error();
+      } else {
+        result = co_await watch_->Get(wire);
+      }
+      if (!result.ok() && !closed_) {
+        Lost(result.error().what);
+        result = Error{lost_what_, ""};
+      }
+    }
+    done(std::move(result));
+  }
+
+  void Lost(const std::string& what) {
+    if (lost_ || closed_) return;
+    lost_ = true;
+    lost_what_ = "the connection to its gculaunch at " + endpoint() + " broke (" + what + ")";
+    wake_.cancel();
+    if (on_lost_) {
+      asio::post(io_, [on_lost = on_lost_, what = lost_what_] { on_lost(what); });
+    }
+  }
+
+  void FailQueue() {
+    while (!queue_.empty()) {
+      auto deliver = std::move(queue_.front().deliver);
+      queue_.pop_front();
+      asio::post(io_, [deliver, what = lost_what_] {
+        deliver(Error{what.empty() ? "the link to the master node is closed" : what, ""});
+      });
+    }
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    connecting_ = false;
+    progress_timer_.cancel();
+    wake_.cancel();
+    if (control_) control_->Close();
+    if (watch_) watch_->Close();
+  }
+
+  asio::io_context& io_;
+  RemoteLinkOptions options_;
+  spdlog::logger& log_;
+  asio::steady_timer wake_;
+  asio::steady_timer progress_timer_;
+  std::optional<rendezvous::Client> control_;
+  std::optional<rendezvous::Client> watch_;
+  std::deque<Op> queue_;
+  std::function<Task<Result<std::string>>(rendezvous::Client&)> beat_;  ///< one heartbeat
+  std::function<void(std::string)> on_lost_;
+  std::string local_address_;
+  std::string last_error_;
+  std::string lost_what_;
+  int attempts_ = 0;
+  bool connecting_ = false;
+  bool beating_ = false;
+  bool beat_now_ = false;
+  bool lost_ = false;
+  bool closed_ = false;
+};
+
+RemoteAgentLink::RemoteAgentLink(asio::io_context& io, RemoteLinkOptions options,
+                                 spdlog::logger& log)
+    : core_(std::make_shared<RemoteLinkCore>(io, std::move(options), log)) {}
+
+RemoteAgentLink::~RemoteAgentLink() { core_->Close(); }
+
+void RemoteAgentLink::Connect(Done done) {
+  asio::co_spawn(core_->io_, core_->DoConnect(std::move(done)), asio::detached);
+}
+
+std::string RemoteAgentLink::local_address() const { return core_->local_address_; }
+std::string RemoteAgentLink::endpoint() const { return core_->endpoint(); }
+
+void RemoteAgentLink::StartHeartbeat(std::function<void(std::string)> on_lost) {
+  core_->on_lost_ = std::move(on_lost);
+  core_->beating_ = true;
+  core_->beat_now_ = true;  // the first beat at once: it names the control connection
+  core_->wake_.cancel();
+}
+
+void RemoteAgentLink::StopHeartbeat() { core_->beating_ = false; }
+
+void RemoteAgentLink::Set(const std::string& key, const std::string& value, Done done) {
+  core_->Enqueue({[key = job::KeyForSocket(key), value](
+                      rendezvous::Client& c) -> Task<Result<std::string>> {
+                    Status s = co_await c.Set(key, value);
+                    if (!s.ok()) co_return s.error();
+                    co_return std::string();
+                  },
+                  [done = std::move(done)](Result<std::string> r) {
+                    done(r.ok() ? OkStatus() : Status(r.error()));
+                  }});
+}
+
+void RemoteAgentLink::CompareSet(const std::string& key, const std::string& expected,
+                                 const std::string& desired, Value done) {
+  core_->Enqueue({[key = job::KeyForSocket(key), expected, desired](
+                      rendezvous::Client& c) -> Task<Result<std::string>> {
+                    co_return co_await c.CompareSet(key, expected, desired);
+                  },
+                  std::move(done)});
+}
+
+void RemoteAgentLink::Get(const std::string& key, Value done) {
+  core_->Enqueue(
+      {[key = job::KeyForSocket(key)](rendezvous::Client& c) -> Task<Result<std::string>> {
+         co_return co_await c.Get(key);
+       },
+       std::move(done)});
+}
+
+void RemoteAgentLink::WaitGet(const std::string& key, Value done) {
+  asio::co_spawn(core_->io_, core_->DoWaitGet(key, std::move(done)), asio::detached);
+}
+
+void RemoteAgentLink::Close() { core_->Close(); }
+
+}  // namespace gculaunch

@@ -1,0 +1,575 @@
+#include "launcher/cluster/job_policy.h"
+
+#include "base/exit_codes.h"
+
+namespace gculaunch::job {
+
+// =================================== agent ===================================
+
+AgentEvent AgentEvent::Plan(JobPlan plan) {
+  AgentEvent e{Kind::kPlan};
+  e.plan = std::move(plan);
+  return e;
+}
+AgentEvent AgentEvent::Marker(StopMarker marker) {
+  AgentEvent e{Kind::kMarker};
+  e.marker = std::move(marker);
+  return e;
+}
+AgentEvent AgentEvent::LocalStop(LocalStopReport stop) {
+  AgentEvent e{Kind::kLocalStop};
+  e.stop = std::move(stop);
+  return e;
+}
+AgentEvent AgentEvent::Drained(bool success) {
+  AgentEvent e{Kind::kDrained};
+  e.success = success;
+  return e;
+}
+AgentEvent AgentEvent::SupervisorFinished(int exit_code) {
+  AgentEvent e{Kind::kSupervisorFinished};
+  e.exit_code = exit_code;
+  return e;
+}
+AgentEvent AgentEvent::MasterLost(std::string what) {
+  AgentEvent e{Kind::kMasterLost};
+  e.what = std::move(what);
+  return e;
+}
+
+namespace {
+
+using AK = AgentAction::Kind;
+using APhase = AgentState::Phase;
+
+AgentAction Act(AK kind, int epoch = 0) {
+  AgentAction a{kind};
+  a.epoch = epoch;
+  return a;
+}
+
+// The marker a local teardown publishes.
+StopMarker MarkerFor(const LocalStopReport& stop, int epoch, int node) {
+  StopMarker m;
+  m.epoch = epoch;
+  m.node = node;
+  m.exit_code = stop.exit_code;
+  m.what = stop.what;
+  if (stop.cause == StopCause::kSignal) {
+    m.kind = StopMarker::Kind::kNodeLeft;
+    return m;
+  }
+  m.kind = StopMarker::Kind::kRankFailed;
+  m.rank = stop.rank;
+  m.local_rank = stop.local_rank;
+  m.restartable = stop.cause != StopCause::kSpawnFailed;
+  return m;
+}
+
+void Leave(AgentStep& step, int code) {
+  step.state.phase = APhase::kLeaving;
+  step.state.exit_code = code;
+  AgentAction a = Act(AK::kExitRanks, step.state.epoch);
+  a.exit_code = code;
+  step.actions.push_back(a);
+}
+
+// The epoch's marker is known and its ranks are gone: restart or leave.
+void Verdict(AgentStep& step, const AgentConfig& config) {
+  AgentState& s = step.state;
+  if (s.signalled_code) {
+    Leave(step, *s.signalled_code);
+    return;
+  }
+  if (Restartable(*s.marker, config.max_restarts)) {
+    step.actions.push_back(Act(AK::kReportReaped, s.epoch));
+    s.epoch += 1;
+    s.phase = APhase::kWaitingPlan;
+    s.stopping = false;
+    s.drained = false;
+    s.marker_published = false;
+    s.marker.reset();
+    step.actions.push_back(Act(AK::kWaitPlan, s.epoch));
+    return;
+  }
+  Leave(step, ExitCodeFor(*s.marker, config.node_rank));
+}
+
+}  // namespace
+
+AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEvent& event) {
+  AgentStep step{state, {}};
+  AgentState& s = step.state;
+  if (s.phase == APhase::kDone) return step;
+
+  switch (event.kind) {
+    case AgentEvent::Kind::kJoined:
+      if (s.phase != APhase::kJoining) break;
+      s.phase = APhase::kWaitingPlan;
+      s.epoch = 0;
+      step.actions.push_back(Act(AK::kWaitPlan, 0));
+      break;
+
+    case AgentEvent::Kind::kPlan: {
+      if (s.phase != APhase::kWaitingPlan || event.plan.epoch != s.epoch) break;
+      if (event.plan.abort) {
+        s.marker = *event.plan.abort;
+        Leave(step, ExitCodeFor(*event.plan.abort, config.node_rank));
+        break;
+      }
+      s.phase = APhase::kRunning;
+      AgentAction start = Act(AK::kStartRanks, s.epoch);
+      start.plan = event.plan;
+      step.actions.push_back(std::move(start));
+      step.actions.push_back(Act(AK::kWatchMarker, s.epoch));
+      break;
+    }
+
+    case AgentEvent::Kind::kLocalStop:
+      if (s.phase != APhase::kRunning || s.drained) break;
+      s.stopping = true;
+      if (event.stop.cause == StopCause::kSignal) s.signalled_code = event.stop.exit_code;
+      if (!s.marker && !s.marker_published) {
+        AgentAction publish = Act(AK::kPublishMarker, s.epoch);
+        publish.marker = MarkerFor(event.stop, s.epoch, config.node_rank);
+        step.actions.push_back(std::move(publish));
+        s.marker_published = true;
+      }
+      break;
+
+    case AgentEvent::Kind::kMarker:
+      if (s.phase != APhase::kRunning || event.marker.epoch != s.epoch || s.marker) break;
+      s.marker = event.marker;
+      if (!s.stopping && !s.drained) {
+        s.stopping = true;
+        step.actions.push_back(Act(AK::kStopRanks, s.epoch));
+      }
+      if (s.drained) Verdict(step, config);
+      break;
+
+    case AgentEvent::Kind::kDrained:
+      if (s.phase != APhase::kRunning || s.drained) break;
+      s.drained = true;
+      if (s.marker) {
+        Verdict(step, config);
+      } else if (event.success && !s.stopping) {
+        step.actions.push_back(Act(AK::kReportDone, s.epoch));
+      }
+      break;
+
+    case AgentEvent::Kind::kSupervisorFinished: {
+      if (s.phase == APhase::kRunning && !s.marker && !s.marker_published) {
+        // The node leaves on its own (a signal during the drain, ranks that SIGKILL could
+        // not stop): the others must not wait for it.
+        AgentAction publish = Act(AK::kPublishMarker, s.epoch);
+        publish.marker.kind = StopMarker::Kind::kNodeLeft;
+        publish.marker.epoch = s.epoch;
+        publish.marker.node = config.node_rank;
+        publish.marker.exit_code = event.exit_code;
+        publish.marker.what = "its gculaunch exited with code " + std::to_string(event.exit_code);
+        step.actions.push_back(std::move(publish));
+        s.marker_published = true;
+      }
+      // A node that never joined is no member: it has nobody to say bye to.
+      const bool member = s.phase != APhase::kJoining;
+      s.phase = APhase::kDone;
+      s.exit_code = event.exit_code;
+      if (member) {
+        AgentAction bye = Act(AK::kSayBye, s.epoch);
+        bye.exit_code = event.exit_code;
+        step.actions.push_back(bye);
+      }
+      AgentAction finish = Act(AK::kFinish, s.epoch);
+      finish.exit_code = event.exit_code;
+      step.actions.push_back(finish);
+      break;
+    }
+
+    case AgentEvent::Kind::kMasterLost: {
+      if (s.phase == APhase::kJoining || s.phase == APhase::kLeaving) break;
+      // A final verdict is already known: the teardown needs no master.
+      if (s.phase == APhase::kRunning && s.marker && !Restartable(*s.marker, config.max_restarts)) {
+        break;
+      }
+      StopMarker lost;
+      lost.kind = StopMarker::Kind::kNodeLost;
+      lost.epoch = s.epoch;
+      lost.node = 0;
+      lost.host = config.master_host;
+      lost.addr = config.master_addr;
+      lost.what = event.what;
+      s.marker = lost;
+      if (s.phase == APhase::kWaitingPlan) {
+        Leave(step, exit_code::kNodeLost);
+        break;
+      }
+      if (!s.stopping && !s.drained) {
+        s.stopping = true;
+        step.actions.push_back(Act(AK::kStopRanks, s.epoch));
+      }
+      if (s.drained) Verdict(step, config);
+      break;
+    }
+  }
+  return step;
+}
+
+std::string ActionName(const AgentAction& a) {
+  const std::string e = "(" + std::to_string(a.epoch) + ")";
+  switch (a.kind) {
+    case AK::kWaitPlan: return "WaitPlan" + e;
+    case AK::kStartRanks: return "StartRanks" + e;
+    case AK::kWatchMarker: return "WatchMarker" + e;
+    case AK::kPublishMarker: return "PublishMarker" + e + "[" + KindName(a.marker.kind) + "]";
+    case AK::kStopRanks: return "StopRanks" + e;
+    case AK::kReportDone: return "ReportDone" + e;
+    case AK::kReportReaped: return "ReportReaped" + e;
+    case AK::kExitRanks: return "ExitRanks(" + std::to_string(a.exit_code) + ")";
+    case AK::kSayBye: return "SayBye(" + std::to_string(a.exit_code) + ")";
+    case AK::kFinish: return "Finish(" + std::to_string(a.exit_code) + ")";
+  }
+  return "?";
+}
+
+// ================================= coordinator =================================
+
+CoordinatorEvent CoordinatorEvent::Registered(NodeRegistration reg) {
+  CoordinatorEvent e{Kind::kRegistered};
+  e.node = reg.node_rank;
+  e.reg = std::move(reg);
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::BadRegistration(int node, std::string what) {
+  CoordinatorEvent e{Kind::kBadRegistration};
+  e.node = node;
+  e.what = std::move(what);
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::Done(int epoch, int node) {
+  CoordinatorEvent e{Kind::kDone};
+  e.epoch = epoch;
+  e.node = node;
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::Reaped(int epoch, int node) {
+  CoordinatorEvent e{Kind::kReaped};
+  e.epoch = epoch;
+  e.node = node;
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::Marker(StopMarker marker) {
+  CoordinatorEvent e{Kind::kMarker};
+  e.epoch = marker.epoch;
+  e.marker = std::move(marker);
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::Bye(int node, int exit_code) {
+  CoordinatorEvent e{Kind::kBye};
+  e.node = node;
+  e.exit_code = exit_code;
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::NodeSilent(int node, std::string what) {
+  CoordinatorEvent e{Kind::kNodeSilent};
+  e.node = node;
+  e.what = std::move(what);
+  return e;
+}
+
+std::string JoinNodes(const std::vector<int>& nodes) {
+  std::string out;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (i > 0) out += i + 1 == nodes.size() ? " and " : ", ";
+    out += std::to_string(nodes[i]);
+  }
+  return out;
+}
+
+namespace {
+
+using CK = CoordinatorAction::Kind;
+using CPhase = CoordinatorState::Phase;
+
+CoordinatorAction CAct(CK kind, int epoch = 0) {
+  CoordinatorAction a{kind};
+  a.epoch = epoch;
+  return a;
+}
+
+std::vector<NodeRegistration> Registrations(const CoordinatorState& s) {
+  std::vector<NodeRegistration> regs;
+  for (const auto& [node, reg] : s.regs) regs.push_back(reg);
+  return regs;
+}
+
+// Every registered node said bye or is lost: the store may stop.
+void MaybeFinish(CoordinatorStep& step) {
+  CoordinatorState& s = step.state;
+  for (const auto& [node, reg] : s.regs) {
+    if (s.bye.count(node) == 0 && s.lost.count(node) == 0) return;
+  }
+  s.phase = CPhase::kDone;
+  step.actions.push_back(CAct(CK::kFinish, s.epoch));
+}
+
+// Epoch `epoch` will never run: its plan carries the reason, and the job ends.
+void AbortPlan(CoordinatorStep& step, int epoch, StopMarker reason) {
+  reason.epoch = epoch;
+  CoordinatorAction a = CAct(CK::kPublishPlan, epoch);
+  a.plan.epoch = epoch;
+  a.plan.abort = std::move(reason);
+  step.actions.push_back(std::move(a));
+  step.state.phase = CPhase::kFinishing;
+  MaybeFinish(step);
+}
+
+StopMarker JobError(int code, const std::string& what) {
+  StopMarker m;
+  m.kind = StopMarker::Kind::kJobError;
+  m.exit_code = code;
+  m.what = what;
+  m.restartable = false;
+  return m;
+}
+
+void StartEpoch(CoordinatorStep& step, int epoch) {
+  CoordinatorState& s = step.state;
+  s.epoch = epoch;
+  s.done.clear();
+  s.reaped.clear();
+  s.marker.reset();
+  s.marker_published = false;
+  s.phase = CPhase::kRunning;
+  CoordinatorAction plan = CAct(CK::kPublishPlan, epoch);
+  plan.plan = MakePlan(Registrations(s), epoch, 0);
+  step.actions.push_back(std::move(plan));
+  step.actions.push_back(CAct(CK::kWatchEpoch, epoch));
+}
+
+// In kRestarting: once every node reaped the epoch's ranks, the next epoch starts.
+void MaybeRestart(CoordinatorStep& step) {
+  CoordinatorState& s = step.state;
+  for (const auto& [node, reg] : s.regs) {
+    if (s.reaped.count(node) == 0) return;
+  }
+  const int next = s.epoch + 1;
+  step.actions.push_back(CAct(CK::kBeginAttempt, next));
+  StartEpoch(step, next);
+}
+
+// Node `node` is gone (silent, or left before the job was over), described by `m`.
+void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
+  CoordinatorState& s = step.state;
+  s.lost.insert(node);
+  auto reg = s.regs.find(node);
+  if (reg != s.regs.end()) {
+    m.host = reg->second.host;
+    m.addr = reg->second.addr;
+  }
+  m.node = node;
+  m.restartable = false;
+  switch (s.phase) {
+    case CPhase::kGathering:
+      AbortPlan(step, 0, std::move(m));
+      break;
+    case CPhase::kRunning:
+      if (!s.marker && !s.marker_published) {
+        m.epoch = s.epoch;
+        CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
+        publish.marker = std::move(m);
+        step.actions.push_back(std::move(publish));
+        s.marker_published = true;
+      }
+      break;
+    case CPhase::kRestarting:
+      AbortPlan(step, s.epoch + 1, std::move(m));
+      break;
+    case CPhase::kFinishing: {
+      // Every node logs markers and aborts itself; only this case has no other voice.
+      CoordinatorAction log = CAct(CK::kLogLost, s.epoch);
+      log.text = Describe(m) + " before it said bye";
+      step.actions.push_back(std::move(log));
+      MaybeFinish(step);
+      break;
+    }
+    case CPhase::kDone:
+      break;
+  }
+}
+
+std::vector<int> Missing(const CoordinatorState& s, int nnodes, const std::set<int>& have) {
+  std::vector<int> missing;
+  for (int k = 0; k < nnodes; ++k) {
+    if (have.count(k) == 0 && s.lost.count(k) == 0) missing.push_back(k);
+  }
+  return missing;
+}
+
+}  // namespace
+
+CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& config,
+                     const CoordinatorEvent& event) {
+  CoordinatorStep step{state, {}};
+  CoordinatorState& s = step.state;
+  if (s.phase == CPhase::kDone) return step;
+
+  switch (event.kind) {
+    case CoordinatorEvent::Kind::kRegistered: {
+      if (s.phase != CPhase::kGathering) break;
+      // Node 0's own registration (with its address) once it is in, for the messages.
+      const NodeRegistration& master = s.regs.count(0) != 0 ? s.regs.at(0) : config.master;
+      if (auto ok = CheckRegistration(event.reg, master); !ok.ok()) {
+        s.regs[event.reg.node_rank] = event.reg;  // it waits for plan 0 and must say bye
+        AbortPlan(step, 0, JobError(exit_code::kUsage, ok.error().what + " (fix: " +
+                                                           ok.error().hint + ")"));
+        break;
+      }
+      s.regs[event.reg.node_rank] = event.reg;
+      if (static_cast<int>(s.regs.size()) == config.nnodes) StartEpoch(step, 0);
+      break;
+    }
+
+    case CoordinatorEvent::Kind::kBadRegistration:
+      if (s.phase != CPhase::kGathering) break;
+      s.regs[event.node].node_rank = event.node;  // it waits for plan 0 and must say bye
+      AbortPlan(step, 0, JobError(exit_code::kUsage, "node " + std::to_string(event.node) +
+                                                         " registered with an unreadable " +
+                                                         event.what));
+      break;
+
+    case CoordinatorEvent::Kind::kRendezvousTimeout: {
+      if (s.phase != CPhase::kGathering) break;
+      std::set<int> present;
+      for (const auto& [node, reg] : s.regs) present.insert(node);
+      const std::vector<int> missing = Missing(s, config.nnodes, present);
+      AbortPlan(step, 0,
+                JobError(exit_code::kRendezvousFailed,
+                         std::string(missing.size() == 1 ? "node " : "nodes ") +
+                             JoinNodes(missing) + " of " + std::to_string(config.nnodes) +
+                             " did not join within " + std::to_string(config.rdzv_timeout_s) +
+                             " s (fix: start gculaunch on every node with the same "
+                             "MASTER_ADDR and MASTER_PORT, or raise --rdzv-timeout)"));
+      break;
+    }
+
+    case CoordinatorEvent::Kind::kMissingTick: {
+      std::vector<int> missing;
+      std::string text;
+      if (s.phase == CPhase::kGathering) {
+        std::set<int> present;
+        for (const auto& [node, reg] : s.regs) present.insert(node);
+        missing = Missing(s, config.nnodes, present);
+        text = "waiting for " + std::string(missing.size() == 1 ? "node " : "nodes ") +
+               JoinNodes(missing) + " to join (" + std::to_string(s.regs.size()) + " of " +
+               std::to_string(config.nnodes) + " present)";
+      } else if (s.phase == CPhase::kRestarting) {
+        missing = Missing(s, config.nnodes, s.reaped);
+        text = "waiting for " + std::string(missing.size() == 1 ? "node " : "nodes ") +
+               JoinNodes(missing) + " to stop their ranks before restart " +
+               std::to_string(s.epoch + 1);
+      } else if (s.phase == CPhase::kFinishing) {
+        for (const auto& [node, reg] : s.regs) {
+          if (s.bye.count(node) == 0 && s.lost.count(node) == 0) missing.push_back(node);
+        }
+        text = "waiting for " + std::string(missing.size() == 1 ? "node " : "nodes ") +
+               JoinNodes(missing) + " to finish";
+      }
+      if (!missing.empty()) {
+        CoordinatorAction log = CAct(CK::kLogMissing, s.epoch);
+        log.text = std::move(text);
+        step.actions.push_back(std::move(log));
+      }
+      break;
+    }
+
+    case CoordinatorEvent::Kind::kDone:
+      if (s.phase != CPhase::kRunning || event.epoch != s.epoch) break;
+      s.done.insert(event.node);
+      if (static_cast<int>(s.done.size()) == config.nnodes && !s.marker && !s.marker_published) {
+        CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
+        publish.marker.kind = StopMarker::Kind::kSuccess;
+        publish.marker.epoch = s.epoch;
+        publish.marker.restartable = false;
+        publish.marker.what = "every node's ranks exited 0";
+        step.actions.push_back(std::move(publish));
+        s.marker_published = true;
+      }
+      break;
+
+    case CoordinatorEvent::Kind::kReaped:
+      if (event.epoch != s.epoch) break;
+      if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) break;
+      s.reaped.insert(event.node);
+      if (s.phase == CPhase::kRestarting) MaybeRestart(step);
+      break;
+
+    case CoordinatorEvent::Kind::kMarker:
+      if (s.phase != CPhase::kRunning || event.marker.epoch != s.epoch || s.marker) break;
+      s.marker = event.marker;
+      if (Restartable(event.marker, config.max_restarts)) {
+        s.phase = CPhase::kRestarting;
+        if (!s.lost.empty()) {
+          // A node went away while the epoch stopped: the job cannot re-form.
+          const int node = *s.lost.begin();
+          StopMarker m;
+          m.kind = StopMarker::Kind::kNodeLost;
+          m.node = node;
+          if (auto reg = s.regs.find(node); reg != s.regs.end()) {
+            m.host = reg->second.host;
+            m.addr = reg->second.addr;
+          }
+          m.what = "it went away before the restart";
+          m.restartable = false;
+          AbortPlan(step, s.epoch + 1, std::move(m));
+        } else {
+          MaybeRestart(step);
+        }
+      } else {
+        s.phase = CPhase::kFinishing;
+        MaybeFinish(step);
+      }
+      break;
+
+    case CoordinatorEvent::Kind::kBye: {
+      if (s.bye.count(event.node) != 0) break;
+      s.bye.insert(event.node);
+      if (s.phase == CPhase::kFinishing) {
+        MaybeFinish(step);
+        break;
+      }
+      if (s.lost.count(event.node) != 0) break;
+      StopMarker m;
+      m.kind = StopMarker::Kind::kNodeLeft;
+      m.exit_code = event.exit_code;
+      m.what = "its gculaunch exited with code " + std::to_string(event.exit_code);
+      NodeGone(step, event.node, std::move(m));
+      break;
+    }
+
+    case CoordinatorEvent::Kind::kNodeSilent: {
+      if (s.bye.count(event.node) != 0 || s.lost.count(event.node) != 0) break;
+      StopMarker m;
+      m.kind = StopMarker::Kind::kNodeLost;
+      m.what = event.what;
+      NodeGone(step, event.node, std::move(m));
+      break;
+    }
+  }
+  return step;
+}
+
+std::string ActionName(const CoordinatorAction& a) {
+  const std::string e = "(" + std::to_string(a.epoch) + ")";
+  switch (a.kind) {
+    case CK::kPublishPlan: return std::string(a.plan.abort ? "PublishAbort" : "PublishPlan") + e;
+    case CK::kBeginAttempt: return "BeginAttempt" + e;
+    case CK::kPublishMarker: return "PublishMarker" + e + "[" + KindName(a.marker.kind) + "]";
+    case CK::kWatchEpoch: return "WatchEpoch" + e;
+    case CK::kLogMissing: return "LogMissing[" + a.text + "]";
+    case CK::kLogLost: return "LogLost[" + a.text + "]";
+    case CK::kFinish: return "Finish";
+  }
+  return "?";
+}
+
+}  // namespace gculaunch::job

@@ -1,0 +1,218 @@
+// JobPolicy: the job-wide decisions of a multi-node job, as two pure state machines.
+//
+//   AgentStep(state, config, event) -> {state, actions}        every node, for its own ranks
+//   CoordinatorStep(state, config, event) -> {state, actions}  node 0 only, for the job
+//
+// No Asio, no clock, no store: the executors (node_agent.h, coordinator.h) turn what the
+// store, the Supervisor and the timers report into events and carry out the actions.  The
+// keys and messages are in job_protocol.h; docs/multinode.md has the whole protocol and
+// tests/launcher/cluster/job_policy_test.cc the tables.
+//
+// One epoch, seen by an agent:
+//   kWaitingPlan --Plan(e)--> kRunning: StartRanks(e), WatchMarker(e)
+//   a local failure (LocalStop)        -> PublishMarker(e, what failed) (first writer wins)
+//   the epoch's marker arrives (Marker) -> StopRanks unless the ranks already stopped
+//   the ranks drained (Drained)        -> ReportDone(e) when they all succeeded and no
+//                                         marker is known yet (the coordinator publishes
+//                                         the success marker once every node is done)
+//   marker known and ranks drained     -> Restartable: ReportReaped(e), WaitPlan(e+1)
+//                                         otherwise:   ExitRanks(code) -> kLeaving
+//   the Supervisor finished            -> SayBye(code) (a member only), Finish(code)
+// and by the coordinator:
+//   kGathering: every registration checked against node 0's; all present -> PublishPlan(0)
+//   kRunning(e): every node done -> PublishMarker(e, success); a node silent or gone ->
+//                PublishMarker(e, lost/left); the marker decides:
+//   kRestarting(e): every node reaped -> BeginAttempt(e+1) (the store's key space), then
+//                PublishPlan(e+1); a node lost meanwhile -> PublishPlan(e+1, abort)
+//   kFinishing: every registered node said bye or was lost -> Finish (the store may stop)
+//
+// Thread safety: pure functions over values.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster/job_protocol.h"
+#include "launcher/run/restart_policy.h"
+
+namespace gculaunch::job {
+
+// =================================== agent ===================================
+
+struct AgentConfig {
+  int node_rank = 0;
+  int max_restarts = 0;
+  std::string master_host;  ///< for a lost master's marker ("node 0 (MASTER_ADDR)")
+  std::string master_addr;
+};
+
+struct AgentState {
+  enum class Phase {
+    kJoining,      ///< connecting and registering (the executor's preamble)
+    kWaitingPlan,  ///< waiting for the plan of `epoch`
+    kRunning,      ///< the ranks of `epoch` run, or were stopped and are draining
+    kLeaving,      ///< the job is over for this node; the Supervisor is finishing
+    kDone,         ///< bye said; the executor is finished
+  };
+  Phase phase = Phase::kJoining;
+  int epoch = 0;
+  bool stopping = false;       ///< the ranks of `epoch` were told to stop, or stop by themselves
+  bool drained = false;        ///< every rank of `epoch` is gone
+  bool marker_published = false;
+  std::optional<StopMarker> marker;  ///< the marker of `epoch` once read
+  /// A teardown signal stopped this node: it leaves with this code, whatever the marker says.
+  std::optional<int> signalled_code;
+  int exit_code = -1;          ///< decided (kLeaving) or final (kDone)
+  bool operator==(const AgentState&) const = default;
+};
+
+struct AgentEvent {
+  enum class Kind {
+    kJoined,              ///< registered; the job's plan comes next
+    kPlan,                ///< `plan` of the awaited epoch (or its abort)
+    kMarker,              ///< `marker` of the current epoch
+    kLocalStop,           ///< the Supervisor began a local teardown: `stop`
+    kDrained,             ///< the ranks drained; `success`: all exited 0
+    kSupervisorFinished,  ///< the Supervisor finished with `exit_code`
+    kMasterLost,          ///< the master's store is gone: `what` (non-master nodes)
+  };
+  Kind kind;
+  JobPlan plan;
+  StopMarker marker;
+  LocalStopReport stop;
+  bool success = false;
+  int exit_code = 0;
+  std::string what;
+
+  static AgentEvent Joined() { return {Kind::kJoined}; }
+  static AgentEvent Plan(JobPlan plan);
+  static AgentEvent Marker(StopMarker marker);
+  static AgentEvent LocalStop(LocalStopReport stop);
+  static AgentEvent Drained(bool success);
+  static AgentEvent SupervisorFinished(int exit_code);
+  static AgentEvent MasterLost(std::string what);
+};
+
+struct AgentAction {
+  enum class Kind {
+    kWaitPlan,       ///< wait for the plan of `epoch`, deliver Plan
+    kStartRanks,     ///< start the ranks of `epoch` laid out by `plan`
+    kWatchMarker,    ///< wait for the marker of `epoch`, deliver Marker
+    kPublishMarker,  ///< COMPARE_SET the marker of `epoch` to `marker` (first wins)
+    kStopRanks,      ///< Supervisor::JobStop
+    kReportDone,     ///< SET done/<epoch>/<node>
+    kReportReaped,   ///< SET reaped/<epoch>/<node>
+    kExitRanks,      ///< Supervisor::JobExit(exit_code)
+    kSayBye,         ///< SET bye/<node> = exit_code
+    kFinish,         ///< the agent is finished; gculaunch exits with exit_code
+  };
+  Kind kind;
+  int epoch = 0;
+  JobPlan plan;
+  StopMarker marker;
+  int exit_code = 0;
+  bool operator==(const AgentAction&) const = default;
+};
+
+struct AgentStep {
+  AgentState state;
+  std::vector<AgentAction> actions;
+};
+
+AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEvent& event);
+std::string ActionName(const AgentAction& action);
+
+// ================================= coordinator =================================
+
+struct CoordinatorConfig {
+  int nnodes = 1;
+  int max_restarts = 0;
+  NodeRegistration master;  ///< node 0's own registration: the reference for the others
+  int rdzv_timeout_s = 900; ///< for the "did not join" message
+};
+
+struct CoordinatorState {
+  enum class Phase {
+    kGathering,   ///< waiting for every node's registration
+    kRunning,     ///< epoch `epoch` runs; its marker is not known yet
+    kRestarting,  ///< the marker of `epoch` restarts the job: waiting for every node's reap
+    kFinishing,   ///< the job is over: waiting for every node's bye
+    kDone,        ///< the store may stop
+  };
+  Phase phase = Phase::kGathering;
+  int epoch = 0;
+  std::map<int, NodeRegistration> regs;
+  std::set<int> done;    ///< of `epoch`
+  std::set<int> reaped;  ///< of `epoch`
+  std::set<int> bye;
+  std::set<int> lost;    ///< silent nodes (and nodes that left early)
+  std::optional<StopMarker> marker;  ///< of `epoch`, once read
+  bool marker_published = false;     ///< the coordinator wrote a marker of `epoch`
+  bool operator==(const CoordinatorState&) const = default;
+};
+
+struct CoordinatorEvent {
+  enum class Kind {
+    kRegistered,        ///< `reg` arrived (decoded)
+    kBadRegistration,   ///< node `node` wrote something undecodable: `what`
+    kRendezvousTimeout, ///< --rdzv-timeout passed while gathering
+    kMissingTick,       ///< every 10 s: log what is still missing
+    kDone,              ///< node `node` reported done for `epoch`
+    kReaped,            ///< node `node` reported reaped for `epoch`
+    kMarker,            ///< the marker of `epoch` was read: `marker`
+    kBye,               ///< node `node` is leaving with `exit_code`
+    kNodeSilent,        ///< node `node` stopped heartbeating: `what`
+  };
+  Kind kind;
+  int node = -1;
+  int epoch = 0;
+  NodeRegistration reg;
+  StopMarker marker;
+  int exit_code = 0;
+  std::string what;
+
+  static CoordinatorEvent Registered(NodeRegistration reg);
+  static CoordinatorEvent BadRegistration(int node, std::string what);
+  static CoordinatorEvent RendezvousTimeout() { return {Kind::kRendezvousTimeout}; }
+  static CoordinatorEvent MissingTick() { return {Kind::kMissingTick}; }
+  static CoordinatorEvent Done(int epoch, int node);
+  static CoordinatorEvent Reaped(int epoch, int node);
+  static CoordinatorEvent Marker(StopMarker marker);
+  static CoordinatorEvent Bye(int node, int exit_code);
+  static CoordinatorEvent NodeSilent(int node, std::string what);
+};
+
+struct CoordinatorAction {
+  enum class Kind {
+    kPublishPlan,    ///< SET plan/<epoch> = plan (the executor fills in ranks_port)
+    kBeginAttempt,   ///< the store's BeginAttempt(epoch): every rank of epoch-1 is reaped
+    kPublishMarker,  ///< COMPARE_SET stop/<epoch> from "" to `marker`
+    kWatchEpoch,     ///< wait for stop/<epoch>, done/<epoch>/*, reaped/<epoch>/*
+    kLogMissing,     ///< log `text` (and publish it as job/missing)
+    kLogLost,        ///< log `text`: a node was lost or left while the job finished
+    kFinish,         ///< every node is gone: the store may stop
+  };
+  Kind kind;
+  int epoch = 0;
+  JobPlan plan;
+  StopMarker marker;
+  std::string text;
+  bool operator==(const CoordinatorAction&) const = default;
+};
+
+struct CoordinatorStep {
+  CoordinatorState state;
+  std::vector<CoordinatorAction> actions;
+};
+
+CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& config,
+                     const CoordinatorEvent& event);
+std::string ActionName(const CoordinatorAction& action);
+
+/// "1, 2 and 5" for messages.
+std::string JoinNodes(const std::vector<int>& nodes);
+
+}  // namespace gculaunch::job

@@ -1,0 +1,340 @@
+#include "launcher/cluster/job_protocol.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "base/exit_codes.h"
+
+namespace gculaunch::job {
+
+using nlohmann::json;
+
+std::string NodeKey(int node) { return "job/node/" + std::to_string(node); }
+std::string PlanKey(int epoch) { return "job/plan/" + std::to_string(epoch); }
+std::string StopKey(int epoch) { return "job/stop/" + std::to_string(epoch); }
+std::string DoneKey(int epoch, int node) {
+  return "job/done/" + std::to_string(epoch) + "/" + std::to_string(node);
+}
+std::string ReapedKey(int epoch, int node) {
+  return "job/reaped/" + std::to_string(epoch) + "/" + std::to_string(node);
+}
+std::string HeartbeatKey(int node) { return "job/hb/" + std::to_string(node); }
+std::string ByeKey(int node) { return "job/bye/" + std::to_string(node); }
+std::string KeyForSocket(const std::string& key) { return "gculaunch/" + key; }
+
+namespace {
+
+// Field readers: the decoders accept only what the encoders write, so a peer running
+// another gculaunch version (or anything else writing these keys) is named clearly.
+Result<json> ParseObject(std::string_view text, const char* what) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Error{std::string(what) + " is not a JSON object",
+                 "run the same gculaunch version on every node"};
+  }
+  return doc;
+}
+
+Error FieldError(const char* what, const char* field, const std::string& problem) {
+  return Error{std::string(what) + " field '" + field + "': " + problem,
+               "run the same gculaunch version on every node"};
+}
+
+Result<int> IntField(const json& doc, const char* what, const char* field, int min) {
+  auto it = doc.find(field);
+  if (it == doc.end() || !it->is_number_integer()) {
+    return FieldError(what, field, "expected a whole number");
+  }
+  const auto value = it->get<long long>();
+  if (value < min || value > (1LL << 30)) {
+    return FieldError(what, field, "expected a number >= " + std::to_string(min));
+  }
+  return static_cast<int>(value);
+}
+
+Result<std::string> TextField(const json& doc, const char* what, const char* field) {
+  auto it = doc.find(field);
+  if (it == doc.end() || !it->is_string()) return FieldError(what, field, "expected text");
+  return it->get<std::string>();
+}
+
+json MarkerJson(const StopMarker& m) {
+  return {{"kind", KindName(m.kind)}, {"epoch", m.epoch},         {"node", m.node},
+          {"host", m.host},           {"addr", m.addr},           {"rank", m.rank},
+          {"local_rank", m.local_rank}, {"exit_code", m.exit_code}, {"what", m.what},
+          {"restartable", m.restartable}};
+}
+
+Result<StopMarker> MarkerFrom(const json& doc) {
+  const char* what = "stop marker";
+  StopMarker m;
+  auto kind = TextField(doc, what, "kind");
+  if (!kind.ok()) return kind.error();
+  bool known = false;
+  for (auto k : {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost,
+                 StopMarker::Kind::kNodeLeft, StopMarker::Kind::kSuccess,
+                 StopMarker::Kind::kJobError}) {
+    if (KindName(k) == *kind) {
+      m.kind = k;
+      known = true;
+    }
+  }
+  if (!known) return FieldError(what, "kind", "unknown kind '" + *kind + "'");
+  auto epoch = IntField(doc, what, "epoch", 0);
+  auto node = IntField(doc, what, "node", -1);
+  auto rank = IntField(doc, what, "rank", -1);
+  auto local_rank = IntField(doc, what, "local_rank", -1);
+  auto code = IntField(doc, what, "exit_code", 0);
+  auto host = TextField(doc, what, "host");
+  auto addr = TextField(doc, what, "addr");
+  auto text = TextField(doc, what, "what");
+  for (const Result<int>* r : {&epoch, &node, &rank, &local_rank, &code}) {
+    if (!r->ok()) return r->error();
+  }
+  for (const Result<std::string>* r : {&host, &addr, &text}) {
+    if (!r->ok()) return r->error();
+  }
+  auto restartable = doc.find("restartable");
+  if (restartable == doc.end() || !restartable->is_boolean()) {
+    return FieldError(what, "restartable", "expected true or false");
+  }
+  m.epoch = *epoch;
+  m.node = *node;
+  m.rank = *rank;
+  m.local_rank = *local_rank;
+  m.exit_code = *code;
+  m.host = *host;
+  m.addr = *addr;
+  m.what = *text;
+  m.restartable = restartable->get<bool>();
+  return m;
+}
+
+}  // namespace
+
+std::string KindName(StopMarker::Kind kind) {
+  switch (kind) {
+    case StopMarker::Kind::kRankFailed: return "rank_failed";
+    case StopMarker::Kind::kNodeLost: return "node_lost";
+    case StopMarker::Kind::kNodeLeft: return "node_left";
+    case StopMarker::Kind::kSuccess: return "success";
+    case StopMarker::Kind::kJobError: return "job_error";
+  }
+  return "?";
+}
+
+std::string Encode(const NodeRegistration& r) {
+  return json{{"node_rank", r.node_rank}, {"nnodes", r.nnodes},   {"nproc", r.nproc},
+              {"max_restarts", r.max_restarts}, {"run_id", r.run_id}, {"host", r.host},
+              {"addr", r.addr},           {"pid", r.pid}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string Encode(const StopMarker& marker) {
+  return MarkerJson(marker).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string Encode(const JobPlan& plan) {
+  json nodes = json::array();
+  for (const PlanNode& n : plan.nodes) {
+    nodes.push_back({{"node_rank", n.node_rank},
+                     {"nproc", n.nproc},
+                     {"rank_offset", n.rank_offset},
+                     {"host", n.host},
+                     {"addr", n.addr}});
+  }
+  json doc = {{"epoch", plan.epoch},
+              {"world_size", plan.world_size},
+              {"ranks_port", plan.ranks_port},
+              {"nodes", std::move(nodes)}};
+  doc["abort"] = plan.abort ? MarkerJson(*plan.abort) : json(nullptr);
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<NodeRegistration> DecodeRegistration(std::string_view text) {
+  const char* what = "node registration";
+  auto doc = ParseObject(text, what);
+  if (!doc.ok()) return doc.error();
+  NodeRegistration r;
+  auto node = IntField(*doc, what, "node_rank", 0);
+  auto nnodes = IntField(*doc, what, "nnodes", 1);
+  auto nproc = IntField(*doc, what, "nproc", 1);
+  auto restarts = IntField(*doc, what, "max_restarts", 0);
+  auto pid = IntField(*doc, what, "pid", 0);
+  for (const Result<int>* f : {&node, &nnodes, &nproc, &restarts, &pid}) {
+    if (!f->ok()) return f->error();
+  }
+  auto run_id = TextField(*doc, what, "run_id");
+  auto host = TextField(*doc, what, "host");
+  auto addr = TextField(*doc, what, "addr");
+  for (const Result<std::string>* f : {&run_id, &host, &addr}) {
+    if (!f->ok()) return f->error();
+  }
+  r.node_rank = *node;
+  r.nnodes = *nnodes;
+  r.nproc = *nproc;
+  r.max_restarts = *restarts;
+  r.pid = *pid;
+  r.run_id = *run_id;
+  r.host = *host;
+  r.addr = *addr;
+  return r;
+}
+
+Result<StopMarker> DecodeMarker(std::string_view text) {
+  auto doc = ParseObject(text, "stop marker");
+  if (!doc.ok()) return doc.error();
+  return MarkerFrom(*doc);
+}
+
+Result<JobPlan> DecodePlan(std::string_view text) {
+  const char* what = "job plan";
+  auto doc = ParseObject(text, what);
+  if (!doc.ok()) return doc.error();
+  JobPlan plan;
+  auto epoch = IntField(*doc, what, "epoch", 0);
+  auto world = IntField(*doc, what, "world_size", 0);
+  auto port = IntField(*doc, what, "ranks_port", 0);
+  for (const Result<int>* f : {&epoch, &world, &port}) {
+    if (!f->ok()) return f->error();
+  }
+  if (*port > 65535) return FieldError(what, "ranks_port", "expected a port 0-65535");
+  plan.epoch = *epoch;
+  plan.world_size = *world;
+  plan.ranks_port = *port;
+  auto abort = doc->find("abort");
+  if (abort != doc->end() && !abort->is_null()) {
+    if (!abort->is_object()) return FieldError(what, "abort", "expected an object or null");
+    auto marker = MarkerFrom(*abort);
+    if (!marker.ok()) return marker.error();
+    plan.abort = *marker;
+  }
+  auto nodes = doc->find("nodes");
+  if (nodes == doc->end() || !nodes->is_array()) {
+    return FieldError(what, "nodes", "expected a list");
+  }
+  int next_offset = 0;
+  for (const json& n : *nodes) {
+    if (!n.is_object()) return FieldError(what, "nodes", "expected a list of objects");
+    PlanNode node;
+    auto rank = IntField(n, what, "node_rank", 0);
+    auto nproc = IntField(n, what, "nproc", 1);
+    auto offset = IntField(n, what, "rank_offset", 0);
+    for (const Result<int>* f : {&rank, &nproc, &offset}) {
+      if (!f->ok()) return f->error();
+    }
+    auto host = TextField(n, what, "host");
+    auto addr = TextField(n, what, "addr");
+    if (!host.ok()) return host.error();
+    if (!addr.ok()) return addr.error();
+    if (*rank != static_cast<int>(plan.nodes.size()) || *offset != next_offset) {
+      return FieldError(what, "nodes", "node ranks or rank offsets are out of order");
+    }
+    node.node_rank = *rank;
+    node.nproc = *nproc;
+    node.rank_offset = *offset;
+    node.host = *host;
+    node.addr = *addr;
+    next_offset += node.nproc;
+    plan.nodes.push_back(std::move(node));
+  }
+  if (!plan.abort && next_offset != plan.world_size) {
+    return FieldError(what, "world_size", "is not the sum of the nodes' nproc");
+  }
+  return plan;
+}
+
+JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port) {
+  std::sort(regs.begin(), regs.end(), [](const NodeRegistration& a, const NodeRegistration& b) {
+    return a.node_rank < b.node_rank;
+  });
+  JobPlan plan;
+  plan.epoch = epoch;
+  plan.ranks_port = ranks_port;
+  int offset = 0;
+  for (const NodeRegistration& r : regs) {
+    plan.nodes.push_back({r.node_rank, r.nproc, offset, r.host, r.addr});
+    offset += r.nproc;
+  }
+  plan.world_size = offset;
+  return plan;
+}
+
+Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master) {
+  const std::string who = NodeName(reg.node_rank, reg.host, reg.addr);
+  const std::string master_name = NodeName(master.node_rank, master.host, master.addr);
+  if (reg.nnodes != master.nnodes) {
+    return Error{who + " expects " + std::to_string(reg.nnodes) + " nodes but " + master_name +
+                     " expects " + std::to_string(master.nnodes),
+                 "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
+  }
+  if (reg.node_rank < 0 || reg.node_rank >= master.nnodes) {
+    return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),
+                 "check RANK / --node-rank on that node"};
+  }
+  if (reg.run_id != master.run_id) {
+    return Error{who + " has run id '" + reg.run_id + "' but " + master_name + " has '" +
+                     master.run_id + "'",
+                 "give every node the same --run-id (or none)"};
+  }
+  if (reg.max_restarts != master.max_restarts) {
+    return Error{who + " allows " + std::to_string(reg.max_restarts) + " restarts but " +
+                     master_name + " allows " + std::to_string(master.max_restarts),
+                 "give every node the same --max-restarts"};
+  }
+  return OkStatus();
+}
+
+bool Restartable(const StopMarker& marker, int max_restarts) {
+  return marker.kind == StopMarker::Kind::kRankFailed && marker.restartable &&
+         marker.epoch < max_restarts;
+}
+
+int ExitCodeFor(const StopMarker& marker, int self) {
+  switch (marker.kind) {
+    case StopMarker::Kind::kSuccess:
+      return exit_code::kSuccess;
+    case StopMarker::Kind::kRankFailed:
+    case StopMarker::Kind::kJobError:
+      return marker.exit_code;
+    case StopMarker::Kind::kNodeLeft:
+      return marker.node == self ? marker.exit_code : exit_code::kNodeLost;
+    case StopMarker::Kind::kNodeLost:
+      return exit_code::kNodeLost;
+  }
+  return exit_code::kInternal;
+}
+
+std::string NodeName(int node, const std::string& host, const std::string& addr) {
+  std::string out = "node " + std::to_string(node);
+  if (host.empty() && addr.empty()) return out;
+  out += " (";
+  out += host;
+  if (!host.empty() && !addr.empty()) out += ", ";
+  out += addr;
+  out += ")";
+  return out;
+}
+
+std::string Describe(const StopMarker& m) {
+  const std::string node = NodeName(m.node, m.host, m.addr);
+  switch (m.kind) {
+    case StopMarker::Kind::kRankFailed:
+      if (m.rank < 0) return "the ranks on " + node + " could not be started: " + m.what;
+      return "rank " + std::to_string(m.rank) + " (local rank " + std::to_string(m.local_rank) +
+             ") on " + node + (m.restartable ? " failed with " : " could not be started: ") +
+             m.what;
+    case StopMarker::Kind::kNodeLost:
+      return node + " was lost: " + m.what;
+    case StopMarker::Kind::kNodeLeft:
+      return node + " left the job: " + m.what;
+    case StopMarker::Kind::kSuccess:
+      return "every node's ranks finished successfully";
+    case StopMarker::Kind::kJobError:
+      return m.what;
+  }
+  return m.what;
+}
+
+}  // namespace gculaunch::job

@@ -1,0 +1,109 @@
+// NodeAgent: this node's part in a multi-node job (every node, node 0 included).
+//
+// The thin executor of job::AgentStep (job_policy.h): it joins the job (connects to the
+// master's store and registers, or registers in-process on node 0), then turns what the
+// store says (the epoch's plan and stop marker) and what the Supervisor reports (a local
+// teardown, a drained attempt, its end) into events, and carries out the actions: start,
+// stop or end the local ranks through the Supervisor's job interface, publish markers,
+// report done/reaped, say bye.  It decides nothing itself.
+//
+// Logs: the epoch's layout when ranks start, every marker once ("rank 3 (local rank 1) on
+// node 1 (hostb, 198.18.0.2) failed with exit code 7; every node stops (exit code 7)"), a
+// progress line every 10 s while a non-master node waits for the others to join.
+//
+// Lifetime: construct, Attach() the Supervisor (which was built with this object as its
+// JobLink; any JobControl in tests), Start(), then run the io_context until finished().
+// The link, planner and logger must outlive it.
+// Thread safety: the io_context's thread only.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/logger.h>
+
+#include "launcher/cluster/agent_link.h"
+#include "launcher/run/job_planner.h"
+#include "launcher/cluster/job_policy.h"
+#include "launcher/run/supervisor.h"
+
+namespace gculaunch {
+
+struct NodeAgentSettings {
+  job::AgentConfig config;           ///< node rank, max restarts, the master's name
+  job::NodeRegistration registration;  ///< what this node registers (addr filled at join)
+  bool is_master = false;            ///< node 0: in-process link, route address via UDP
+  std::string master_addr;           ///< MASTER_ADDR as given
+  int agent_port = 0;                ///< the port the agents meet on
+  /// MASTER_PORT for the ranks when the plan leaves it to the node (agent store: the
+  /// agent port; --no-agent-store --worker-port: that port).
+  std::string ranks_port;
+  std::chrono::milliseconds progress_period{10000};
+};
+
+class NodeAgent : public JobLink {
+ public:
+  /// `remote` is the same object as `link` on non-master nodes, null on node 0.
+  NodeAgent(boost::asio::io_context& io, AgentLink& link, RemoteAgentLink* remote,
+            JobPlanner& planner, NodeAgentSettings settings, spdlog::logger& log);
+  ~NodeAgent() override;
+  NodeAgent(const NodeAgent&) = delete;
+  NodeAgent& operator=(const NodeAgent&) = delete;
+
+  void Attach(JobControl& ranks) { supervisor_ = &ranks; }
+  /// Joins the job (asynchronously).  REQUIRES: Attach() was called.
+  void Start();
+
+  /// Bye said (or impossible): gculaunch may exit with exit_code().
+  bool finished() const { return finished_; }
+  int exit_code() const { return state_.exit_code; }
+  /// The marker (or abort) that ended the job for this node, once known.
+  const std::optional<job::StopMarker>& outcome() const { return outcome_; }
+  /// Why joining failed (master unreachable, node rank taken), if it did.
+  const std::optional<Error>& join_error() const { return join_error_; }
+  const job::AgentState& state() const { return state_; }
+
+  // ---- JobLink ----
+  void LocalStop(const LocalStopReport& report) override;
+  void AttemptDrained(bool success) override;
+  void Finished(int exit_code) override;
+
+ private:
+  void Register(const std::string& addr);
+  void JoinFailed(Error error, int code);
+  void Dispatch(const job::AgentEvent& event);
+  void Execute(const job::AgentAction& action);
+  void StartRanks(const job::AgentAction& action);
+  void LogMarker(const job::StopMarker& marker);
+  void ArmProgress();
+  /// Runs `f` only while this agent exists (callbacks of the link may outlive it).
+  template <typename F>
+  auto Guard(F f) {
+    return [alive = std::weak_ptr<bool>(alive_), f = std::move(f)](auto&&... args) mutable {
+      if (alive.lock()) f(std::forward<decltype(args)>(args)...);
+    };
+  }
+
+  boost::asio::io_context& io_;
+  AgentLink& link_;
+  RemoteAgentLink* remote_;
+  JobPlanner& planner_;
+  NodeAgentSettings settings_;
+  spdlog::logger& log_;
+  JobControl* supervisor_ = nullptr;  ///< this node's ranks (the Supervisor)
+  job::AgentState state_;
+  std::optional<job::StopMarker> outcome_;
+  std::optional<Error> join_error_;
+  boost::asio::steady_timer progress_timer_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point stop_seen_{};  ///< when the last marker arrived
+  bool finished_ = false;
+  bool bye_pending_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace gculaunch

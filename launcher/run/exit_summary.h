@@ -1,0 +1,121 @@
+// ExitSummary: what gculaunch reports when the job ends, as a pure function
+// of what happened.
+//
+//   BuildExitSummary(SummaryInput) -> {root cause, hints, text lines,
+//                                      --summary-json document,
+//                                      the parent's error-file document}
+//
+// Root cause: among the last attempt's ranks that failed (non-zero exit or a
+// signal) either while the attempt was running or with an error file, the
+// one with the earliest timestamp: the TORCHELASTIC_ERROR_FILE timestamp the
+// rank wrote (torchrun's rule), else the moment gculaunch reaped it.  Both
+// error-file forms are read (docs/worker-environment.md section 4):
+//   nested  {"message": {"message": "...", "extraInfo": {"py_callstack": "...",
+//                                                        "timestamp": "<secs>"}}}
+//   flat    {"message": "...", "timestamp": <secs>}
+// Without an error file the summary shows the last stderr lines gculaunch
+// kept (a Python traceback shows without @record).
+//
+// When gculaunch runs under another launcher (its own TORCHELASTIC_ERROR_FILE
+// is set), `parent_error` is the root cause in the nested form with
+// "errorCode" (the exit code) added, as torchrun writes it.
+//
+// The reading of files and the writing of the outputs happen in the caller
+// (job.cc); this module does no I/O.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "launcher/run/restart_policy.h"
+#include "launcher/sys/process_group.h"
+#include "launcher/run/rank_record.h"
+
+namespace gculaunch {
+
+/// A parsed TORCHELASTIC_ERROR_FILE.
+struct ErrorFileReport {
+  std::string message;       ///< e.g. "ValueError: boom"
+  std::string py_callstack;  ///< traceback text; may be empty
+  double timestamp = 0;      ///< unix seconds; 0 when the file has none
+  bool nested = false;       ///< written by @record (nested form)
+  nlohmann::json document;   ///< the whole file
+};
+
+/// Parses either form.  Errors name what is wrong ("not JSON", "no message").
+Result<ErrorFileReport> ParseErrorFile(std::string_view text);
+
+struct SummaryInput {
+  std::string host;
+  int node_rank = 0;
+  int exit_code = 0;
+  PolicyState final_state;
+  int restarts = 0;
+  int max_restarts = 0;
+  std::vector<RankRecord> records;  ///< every attempt
+  /// Contents of the error files that existed, by (restart_count, local_rank).
+  std::map<std::pair<int, int>, std::string> error_files;
+  std::vector<sys::ProcInfo> stuck;
+  std::optional<Error> start_error;
+  int start_error_local_rank = -1;
+  std::string master_port;          ///< as exported to the ranks
+  bool master_port_given = false;   ///< --master-port (not chosen at launch)
+  bool rank0_hosts_store = false;   ///< --no-agent-store / torch 1.13 standalone mode
+  std::string child_watcher;        ///< "pidfd" or "sigchld"
+  double start_time = 0;
+  double end_time = 0;
+  /// Multi-node: why the job ended, as every node tells it (job_protocol.h).  Empty on a
+  /// single node.  `job_outcome` replaces the local outcome name ("rank_failed",
+  /// "node_lost", "node_left", "job_error", "rendezvous_failed", "success"); `job_cause` is
+  /// a line naming the node (and rank) where it happened; `job_json` goes to --summary-json
+  /// as "job".
+  std::string job_outcome;
+  std::string job_cause;
+  nlohmann::json job_json;
+};
+
+struct RootCause {
+  int restart_count = 0;
+  int local_rank = 0;
+  int rank = 0;
+  int node_rank = 0;
+  int pid = -1;
+  WorkerExit exit;
+  double timestamp = 0;
+  std::string message;
+  std::string traceback;     ///< from the error file, else the stderr tail
+  std::string error_file;    ///< path, when the rank wrote one
+  bool from_error_file = false;
+  std::vector<std::string> stderr_tail;
+};
+
+struct ExitSummary {
+  std::optional<RootCause> root_cause;
+  std::vector<std::string> hints;
+  /// Lines for gculaunch's stderr (empty on success).
+  std::vector<std::string> text;
+  nlohmann::json json;
+  /// For gculaunch's own TORCHELASTIC_ERROR_FILE; empty on success.
+  std::optional<nlohmann::json> parent_error;
+};
+
+/// The text PyTorch prints when a build without libuv is asked for it.
+inline constexpr std::string_view kNoLibuvMessage =
+    "use_libuv was requested but PyTorch was build without libuv support";
+
+ExitSummary BuildExitSummary(const SummaryInput& input);
+
+/// "success", "rank_failed", "signal", "spawn_failed", "stuck" or "internal"; in a
+/// multi-node job the job's outcome (SummaryInput::job_outcome) unless stuck or signalled.
+std::string OutcomeName(const SummaryInput& input);
+
+}  // namespace gculaunch

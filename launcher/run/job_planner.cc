@@ -1,0 +1,82 @@
+#include "launcher/run/job_planner.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+namespace gculaunch {
+
+namespace fs = std::filesystem;
+
+std::string ScriptOf(const std::vector<std::string>& rank_argv, const LaunchSpec& spec) {
+  if (spec.python.empty() || rank_argv.size() < 3 || rank_argv[1] != "-u") return "";
+  if (rank_argv[2] == "-m" || rank_argv[2] == "-c" || rank_argv[2] == "-") return "";
+  return rank_argv[2];
+}
+
+std::string NewRunId() {
+  std::random_device random;
+  std::uniform_int_distribution<int> hex(0, 15);
+  std::string id;
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
+    id += "0123456789abcdef"[hex(random)];
+  }
+  return id;
+}
+
+void JobPlanner::ApplyLayout(int rank_offset, int world_size, const std::string& ranks_port) {
+  spec_.rank_offset = rank_offset;
+  spec_.world_size = world_size;
+  runtime_.master_port = ranks_port;
+}
+
+Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
+  std::vector<RankLaunch> ranks;
+  for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
+    RankLaunch r;
+    r.local_rank = lr;
+    r.rank = spec_.rank_offset + lr;
+    r.program = spec_.executable;
+    r.argv = BuildRankArgv(spec_, lr);
+    r.env = BuildRankEnv(spec_, base_, lr, restart_count, runtime_).ToStrings();
+    r.error_file = RankErrorFile(runtime_, restart_count, lr);
+    if (static_cast<size_t>(lr) < spec_.rank_cpus.size()) {
+      r.cpus = spec_.rank_cpus[static_cast<size_t>(lr)];
+    }
+
+    // A fresh attempt directory; an error file found there is stale (an
+    // earlier run with the same --log-dir and run id) and goes.
+    const fs::path dir = fs::path(r.error_file).parent_path();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      return Error{"cannot create " + dir.string() + ": " + ec.message(),
+                   spec_.log_dir.empty() ? "check TMPDIR" : "choose a writable --log-dir"};
+    }
+    fs::remove(r.error_file, ec);
+    if (ec) {
+      return Error{"cannot remove the stale error file " + r.error_file + ": " + ec.message(),
+                   "remove it by hand"};
+    }
+    if (!spec_.log_dir.empty()) {
+      r.stdout_log = (dir / "stdout.log").string();
+      r.stderr_log = (dir / "stderr.log").string();
+    }
+    const bool shown = spec_.console_local_ranks.empty() ||
+                       std::find(spec_.console_local_ranks.begin(),
+                                 spec_.console_local_ranks.end(),
+                                 lr) != spec_.console_local_ranks.end();
+    const int redirected = spec_.redirects.For(lr);
+    r.stdout_to_console = shown && !(redirected & StdStreams::kStdout);
+    r.stderr_to_console = shown && !(redirected & StdStreams::kStderr);
+    if (lr == 0 && spec_.stdin_mode == StdinMode::kRank0) {
+      r.inherit_stdin = true;
+      r.take_terminal = rank0_takes_terminal_;
+    }
+    ranks.push_back(std::move(r));
+  }
+  return ranks;
+}
+
+}  // namespace gculaunch

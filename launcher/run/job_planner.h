@@ -1,0 +1,45 @@
+// JobPlanner: the ranks of each attempt, built from the same pure functions the dry run
+// prints (BuildRankEnv, BuildRankArgv, RankErrorFile).  It creates the attempt's directories
+// and removes any error file left in them, so a stale file can never be taken for a new one.
+//
+// Thread safety: one thread (the Supervisor's).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/env_map.h"
+#include "launcher/spec/launch_spec.h"
+#include "launcher/spec/rank_env.h"
+#include "launcher/run/rank_record.h"
+
+namespace gculaunch {
+
+/// The ranks of each attempt, for the Supervisor.
+class JobPlanner : public AttemptPlanner {
+ public:
+  JobPlanner(const LaunchSpec& spec, const EnvMap& base, RankRuntime runtime,
+             bool rank0_takes_terminal)
+      : spec_(spec), base_(base), runtime_(std::move(runtime)),
+        rank0_takes_terminal_(rank0_takes_terminal) {}
+  Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) override;
+
+  /// Multi-node: the layout the job assigned (job_protocol.h JobPlan): this node's first
+  /// global rank, the job's WORLD_SIZE and the ranks' MASTER_PORT.  Later attempts use it.
+  void ApplyLayout(int rank_offset, int world_size, const std::string& ranks_port);
+
+ private:
+  LaunchSpec spec_;  ///< a copy: ApplyLayout changes the rank offset and world size
+  const EnvMap& base_;
+  RankRuntime runtime_;
+  bool rank0_takes_terminal_;
+};
+
+/// The Python script a python-mode spec runs (argv {python, "-u", SCRIPT,
+/// ...}), or "" for -m and --no-python.
+std::string ScriptOf(const std::vector<std::string>& rank_argv, const LaunchSpec& spec);
+
+/// A fresh random run id (UUID form), for --standalone without --run-id.
+std::string NewRunId();
+
+}  // namespace gculaunch

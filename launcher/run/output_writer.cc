@@ -1,0 +1,159 @@
+#include "launcher/run/output_writer.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <vector>
+
+namespace gculaunch {
+
+std::shared_ptr<OutputTarget> OutputTarget::Borrowed(int fd, std::string name) {
+  return std::shared_ptr<OutputTarget>(new OutputTarget(fd, sys::UniqueFd(), std::move(name)));
+}
+
+Result<std::shared_ptr<OutputTarget>> OutputTarget::File(const std::string& path) {
+  auto fd = sys::OpenCloexec(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!fd.ok()) {
+    return Error{fd.error().what, "check that the --log-dir directory is writable"};
+  }
+  const int raw = fd->get();
+  return std::shared_ptr<OutputTarget>(new OutputTarget(raw, std::move(*fd), path));
+}
+
+OutputWriter::OutputWriter(Limits limits, std::function<void()> on_space)
+    : limits_(limits), on_space_(std::move(on_space)), thread_([this] { Run(); }) {}
+
+OutputWriter::~OutputWriter() { Finish(std::chrono::milliseconds(0)); }
+
+bool OutputWriter::Write(const TargetPtr& target, std::string bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queued_bytes_ += bytes.size();
+  queue_.push_back({target, std::move(bytes)});
+  if (queued_bytes_ > limits_.high_water) congested_ = true;
+  wake_.notify_one();
+  return !congested_;
+}
+
+void OutputWriter::Urgent(const TargetPtr& target, std::string bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queued_bytes_ += bytes.size();
+  queue_.push_back({target, std::move(bytes)});
+  wake_.notify_one();
+}
+
+bool OutputWriter::congested() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return congested_;
+}
+
+bool OutputWriter::Finish(std::chrono::milliseconds timeout) {
+  if (finished_) return true;
+  finished_ = true;
+  bool drained;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    drained = drained_.wait_for(lock, timeout, [this] { return queued_bytes_ == 0; });
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (drained) {
+    thread_.join();
+  } else {
+    // The thread is blocked in write() on a terminal or pipe nobody drains.
+    // It owns nothing but the queue; let the process exit around it.
+    thread_.detach();
+  }
+  return drained;
+}
+
+void OutputWriter::Run() {
+  std::deque<Chunk> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and everything was written
+      batch.swap(queue_);
+    }
+    size_t done = 0;
+    for (const Chunk& chunk : batch) done += chunk.bytes.size();
+    WriteChunks(batch);
+    batch.clear();
+    bool notify_space = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queued_bytes_ -= done;
+      if (congested_ && queued_bytes_ < limits_.low_water) {
+        congested_ = false;
+        notify_space = true;
+      }
+      if (queued_bytes_ == 0) drained_.notify_all();
+    }
+    if (notify_space && on_space_) on_space_();
+  }
+}
+
+namespace {
+
+// Writes all of `iov` to `fd` with blocking semantics.  Returns 0 or errno.
+int WriteFully(int fd, std::vector<iovec>& iov) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t n = ::writev(fd, iov.data() + first, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        // Someone else set O_NONBLOCK on a shared description: wait for room.
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, -1);
+        continue;
+      }
+      return errno;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (first < iov.size() && left >= iov[first].iov_len) {
+      left -= iov[first].iov_len;
+      ++first;
+    }
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void OutputWriter::WriteChunks(std::deque<Chunk>& chunks) {
+  std::vector<iovec> iov;
+  size_t i = 0;
+  while (i < chunks.size()) {
+    // One writev per run of chunks for the same target.
+    const TargetPtr& target = chunks[i].target;
+    iov.clear();
+    size_t bytes = 0;
+    size_t j = i;
+    for (; j < chunks.size() && chunks[j].target == target; ++j) {
+      if (chunks[j].bytes.empty()) continue;
+      iov.push_back({chunks[j].bytes.data(), chunks[j].bytes.size()});
+      bytes += chunks[j].bytes.size();
+    }
+    if (target->failed()) {
+      bytes_dropped_ += bytes;
+    } else if (WriteFully(target->fd(), iov) != 0) {
+      target->MarkFailed();
+      bytes_dropped_ += bytes;
+    } else {
+      bytes_written_ += bytes;
+    }
+    i = j;
+  }
+}
+
+}  // namespace gculaunch

@@ -1,0 +1,134 @@
+#include "launcher/run/rank_output.h"
+
+#include <fcntl.h>
+
+#include <boost/asio/post.hpp>
+
+namespace gculaunch {
+
+namespace asio = boost::asio;
+
+std::function<void()> OutputFlow::SpaceCallback() {
+  return [this, alive = alive_] {
+    asio::post(io_, [this, alive] {
+      if (*alive) ResumeAll();
+    });
+  };
+}
+
+void OutputFlow::ResumeAll() {
+  std::vector<std::function<void()>> parked;
+  parked.swap(parked_);
+  for (auto& resume : parked) resume();
+}
+
+std::shared_ptr<RankStream> RankStream::Start(asio::io_context& io, sys::UniqueFd read_end,
+                                              StreamRoute route, OutputWriter& writer,
+                                              OutputFlow& flow, std::function<void()> on_closed) {
+  // The read end is gculaunch's own pipe, so making it non-blocking is safe.
+  (void)sys::SetNonBlocking(read_end.get(), true);
+  auto stream = std::make_shared<RankStream>(io, read_end.Release(), std::move(route), writer,
+                                             flow, std::move(on_closed));
+  stream->Read();
+  return stream;
+}
+
+RankStream::RankStream(asio::io_context& io, int fd, StreamRoute route, OutputWriter& writer,
+                       OutputFlow& flow, std::function<void()> on_closed)
+    : pipe_(io, fd),
+      idle_timer_(io),
+      route_(std::move(route)),
+      writer_(writer),
+      flow_(flow),
+      on_closed_(std::move(on_closed)),
+      splitter_(route_.max_line) {}
+
+void RankStream::Read() {
+  if (closed_ || reading_) return;
+  reading_ = true;
+  pipe_.async_read_some(asio::buffer(buffer_),
+                        [self = shared_from_this()](const boost::system::error_code& ec,
+                                                    size_t n) { self->OnRead(ec, n); });
+}
+
+void RankStream::OnRead(const boost::system::error_code& ec, size_t n) {
+  reading_ = false;
+  if (closed_) return;
+  if (n > 0) Consume(buffer_.data(), n);
+  if (ec) {  // EOF (every writer closed the pipe) or an error: the stream is over
+    Close();
+    return;
+  }
+  if (splitter_.has_partial()) ArmIdleTimer();
+  if (writer_.congested()) {
+    paused_ = true;
+    flow_.Park([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->Resume();
+    });
+    return;
+  }
+  Read();
+}
+
+void RankStream::Consume(const char* data, size_t n) {
+  const std::string_view bytes(data, n);
+  if (route_.log_file) writer_.Write(route_.log_file, std::string(bytes));
+  console_batch_.clear();
+  splitter_.Feed(bytes, [this](std::string_view text, LineEnd end) {
+    const std::string_view visible = VisibleText(text);
+    if (route_.tail != nullptr) route_.tail->Add(visible);
+    if (!route_.console) return;
+    console_batch_ += route_.prefix;
+    console_batch_ += visible;
+    if (end == LineEnd::kSplit) console_batch_ += kSplitMarker;
+    console_batch_ += '\n';
+  });
+  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_));
+  console_batch_ = std::string();
+}
+
+void RankStream::ArmIdleTimer() {
+  idle_timer_.expires_after(route_.idle_flush);
+  idle_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    if (ec) return;  // re-armed or closed
+    auto self = weak.lock();
+    if (!self || self->closed_ || self->paused_) return;  // Resume() re-arms
+    self->FlushPartial();
+  });
+}
+
+void RankStream::FlushPartial() {
+  console_batch_.clear();
+  splitter_.FlushPartial([this](std::string_view text, LineEnd) {
+    const std::string_view visible = VisibleText(text);
+    if (route_.tail != nullptr) route_.tail->Add(visible);
+    if (!route_.console || visible.empty()) return;
+    console_batch_ += route_.prefix;
+    console_batch_ += visible;
+    console_batch_ += '\n';
+  });
+  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_));
+  console_batch_ = std::string();
+}
+
+void RankStream::Resume() {
+  if (closed_ || !paused_) return;
+  paused_ = false;
+  if (splitter_.has_partial()) ArmIdleTimer();
+  Read();
+}
+
+void RankStream::Close() {
+  if (closed_) return;
+  closed_ = true;
+  FlushPartial();
+  boost::system::error_code ignored;
+  idle_timer_.cancel();
+  pipe_.close(ignored);
+  if (on_closed_) {
+    auto callback = std::move(on_closed_);
+    callback();
+  }
+}
+
+}  // namespace gculaunch

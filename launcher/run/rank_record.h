@@ -1,0 +1,59 @@
+// RankLaunch and RankRecord: what is handed down to start one rank of one attempt, and what
+// is known about it afterwards; AttemptPlanner: who makes each attempt's RankLaunches.  Plain data shared by the planner, the worker group, the
+// supervisor and the exit summary, kept apart so that the pure ones (planner, summary) need no
+// event loop.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "launcher/sys/worker_exit.h"
+
+namespace gculaunch {
+
+/// Everything needed to start one rank of one attempt.
+struct RankLaunch {
+  int local_rank = 0;
+  int rank = 0;                    ///< global rank (console prefix)
+  std::string program;             ///< resolved executable path
+  std::vector<std::string> argv;   ///< argv[0] included
+  std::vector<std::string> env;    ///< complete environment, "KEY=VALUE"
+  bool inherit_stdin = false;      ///< --stdin rank0: keep gculaunch's stdin
+  bool take_terminal = false;      ///< and make the rank's group the terminal's foreground
+  bool stdout_to_console = true;
+  bool stderr_to_console = true;
+  std::string stdout_log;          ///< log file path; empty: none
+  std::string stderr_log;
+  std::string error_file;          ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
+  std::vector<int> cpus;           ///< --cpu-affinity: CPUs to pin the rank to; empty: none
+};
+
+/// What happened to one rank in one attempt.
+struct RankRecord {
+  int restart_count = 0;
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;                  ///< -1: never started
+  std::string error_file;
+  std::optional<WorkerExit> exit;  ///< empty: not reaped (running or stuck)
+  double start_time = 0;           ///< unix seconds
+  double exit_time = 0;
+  bool exited_while_running = false;  ///< exited before gculaunch began a teardown
+  std::vector<std::string> stderr_tail;
+};
+
+/// Supplies the ranks of each attempt (paths, environment, routing).  It may
+/// create the attempt's directories; an error ends the job (exit 127).
+class AttemptPlanner {
+ public:
+  virtual ~AttemptPlanner() = default;
+  virtual Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) = 0;
+};
+
+}  // namespace gculaunch

@@ -1,0 +1,339 @@
+#include "launcher/run/supervisor.h"
+
+#include <signal.h>
+
+#include <boost/asio/post.hpp>
+
+#include "base/exit_codes.h"
+#include "base/text.h"
+
+namespace gculaunch {
+
+namespace asio = boost::asio;
+using Phase = PolicyState::Phase;
+
+namespace {
+
+}  // namespace
+
+Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
+                       AttemptPlanner& planner, AttemptObserver* observer, JobLink* job)
+    : deps_(std::move(deps)),
+      log_(log),
+      config_(config),
+      planner_(planner),
+      observer_(observer),
+      job_(config.policy.job ? job : nullptr),
+      state_(InitialState(config.policy)),
+      signals_(deps_.io),
+      grace_timer_(deps_.io),
+      kill_timer_(deps_.io),
+      drain_timer_(deps_.io),
+      output_timer_(deps_.io) {}
+
+Supervisor::~Supervisor() { *alive_ = false; }
+
+JobOutcome Supervisor::Run() {
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2}) signals_.add(sig);
+  if (config_.catch_hup) signals_.add(SIGHUP);
+  ArmSignals();
+  outcome_.start_time = UnixNow();
+  if (!config_.policy.job) StartAttempt(0);  // job mode: the job sends JobStart(0)
+  deps_.io.restart();
+  while (!finished_) {
+    if (deps_.io.run_one() == 0) break;
+  }
+  outcome_.end_time = UnixNow();
+  return outcome_;
+}
+
+void Supervisor::StartAttempt(int restart_count) {
+  ++generation_;
+  CancelTimers();
+  output_timer_armed_ = false;
+  if (group_) {
+    auto records = group_->Records();
+    outcome_.records.insert(outcome_.records.end(), records.begin(), records.end());
+    group_.reset();
+  }
+  outcome_.restarts = restart_count;
+  if (observer_ != nullptr) observer_->BeginAttempt(restart_count);
+
+  group_ = std::make_unique<WorkerGroup>(
+      deps_, restart_count,
+      [this, alive = alive_](int local_rank, WorkerExit exit) {
+        if (*alive) OnRankExit(local_rank, exit);
+      },
+      [this, alive = alive_] {
+        if (*alive) ScheduleDrainCheck();
+      });
+
+  auto plan = planner_.PlanAttempt(restart_count);
+  if (!plan.ok()) {
+    const Error& e = plan.error();
+    log_.error("the ranks could not be prepared: {}{}", e.what,
+               e.hint.empty() ? "" : " (fix: " + e.hint + ")");
+    outcome_.start_error = plan.error();
+    Dispatch(PolicyEvent::SpawnFailed(-1));
+    return;
+  }
+  int failed_local_rank = -1;
+  const auto spawn_begin = std::chrono::steady_clock::now();
+  auto started = group_->Start(*plan, &failed_local_rank);
+  if (log_.should_log(spdlog::level::debug)) {
+    using Ms = std::chrono::duration<double, std::milli>;
+    const auto now = std::chrono::steady_clock::now();
+    log_.debug("attempt {}: {} rank(s) spawned in {:.1f} ms ({:.1f} ms after gculaunch started)",
+               restart_count, group_->size(), Ms(now - spawn_begin).count(),
+               Ms(now - config_.launcher_start).count());
+  }
+  if (!started.ok()) {
+    const Error& e = started.error();
+    log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,
+               e.hint.empty() ? "" : " (fix: " + e.hint + ")");
+    outcome_.start_error = started.error();
+    outcome_.start_error_local_rank = failed_local_rank;
+    Dispatch(PolicyEvent::SpawnFailed(failed_local_rank));
+  }
+}
+
+void Supervisor::JobStart(int restart_count) {
+  if (!finished_) Dispatch(PolicyEvent::JobStart(restart_count));
+}
+
+void Supervisor::JobStop() {
+  if (finished_ || state_.phase != Phase::kRunning) return;
+  log_.warn("stopping the ranks (SIGTERM, SIGKILL after {})", Seconds(config_.grace, -1));
+  Dispatch(PolicyEvent::JobStop());
+}
+
+void Supervisor::JobExit(int exit_code) {
+  if (!finished_) Dispatch(PolicyEvent::JobExit(exit_code));
+}
+
+LocalStopReport Supervisor::MakeStopReport() const {
+  LocalStopReport report;
+  report.cause = state_.cause;
+  switch (state_.cause) {
+    case StopCause::kSignal:
+      report.exit_code = exit_code::kSignalBase + state_.stop_signal;
+      report.what = "its gculaunch received " + SignalName(state_.stop_signal);
+      break;
+    case StopCause::kSpawnFailed:
+      report.exit_code = exit_code::kSpawnFailed;
+      report.local_rank = state_.failed_local_rank.value_or(-1);
+      report.what = outcome_.start_error ? outcome_.start_error->what : "spawn failed";
+      break;
+    default:
+      report.local_rank = state_.failed_local_rank.value_or(-1);
+      if (state_.failed_exit) {
+        report.exit_code = state_.failed_exit->ShellCode();
+        report.what = state_.failed_exit->Describe();
+      }
+      break;
+  }
+  if (report.local_rank >= 0 && group_) {
+    for (const RankRecord& r : group_->Records()) {
+      if (r.local_rank == report.local_rank) report.rank = r.rank;
+    }
+  }
+  return report;
+}
+
+void Supervisor::Dispatch(const PolicyEvent& event) {
+  PolicyStep step = Step(state_, config_.policy, event);
+  state_ = step.state;
+  for (const PolicyAction& action : step.actions) {
+    if (finished_) break;
+    Execute(action);
+  }
+}
+
+void Supervisor::Execute(const PolicyAction& action) {
+  using A = PolicyAction::Kind;
+  switch (action.kind) {
+    case A::kSignalGroups:
+      if (!group_) break;  // job mode, before the first attempt
+      group_->SignalAll(action.signal);
+      ScheduleDrainCheck();
+      break;
+    case A::kStartGraceTimer:
+      ArmTimer(grace_timer_, config_.grace, PolicyEvent::GraceExpired());
+      break;
+    case A::kKillGroups: {
+      if (!group_) break;
+      const int n = group_->SignalAll(SIGKILL);
+      if (n > 0) log_.warn("sent SIGKILL to {} rank process group(s)", n);
+      ScheduleDrainCheck();
+      break;
+    }
+    case A::kStartKillTimer:
+      ArmTimer(kill_timer_, config_.kill_wait, PolicyEvent::KillWaitExpired());
+      break;
+    case A::kStartAttempt: {
+      if (config_.policy.job) {  // the job logs its restarts
+        StartAttempt(action.restart_count);
+        break;
+      }
+      const auto records = group_->Records();
+      std::string why;
+      for (const RankRecord& r : records) {
+        if (r.exited_while_running && r.exit && !r.exit->success()) {
+          why = "rank " + std::to_string(r.rank) + " failed with " + r.exit->Describe();
+          break;
+        }
+      }
+      log_.warn("restarting all ranks (restart {} of {}){}", action.restart_count,
+                config_.policy.max_restarts, why.empty() ? "" : " after " + why);
+      StartAttempt(action.restart_count);
+      break;
+    }
+    case A::kReportStuck: {
+      if (group_) outcome_.stuck = group_->Survivors();
+      log_.error("{} process(es) survived SIGKILL for {}; giving up on them (listed below)",
+                 outcome_.stuck.size(), Seconds(config_.kill_wait, -1));
+      break;
+    }
+    case A::kExit:
+      Finish(action.exit_code);
+      break;
+    case A::kNotifyStop:
+      if (job_ != nullptr) {
+        asio::post(deps_.io, [job = job_, report = MakeStopReport()] { job->LocalStop(report); });
+      }
+      break;
+    case A::kNotifyDrained:
+      if (job_ != nullptr) {
+        const bool success = state_.cause == StopCause::kSuccess;
+        asio::post(deps_.io, [job = job_, success] { job->AttemptDrained(success); });
+      }
+      break;
+  }
+}
+
+void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
+  if (state_.phase == Phase::kRunning) {
+    group_->MarkExitedWhileRunning(local_rank);
+    if (!exit.success()) {
+      pid_t pid = -1;
+      int rank = local_rank;
+      for (const RankRecord& r : group_->Records()) {
+        if (r.local_rank == local_rank) {
+          pid = r.pid;
+          rank = r.rank;
+        }
+      }
+      log_.error("rank {} (local rank {}, pid {}) failed with {}; stopping the other ranks "
+                 "(SIGTERM, SIGKILL after {})",
+                 rank, local_rank, pid, exit.Describe(), Seconds(config_.grace, -1));
+    }
+  }
+  Dispatch(PolicyEvent::RankExited(local_rank, exit));
+  ScheduleDrainCheck();
+}
+
+void Supervisor::ArmSignals() {
+  signals_.async_wait([this, alive = alive_](const boost::system::error_code& ec, int sig) {
+    if (!*alive || ec) return;
+    OnSignal(sig);
+    if (!finished_) ArmSignals();
+  });
+}
+
+void Supervisor::OnSignal(int sig) {
+  outcome_.signals.push_back(sig);
+  const SignalClass cls = ClassifySignal(sig, config_.hup);
+  switch (cls) {
+    case SignalClass::kTeardown:
+      if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {
+        log_.warn("received {}: forwarding it to every rank, SIGKILL after {}", SignalName(sig),
+                  Seconds(config_.grace, -1));
+      } else {
+        log_.warn("received {} during shutdown: killing every rank now", SignalName(sig));
+      }
+      break;
+    case SignalClass::kForward:
+      log_.info("forwarding {} to every rank", SignalName(sig));
+      break;
+    case SignalClass::kIgnore:
+      log_.info("ignoring {} (stdin is not a terminal; see docs/runtime.md)", SignalName(sig));
+      break;
+  }
+  Dispatch(PolicyEvent::Signal(sig, cls));
+}
+
+void Supervisor::ScheduleDrainCheck() {
+  if (drain_check_posted_ || finished_) return;
+  drain_check_posted_ = true;
+  asio::post(deps_.io, [this, alive = alive_, gen = generation_] {
+    if (!*alive) return;
+    drain_check_posted_ = false;
+    if (gen == generation_) DrainCheck();
+  });
+}
+
+void Supervisor::DrainCheck() {
+  if (finished_ || (state_.phase != Phase::kStopping && state_.phase != Phase::kKilling)) return;
+  if (!group_->AllReaped()) return;  // the next exit re-checks
+  if (!group_->CheckGroupsEmpty()) {
+    // Members left in a reaped rank's group (grandchildren).  There is no
+    // event for processes that are not our children: look again shortly.
+    drain_timer_.expires_after(config_.drain_poll);
+    drain_timer_.async_wait(
+        [this, alive = alive_, gen = generation_](const boost::system::error_code& ec) {
+          if (!ec && *alive && gen == generation_) DrainCheck();
+        });
+    return;
+  }
+  if (!group_->OutputClosed()) {
+    if (!output_timer_armed_) {
+      output_timer_armed_ = true;
+      output_timer_.expires_after(config_.output_drain);
+      output_timer_.async_wait(
+          [this, alive = alive_, gen = generation_](const boost::system::error_code& ec) {
+            if (ec || !*alive || gen != generation_) return;
+            log_.warn("rank output still open {} after the ranks exited; closing it",
+                      Seconds(config_.output_drain, -1));
+            group_->CloseOutput();  // on_output_closed schedules the next check
+          });
+    }
+    return;
+  }
+  output_timer_.cancel();
+  Dispatch(PolicyEvent::AttemptDrained());
+}
+
+void Supervisor::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds after,
+                          PolicyEvent event) {
+  timer.expires_after(after);
+  timer.async_wait([this, alive = alive_, gen = generation_,
+                    event](const boost::system::error_code& ec) {
+    if (!ec && *alive && gen == generation_ && !finished_) Dispatch(event);
+  });
+}
+
+void Supervisor::CancelTimers() {
+  grace_timer_.cancel();
+  kill_timer_.cancel();
+  drain_timer_.cancel();
+  output_timer_.cancel();
+}
+
+void Supervisor::Finish(int exit_code) {
+  finished_ = true;
+  outcome_.exit_code = exit_code;
+  outcome_.final_state = state_;
+  if (group_) {
+    auto records = group_->Records();
+    outcome_.records.insert(outcome_.records.end(), records.begin(), records.end());
+    group_->CloseOutput();
+  }
+  CancelTimers();
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  if (job_ != nullptr) {
+    asio::post(deps_.io, [job = job_, exit_code] { job->Finished(exit_code); });
+  }
+}
+
+}  // namespace gculaunch

@@ -1,0 +1,166 @@
+// Supervisor: runs the attempts of one job on the io_context and carries out
+// what RestartPolicy decides.
+//
+//   events in:  a rank was reaped (ChildWatcher via WorkerGroup), a signal
+//               arrived (asio::signal_set: the handler only records and
+//               dispatches on the loop), a timer fired, the attempt drained
+//   actions out: signal the groups, arm the grace / kill-wait timers,
+//               start the next attempt, report stuck processes, exit
+//
+// An attempt has drained when every rank was reaped, every rank's process
+// group is empty (checked every `drain_poll` while grandchildren linger) and
+// every output pipe reached end-of-file (or `output_drain` passed since the
+// processes were gone: something that left the group may still hold a pipe).
+// Only then does the AttemptObserver hear BeginAttempt() for the next one, so
+// a store can reset knowing that no rank of the old attempt is alive.
+//
+// Multi-node jobs (job mode, PolicyConfig::job): a JobLink hears about local
+// teardowns and drained attempts, and decides with JobStart/JobStop/JobExit
+// what happens next; Run() then starts no attempt by itself.  JobLink calls
+// are posted to the io_context, never made from inside the Supervisor's own
+// dispatch, so the JobLink may call JobStart/JobStop/JobExit directly.
+//
+// Lifetime: Run() returns once the job ended; the WorkerGroup of the last
+// attempt lives until the Supervisor is destroyed.
+// Thread safety: io_context thread only; Run() runs the io_context.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/logger.h>
+
+#include "base/error.h"
+#include "launcher/run/restart_policy.h"
+#include "launcher/run/worker_group.h"
+
+namespace gculaunch {
+
+/// Told when an attempt is about to spawn: after every rank and process
+/// group of the previous attempt is gone, before any rank of this one exists.
+/// The rendezvous store plugs in here.
+class AttemptObserver {
+ public:
+  virtual ~AttemptObserver() = default;
+  virtual void BeginAttempt(int restart_count) = 0;
+};
+
+/// Job mode: the multi-node job this node's ranks belong to (node_agent.h).
+class JobLink {
+ public:
+  virtual ~JobLink() = default;
+  /// A local teardown began because a rank failed, could not start, or gculaunch received a
+  /// teardown signal.
+  virtual void LocalStop(const LocalStopReport& report) = 0;
+  /// Every rank of the attempt is gone; the Supervisor waits for JobStart or JobExit.
+  /// `success`: every rank exited 0 while the attempt ran.
+  virtual void AttemptDrained(bool success) = 0;
+  /// The Supervisor finished with `exit_code` (Run() has returned or is about to).
+  virtual void Finished(int exit_code) = 0;
+};
+
+/// Job mode: what the job tells this node's ranks.  The Supervisor implements it; the
+/// node agent's tests use a fake.
+class JobControl {
+ public:
+  virtual ~JobControl() = default;
+  /// Starts attempt `restart_count` (only while waiting for the job).
+  virtual void JobStart(int restart_count) = 0;
+  /// Stops the running ranks (grace period, then SIGKILL); the drain is reported.
+  virtual void JobStop() = 0;
+  /// Exits with `exit_code` (only while waiting for the job).
+  virtual void JobExit(int exit_code) = 0;
+};
+
+struct SupervisorConfig {
+  PolicyConfig policy;
+  std::chrono::milliseconds grace{25000};        ///< SIGTERM (or the received signal) -> SIGKILL
+  std::chrono::milliseconds kill_wait{5000};     ///< SIGKILL -> give up, report stuck, exit 5
+  std::chrono::milliseconds output_drain{2000};  ///< processes gone -> stop waiting for pipe EOF
+  std::chrono::milliseconds drain_poll{20};      ///< re-check of groups with lingering members
+  HupMode hup = HupMode::kIgnore;
+  bool catch_hup = true;  ///< false: SIGHUP keeps the SIG_IGN gculaunch inherited (nohup)
+  /// When gculaunch started, for the debug line that times each attempt's spawning.
+  std::chrono::steady_clock::time_point launcher_start = std::chrono::steady_clock::now();
+};
+
+/// How the job ended.
+struct JobOutcome {
+  int exit_code = 0;
+  PolicyState final_state;
+  std::vector<RankRecord> records;      ///< every rank of every attempt, in order
+  std::vector<sys::ProcInfo> stuck;     ///< survivors of SIGKILL (exit code 5)
+  std::optional<Error> start_error;     ///< why a rank could not be started
+  int start_error_local_rank = -1;
+  std::vector<int> signals;             ///< signals gculaunch received, in order
+  int restarts = 0;
+  double start_time = 0;                ///< unix seconds
+  double end_time = 0;
+};
+
+class Supervisor : public JobControl {
+ public:
+  /// `job` is required in job mode (config.policy.job) and ignored otherwise.
+  Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
+             AttemptPlanner& planner, AttemptObserver* observer, JobLink* job = nullptr);
+  ~Supervisor() override;
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Runs the job to its end.
+  JobOutcome Run();
+
+  // ---- JobControl (job mode; ignored in phases where they mean nothing) ----
+  void JobStart(int restart_count) override;
+  void JobStop() override;
+  void JobExit(int exit_code) override;
+  /// The current phase (tests, the agent's logs).
+  PolicyState::Phase phase() const { return state_.phase; }
+
+  /// The current attempt's ranks (for tests and logs); null before Run().
+  const WorkerGroup* group() const { return group_.get(); }
+
+ private:
+  void StartAttempt(int restart_count);
+  void Dispatch(const PolicyEvent& event);
+  void Execute(const PolicyAction& action);
+  void OnRankExit(int local_rank, WorkerExit exit);
+  void OnSignal(int sig);
+  void ArmSignals();
+  void ScheduleDrainCheck();
+  void DrainCheck();
+  void ArmTimer(boost::asio::steady_timer& timer, std::chrono::milliseconds after,
+                PolicyEvent event);
+  void CancelTimers();
+  void Finish(int exit_code);
+  LocalStopReport MakeStopReport() const;
+
+  WorkerGroupDeps deps_;
+  spdlog::logger& log_;
+  SupervisorConfig config_;
+  AttemptPlanner& planner_;
+  AttemptObserver* observer_;
+  JobLink* job_;
+
+  PolicyState state_;
+  JobOutcome outcome_;
+  std::unique_ptr<WorkerGroup> group_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer grace_timer_;
+  boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer drain_timer_;
+  boost::asio::steady_timer output_timer_;
+  bool output_timer_armed_ = false;
+  bool drain_check_posted_ = false;
+  bool finished_ = false;
+  /// Bumped per attempt: a timer or posted check of an older attempt is ignored.
+  uint64_t generation_ = 0;
+  int teardown_signals_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace gculaunch

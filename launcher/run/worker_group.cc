@@ -1,0 +1,215 @@
+#include "launcher/run/worker_group.h"
+
+#include <fcntl.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+
+namespace gculaunch {
+
+double UnixNow() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+struct WorkerGroup::Rank {
+  RankRecord record;
+  bool reaped = false;
+  bool group_empty = false;
+  LineTail tail;
+  std::shared_ptr<RankStream> out;
+  std::shared_ptr<RankStream> err;
+};
+
+WorkerGroup::WorkerGroup(WorkerGroupDeps deps, int restart_count, ExitCallback on_exit,
+                         std::function<void()> on_output_closed)
+    : deps_(std::move(deps)),
+      restart_count_(restart_count),
+      on_exit_(std::move(on_exit)),
+      on_output_closed_(std::move(on_output_closed)) {}
+
+WorkerGroup::~WorkerGroup() {
+  *alive_ = false;
+  for (auto& rank : ranks_) {
+    if (rank->out) rank->out->Close();
+    if (rank->err) rank->err->Close();
+  }
+}
+
+Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_local_rank) {
+  auto devnull = sys::OpenCloexec("/dev/null", O_RDONLY);
+  if (!devnull.ok()) return devnull.error();
+
+  for (const RankLaunch& launch : launches) {
+    auto rank = std::make_unique<Rank>();
+    rank->record.restart_count = restart_count_;
+    rank->record.local_rank = launch.local_rank;
+    rank->record.rank = launch.rank;
+    rank->record.error_file = launch.error_file;
+    Rank& r = *rank;
+    ranks_.push_back(std::move(rank));
+
+    auto fail = [&](Error error) -> Status {
+      if (failed_local_rank != nullptr) *failed_local_rank = launch.local_rank;
+      return error;
+    };
+    auto out_pipe = sys::MakePipe("rank stdout");
+    if (!out_pipe.ok()) return fail(out_pipe.error());
+    auto err_pipe = sys::MakePipe("rank stderr");
+    if (!err_pipe.ok()) return fail(err_pipe.error());
+    TargetPtr out_log, err_log;
+    if (!launch.stdout_log.empty()) {
+      auto file = OutputTarget::File(launch.stdout_log);
+      if (!file.ok()) return fail(file.error());
+      out_log = *file;
+    }
+    if (!launch.stderr_log.empty()) {
+      auto file = OutputTarget::File(launch.stderr_log);
+      if (!file.ok()) return fail(file.error());
+      err_log = *file;
+    }
+
+    sys::SpawnRequest request;
+    request.program = launch.program;
+    request.argv = launch.argv;
+    request.env = launch.env;
+    request.stdin_fd = launch.inherit_stdin ? -1 : devnull->get();
+    request.stdout_fd = out_pipe->write.get();
+    request.stderr_fd = err_pipe->write.get();
+    request.take_terminal = launch.take_terminal;
+    request.cpus = launch.cpus;
+    auto pid = deps_.spawner.Spawn(request);
+    if (!pid.ok()) return fail(pid.error());
+    // Our copies of the write ends must go, or the streams never see EOF.
+    out_pipe->write.Reset();
+    err_pipe->write.Reset();
+
+    r.record.pid = *pid;
+    r.record.start_time = UnixNow();
+    if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid);
+    deps_.watcher.Watch(*pid, [this, &r, alive = alive_](pid_t, WorkerExit exit) {
+      if (*alive) OnReaped(r, exit);
+    });
+
+    const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
+    auto on_closed = [this, alive = alive_] {
+      if (!*alive) return;
+      --open_streams_;
+      if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
+    };
+    open_streams_ += 2;
+    r.out = RankStream::Start(
+        deps_.io, std::move(out_pipe->read),
+        StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr, prefix, out_log,
+                    nullptr, deps_.idle_flush},
+        deps_.writer, deps_.flow, on_closed);
+    r.err = RankStream::Start(
+        deps_.io, std::move(err_pipe->read),
+        StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr, prefix, err_log,
+                    &r.tail, deps_.idle_flush},
+        deps_.writer, deps_.flow, on_closed);
+  }
+  return OkStatus();
+}
+
+void WorkerGroup::OnReaped(Rank& rank, WorkerExit exit) {
+  rank.reaped = true;
+  rank.record.exit = exit;
+  rank.record.exit_time = UnixNow();
+  if (on_exit_) on_exit_(rank.record.local_rank, exit);
+}
+
+void WorkerGroup::MarkGroupEmpty(Rank& rank) {
+  if (rank.group_empty) return;
+  rank.group_empty = true;
+  if (deps_.guardian != nullptr) deps_.guardian->GroupGone(rank.record.pid);
+}
+
+int WorkerGroup::SignalAll(int sig) {
+  int signalled = 0;
+  for (auto& rank : ranks_) {
+    if (rank->record.pid <= 0 || rank->group_empty) continue;
+    int err = 0;
+    if (sys::SignalGroup(rank->record.pid, sig, &err)) {
+      ++signalled;
+    } else if (err == ESRCH && rank->reaped) {
+      MarkGroupEmpty(*rank);
+    }
+  }
+  return signalled;
+}
+
+bool WorkerGroup::AllReaped() const {
+  for (const auto& rank : ranks_) {
+    if (rank->record.pid > 0 && !rank->reaped) return false;
+  }
+  return true;
+}
+
+bool WorkerGroup::CheckGroupsEmpty() {
+  bool all = true;
+  for (auto& rank : ranks_) {
+    if (rank->record.pid <= 0 || rank->group_empty) continue;
+    if (!rank->reaped) {
+      all = false;
+      continue;
+    }
+    if (sys::GroupAlive(rank->record.pid)) {
+      all = false;
+    } else {
+      MarkGroupEmpty(*rank);
+    }
+  }
+  return all;
+}
+
+bool WorkerGroup::OutputClosed() const { return open_streams_ == 0; }
+
+void WorkerGroup::CloseOutput() {
+  for (auto& rank : ranks_) {
+    if (rank->out) rank->out->Close();
+    if (rank->err) rank->err->Close();
+  }
+}
+
+std::vector<sys::ProcInfo> WorkerGroup::Survivors() const {
+  std::vector<sys::ProcInfo> survivors;
+  for (const auto& rank : ranks_) {
+    if (rank->record.pid <= 0 || rank->group_empty) continue;
+    bool leader_listed = false;
+    for (sys::ProcInfo& info : sys::GroupMembers(rank->record.pid)) {
+      if (info.state == 'Z' && info.pid != rank->record.pid) continue;
+      if (info.pid == rank->record.pid) leader_listed = true;
+      survivors.push_back(std::move(info));
+    }
+    if (!rank->reaped && !leader_listed) {
+      sys::ProcInfo info;
+      if (!sys::ReadProcInfo(rank->record.pid, &info)) {
+        info.pid = rank->record.pid;
+        info.pgid = rank->record.pid;
+      }
+      survivors.push_back(info);
+    }
+  }
+  return survivors;
+}
+
+std::vector<RankRecord> WorkerGroup::Records() const {
+  std::vector<RankRecord> records;
+  records.reserve(ranks_.size());
+  for (const auto& rank : ranks_) {
+    RankRecord record = rank->record;
+    record.stderr_tail = rank->tail.lines();
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+void WorkerGroup::MarkExitedWhileRunning(int local_rank) {
+  for (auto& rank : ranks_) {
+    if (rank->record.local_rank == local_rank) rank->record.exited_while_running = true;
+  }
+}
+
+}  // namespace gculaunch

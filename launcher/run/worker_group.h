@@ -1,0 +1,107 @@
+// WorkerGroup: the ranks of one attempt, from spawn to reaping.
+//
+// For each rank it creates the stdout/stderr pipes and log files, spawns the
+// process (its own process group; see sys/child_setup.h), registers it with
+// the ChildWatcher and the guardian, and starts the RankStreams that carry
+// its output.  It signals groups, notices when a reaped rank's group has no
+// member left, and lists survivors for the stuck report.  It decides
+// nothing: the Supervisor tells it what to do.
+//
+// A group is signalled only while it may have members: once a group is
+// known to be empty it is never signalled again (its number may be reused).
+//
+// Lifetime: destroy only after AllReaped() (the Supervisor guarantees it, or
+// gculaunch is exiting after a stuck report).  Callbacks run on the
+// io_context thread and must not destroy the WorkerGroup.
+// Thread safety: io_context thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "base/error.h"
+#include "launcher/run/line_splitter.h"
+#include "launcher/run/output_writer.h"
+#include "launcher/run/rank_output.h"
+#include "launcher/run/rank_record.h"
+#include "launcher/sys/child_watcher.h"
+#include "launcher/sys/guardian.h"
+#include "launcher/sys/process_group.h"
+#include "launcher/sys/spawner.h"
+#include "launcher/sys/worker_exit.h"
+
+namespace gculaunch {
+
+/// The collaborators a WorkerGroup uses; all outlive it.
+struct WorkerGroupDeps {
+  boost::asio::io_context& io;
+  sys::Spawner& spawner;
+  sys::ChildWatcher& watcher;
+  OutputWriter& writer;
+  OutputFlow& flow;
+  sys::Guardian* guardian = nullptr;  ///< null: no guardian (tests)
+  TargetPtr console_out;              ///< gculaunch's stdout
+  TargetPtr console_err;              ///< gculaunch's stderr
+  std::chrono::milliseconds idle_flush{250};
+};
+
+class WorkerGroup {
+ public:
+  using ExitCallback = std::function<void(int local_rank, WorkerExit exit)>;
+
+  WorkerGroup(WorkerGroupDeps deps, int restart_count, ExitCallback on_exit,
+              std::function<void()> on_output_closed);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  /// Starts the ranks in order.  Stops at the first rank that cannot be
+  /// started and returns its error (ranks already started keep running;
+  /// `failed_local_rank` names the one that failed).
+  Status Start(const std::vector<RankLaunch>& ranks, int* failed_local_rank = nullptr);
+
+  /// Sends `sig` to every group that may still have members.  Returns how
+  /// many groups were signalled.
+  int SignalAll(int sig);
+  /// Every started rank reaped.
+  bool AllReaped() const;
+  /// Re-checks the groups of reaped ranks (/proc; zombies do not count).
+  /// True when every started rank is reaped and every group is empty.
+  bool CheckGroupsEmpty();
+  /// Every output stream reached end-of-file (or was closed).
+  bool OutputClosed() const;
+  /// Stops reading every stream now.
+  void CloseOutput();
+  /// Processes still alive in this attempt's groups (unreaped ranks included).
+  std::vector<sys::ProcInfo> Survivors() const;
+  /// The records so far, with the current stderr tails.
+  std::vector<RankRecord> Records() const;
+  /// Marks a rank's exit as having happened while the attempt was running.
+  void MarkExitedWhileRunning(int local_rank);
+  size_t size() const { return ranks_.size(); }
+
+ private:
+  struct Rank;
+  void OnReaped(Rank& rank, WorkerExit exit);
+  void MarkGroupEmpty(Rank& rank);
+
+  WorkerGroupDeps deps_;
+  int restart_count_;
+  ExitCallback on_exit_;
+  std::function<void()> on_output_closed_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  int open_streams_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+/// Unix time in seconds, for records.
+double UnixNow();
+
+}  // namespace gculaunch

@@ -1,0 +1,167 @@
+// ParseCli: `gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]` -> CliOptions.
+//
+// The CLI11 adapter.  It parses and checks each flag on its own (syntax and
+// range: "--nnodes '1:4': elastic ranges are not supported"); everything that
+// involves two flags, the environment or the machine is MakeLaunchSpec's job.
+// CliOptions remembers which flags were given and where from, so later
+// messages can name "--nnodes" or "PET_NNODES".
+//
+// torchrun compatibility:
+//   * every flag has the spelling with '-' and the one with '_'
+//     (--nproc-per-node / --nproc_per_node);
+//   * every flag falls back to PET_<NAME> from the EnvMap when it is not on the
+//     command line (NAME: the long name upper-cased, '-' -> '_', e.g.
+//     PET_NPROC_PER_NODE; aliases share their canonical flag's variable, e.g.
+//     --shutdown-timeout -> PET_GRACE_PERIOD).  The command line wins.
+//     Boolean flags take PET_STANDALONE=1/0 (any integer, non-zero = on, as
+//     torchrun) or true/false.  An empty PET_ variable counts as unset.
+//     PET_ENV holds one KEY=VALUE per line.  --help and --version have none.
+//   * everything from SCRIPT on goes to the script untouched, even words that
+//     look like gculaunch flags; a leading "--" before SCRIPT is dropped.
+//   * a flag given twice: the last one wins (as argparse); --env accumulates.
+//
+// --rdzv-conf accepts these keys (seconds unless noted); they are validated and
+// kept for the multi-node rendezvous, a single node does not use them:
+//   timeout, join_timeout, last_call_timeout, close_timeout, read_timeout,
+//   is_host (true/false/1/0).
+//
+// Thread safety: pure function; no state.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/env_map.h"
+#include "base/error.h"
+#include "launcher/spec/types.h"
+
+namespace gculaunch {
+
+/// --nproc-per-node N|auto|gpu|cpu.
+struct NprocPerNode {
+  enum class Kind { kCount, kAuto, kGpu, kCpu };
+  Kind kind = Kind::kCount;
+  int count = 1;  ///< kCount only
+  bool operator==(const NprocPerNode&) const = default;
+};
+
+/// --rdzv-endpoint HOST[:PORT] (IPv6 as [ADDR]:PORT; brackets removed in host).
+struct Endpoint {
+  std::string host;
+  std::optional<int> port;
+  bool operator==(const Endpoint&) const = default;
+};
+
+/// The flags as given.  An empty optional (or false) means "not given": the
+/// defaults live in MakeLaunchSpec.
+struct CliOptions {
+  std::optional<NprocPerNode> nproc_per_node;
+  std::optional<int> nnodes;               ///< N, or N:N folded to N
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;  ///< IPv6 brackets removed
+  std::optional<int> master_port;
+  std::optional<Endpoint> rdzv_endpoint;
+  std::optional<std::string> rdzv_backend;  ///< "static" or "c10d"
+  std::optional<std::string> rdzv_id;
+  std::optional<std::string> run_id;
+  std::map<std::string, std::string> rdzv_conf;
+  std::optional<double> rdzv_timeout;      ///< --rdzv-timeout SECONDS (> 0)
+  bool standalone = false;
+  std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
+  std::optional<int> max_restarts;
+  std::optional<double> monitor_interval;
+  std::optional<std::string> role;
+  bool module = false;          ///< -m: SCRIPT is a module name
+  bool no_python = false;
+  std::optional<std::string> python;
+  std::optional<std::string> job;  ///< --job FILE: merged by MakeLaunchSpec (job_file.h)
+  /// Filled from a job file's `configs:` (job_file.h): total card count (world
+  /// size) -> training config, substituted for "{config}" in SCRIPT_ARGS.
+  std::map<int, std::string> job_configs;
+  std::string job_configs_source;  ///< "job.yaml:12" (the configs: key), for messages
+  bool use_env = false;         ///< accepted; gculaunch always passes LOCAL_RANK in the environment
+  bool local_rank_arg = false;
+  bool python_shim = false;           ///< --python-shim (python_shim.h)
+  bool no_backend_fallback = false;   ///< --no-backend-fallback
+  std::optional<std::string> log_dir;
+  std::optional<StdStreams> tee;
+  std::optional<StdStreams> redirects;
+  std::optional<std::vector<int>> local_ranks_filter;
+  std::optional<std::string> device;
+  std::optional<DeviceBind> bind;
+  std::optional<CpuAffinity> cpu_affinity;  ///< --cpu-affinity none|numa|spread
+  std::vector<std::pair<std::string, std::string>> env;  ///< --env KEY=VALUE, in order
+  std::optional<double> grace_period;
+  std::optional<StdinMode> stdin_mode;
+  std::optional<std::string> summary_json;
+  bool no_agent_store = false;
+  std::optional<int> worker_port;
+  bool dry_run = false;
+  std::optional<DryRunFormat> format;
+  std::optional<std::string> sysroot;  ///< prefix for /dev and /sys look-ups (tests, preflight)
+
+  /// SCRIPT (or the module with -m); empty only with CliParseMode::script_optional.
+  std::string script;
+  std::vector<std::string> script_args;  ///< everything after SCRIPT, untouched
+
+  /// Canonical long name without dashes ("nproc-per-node") -> where it came
+  /// from: "--nproc-per-node" or "PET_NPROC_PER_NODE".
+  std::map<std::string, std::string> given;
+
+  bool Given(std::string_view name) const { return given.find(std::string(name)) != given.end(); }
+  /// How to name the flag in a message: "--nnodes" or "PET_NNODES"
+  /// ("--nnodes" if it was not given).
+  std::string Source(std::string_view name) const;
+  /// True when the flag came from the command line (not PET_*).
+  bool FromCommandLine(std::string_view name) const;
+};
+
+enum class CliAction {
+  kLaunch,   ///< launch or dry-run: `options` is filled
+  kHelp,     ///< --help: print `text` to stdout, exit 0
+  kVersion,  ///< --version: print `text` to stdout, exit 0
+};
+
+struct CliResult {
+  CliAction action = CliAction::kLaunch;
+  std::string text;  ///< kHelp / kVersion: what to print (ends with '\n')
+  CliOptions options;
+};
+
+/// Variations of the command line for subcommands that reuse the launch flags.
+struct CliParseMode {
+  /// SCRIPT may be missing (`gculaunch check`); CliOptions::script is then empty.
+  bool script_optional = false;
+};
+
+/// Parses the arguments after argv[0].  `env` supplies the PET_* fallbacks
+/// (and nothing else).  Errors are one line ("--bind 'cards': expected all or
+/// rank"); the caller prints Error::Format() and exits with exit_code::kUsage.
+/// (--format also accepts `text` as another name for `table`.)
+Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
+                           const CliParseMode& mode = {});
+
+/// The canonical name ("nproc-per-node") of a flag written without dashes in
+/// either spelling ("nproc_per_node"); nullopt if there is no such flag.
+std::optional<std::string> CanonicalFlagName(std::string_view name);
+
+/// Every flag's canonical name, in help order (without --help and --version).
+std::vector<std::string> CanonicalFlagNames();
+
+/// Applies one flag whose value comes as text from another source (a job
+/// file), with the command line's checks and messages; `source` names it in
+/// messages ("job.yaml:7: nproc_per_node") and is recorded in `given`.
+/// Booleans take true/false (or an integer); "env" takes one KEY=VALUE.
+/// REQUIRES: `flag` is canonical (CanonicalFlagName).
+Status ApplyFlagText(std::string_view flag, const std::string& source, const std::string& value,
+                     CliOptions& options);
+
+/// "--nnodes 2" or "PET_NNODES=2": a flag's value as named in the layout line.
+std::string DescribeFlag(const CliOptions& options, std::string_view name,
+                         const std::string& value);
+
+}  // namespace gculaunch

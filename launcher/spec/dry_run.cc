@@ -1,0 +1,201 @@
+#include "launcher/spec/dry_run.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/spec/cpu_list.h"
+
+namespace gculaunch {
+namespace {
+
+struct RankView {
+  int local_rank = 0;
+  int rank = 0;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  ///< set or overridden by gculaunch
+};
+
+std::vector<RankView> Ranks(const LaunchSpec& spec, const EnvMap& base) {
+  const RankRuntime runtime = DryRunRuntime(spec);
+  std::vector<RankView> ranks;
+  for (int local_rank = 0; local_rank < spec.nproc_per_node; ++local_rank) {
+    RankView view;
+    view.local_rank = local_rank;
+    view.rank = spec.rank_offset + local_rank;
+    view.argv = BuildRankArgv(spec, local_rank);
+    view.env = base.ChangedIn(BuildRankEnv(spec, base, local_rank, /*restart_count=*/0, runtime));
+    ranks.push_back(std::move(view));
+  }
+  return ranks;
+}
+
+// Quotes only when the shell would otherwise split or expand the word.
+std::string ShellWord(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("_-./:,=+@%").find(c) != std::string_view::npos;
+  });
+  return plain ? text : ShellQuote(text);
+}
+
+std::string CommandLine(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& arg : argv) {
+    if (!out.empty()) out += ' ';
+    out += ShellWord(arg);
+  }
+  return out;
+}
+
+// A comment line for the env format: a newline inside a value would end the
+// comment and turn the rest into a shell command.
+std::string Comment(std::string text) {
+  std::string out = "# ";
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\n";
+}
+
+// The layout line and the warnings, then the other notes: what the JSON's
+// "notes" holds.
+std::vector<std::string> AllNotes(const LaunchSpec& spec) {
+  std::vector<std::string> notes;
+  if (!spec.layout.empty()) notes.push_back(spec.layout);
+  for (const std::string& warning : spec.warnings) notes.push_back("warning: " + warning);
+  notes.insert(notes.end(), spec.notes.begin(), spec.notes.end());
+  return notes;
+}
+
+std::string MasterPortText(const LaunchSpec& spec) {
+  return spec.master_port != 0 ? std::to_string(spec.master_port) : kPortPlaceholder;
+}
+
+std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
+  nlohmann::ordered_json out;
+  out["nnodes"] = spec.nnodes;
+  out["node_rank"] = spec.node_rank;
+  out["nproc_per_node"] = spec.nproc_per_node;
+  out["world_size"] = spec.world_size;
+  out["master_addr"] = spec.master_addr;
+  if (spec.master_port != 0) {
+    out["master_port"] = spec.master_port;
+  } else {
+    out["master_port"] = kPortPlaceholder;
+  }
+  out["notes"] = AllNotes(spec);
+  out["ranks"] = nlohmann::ordered_json::array();
+  for (const RankView& view : Ranks(spec, base)) {
+    nlohmann::ordered_json rank;
+    rank["local_rank"] = view.local_rank;
+    rank["rank"] = view.rank;
+    rank["argv"] = view.argv;
+    rank["env"] = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : view.env) rank["env"][key] = value;
+    out["ranks"].push_back(std::move(rank));
+  }
+  // replace: a variable holding invalid UTF-8 must not make dump() throw.
+  return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
+  std::string out = Comment("gculaunch dry run: " + std::to_string(spec.nproc_per_node) +
+                            " ranks on node " + std::to_string(spec.node_rank) +
+                            ", world size " + std::to_string(spec.world_size));
+  if (!spec.layout.empty()) out += Comment(spec.layout);
+  for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
+  for (const std::string& note : spec.notes) out += Comment("note: " + note);
+  for (const RankView& view : Ranks(spec, base)) {
+    out += Comment("rank " + std::to_string(view.rank) + " (local rank " +
+                   std::to_string(view.local_rank) + "): " + CommandLine(view.argv));
+    for (const auto& [key, value] : view.env) out += "export " + key + "=" + ShellQuote(value) + "\n";
+  }
+  return out;
+}
+
+std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
+  std::string out = "gculaunch dry run: " + std::to_string(spec.nproc_per_node) +
+                    " ranks on node " + std::to_string(spec.node_rank) + " of " +
+                    std::to_string(spec.nnodes) + " (ranks " + std::to_string(spec.rank_offset) +
+                    "-" + std::to_string(spec.rank_offset + spec.nproc_per_node - 1) +
+                    " of world size " + std::to_string(spec.world_size) + ")\n";
+  if (!spec.layout.empty()) out += spec.layout + "\n";
+  for (const std::string& warning : spec.warnings) out += "warning: " + warning + "\n";
+  out += "  store:   " + spec.master_addr + ":" + MasterPortText(spec) + ", hosted by " +
+         (spec.store_mode == StoreMode::kAgent ? "gculaunch" : "rank 0") + "\n";
+  out += "  device:  " + spec.profile.name + " (backend " + spec.profile.backend + ")\n";
+  std::string cards = "none";
+  if (!spec.device_pool.empty()) {
+    cards.clear();
+    for (const std::string& id : spec.device_pool) cards += (cards.empty() ? "" : ",") + id;
+    cards += " (" + spec.pool_source + "), --bind " +
+             (spec.bind == DeviceBind::kAll ? "all" : "rank");
+  }
+  out += "  cards:   " + cards + "\n";
+  out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
+  if (!spec.notes.empty()) {
+    out += "notes:\n";
+    for (const std::string& note : spec.notes) out += "  - " + note + "\n";
+  }
+  for (const RankView& view : Ranks(spec, base)) {
+    out += "rank " + std::to_string(view.rank) + " (local rank " +
+           std::to_string(view.local_rank) + "):\n";
+    out += "  argv: " + CommandLine(view.argv) + "\n";
+    if (static_cast<size_t>(view.local_rank) < spec.rank_cpus.size()) {
+      const auto rank = static_cast<size_t>(view.local_rank);
+      out += "  cpus: " + FormatCpuList(spec.rank_cpus[rank]) + " (" + spec.rank_cpus_where[rank] +
+             ")\n";
+    }
+    out += "  env:\n";
+    for (const auto& [key, value] : view.env) out += "    " + key + "=" + ShellWord(value) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+RankRuntime DryRunRuntime(const LaunchSpec& spec) {
+  return ResolveRankRuntime(spec, LaunchChoices{kPortPlaceholder, kRunIdPlaceholder,
+                                                kScratchPlaceholder, kLauncherPidPlaceholder});
+}
+
+std::string ShellQuote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+std::string RenderDryRun(const LaunchSpec& spec, const EnvMap& base, DryRunFormat format) {
+  switch (format) {
+    case DryRunFormat::kJson:
+      return RenderJson(spec, base);
+    case DryRunFormat::kEnv:
+      return RenderEnv(spec, base);
+    case DryRunFormat::kTable:
+      break;
+  }
+  return RenderTable(spec, base);
+}
+
+std::string RenderDryRun(const LaunchSpec& spec, const EnvMap& base) {
+  return RenderDryRun(spec, base, spec.dry_run_format);
+}
+
+}  // namespace gculaunch

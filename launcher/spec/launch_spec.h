@@ -1,0 +1,169 @@
+// LaunchSpec: everything needed to start this node's ranks, decided up front.
+//
+// MakeLaunchSpec() turns the parsed command line, the environment and the
+// device probe into a LaunchSpec and does all cross-field validation; after
+// it succeeds, nothing about the job is ambiguous any more.  The dry run
+// prints a LaunchSpec and the real launch executes it: both call the same
+// pure BuildRankEnv()/BuildRankArgv() (rank_env.h), which is what makes the
+// dry run trustworthy.
+//
+// Values that only exist once a launch happens (a port picked at launch, a
+// generated run id, the error-file directory) are not in the spec; they come
+// in a RankRuntime (rank_env.h).
+//
+// Precedence of every setting, highest first: the command line, its PET_*
+// environment variable (cli.h), a --job file (job_file.h; merged first, so
+// its values count as given for the platform layer), a PlatformInfo (the job
+// platform's variables, read by ReadPlatform in platform.h), gculaunch's default.
+//
+// Ownership: MakeLaunchSpec borrows its inputs for the call only.  Thread
+// safety: plain values; FileAccess and DeviceProbe are used from one thread.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/spec/cpu_affinity.h"
+#include "launcher/spec/device_profile.h"
+#include "launcher/spec/platform.h"
+#include "base/env_map.h"
+#include "base/error.h"
+#include "launcher/spec/types.h"
+
+namespace gculaunch {
+
+struct CliOptions;  // cli.h
+
+struct LaunchSpec {
+  // ---- topology (torchrun's meanings) ----
+  int nnodes = 1;
+  int node_rank = 0;           ///< GROUP_RANK
+  int nproc_per_node = 1;      ///< LOCAL_WORLD_SIZE
+  int rank_offset = 0;         ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
+  int world_size = 1;          ///< WORLD_SIZE (all nodes: nnodes * nproc_per_node)
+  std::string master_addr = "127.0.0.1";
+  /// The port the ranks get as MASTER_PORT.  0: chosen at launch (kAgent:
+  /// gculaunch binds port 0 and keeps the socket; kRank0: a free port is
+  /// probed just before spawning, as torch 1.13 --standalone does).
+  int master_port = 0;
+  bool standalone = false;
+  std::string role = "default";
+  /// TORCHELASTIC_RUN_ID.  Empty: generated at launch (--standalone without
+  /// --run-id).  Without --standalone and --run-id it is torchrun's static
+  /// default, the literal "none".
+  std::string run_id;
+  int max_restarts = 0;
+  StoreMode store_mode = StoreMode::kAgent;
+  /// --worker-port as given (0: not given).  Only with kRank0, and already
+  /// folded into master_port; kept so that a later multi-node rendezvous can
+  /// tell the agents' port from the ranks' store port.
+  int worker_port = 0;
+  /// --rdzv-conf, validated (accepted keys in cli.h).  Not used by a
+  /// single-node launch; join_timeout (or timeout) is the default of rdzv_timeout_s.
+  std::map<std::string, std::string> rdzv_conf;
+  /// Multi-node: the port node 0's gculaunch serves the node agents on (MASTER_PORT as
+  /// read).  With the agent store the ranks use it too (master_port == agent_port); with
+  /// --no-agent-store the ranks get --worker-port, or a port node 0 picks per restart
+  /// (master_port == 0).  0 on a single node.
+  int agent_port = 0;
+  /// Multi-node: how long a node waits for the master node to answer, and node 0 for every
+  /// node to join (--rdzv-timeout, else --rdzv-conf join_timeout/timeout, else 900).
+  double rdzv_timeout_s = 900;
+
+  // ---- the ranks' program ----
+  /// The command before per-rank substitution, e.g. {"/usr/bin/python3", "-u",
+  /// "train.py", "cfg.py"}; `${local_rank}` in argv[1..] is replaced per rank.
+  /// With local_rank_arg, "--local_rank=${local_rank}" already sits right after
+  /// the script (where torch.distributed.launch put it).
+  std::vector<std::string> argv;
+  /// The file to execute: argv[0] resolved on PATH (an absolute path, or the
+  /// user's own path when it contains '/').  The spawner execs this with argv.
+  std::string executable;
+  bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
+  std::string python;           ///< interpreter used; empty with --no-python
+  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
+  bool backend_fallback = true; ///< false with --no-backend-fallback (python_shim.h)
+
+  // ---- devices ----
+  DeviceProfile profile;
+  std::vector<std::string> device_pool;  ///< card ids the ranks may use, in order
+  std::string pool_source;               ///< where the pool came from, for notes/logs
+  DeviceBind bind = DeviceBind::kAll;
+  /// --cpu-affinity and its plan (cpu_affinity.h): per local rank, the CPUs it
+  /// may run on and why; both empty with kNone.
+  CpuAffinity cpu_affinity = CpuAffinity::kNone;
+  std::vector<std::vector<int>> rank_cpus;
+  std::vector<std::string> rank_cpus_where;
+
+  // ---- environment ----
+  std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)
+  std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none
+
+  // ---- supervision and output ----
+  double grace_period_s = 25.0;         ///< SIGTERM -> SIGKILL, on every stop path
+  std::string log_dir;                  ///< per-rank log files; empty: none
+  StdStreams redirects;                 ///< --redirects: streams that go to the log files only
+  StdStreams tee;                       ///< --tee: streams that go to the log files and the console
+  std::vector<int> console_local_ranks; ///< --local-ranks-filter; empty: all ranks
+  StdinMode stdin_mode = StdinMode::kNull;
+  std::string summary_json;             ///< --summary-json PATH; empty: none
+  std::string error_file_parent;        ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
+
+  // ---- what to do ----
+  bool dry_run = false;                 ///< --dry-run: print, start nothing
+  DryRunFormat dry_run_format = DryRunFormat::kTable;
+
+  /// Explanations for the dry run and the start-up log ("no cards found,
+  /// previewing 8 ranks"); never part of any value.
+  std::vector<std::string> notes;
+  /// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
+  /// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)": the topology and the inputs it
+  /// came from (platform.h).  A launch logs it once at start; the dry run shows
+  /// it before everything else.
+  std::string layout;
+  /// Job-platform variables a guard ignored (a stray WORLD_SIZE, ...): a launch
+  /// prints each as a warning; the dry run shows them after the layout line.
+  std::vector<std::string> warnings;
+};
+
+/// The file-system look-ups MakeLaunchSpec needs besides the device probe (the real one is
+/// sys/local_files.h).
+class FileAccess {
+ public:
+  virtual ~FileAccess() = default;
+  /// `name` without '/': the first executable file named so in the
+  /// ':'-separated `path_var` directories (as execvp searches), as a path.
+  /// `name` with '/': itself if it is an executable file.  nullopt otherwise.
+  virtual std::optional<std::string> FindExecutable(const std::string& name,
+                                                    const std::string& path_var) const = 0;
+  /// The whole content of a text file; the error names the file and errno.
+  virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
+  /// The entry names of a directory, sorted; empty when it cannot be read
+  /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
+  virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }
+};
+
+/// Builds and validates the spec.  `env` is gculaunch's own environment (as
+/// read by main): it supplies the job platform's variables (ReadPlatform in
+/// platform.h), the card pool (the profile's first visible-devices variable),
+/// PYTHON_EXEC, PATH, OMP_NUM_THREADS and TORCHELASTIC_ERROR_FILE.
+/// Errors are one line naming the flag or variable and the fix; the caller
+/// prints Error::Format() and exits with exit_code::kUsage.
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files);
+
+/// Same, with the job platform already read (or made up, in tests): `env` is
+/// not searched for platform variables.
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files,
+                                  const PlatformInfo& platform);
+
+/// Where this run's error files (and rank logs) go when --log-dir is given:
+/// "<log_dir>/<run_id>".  Empty without --log-dir (the launch then uses a
+/// temporary directory of its own).
+std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
+
+}  // namespace gculaunch

@@ -1,0 +1,179 @@
+#include "launcher/cluster/agent_link.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <optional>
+#include <sstream>
+
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/listener.h"
+#include "rendezvous/server.h"
+#include "tests/support/test_util.h"
+
+namespace gculaunch {
+namespace {
+
+struct Fixture {
+  Fixture()
+      : log_sink(std::make_shared<spdlog::sinks::ostream_sink_st>(log_text)),
+        log("test", log_sink) {
+    log_sink->set_pattern("%l: %v");
+  }
+
+  // A store on 127.0.0.1, port 0.
+  rendezvous::Server& StartServer() {
+    auto socket = rendezvous::ListenSocket::Bind("127.0.0.1", 0);
+    REQUIRE(socket.ok());
+    server.emplace(io, std::move(*socket), rendezvous::ServerOptions{}, log);
+    return *server;
+  }
+
+  RemoteLinkOptions Options(int port) {
+    RemoteLinkOptions o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.node_rank = 1;
+    o.connect_timeout = std::chrono::seconds(20);
+    o.initial_backoff = std::chrono::milliseconds(10);
+    o.max_backoff = std::chrono::milliseconds(20);
+    o.heartbeat_interval = std::chrono::milliseconds(10);
+    return o;
+  }
+
+  boost::asio::io_context io;
+  std::ostringstream log_text;
+  std::shared_ptr<spdlog::sinks::ostream_sink_st> log_sink;
+  spdlog::logger log;
+  std::optional<rendezvous::Server> server;
+};
+
+// A port that refuses connections: bound (so nobody else takes it) but not listening.
+struct RefusingPort {
+  RefusingPort() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&in), sizeof in) == 0);
+    socklen_t len = sizeof in;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&in), &len) == 0);
+    port = ntohs(in.sin_port);
+  }
+  ~RefusingPort() { ::close(fd); }
+  int fd = -1;
+  int port = 0;
+};
+
+}  // namespace
+
+TEST_CASE("agent link: a remote node registers, waits, heartbeats and notices the master go",
+          "[agent_link]") {
+  Fixture f;
+  rendezvous::Server& server = f.StartServer();
+  RemoteAgentLink link(f.io, f.Options(server.port()), f.log);
+  std::optional<Status> connected;
+  link.Connect([&](Status s) { connected = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
+  REQUIRE(connected->ok());
+  CHECK(link.local_address() == "127.0.0.1");
+  CHECK(link.endpoint() == "127.0.0.1:" + std::to_string(server.port()));
+
+  // Registration: the first writer wins, the second reads the first.
+  std::optional<Result<std::string>> first, second;
+  link.CompareSet("job/node/1", "", "mine", [&](Result<std::string> r) { first = r; });
+  link.CompareSet("job/node/1", "", "theirs", [&](Result<std::string> r) { second = r; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return second.has_value(); }));
+  REQUIRE(first->ok());
+  CHECK(**first == "mine");
+  REQUIRE(second->ok());
+  CHECK(**second == "mine");
+  CHECK(server.Get("job/node/1") == std::optional<std::string>("mine"));
+
+  // The blocking wait is woken by the master's in-process write.
+  std::optional<Result<std::string>> plan;
+  link.WaitGet("job/plan/0", [&](Result<std::string> r) { plan = r; });
+  boost::asio::post(f.io, [&] { server.Set("job/plan/0", "go"); });
+  REQUIRE(testing::RunUntil(f.io, [&] { return plan.has_value(); }));
+  REQUIRE(plan->ok());
+  CHECK(**plan == "go");
+
+  // Heartbeats bump job/hb/1 while the link is idle; an attempt change keeps the agent's
+  // connections (they address only launcher keys).
+  std::optional<std::string> lost;
+  link.StartHeartbeat([&](std::string what) { lost = what; });
+  REQUIRE(testing::RunUntil(
+      f.io, [&] { return std::stoll(server.Get("job/hb/1").value_or("0")) >= 3; }));
+  REQUIRE(server.BeginAttempt(1).ok());
+  std::optional<Status> set;
+  link.Set("job/done/0/1", "1", [&](Status s) { set = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return set.has_value(); }));
+  CHECK(set->ok());
+  CHECK_FALSE(lost.has_value());
+
+  // The master's gculaunch goes away: noticed once, and later operations fail at once.
+  std::optional<Result<std::string>> pending;
+  link.WaitGet("job/stop/0", [&](Result<std::string> r) { pending = r; });
+  boost::asio::post(f.io, [&] { server.Stop(); });
+  REQUIRE(testing::RunUntil(f.io, [&] { return lost.has_value() && pending.has_value(); }));
+  CHECK_THAT(*lost, Catch::StartsWith("the connection to its gculaunch at 127.0.0.1:" +
+                                      std::to_string(server.port()) + " broke ("));
+  REQUIRE_FALSE(pending->ok());
+  std::optional<Status> after;
+  link.Set("job/bye/1", "0", [&](Status s) { after = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return after.has_value(); }));
+  CHECK_FALSE(after->ok());
+}
+
+TEST_CASE("agent link: an unreachable master gives one clear error after the deadline",
+          "[agent_link]") {
+  Fixture f;
+  RefusingPort refusing;
+  RemoteLinkOptions options = f.Options(refusing.port);
+  options.connect_timeout = std::chrono::milliseconds(600);
+  options.progress_period = std::chrono::milliseconds(100);
+  RemoteAgentLink link(f.io, options, f.log);
+  std::optional<Status> connected;
+  link.Connect([&](Status s) { connected = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
+  REQUIRE_FALSE(connected->ok());
+  const Error& e = connected->error();
+  const std::string where = "127.0.0.1:" + std::to_string(refusing.port);
+  CHECK_THAT(e.what, Catch::StartsWith("could not reach the master node's gculaunch at "
+                                       "MASTER_ADDR:MASTER_PORT " + where + " after "));
+  CHECK_THAT(e.what, Catch::Contains(" attempts in "));
+  CHECK_THAT(e.what, Catch::Contains("--rdzv-timeout 0.6 s"));
+  CHECK_THAT(e.what, Catch::Contains("Connection refused"));
+  CHECK_THAT(e.hint, Catch::Contains("no firewall blocks the port"));
+  CHECK(e.Format().find('\n') == std::string::npos);
+  // Progress lines while it waited: whom, the resolved address, attempts, elapsed time.
+  CHECK_THAT(f.log_text.str(),
+             Catch::Contains("waiting for the master node at " + where + " (resolved to "
+                             "127.0.0.1): "));
+  CHECK_THAT(f.log_text.str(), Catch::Contains("node 0 may still be starting"));
+}
+
+TEST_CASE("agent link: node 0 reaches its own store in-process", "[agent_link]") {
+  Fixture f;
+  rendezvous::Server& server = f.StartServer();
+  LocalAgentLink link(f.io, server);
+  std::optional<Result<std::string>> cas, got, waited;
+  link.CompareSet("job/node/0", "", "reg", [&](Result<std::string> r) { cas = r; });
+  CHECK_FALSE(cas.has_value());  // never inline
+  link.WaitGet("job/plan/0", [&](Result<std::string> r) { waited = r; });
+  link.Set("job/plan/0", "plan", [](Status) {});
+  link.Get("job/missing", [&](Result<std::string> r) { got = r; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return cas && got && waited; }));
+  CHECK(**cas == "reg");
+  CHECK(**got == "");
+  CHECK(**waited == "plan");
+  // Socket clients see the same keys under the prefix.
+  CHECK(server.store().Find(rendezvous::Scope::kAttempt, "gculaunch/job/node/0") != nullptr);
+}
+
+}  // namespace gculaunch

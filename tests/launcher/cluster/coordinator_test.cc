@@ -1,0 +1,101 @@
+#include "launcher/cluster/coordinator.h"
+
+#include <catch2/catch.hpp>
+
+#include "tests/launcher/cluster/job_fixture.h"
+
+namespace gculaunch {
+namespace {
+
+using testing::JobFixture;
+
+}  // namespace
+
+TEST_CASE("coordinator: missing nodes are named every period, then the deadline ends the job",
+          "[coordinator]") {
+  JobFixture f(3);
+  f.settings.missing_period = std::chrono::milliseconds(30);
+  f.settings.rdzv_timeout = std::chrono::milliseconds(400);
+  f.settings.config.rdzv_timeout_s = 0;
+  f.StartCoordinator();
+  f.AddNode(0, 1);
+  f.AddNode(2, 1);
+  REQUIRE(f.Run([&] { return f.nodes[0].agent->finished() && f.nodes[1].agent->finished(); }));
+  REQUIRE(f.Run([&] { return f.coordinator->finished(); }));
+  CHECK(f.log_text.str().find("info: waiting for node 1 to join (2 of 3 present)") !=
+        std::string::npos);
+  CHECK(f.server->Get(job::kMissingKey) ==
+        std::optional<std::string>("waiting for node 1 to join (2 of 3 present)"));
+  for (auto& n : f.nodes) {
+    CHECK(n.ranks->calls == std::vector<std::string>{"exit 3"});
+    CHECK(n.agent->exit_code() == 3);
+  }
+  CHECK_THAT(job::Describe(*f.nodes[1].agent->outcome()),
+             Catch::StartsWith("node 1 of 3 did not join within 0 s"));
+}
+
+TEST_CASE("coordinator: a node whose connection ends without a bye is lost at once",
+          "[coordinator]") {
+  JobFixture f(3);
+  f.settings.heartbeat_timeout = std::chrono::hours(1);  // only the connection can tell
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] {
+    return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2));
+  }));
+  // Node 2's gculaunch dies without a word: the kernel closes its connections.
+  f.nodes[2].link->Close();
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].agent->finished() && f.nodes[1].agent->finished() &&
+           f.coordinator->finished();
+  }));
+  for (int k : {0, 1}) {
+    CHECK(f.nodes[k].agent->exit_code() == 4);
+    CHECK(job::Describe(*f.nodes[k].agent->outcome()) ==
+          "node 2 (h2, 127.0.0.1) was lost: its gculaunch closed its connection without a bye "
+          "(killed?)");
+  }
+}
+
+TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4",
+          "[coordinator]") {
+  JobFixture f(3);
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] { return f.nodes[2].ranks->Called("start 0"); }));
+  // Node 2 hangs (its connections stay open, nothing more comes): only the heartbeat tells.
+  f.nodes[2].remote->StopHeartbeat();
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].agent->finished() && f.nodes[1].agent->finished() &&
+           f.coordinator->finished();
+  }));
+  for (int k : {0, 1}) {
+    CHECK(f.nodes[k].agent->exit_code() == 4);
+    CHECK(f.nodes[k].ranks->calls == std::vector<std::string>{"start 0", "stop", "exit 4"});
+    CHECK_THAT(job::Describe(*f.nodes[k].agent->outcome()),
+               Catch::StartsWith("node 2 (h2, 127.0.0.1) was lost: no heartbeat for "));
+  }
+  CHECK(f.coordinator->state().lost == std::set<int>{2});
+  f.nodes[2].link->Close();
+}
+
+TEST_CASE("coordinator: nodes that disagree end the job before it starts", "[coordinator]") {
+  JobFixture f(2, /*max_restarts=*/1);
+  f.StartCoordinator();
+  f.AddNode(0, 1);
+  // Node 1 runs with another --max-restarts.
+  f.max_restarts = 2;
+  f.AddNode(1, 1);
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].agent->finished() && f.nodes[1].agent->finished() &&
+           f.coordinator->finished();
+  }));
+  for (auto& n : f.nodes) {
+    CHECK(n.agent->exit_code() == 2);
+    CHECK_THAT(job::Describe(*n.agent->outcome()),
+               Catch::Contains("allows 2 restarts but node 0 (h0, 127.0.0.1) allows 1 (fix: "
+                               "give every node the same --max-restarts)"));
+  }
+}
+
+}  // namespace gculaunch

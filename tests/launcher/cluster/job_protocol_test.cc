@@ -1,0 +1,217 @@
+#include "launcher/cluster/job_protocol.h"
+
+#include <catch2/catch.hpp>
+
+namespace gculaunch::job {
+namespace {
+
+NodeRegistration Reg(int node, int nproc) {
+  NodeRegistration r;
+  r.node_rank = node;
+  r.nnodes = 3;
+  r.nproc = nproc;
+  r.max_restarts = 1;
+  r.run_id = "job-7";
+  r.host = "host" + std::to_string(node);
+  r.addr = "198.18.0." + std::to_string(node + 1);
+  r.pid = 100 + node;
+  return r;
+}
+
+StopMarker Failed() {
+  StopMarker m;
+  m.kind = StopMarker::Kind::kRankFailed;
+  m.epoch = 0;
+  m.node = 1;
+  m.host = "hostb";
+  m.addr = "198.18.0.2";
+  m.rank = 3;
+  m.local_rank = 1;
+  m.exit_code = 7;
+  m.what = "exit code 7";
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("job protocol: key names", "[job_protocol]") {
+  CHECK(NodeKey(2) == "job/node/2");
+  CHECK(PlanKey(0) == "job/plan/0");
+  CHECK(StopKey(3) == "job/stop/3");
+  CHECK(DoneKey(1, 2) == "job/done/1/2");
+  CHECK(ReapedKey(1, 2) == "job/reaped/1/2");
+  CHECK(HeartbeatKey(4) == "job/hb/4");
+  CHECK(ByeKey(0) == "job/bye/0");
+  CHECK(KeyForSocket(PlanKey(1)) == "gculaunch/job/plan/1");
+}
+
+TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_protocol]") {
+  NodeRegistration reg = Reg(2, 4);
+  reg.host = "h\xc3\xa9te \"quoted\"";  // any text survives
+  reg.addr = "fe80::1%eth0";
+  auto back = DecodeRegistration(Encode(reg));
+  REQUIRE(back.ok());
+  CHECK(*back == reg);
+
+  const StopMarker marker = Failed();
+  auto marker_back = DecodeMarker(Encode(marker));
+  REQUIRE(marker_back.ok());
+  CHECK(*marker_back == marker);
+
+  JobPlan plan = MakePlan({Reg(0, 1), Reg(1, 2), Reg(2, 3)}, 2, 41000);
+  auto plan_back = DecodePlan(Encode(plan));
+  REQUIRE(plan_back.ok());
+  CHECK(*plan_back == plan);
+
+  JobPlan abort;
+  abort.epoch = 1;
+  abort.abort = marker;
+  auto abort_back = DecodePlan(Encode(abort));
+  REQUIRE(abort_back.ok());
+  CHECK(*abort_back == abort);
+}
+
+TEST_CASE("job protocol: global ranks in node-rank order, heterogeneous nproc",
+          "[job_protocol]") {
+  // Registrations arrive in any order; node 1 has 2 ranks, node 0 one, node 2 three.
+  const JobPlan plan = MakePlan({Reg(2, 3), Reg(0, 1), Reg(1, 2)}, 0, 0);
+  CHECK(plan.world_size == 6);
+  REQUIRE(plan.nodes.size() == 3);
+  CHECK(plan.nodes[0] == PlanNode{0, 1, 0, "host0", "198.18.0.1"});
+  CHECK(plan.nodes[1] == PlanNode{1, 2, 1, "host1", "198.18.0.2"});
+  CHECK(plan.nodes[2] == PlanNode{2, 3, 3, "host2", "198.18.0.3"});
+}
+
+TEST_CASE("job protocol: decoders reject what the encoders never write", "[job_protocol]") {
+  struct Row {
+    const char* text;
+    const char* error;
+  };
+  const Row registrations[] = {
+      {"", "node registration is not a JSON object"},
+      {"[1,2]", "node registration is not a JSON object"},
+      {R"({"node_rank":1})", "field 'nnodes': expected a whole number"},
+      {R"({"node_rank":-1,"nnodes":2,"nproc":1,"max_restarts":0,"pid":1,"run_id":"r","host":"h","addr":"a"})",
+       "field 'node_rank': expected a number >= 0"},
+      {R"({"node_rank":1,"nnodes":2,"nproc":0,"max_restarts":0,"pid":1,"run_id":"r","host":"h","addr":"a"})",
+       "field 'nproc': expected a number >= 1"},
+      {R"({"node_rank":1,"nnodes":2,"nproc":1,"max_restarts":0,"pid":1,"run_id":5,"host":"h","addr":"a"})",
+       "field 'run_id': expected text"},
+  };
+  for (const Row& row : registrations) {
+    INFO(row.text);
+    auto r = DecodeRegistration(row.text);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().what, Catch::Contains(row.error));
+    CHECK_THAT(r.error().hint, Catch::Contains("same gculaunch version"));
+  }
+  auto kind = DecodeMarker(R"({"kind":"exploded"})");
+  REQUIRE_FALSE(kind.ok());
+  CHECK_THAT(kind.error().what, Catch::Contains("unknown kind 'exploded'"));
+
+  // A plan whose offsets do not follow the node order, or whose world size is wrong.
+  JobPlan plan = MakePlan({Reg(0, 1), Reg(1, 2)}, 0, 0);
+  plan.nodes[1].rank_offset = 5;
+  auto bad_offset = DecodePlan(Encode(plan));
+  REQUIRE_FALSE(bad_offset.ok());
+  CHECK_THAT(bad_offset.error().what, Catch::Contains("out of order"));
+  plan = MakePlan({Reg(0, 1), Reg(1, 2)}, 0, 0);
+  plan.world_size = 4;
+  auto bad_world = DecodePlan(Encode(plan));
+  REQUIRE_FALSE(bad_world.ok());
+  CHECK_THAT(bad_world.error().what, Catch::Contains("world_size"));
+  plan.world_size = 3;
+  plan.ranks_port = 70000;
+  CHECK_FALSE(DecodePlan(Encode(plan)).ok());
+}
+
+TEST_CASE("job protocol: a registration must agree with node 0's", "[job_protocol]") {
+  const NodeRegistration master = Reg(0, 2);
+  CHECK(CheckRegistration(Reg(2, 8), master).ok());  // nproc may differ
+
+  NodeRegistration nnodes = Reg(1, 2);
+  nnodes.nnodes = 4;
+  auto e1 = CheckRegistration(nnodes, master);
+  REQUIRE_FALSE(e1.ok());
+  CHECK(e1.error().what ==
+        "node 1 (host1, 198.18.0.2) expects 4 nodes but node 0 (host0, 198.18.0.1) expects 3");
+  CHECK_THAT(e1.error().hint, Catch::Contains("same number of nodes"));
+
+  NodeRegistration run = Reg(1, 2);
+  run.run_id = "other";
+  auto e2 = CheckRegistration(run, master);
+  REQUIRE_FALSE(e2.ok());
+  CHECK_THAT(e2.error().what, Catch::Contains("run id 'other' but node 0"));
+
+  NodeRegistration restarts = Reg(2, 2);
+  restarts.max_restarts = 3;
+  auto e3 = CheckRegistration(restarts, master);
+  REQUIRE_FALSE(e3.ok());
+  CHECK_THAT(e3.error().what, Catch::Contains("allows 3 restarts but node 0"));
+  CHECK_THAT(e3.error().hint, Catch::Contains("--max-restarts"));
+
+  NodeRegistration range = Reg(3, 2);
+  auto e4 = CheckRegistration(range, master);
+  REQUIRE_FALSE(e4.ok());
+  CHECK_THAT(e4.error().what, Catch::Contains("outside 0..2"));
+}
+
+TEST_CASE("job protocol: restart decisions and exit codes per marker", "[job_protocol]") {
+  StopMarker failed = Failed();
+  CHECK(Restartable(failed, 1));
+  failed.epoch = 1;
+  CHECK_FALSE(Restartable(failed, 1));  // the budget is job-wide: epoch 1 used it
+  CHECK(ExitCodeFor(failed, 0) == 7);
+  CHECK(ExitCodeFor(failed, 1) == 7);
+  failed.epoch = 0;
+  failed.restartable = false;  // the program could not start: restarting cannot help
+  CHECK_FALSE(Restartable(failed, 5));
+
+  StopMarker lost;
+  lost.kind = StopMarker::Kind::kNodeLost;
+  lost.node = 2;
+  CHECK_FALSE(Restartable(lost, 5));
+  CHECK(ExitCodeFor(lost, 0) == 4);
+
+  StopMarker left;
+  left.kind = StopMarker::Kind::kNodeLeft;
+  left.node = 1;
+  left.exit_code = 143;
+  CHECK(ExitCodeFor(left, 1) == 143);  // the node that left keeps its own code
+  CHECK(ExitCodeFor(left, 0) == 4);
+
+  StopMarker success;
+  success.kind = StopMarker::Kind::kSuccess;
+  CHECK(ExitCodeFor(success, 2) == 0);
+
+  StopMarker error;
+  error.kind = StopMarker::Kind::kJobError;
+  error.exit_code = 3;
+  CHECK(ExitCodeFor(error, 1) == 3);
+}
+
+TEST_CASE("job protocol: one-line descriptions name node, host, address and rank",
+          "[job_protocol]") {
+  CHECK(Describe(Failed()) ==
+        "rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed with exit code 7");
+  StopMarker lost;
+  lost.kind = StopMarker::Kind::kNodeLost;
+  lost.node = 2;
+  lost.host = "hostc";
+  lost.addr = "fd00::3";
+  lost.what = "no heartbeat for 3.0 s";
+  CHECK(Describe(lost) == "node 2 (hostc, fd00::3) was lost: no heartbeat for 3.0 s");
+  StopMarker left;
+  left.kind = StopMarker::Kind::kNodeLeft;
+  left.node = 0;
+  left.what = "its gculaunch received SIGTERM";
+  CHECK(Describe(left) == "node 0 left the job: its gculaunch received SIGTERM");
+  StopMarker spawn = Failed();
+  spawn.restartable = false;
+  spawn.what = "not found";
+  CHECK(Describe(spawn) ==
+        "rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) could not be started: not found");
+  CHECK(NodeName(1, "", "198.18.0.2") == "node 1 (198.18.0.2)");
+}
+
+}  // namespace gculaunch::job

@@ -1,0 +1,284 @@
+#include "launcher/run/exit_summary.h"
+
+#include <csignal>
+
+#include <catch2/catch.hpp>
+
+namespace gculaunch {
+namespace {
+
+RankRecord Rec(int local_rank, std::optional<WorkerExit> exit, double exit_time,
+               bool while_running, std::vector<std::string> tail = {}, int restart = 0) {
+  RankRecord r;
+  r.restart_count = restart;
+  r.local_rank = local_rank;
+  r.rank = local_rank;
+  r.pid = 1000 + local_rank;
+  r.exit = exit;
+  r.exit_time = exit_time;
+  r.exited_while_running = while_running;
+  r.stderr_tail = std::move(tail);
+  r.error_file = "/logs/run/attempt_" + std::to_string(restart) + "/" +
+                 std::to_string(local_rank) + "/error.json";
+  return r;
+}
+
+SummaryInput Failed(int code) {
+  SummaryInput in;
+  in.host = "node-a";
+  in.exit_code = code;
+  in.final_state.cause = StopCause::kRankFailed;
+  in.child_watcher = "pidfd";
+  return in;
+}
+
+bool HasLine(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines) {
+    if (l.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+const char* kNested = R"({"message": {"message": "ValueError: boom",
+  "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"t.py\"\nValueError: boom\n",
+                "timestamp": "100"}}})";
+
+}  // namespace
+
+TEST_CASE("error files: both forms parse", "[exit_summary]") {
+  auto nested = ParseErrorFile(kNested);
+  REQUIRE(nested.ok());
+  CHECK(nested->nested);
+  CHECK(nested->message == "ValueError: boom");
+  CHECK(nested->py_callstack.find("Traceback") == 0);
+  CHECK(nested->timestamp == 100);
+
+  auto flat = ParseErrorFile(R"({"message": "native crash", "timestamp": 42.5})");
+  REQUIRE(flat.ok());
+  CHECK_FALSE(flat->nested);
+  CHECK(flat->message == "native crash");
+  CHECK(flat->timestamp == 42.5);
+
+  auto no_time = ParseErrorFile(R"({"message": "x"})");
+  REQUIRE(no_time.ok());
+  CHECK(no_time->timestamp == 0);
+
+  CHECK_FALSE(ParseErrorFile("not json").ok());
+  CHECK_FALSE(ParseErrorFile("[1, 2]").ok());
+  CHECK_FALSE(ParseErrorFile(R"({"msg": "x"})").ok());
+  CHECK_FALSE(ParseErrorFile(R"({"message": 5})").ok());
+  CHECK(ParseErrorFile("").error().what == "not valid JSON");
+}
+
+TEST_CASE("summary names the first failing rank and shows its stderr tail", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Signaled(SIGTERM), 12.0, false),
+                Rec(1, WorkerExit::Exited(1), 10.0, true,
+                    {"Traceback (most recent call last):", "  File \"train.py\", line 3",
+                     "ValueError: boom"}),
+                Rec(2, WorkerExit::Exited(1), 11.0, false, {"peer went away"})};
+  const ExitSummary s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 1);
+  CHECK(s.root_cause->pid == 1001);
+  CHECK(s.root_cause->message == "ValueError: boom");
+  CHECK_FALSE(s.root_cause->from_error_file);
+  CHECK(s.text.front() == "rank 1 failed (local rank 1, node 0 node-a, pid 1001): exit code 1");
+  CHECK(HasLine(s.text, "last 3 line(s) of rank 1's stderr:"));
+  CHECK(HasLine(s.text, "  | ValueError: boom"));
+  CHECK(s.text.back() == "exit code 1 (rank_failed)");
+  CHECK(s.json["outcome"] == "rank_failed");
+  CHECK(s.json["root_cause"]["rank"] == 1);
+  CHECK(s.json["root_cause"]["exit_code"] == 1);
+  CHECK(s.json["root_cause"]["signal"].is_null());
+  CHECK(s.json["ranks"].size() == 3);
+  CHECK(s.json["ranks"][0]["signal"] == "SIGTERM");
+  CHECK(s.json["ranks"][0]["exit_code"] == 143);
+}
+
+TEST_CASE("an earlier error-file timestamp wins the root cause", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  // Rank 0 is reaped first (time 200) but rank 2's error file says it raised
+  // at time 100: rank 2 is the root cause, as torchrun decides.
+  in.records = {Rec(0, WorkerExit::Exited(1), 200.0, true, {"RuntimeError: peer closed"}),
+                Rec(1, WorkerExit::Signaled(SIGTERM), 201.0, false),
+                Rec(2, WorkerExit::Exited(1), 202.0, false, {"ValueError: boom"})};
+  in.error_files[{0, 2}] = kNested;
+  const ExitSummary s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 2);
+  CHECK(s.root_cause->from_error_file);
+  CHECK(s.root_cause->timestamp == 100);
+  CHECK(HasLine(s.text, "error file /logs/run/attempt_0/2/error.json: ValueError: boom"));
+  CHECK(HasLine(s.text, "traceback from the error file:"));
+  CHECK(HasLine(s.text, "  |   File \"t.py\""));
+  // Nested under another launcher: the file is forwarded with errorCode.
+  REQUIRE(s.parent_error.has_value());
+  CHECK((*s.parent_error)["message"]["message"] == "ValueError: boom");
+  CHECK((*s.parent_error)["message"]["extraInfo"]["timestamp"] == "100");
+  CHECK((*s.parent_error)["message"]["errorCode"] == 1);
+}
+
+TEST_CASE("a flat error file and a signal death", "[exit_summary]") {
+  SummaryInput in = Failed(128 + SIGSEGV);
+  in.records = {Rec(0, WorkerExit::Signaled(SIGSEGV), 50.0, true)};
+  const ExitSummary s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->message == "Signal 11 (SIGSEGV) received by PID 1000");
+  CHECK(HasLine(s.text, "rank 0 wrote nothing to stderr"));
+  CHECK(s.json["root_cause"]["signal"] == "SIGSEGV");
+  // The parent's error file is synthesized in the nested form.
+  REQUIRE(s.parent_error.has_value());
+  CHECK((*s.parent_error)["message"]["message"] == "Signal 11 (SIGSEGV) received by PID 1000");
+  CHECK((*s.parent_error)["message"]["extraInfo"]["timestamp"] == "50");
+  CHECK((*s.parent_error)["message"]["errorCode"] == 139);
+
+  in.error_files[{0, 0}] = R"({"message": "bad cuda", "timestamp": 40})";
+  const ExitSummary flat = BuildExitSummary(in);
+  CHECK(flat.root_cause->message == "bad cuda");
+  CHECK(flat.root_cause->timestamp == 40);
+  // A flat file is not forwarded as is: the nested form is built from it.
+  CHECK((*flat.parent_error)["message"]["message"] == "bad cuda");
+  CHECK((*flat.parent_error)["message"]["errorCode"] == 139);
+}
+
+TEST_CASE("only the last attempt counts", "[exit_summary]") {
+  SummaryInput in = Failed(5);
+  in.restarts = 1;
+  in.max_restarts = 1;
+  in.records = {Rec(0, WorkerExit::Exited(3), 1.0, true, {"first"}, 0),
+                Rec(0, WorkerExit::Exited(5), 9.0, true, {"second"}, 1)};
+  in.error_files[{0, 0}] = kNested;  // attempt 0's file: must not be used
+  const ExitSummary s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->restart_count == 1);
+  CHECK(s.root_cause->message == "second");
+  CHECK(s.text.front().find("restart 1") != std::string::npos);
+  CHECK(s.json["restarts"] == 1);
+}
+
+TEST_CASE("success: no text, no parent error, JSON says so", "[exit_summary]") {
+  SummaryInput in;
+  in.final_state.cause = StopCause::kSuccess;
+  in.records = {Rec(0, WorkerExit::Exited(0), 1.0, true), Rec(1, WorkerExit::Exited(0), 1.0, true)};
+  const ExitSummary s = BuildExitSummary(in);
+  CHECK_FALSE(s.root_cause.has_value());
+  CHECK(s.text.empty());
+  CHECK_FALSE(s.parent_error.has_value());
+  CHECK(s.json["outcome"] == "success");
+  CHECK(s.json["exit_code"] == 0);
+  CHECK(s.json["root_cause"].is_null());
+  CHECK(s.json["ranks"][1]["state"] == "exited");
+}
+
+TEST_CASE("stopped by a signal", "[exit_summary]") {
+  SummaryInput in;
+  in.exit_code = 143;
+  in.final_state.cause = StopCause::kSignal;
+  in.final_state.stop_signal = SIGTERM;
+  in.records = {Rec(0, WorkerExit::Exited(0), 1.0, false)};
+  const ExitSummary s = BuildExitSummary(in);
+  CHECK_FALSE(s.root_cause.has_value());
+  CHECK(HasLine(s.text, "stopped by SIGTERM"));
+  CHECK(s.json["signal"] == "SIGTERM");
+  CHECK((*s.parent_error)["message"]["message"] == "gculaunch stopped by SIGTERM");
+  CHECK((*s.parent_error)["message"]["errorCode"] == 143);
+}
+
+TEST_CASE("hints: libuv, a taken store port, stuck processes", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Exited(1), 1.0, true,
+                    {"RuntimeError: use_libuv was requested but PyTorch was build without libuv "
+                     "support"})};
+  CHECK(HasLine(BuildExitSummary(in).hints, "--no-agent-store"));
+
+  in.records = {Rec(0, WorkerExit::Exited(1), 1.0, true,
+                    {"RuntimeError: The server socket has failed to listen on any local network "
+                     "address. The server socket has failed to bind to [::]:29511 (errno: 98 - "
+                     "Address already in use)."})};
+  in.rank0_hosts_store = true;
+  in.master_port = "29511";
+  in.master_port_given = true;
+  auto s = BuildExitSummary(in);
+  CHECK(HasLine(s.hints, "MASTER_PORT 29511 was already in use"));
+  CHECK(HasLine(s.hints, "--master-port"));
+  CHECK(HasLine(s.text, "hint: MASTER_PORT 29511"));
+  in.master_port_given = false;
+  CHECK(HasLine(BuildExitSummary(in).hints, "the port gculaunch picked (29511)"));
+  in.rank0_hosts_store = false;  // gculaunch's own store: not rank 0's port
+  CHECK(BuildExitSummary(in).hints.empty());
+
+  SummaryInput stuck;
+  stuck.exit_code = 5;
+  stuck.final_state.cause = StopCause::kRankFailed;
+  sys::ProcInfo info;
+  info.pid = 77;
+  info.pgid = 77;
+  info.comm = "python3";
+  info.state = 'D';
+  info.wchan = "request_wait_answer";
+  stuck.stuck = {info};
+  stuck.records = {Rec(0, std::nullopt, 0, false)};
+  auto st = BuildExitSummary(stuck);
+  CHECK(st.json["outcome"] == "stuck");
+  CHECK(st.json["stuck"][0]["wchan"] == "request_wait_answer");
+  CHECK(st.json["ranks"][0]["state"] == "not_reaped");
+  CHECK(HasLine(st.text, "stuck: pid 77 (python3) state D (disk sleep: uninterruptible), wchan "
+                         "request_wait_answer"));
+  CHECK(HasLine(st.hints, "uninterruptible sleep"));
+}
+
+TEST_CASE("binary rank output does not break the JSON documents", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Exited(1), 1.0, true, {std::string("bad \xff\xfe bytes")})};
+  const ExitSummary s = BuildExitSummary(in);
+  using nlohmann::json;
+  const std::string text = s.json.dump(2, ' ', false, json::error_handler_t::replace);
+  CHECK(text.find("bad ") != std::string::npos);
+  CHECK_NOTHROW(s.parent_error->dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+TEST_CASE("a rank that could not be started", "[exit_summary]") {
+  SummaryInput in;
+  in.exit_code = 127;
+  in.final_state.cause = StopCause::kSpawnFailed;
+  in.start_error = Error{"cannot start '/x/prog': No such file or directory", "check the path"};
+  in.start_error_local_rank = 3;
+  const ExitSummary s = BuildExitSummary(in);
+  CHECK(HasLine(s.text, "local rank 3 could not be started: cannot start '/x/prog'"));
+  CHECK(s.json["outcome"] == "spawn_failed");
+  CHECK((*s.parent_error)["message"]["message"] ==
+        "gculaunch: cannot start '/x/prog': No such file or directory (fix: check the path)");
+}
+
+}  // namespace gculaunch
+
+namespace gculaunch {
+
+TEST_CASE("multi-node: a node whose ranks were only stopped names where it happened",
+          "[exit_summary]") {
+  SummaryInput in = Failed(7);
+  in.final_state.cause = StopCause::kJob;
+  in.records = {Rec(0, WorkerExit::Signaled(SIGTERM), 10, false)};
+  in.job_outcome = "rank_failed";
+  in.job_cause = "the job stopped: rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed "
+                 "with exit code 7";
+  in.job_json = {{"kind", "rank_failed"}, {"node", 1}, {"rank", 3}, {"exit_code", 7}};
+  const ExitSummary s = BuildExitSummary(in);
+  CHECK_FALSE(s.root_cause.has_value());  // no local rank failed
+  CHECK(s.text == std::vector<std::string>{in.job_cause, "exit code 7 (rank_failed)"});
+  CHECK(s.json["outcome"] == "rank_failed");
+  CHECK(s.json["job"]["node"] == 1);
+  REQUIRE(s.parent_error.has_value());
+  CHECK((*s.parent_error)["message"]["message"] == in.job_cause);
+
+  // A node that left on a signal keeps its own outcome; a single node has no "job".
+  SummaryInput left = Failed(143);
+  left.final_state.cause = StopCause::kSignal;
+  left.final_state.stop_signal = SIGTERM;
+  left.job_outcome = "node_left";
+  CHECK(OutcomeName(left) == "signal");
+  CHECK(BuildExitSummary(Failed(3)).json["job"].is_null());
+}
+
+}  // namespace gculaunch

@@ -1,0 +1,282 @@
+#include "launcher/run/restart_policy.h"
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace gculaunch {
+namespace {
+
+using E = PolicyEvent;
+using A = PolicyAction;
+using Phase = PolicyState::Phase;
+
+// One row: events fed in order from a fresh state, and the actions each
+// event must produce.
+struct Row {
+  std::string name;
+  PolicyConfig config;
+  std::vector<std::pair<PolicyEvent, std::vector<PolicyAction>>> steps;
+  Phase final_phase;
+};
+
+std::string Describe(const std::vector<PolicyAction>& actions) {
+  std::string out = "[";
+  for (const auto& a : actions) out += (out.size() > 1 ? ", " : "") + ActionName(a);
+  return out + "]";
+}
+
+const E kOk0 = E::RankExited(0, WorkerExit::Exited(0));
+const E kOk1 = E::RankExited(1, WorkerExit::Exited(0));
+const E kFail1 = E::RankExited(1, WorkerExit::Exited(3));
+const E kTermed0 = E::RankExited(0, WorkerExit::Signaled(SIGTERM));
+const E kKilled0 = E::RankExited(0, WorkerExit::Signaled(SIGKILL));
+const E kDrained = E::AttemptDrained();
+const E kTerm = E::Signal(SIGTERM, SignalClass::kTeardown);
+const E kInt = E::Signal(SIGINT, SignalClass::kTeardown);
+const E kUsr1 = E::Signal(SIGUSR1, SignalClass::kForward);
+const E kHupIgnored = E::Signal(SIGHUP, SignalClass::kIgnore);
+const std::vector<A> kNone;
+const std::vector<A> kTeardownTerm = {A::SignalGroups(SIGTERM), A::StartGraceTimer()};
+const std::vector<A> kEscalate = {A::KillGroups(), A::StartKillTimer()};
+
+}  // namespace
+
+TEST_CASE("restart policy: table of event sequences", "[restart_policy]") {
+  const PolicyConfig two{2, 0};
+  const PolicyConfig two_restart1{2, 1};
+  const std::vector<Row> rows = {
+      {"all ranks exit 0 -> exit 0 once drained",
+       two,
+       {{kOk0, kNone}, {kOk1, kTeardownTerm}, {kDrained, {A::Exit(0)}}},
+       Phase::kFinished},
+      {"one rank fails -> SIGTERM to the others, its code after the drain",
+       two,
+       {{kFail1, kTeardownTerm}, {kTermed0, kNone}, {kDrained, {A::Exit(3)}}},
+       Phase::kFinished},
+      {"a failing rank killed by a signal -> 128+signal",
+       two,
+       {{E::RankExited(0, WorkerExit::Signaled(SIGSEGV)), kTeardownTerm},
+        {kOk1, kNone},
+        {kDrained, {A::Exit(128 + SIGSEGV)}}},
+       Phase::kFinished},
+      {"grace period over -> SIGKILL, then exit after the drain",
+       two,
+       {{kFail1, kTeardownTerm},
+        {E::GraceExpired(), kEscalate},
+        {kKilled0, kNone},
+        {kDrained, {A::Exit(3)}}},
+       Phase::kFinished},
+      {"SIGKILL did not help -> report stuck, exit 5",
+       two,
+       {{kFail1, kTeardownTerm},
+        {E::GraceExpired(), kEscalate},
+        {E::KillWaitExpired(), {A::ReportStuck(), A::Exit(5)}},
+        {kDrained, kNone}},
+       Phase::kFinished},
+      {"SIGTERM to gculaunch -> forwarded, grace, exit 143",
+       two,
+       {{kTerm, {A::SignalGroups(SIGTERM), A::StartGraceTimer()}},
+        {kTermed0, kNone},
+        {E::RankExited(1, WorkerExit::Exited(0)), kNone},
+        {kDrained, {A::Exit(143)}}},
+       Phase::kFinished},
+      {"SIGINT is forwarded as SIGINT; a second signal kills at once; exit 130",
+       two,
+       {{kInt, {A::SignalGroups(SIGINT), A::StartGraceTimer()}},
+        {kTerm, kEscalate},
+        {kInt, {A::KillGroups()}},
+        {kDrained, {A::Exit(130)}}},
+       Phase::kFinished},
+      {"SIGUSR1 is forwarded and nothing stops",
+       two,
+       {{kUsr1, {A::SignalGroups(SIGUSR1)}},
+        {kUsr1, {A::SignalGroups(SIGUSR1)}},
+        {kOk0, kNone},
+        {kOk1, kTeardownTerm}},
+       Phase::kStopping},
+      {"an ignored SIGHUP does nothing",
+       two,
+       {{kHupIgnored, kNone}, {kOk0, kNone}},
+       Phase::kRunning},
+      {"restart once, then succeed",
+       two_restart1,
+       {{kFail1, kTeardownTerm},
+        {kTermed0, kNone},
+        {kDrained, {A::StartAttempt(1)}},
+        {kOk0, kNone},
+        {kOk1, kTeardownTerm},
+        {kDrained, {A::Exit(0)}}},
+       Phase::kFinished},
+      {"restarts used up -> the last failure's code",
+       two_restart1,
+       {{kFail1, kTeardownTerm},
+        {kDrained, {A::StartAttempt(1)}},
+        {E::RankExited(0, WorkerExit::Exited(9)), kTeardownTerm},
+        {kDrained, {A::Exit(9)}}},
+       Phase::kFinished},
+      {"a signal during a failure teardown cancels the restart",
+       two_restart1,
+       {{kFail1, kTeardownTerm}, {kTerm, kEscalate}, {kDrained, {A::Exit(143)}}},
+       Phase::kFinished},
+      {"a rank that cannot be started -> teardown, 127, no restart",
+       two_restart1,
+       {{E::SpawnFailed(1), kTeardownTerm}, {kKilled0, kNone}, {kDrained, {A::Exit(127)}}},
+       Phase::kFinished},
+      {"stale timers and early drains are ignored while running",
+       two,
+       {{E::GraceExpired(), kNone}, {E::KillWaitExpired(), kNone}, {kDrained, kNone}},
+       Phase::kRunning},
+      {"a signal after success keeps exit 0 but escalates",
+       two,
+       {{kOk0, kNone}, {kOk1, kTeardownTerm}, {kTerm, kEscalate}, {kDrained, {A::Exit(0)}}},
+       Phase::kFinished},
+      {"nothing happens after exit",
+       two,
+       {{kFail1, kTeardownTerm}, {kDrained, {A::Exit(3)}}, {kTerm, kNone}, {kDrained, kNone}},
+       Phase::kFinished},
+  };
+
+  for (const Row& row : rows) {
+    INFO(row.name);
+    PolicyState state;
+    for (size_t i = 0; i < row.steps.size(); ++i) {
+      const auto& [event, expected] = row.steps[i];
+      PolicyStep step = Step(state, row.config, event);
+      INFO("step " << i << ": got " << Describe(step.actions) << ", expected "
+                   << Describe(expected));
+      CHECK(step.actions == expected);
+      state = step.state;
+    }
+    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+  }
+}
+
+TEST_CASE("restart policy: job mode (multi-node) asks the job", "[restart_policy]") {
+  const PolicyConfig job{2, 1, true};
+  const std::vector<A> kTeardownNotify = {A::SignalGroups(SIGTERM), A::StartGraceTimer(),
+                                          A::NotifyStop()};
+  const std::vector<Row> rows = {
+      {"nothing runs until the job starts attempt 0; success is reported, not exited",
+       job,
+       {{kOk0, kNone},
+        {E::JobStart(0), {A::StartAttempt(0)}},
+        {kOk0, kNone},
+        {kOk1, kTeardownTerm},
+        {kDrained, {A::NotifyDrained()}},
+        {E::JobExit(0), {A::Exit(0)}}},
+       Phase::kFinished},
+      {"a local failure is reported; the restart waits for the job's go",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {kFail1, kTeardownNotify},
+        {kTermed0, kNone},
+        {kDrained, {A::NotifyDrained()}},
+        {E::JobStart(1), {A::StartAttempt(1)}},
+        {kOk0, kNone},
+        {kOk1, kTeardownTerm},
+        {kDrained, {A::NotifyDrained()}}},
+       Phase::kWaitingForJob},
+      {"the job stops the ranks (another node failed): not reported back as local",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {E::JobStop(), kTeardownTerm},
+        {E::JobStop(), kNone},
+        {kTermed0, kNone},
+        {E::GraceExpired(), kEscalate},
+        {kDrained, {A::NotifyDrained()}},
+        {E::JobExit(7), {A::Exit(7)}}},
+       Phase::kFinished},
+      {"a teardown signal is reported and the node leaves without waiting: 143",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {kTerm, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
+        {kDrained, {A::Exit(143)}}},
+       Phase::kFinished},
+      {"a signal while waiting for the job exits at once",
+       job,
+       {{kInt, {A::Exit(130)}}},
+       Phase::kFinished},
+      {"a spawn failure is reported like a rank failure",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {E::SpawnFailed(1), kTeardownNotify},
+        {kDrained, {A::NotifyDrained()}}},
+       Phase::kWaitingForJob},
+      {"job events out of place are ignored",
+       job,
+       {{E::JobStop(), kNone},
+        {E::JobStart(0), {A::StartAttempt(0)}},
+        {E::JobStart(1), kNone},
+        {E::JobExit(3), kNone},
+        {kUsr1, {A::SignalGroups(SIGUSR1)}}},
+       Phase::kRunning},
+      {"stuck ranks still end the node with 5",
+       job,
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {E::JobStop(), kTeardownTerm},
+        {E::GraceExpired(), kEscalate},
+        {E::KillWaitExpired(), {A::ReportStuck(), A::Exit(5)}}},
+       Phase::kFinished},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    PolicyState state = InitialState(row.config);
+    CHECK(state.phase == Phase::kWaitingForJob);
+    for (size_t i = 0; i < row.steps.size(); ++i) {
+      const auto& [event, expected] = row.steps[i];
+      PolicyStep step = Step(state, row.config, event);
+      INFO("step " << i << ": got " << Describe(step.actions) << ", expected "
+                   << Describe(expected));
+      CHECK(step.actions == expected);
+      state = step.state;
+    }
+    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+  }
+  CHECK(InitialState(PolicyConfig{2, 1, false}).phase == Phase::kRunning);
+}
+
+TEST_CASE("restart policy: a restart resets the attempt and counts it", "[restart_policy]") {
+  PolicyState state;
+  const PolicyConfig config{2, 3};
+  state = Step(state, config, kFail1).state;
+  CHECK(state.failed_local_rank == 1);
+  CHECK(state.cause == StopCause::kRankFailed);
+  state = Step(state, config, kDrained).state;
+  CHECK(state.restart_count == 1);
+  CHECK(state.phase == Phase::kRunning);
+  CHECK(state.exited == 0);
+  CHECK_FALSE(state.failed_local_rank.has_value());
+  CHECK(state.cause == StopCause::kNone);
+}
+
+TEST_CASE("restart policy: the signal table", "[restart_policy]") {
+  CHECK(ClassifySignal(SIGINT, HupMode::kIgnore) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGTERM, HupMode::kIgnore) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGQUIT, HupMode::kIgnore) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGHUP, HupMode::kTeardown) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGHUP, HupMode::kIgnore) == SignalClass::kIgnore);
+  CHECK(ClassifySignal(SIGUSR1, HupMode::kIgnore) == SignalClass::kForward);
+  CHECK(ClassifySignal(SIGUSR2, HupMode::kTeardown) == SignalClass::kForward);
+  CHECK(ClassifySignal(SIGWINCH, HupMode::kTeardown) == SignalClass::kIgnore);
+}
+
+TEST_CASE("restart policy: exit codes", "[restart_policy]") {
+  PolicyState s;
+  s.cause = StopCause::kSuccess;
+  CHECK(ExitCodeFor(s) == 0);
+  s.cause = StopCause::kRankFailed;
+  s.failed_exit = WorkerExit::Signaled(SIGKILL);
+  CHECK(ExitCodeFor(s) == 137);
+  s.cause = StopCause::kSignal;
+  s.stop_signal = SIGINT;
+  CHECK(ExitCodeFor(s) == 130);
+  s.cause = StopCause::kSpawnFailed;
+  CHECK(ExitCodeFor(s) == 127);
+  s.cause = StopCause::kNone;
+  CHECK(ExitCodeFor(s) == 70);
+}
+
+}  // namespace gculaunch

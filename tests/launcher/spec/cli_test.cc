@@ -1,0 +1,429 @@
+#include "launcher/spec/cli.h"
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+namespace gculaunch {
+namespace {
+
+CliOptions Parse(std::vector<std::string> args, const EnvMap& env = {}) {
+  auto result = ParseCli(args, env);
+  if (!result.ok()) FAIL(result.error().Format());
+  REQUIRE(result->action == CliAction::kLaunch);
+  return result->options;
+}
+
+std::string ParseError(std::vector<std::string> args, const EnvMap& env = {}) {
+  auto result = ParseCli(args, env);
+  REQUIRE_FALSE(result.ok());
+  return result.error().Format();
+}
+
+// One value flag: its dashed name, a value, and how to check the parsed result.
+struct ValueCase {
+  std::string name;  // without "--"
+  std::string value;
+  std::function<bool(const CliOptions&)> check;
+};
+
+std::string Underscored(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+std::string PetName(const std::string& name) {
+  std::string out = "PET_";
+  for (char c : Underscored(name)) out += static_cast<char>(std::toupper(c));
+  return out;
+}
+
+const std::vector<ValueCase>& ValueCases() {
+  static const std::vector<ValueCase> cases = {
+      {"nproc-per-node", "8",
+       [](const CliOptions& o) {
+         return o.nproc_per_node == NprocPerNode{NprocPerNode::Kind::kCount, 8};
+       }},
+      {"nnodes", "2", [](const CliOptions& o) { return o.nnodes == 2; }},
+      {"node-rank", "1", [](const CliOptions& o) { return o.node_rank == 1; }},
+      {"master-addr", "node0", [](const CliOptions& o) { return o.master_addr == "node0"; }},
+      {"master-port", "29555", [](const CliOptions& o) { return o.master_port == 29555; }},
+      {"rdzv-endpoint", "node0:29400",
+       [](const CliOptions& o) { return o.rdzv_endpoint == Endpoint{"node0", 29400}; }},
+      {"rdzv-backend", "c10d", [](const CliOptions& o) { return o.rdzv_backend == "c10d"; }},
+      {"rdzv-id", "job-7", [](const CliOptions& o) { return o.rdzv_id == "job-7"; }},
+      {"run-id", "job-8", [](const CliOptions& o) { return o.run_id == "job-8"; }},
+      {"rdzv-conf", "timeout=900,is_host=true",
+       [](const CliOptions& o) {
+         return o.rdzv_conf ==
+                std::map<std::string, std::string>{{"timeout", "900"}, {"is_host", "true"}};
+       }},
+      {"rdzv-timeout", "30", [](const CliOptions& o) { return o.rdzv_timeout == 30.0; }},
+      {"max-restarts", "3", [](const CliOptions& o) { return o.max_restarts == 3; }},
+      {"monitor-interval", "0.5", [](const CliOptions& o) { return o.monitor_interval == 0.5; }},
+      {"role", "trainer", [](const CliOptions& o) { return o.role == "trainer"; }},
+      {"python", "/opt/py/bin/python3",
+       [](const CliOptions& o) { return o.python == "/opt/py/bin/python3"; }},
+      {"log-dir", "logs", [](const CliOptions& o) { return o.log_dir == "logs"; }},
+      {"redirects", "3",
+       [](const CliOptions& o) { return o.redirects && o.redirects->all == 3; }},
+      {"tee", "0:1,1:2",
+       [](const CliOptions& o) {
+         return o.tee && o.tee->per_rank == std::map<int, int>{{0, 1}, {1, 2}};
+       }},
+      {"local-ranks-filter", "0,2",
+       [](const CliOptions& o) { return o.local_ranks_filter == std::vector<int>{0, 2}; }},
+      {"device", "gcu", [](const CliOptions& o) { return o.device == "gcu"; }},
+      {"bind", "rank", [](const CliOptions& o) { return o.bind == DeviceBind::kRank; }},
+      {"env", "A=1",
+       [](const CliOptions& o) {
+         return o.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}};
+       }},
+      {"grace-period", "10", [](const CliOptions& o) { return o.grace_period == 10.0; }},
+      {"stdin", "rank0", [](const CliOptions& o) { return o.stdin_mode == StdinMode::kRank0; }},
+      {"summary-json", "out.json", [](const CliOptions& o) { return o.summary_json == "out.json"; }},
+      {"worker-port", "29600", [](const CliOptions& o) { return o.worker_port == 29600; }},
+      {"format", "json", [](const CliOptions& o) { return o.format == DryRunFormat::kJson; }},
+      {"sysroot", "fake-root", [](const CliOptions& o) { return o.sysroot == "fake-root"; }},
+  };
+  return cases;
+}
+
+struct BoolCase {
+  std::string name;
+  std::function<bool(const CliOptions&)> get;
+};
+
+const std::vector<BoolCase>& BoolCases() {
+  static const std::vector<BoolCase> cases = {
+      {"standalone", [](const CliOptions& o) { return o.standalone; }},
+      {"module", [](const CliOptions& o) { return o.module; }},
+      {"no-python", [](const CliOptions& o) { return o.no_python; }},
+      {"use-env", [](const CliOptions& o) { return o.use_env; }},
+      {"local-rank-arg", [](const CliOptions& o) { return o.local_rank_arg; }},
+      {"no-agent-store", [](const CliOptions& o) { return o.no_agent_store; }},
+      {"dry-run", [](const CliOptions& o) { return o.dry_run; }},
+  };
+  return cases;
+}
+
+TEST_CASE("cli: every value flag in both spellings, with a space or '='", "[cli]") {
+  for (const ValueCase& c : ValueCases()) {
+    for (const std::string& spelling : {c.name, Underscored(c.name)}) {
+      INFO("--" << spelling);
+      CliOptions spaced = Parse({"--" + spelling, c.value, "train.py"});
+      CHECK(c.check(spaced));
+      CHECK(spaced.Source(c.name) == "--" + c.name);
+      CHECK(spaced.FromCommandLine(c.name));
+      CliOptions joined = Parse({"--" + spelling + "=" + c.value, "train.py"});
+      CHECK(c.check(joined));
+    }
+  }
+}
+
+TEST_CASE("cli: every boolean flag in both spellings", "[cli]") {
+  for (const BoolCase& c : BoolCases()) {
+    for (const std::string& spelling : {c.name, Underscored(c.name)}) {
+      INFO("--" << spelling);
+      CHECK_FALSE(c.get(Parse({"train.py"})));
+      CliOptions o = Parse({"--" + spelling, "train.py"});
+      CHECK(c.get(o));
+      CHECK(o.Given(c.name));
+    }
+  }
+}
+
+TEST_CASE("cli: short forms and aliases", "[cli]") {
+  CHECK(Parse({"-m", "pkg.train"}).module);
+  CHECK(Parse({"-r", "2", "x.py"}).redirects->all == 2);
+  CHECK(Parse({"-t", "1", "x.py"}).tee->all == 1);
+  CliOptions shutdown = Parse({"--shutdown-timeout", "7.5", "x.py"});
+  CHECK(shutdown.grace_period == 7.5);
+  CHECK(shutdown.Source("grace-period") == "--grace-period");
+  CHECK(Parse({"--shutdown_timeout", "3", "x.py"}).grace_period == 3.0);
+}
+
+TEST_CASE("cli: every flag falls back to its PET_ variable", "[cli]") {
+  for (const ValueCase& c : ValueCases()) {
+    const std::string pet = PetName(c.name);
+    INFO(pet);
+    CliOptions o = Parse({"train.py"}, EnvMap{{pet, c.value}});
+    CHECK(c.check(o));
+    CHECK(o.Source(c.name) == pet);
+    CHECK_FALSE(o.FromCommandLine(c.name));
+  }
+  for (const BoolCase& c : BoolCases()) {
+    const std::string pet = PetName(c.name);
+    INFO(pet);
+    CHECK(c.get(Parse({"train.py"}, EnvMap{{pet, "1"}})));
+    CHECK(c.get(Parse({"train.py"}, EnvMap{{pet, "true"}})));
+    CHECK_FALSE(c.get(Parse({"train.py"}, EnvMap{{pet, "0"}})));
+    CHECK_FALSE(c.get(Parse({"train.py"}, EnvMap{{pet, "false"}})));
+  }
+}
+
+TEST_CASE("cli: the command line wins over PET_ variables", "[cli]") {
+  EnvMap env{{"PET_NPROC_PER_NODE", "4"}, {"PET_NNODES", "3"}, {"PET_STANDALONE", "1"},
+             {"PET_ENV", "A=from-env"}};
+  CliOptions o = Parse({"--nproc_per_node=2", "--standalone=false", "--env", "B=cli", "x.py"}, env);
+  CHECK(o.nproc_per_node->count == 2);
+  CHECK(o.Source("nproc-per-node") == "--nproc-per-node");
+  CHECK(o.nnodes == 3);  // not on the command line: PET_NNODES applies
+  CHECK(o.Source("nnodes") == "PET_NNODES");
+  CHECK_FALSE(o.standalone);
+  CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"B", "cli"}});
+}
+
+TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line, empty PET_ values count as unset",
+          "[cli]") {
+  CliOptions o = Parse({"x.py"}, EnvMap{{"PET_ENV", "A=1\nB=x y\n"}, {"PET_NNODES", ""}});
+  CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "x y"}});
+  CHECK_FALSE(o.nnodes.has_value());
+  CHECK_FALSE(o.Given("nnodes"));
+}
+
+TEST_CASE("cli: --env is repeatable and keeps order, last single-value flag wins", "[cli]") {
+  CliOptions o = Parse({"--env", "A=1", "--env=B=2=3", "--env", "A=4", "--nnodes", "1",
+                        "--nnodes", "2", "x.py"});
+  CHECK(o.env == std::vector<std::pair<std::string, std::string>>{
+                     {"A", "1"}, {"B", "2=3"}, {"A", "4"}});
+  CHECK(o.nnodes == 2);
+}
+
+TEST_CASE("cli: everything from SCRIPT on goes to the script untouched", "[cli]") {
+  CliOptions o = Parse({"--nproc-per-node", "2", "train.py", "--nproc-per-node", "3", "--bogus",
+                        "-m", "--", "${local_rank}", "--help", "--version", ""});
+  CHECK(o.script == "train.py");
+  CHECK(o.script_args == std::vector<std::string>{"--nproc-per-node", "3", "--bogus", "-m", "--",
+                                                  "${local_rank}", "--help", "--version", ""});
+  CHECK(o.nproc_per_node->count == 2);
+  CHECK_FALSE(o.module);
+
+  CliOptions dashed = Parse({"--standalone", "--", "train.py", "-x"});
+  CHECK(dashed.script == "train.py");
+  CHECK(dashed.script_args == std::vector<std::string>{"-x"});
+
+  CliOptions module = Parse({"-m", "pkg.train", "--lr", "0.1"});
+  CHECK(module.module);
+  CHECK(module.script == "pkg.train");
+  CHECK(module.script_args == std::vector<std::string>{"--lr", "0.1"});
+}
+
+TEST_CASE("cli: value shapes", "[cli]") {
+  using K = NprocPerNode::Kind;
+  CHECK(Parse({"--nproc-per-node", "auto", "x"}).nproc_per_node->kind == K::kAuto);
+  CHECK(Parse({"--nproc-per-node", "gpu", "x"}).nproc_per_node->kind == K::kGpu);
+  CHECK(Parse({"--nproc-per-node", "cpu", "x"}).nproc_per_node->kind == K::kCpu);
+  CHECK(Parse({"--nnodes", "4:4", "x"}).nnodes == 4);
+  CHECK(Parse({"--rdzv-endpoint", "[fd00::1]:29401", "x"}).rdzv_endpoint ==
+        Endpoint{"fd00::1", 29401});
+  CHECK(Parse({"--rdzv-endpoint", "[::1]", "x"}).rdzv_endpoint == Endpoint{"::1", std::nullopt});
+  CHECK(Parse({"--rdzv-endpoint", "node0", "x"}).rdzv_endpoint ==
+        Endpoint{"node0", std::nullopt});
+  CHECK(Parse({"--master-addr", "[fd00::2]", "x"}).master_addr == "fd00::2");
+  CHECK(Parse({"--bind", "all", "x"}).bind == DeviceBind::kAll);
+  CHECK(Parse({"--stdin", "null", "x"}).stdin_mode == StdinMode::kNull);
+  CHECK(Parse({"--format", "table", "x"}).format == DryRunFormat::kTable);
+  CHECK(Parse({"--format", "env", "x"}).format == DryRunFormat::kEnv);
+  CHECK(Parse({"--local-ranks-filter", "3,1,3", "x"}).local_ranks_filter ==
+        std::vector<int>{1, 3});
+  StdStreams tee = *Parse({"--tee", "0:3,2:1", "x"}).tee;
+  CHECK(tee.For(0) == 3);
+  CHECK(tee.For(1) == 0);
+  CHECK(tee.For(2) == 1);
+  CHECK(Parse({"--redirects", "2", "x"}).redirects->For(5) == 2);
+  CHECK(Parse({"--grace-period", "0", "x"}).grace_period == 0.0);
+  CHECK(Parse({"--env", "EMPTY=", "x"}).env ==
+        std::vector<std::pair<std::string, std::string>>{{"EMPTY", ""}});
+}
+
+TEST_CASE("cli: --help and --version are results, printed by the caller", "[cli]") {
+  for (const std::string flag : {"--help", "-h"}) {
+    auto help = ParseCli({"--nproc-per-node", "2", flag}, {});
+    REQUIRE(help.ok());
+    CHECK(help->action == CliAction::kHelp);
+    CHECK(help->text.find("Usage: gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]") !=
+          std::string::npos);
+    CHECK(help->text.find("--nproc-per-node,--nproc_per_node") != std::string::npos);
+    CHECK(help->text.find("Examples:") != std::string::npos);
+    CHECK(help->text.find("PET_NPROC_PER_NODE") != std::string::npos);
+  }
+  auto version = ParseCli({"--version"}, {});
+  REQUIRE(version.ok());
+  CHECK(version->action == CliAction::kVersion);
+  CHECK(version->text == std::string("gculaunch ") + GCULAUNCH_VERSION + "\n");
+}
+
+TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{}, "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see "
+           "gculaunch --help)"},
+      {{"--standalone"}, "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT "
+                         "[SCRIPT_ARGS...]; see gculaunch --help)"},
+      {{"--nproc-per-nod", "2", "x.py"},
+       "gculaunch: unknown flag '--nproc-per-nod' (fix: did you mean --nproc-per-node? "
+       "(gculaunch's flags go before SCRIPT))"},
+      {{"--frobnicate=3", "x.py"},
+       "gculaunch: unknown flag '--frobnicate' (fix: see gculaunch --help (gculaunch's flags go "
+       "before SCRIPT))"},
+      {{"--nnodes"}, "gculaunch: --nnodes needs a value (fix: write it as --nnodes N; see "
+                     "gculaunch --help)"},
+      {{"--env"}, "gculaunch: --env needs a value (fix: write it as --env KEY=VALUE; see "
+                  "gculaunch --help)"},
+      {{"--nproc_per_node"}, "gculaunch: --nproc-per-node needs a value (fix: write it as "
+                             "--nproc-per-node N|auto|gpu|cpu; see gculaunch --help)"},
+      {{"--dry-run=maybe", "x.py"},
+       "gculaunch: --dry-run 'maybe': this flag takes no value (fix: write just --dry-run (or "
+       "--dry-run=true / --dry-run=false))"},
+      {{"--nnodes", "1:4", "x.py"},
+       "gculaunch: --nnodes '1:4': elastic ranges are not supported (fix: give a fixed count "
+       "such as --nnodes 4)"},
+      {{"--nnodes", "0", "x.py"},
+       "gculaunch: --nnodes '0': expected a positive number N (or N:N) (fix: e.g. --nnodes 2)"},
+      {{"--nproc-per-node", "many", "x.py"},
+       "gculaunch: --nproc-per-node 'many': expected a positive number, auto, gpu or cpu (fix: "
+       "e.g. --nproc-per-node 8)"},
+      {{"--node-rank", "-1", "x.py"},
+       "gculaunch: --node-rank '-1': expected a number >= 0 (fix: e.g. --node-rank 0)"},
+      {{"--master-port", "70000", "x.py"},
+       "gculaunch: --master-port '70000': expected a port number 0-65535 (fix: e.g. "
+       "--master-port 29500)"},
+      {{"--master-addr", "a b", "x.py"},
+       "gculaunch: --master-addr 'a b': expected a host name or IP address (fix: e.g. "
+       "--master-addr 10.0.0.1)"},
+      {{"--rdzv-endpoint", "fd00::1:29400", "x.py"},
+       "gculaunch: --rdzv-endpoint 'fd00::1:29400': an IPv6 address needs brackets: [ADDR]:PORT "
+       "(fix: e.g. --rdzv-endpoint [fd00::1]:29400)"},
+      {{"--rdzv-endpoint", "node0:http", "x.py"},
+       "gculaunch: --rdzv-endpoint 'node0:http': the port must be a number 0-65535 (fix: e.g. "
+       "--rdzv-endpoint node0:29400)"},
+      {{"--rdzv-backend", "etcd", "x.py"},
+       "gculaunch: --rdzv-backend 'etcd': not supported (gculaunch accepts static and c10d, "
+       "which behave the same) (fix: use --rdzv-backend static or drop it)"},
+      {{"--rdzv-conf", "timeout=900,colour=red", "x.py"},
+       "gculaunch: --rdzv-conf 'timeout=900,colour=red': unknown key 'colour' (fix: accepted "
+       "keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, is_host)"},
+      {{"--rdzv-conf", "join_timeout=soon", "x.py"},
+       "gculaunch: --rdzv-conf 'join_timeout=soon': 'join_timeout' expects seconds (fix: e.g. "
+       "--rdzv-conf join_timeout=900)"},
+      {{"--rdzv-conf", "timeout", "x.py"},
+       "gculaunch: --rdzv-conf 'timeout': expected KEY=VALUE[,KEY=VALUE...] (fix: e.g. "
+       "--rdzv-conf join_timeout=900)"},
+      {{"--run-id", "my job", "x.py"},
+       "gculaunch: --run-id 'my job': expected letters, digits, '.', '_' or '-' (fix: e.g. "
+       "--run-id job-42)"},
+      {{"--rdzv-timeout", "0", "x.py"},
+       "gculaunch: --rdzv-timeout '0': expected seconds (a number > 0) (fix: e.g. --rdzv-timeout "
+       "900)"},
+      {{"--rdzv-timeout", "soon", "x.py"},
+       "gculaunch: --rdzv-timeout 'soon': expected seconds (a number > 0) (fix: e.g. "
+       "--rdzv-timeout 900)"},
+      {{"--max-restarts", "-2", "x.py"},
+       "gculaunch: --max-restarts '-2': expected a number >= 0 (fix: e.g. --max-restarts 3)"},
+      {{"--grace-period", "soon", "x.py"},
+       "gculaunch: --grace-period 'soon': expected seconds (a number >= 0) (fix: e.g. "
+       "--grace-period 25)"},
+      {{"--monitor-interval", "-1", "x.py"},
+       "gculaunch: --monitor-interval '-1': expected seconds (a number >= 0) (fix: e.g. "
+       "--monitor-interval 25)"},
+      {{"--bind", "cards", "x.py"},
+       "gculaunch: --bind 'cards': expected all or rank (fix: e.g. --bind rank)"},
+      {{"--stdin", "tty", "x.py"},
+       "gculaunch: --stdin 'tty': expected null or rank0 (fix: e.g. --stdin rank0)"},
+      {{"--format", "yaml", "x.py"},
+       "gculaunch: --format 'yaml': expected table, json or env (fix: e.g. --format json)"},
+      {{"--tee", "4", "x.py"},
+       "gculaunch: --tee '4': expected 0-3 or LOCAL_RANK:0-3,... (1 stdout, 2 stderr, 3 both) "
+       "(fix: e.g. --tee 3)"},
+      {{"--redirects", "0:3,0:1", "x.py"},
+       "gculaunch: --redirects '0:3,0:1': local rank 0 is listed twice (fix: e.g. --redirects "
+       "0:3,1:2)"},
+      {{"--local-ranks-filter", "0,x", "x.py"},
+       "gculaunch: --local-ranks-filter '0,x': expected local ranks such as 0,1,2 (fix: e.g. "
+       "--local-ranks-filter 0)"},
+      {{"--env", "NOVALUE", "x.py"},
+       "gculaunch: --env 'NOVALUE': expected KEY=VALUE (fix: e.g. --env ECCL_DEBUG=INFO)"},
+      {{"--env", "1A=x", "x.py"},
+       "gculaunch: --env '1A=x': '1A' is not a valid variable name (fix: use letters, digits and "
+       "'_', not starting with a digit)"},
+      {{"--python", "", "x.py"},
+       "gculaunch: --python '': expected PATH (fix: give a value or drop --python)"},
+      {{"--worker-port", "x", "x.py"},
+       "gculaunch: --worker-port 'x': expected a port number 0-65535 (fix: e.g. --worker-port "
+       "29500)"},
+  };
+  for (const Case& c : cases) {
+    CHECK(ParseError(c.args) == c.message);
+  }
+}
+
+TEST_CASE("cli: control characters in values cannot break the one-line message", "[cli]") {
+  CHECK(ParseError({"--env", "A\nB", "x.py"}) ==
+        "gculaunch: --env 'A\\nB': expected KEY=VALUE (fix: e.g. --env ECCL_DEBUG=INFO)");
+  CHECK(ParseError({"--bind", "all\r\x01", "x.py"}) ==
+        "gculaunch: --bind 'all\\r\\x01': expected all or rank (fix: e.g. --bind rank)");
+}
+
+TEST_CASE("cli: errors from PET_ variables name the variable", "[cli]") {
+  CHECK(ParseError({"x.py"}, EnvMap{{"PET_NNODES", "1:4"}}) ==
+        "gculaunch: PET_NNODES '1:4': elastic ranges are not supported (fix: give a fixed count "
+        "such as PET_NNODES=4)");
+  CHECK(ParseError({"x.py"}, EnvMap{{"PET_NPROC_PER_NODE", "x"}}) ==
+        "gculaunch: PET_NPROC_PER_NODE 'x': expected a positive number, auto, gpu or cpu (fix: "
+        "e.g. PET_NPROC_PER_NODE=8)");
+  CHECK(ParseError({"x.py"}, EnvMap{{"PET_STANDALONE", "yes"}}) ==
+        "gculaunch: PET_STANDALONE 'yes': expected 1 or 0 (or true/false) (fix: e.g. "
+        "PET_STANDALONE=1)");
+  CHECK(ParseError({"x.py"}, EnvMap{{"PET_ENV", "A=1\nBROKEN"}}) ==
+        "gculaunch: PET_ENV 'BROKEN': expected KEY=VALUE (fix: e.g. PET_ENV=ECCL_DEBUG=INFO)");
+  // A bad PET_ variable does not matter when the command line gives the flag.
+  CHECK(ParseCli({"--nnodes", "2", "x.py"}, EnvMap{{"PET_NNODES", "1:4"}}).ok());
+}
+
+}  // namespace
+}  // namespace gculaunch
+
+namespace gculaunch {
+namespace {
+
+TEST_CASE("cli: SCRIPT is optional for subcommands that reuse the launch flags", "[cli]") {
+  auto check = ParseCli({"--nproc-per-node", "2", "--format", "text"}, {},
+                        CliParseMode{.script_optional = true});
+  REQUIRE(check.ok());
+  CHECK(check->options.script.empty());
+  CHECK(check->options.nproc_per_node->count == 2);
+  CHECK(check->options.format == DryRunFormat::kTable);  // "text" is another name for table
+  auto with_script = ParseCli({"--device", "cpu", "train.py", "--lr", "1"}, {},
+                              CliParseMode{.script_optional = true});
+  REQUIRE(with_script.ok());
+  CHECK(with_script->options.script == "train.py");
+  CHECK(with_script->options.script_args == std::vector<std::string>{"--lr", "1"});
+  auto launch = ParseCli({"--nproc-per-node", "2"}, {});
+  REQUIRE_FALSE(launch.ok());
+  CHECK(launch.error().what == "no SCRIPT given");
+}
+
+TEST_CASE("cli: ApplyFlagText gives a job file's values the command line's checks", "[cli]") {
+  CliOptions o;
+  REQUIRE(ApplyFlagText("nproc-per-node", "j.yaml:3: nproc_per_node", "auto", o).ok());
+  CHECK(o.nproc_per_node->kind == NprocPerNode::Kind::kAuto);
+  CHECK(o.Source("nproc-per-node") == "j.yaml:3: nproc_per_node");
+  CHECK_FALSE(o.FromCommandLine("nproc-per-node"));
+  REQUIRE(ApplyFlagText("standalone", "j.yaml:4: standalone", "true", o).ok());
+  CHECK(o.standalone);
+  REQUIRE(ApplyFlagText("env", "j.yaml:5: env", "A=1", o).ok());
+  CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}});
+  CHECK(ApplyFlagText("master-port", "j.yaml:6: master_port", "http", o).error().Format() ==
+        "gculaunch: j.yaml:6: master_port 'http': expected a port number 0-65535 (fix: e.g. "
+        "master_port: 29500)");
+  CHECK(CanonicalFlagName("nproc_per_node") == "nproc-per-node");
+  CHECK(CanonicalFlagName("cpu-affinity") == "cpu-affinity");
+  CHECK_FALSE(CanonicalFlagName("nprocs").has_value());
+}
+
+}  // namespace
+}  // namespace gculaunch
