@@ -1,6 +1,6 @@
 // Client: a small TCPStore client on Boost.Asio C++20 coroutines.
 //
-// For gculaunch's own processes (multi-node node agents later, the store benchmark now) and
+// For gculaunch's own processes (the node agents of a multi-node job, the store benchmark) and
 // for tests.  It speaks either dialect: v2 (torch 2.2+: VALIDATE + PING on every connection)
 // or v1 (torch 1.x: nothing on connect).  Connect() retries refused, reset or unreachable
 // connections with exponential back-off and jitter until a deadline, like PyTorch's clients
