@@ -21,7 +21,8 @@ namespace {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-using asio::experimental::awaitable_operators::operator||;
+// Used by the co_await (a || b) below; clang-tidy 14 does not count uses of operators.
+using asio::experimental::awaitable_operators::operator||;  // NOLINT(misc-unused-using-decls)
 using Clock = std::chrono::steady_clock;
 
 auto Nothrow(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }

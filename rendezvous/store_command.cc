@@ -47,7 +47,7 @@ Result<std::size_t> ParseSize(const std::string& flag, const std::string& text) 
   std::string suffix = text.substr(i);
   for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::uint64_t scale = 1;
-  if (suffix == "" || suffix == "B") {
+  if (suffix.empty() || suffix == "B") {
     scale = 1;
   } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
     scale = 1ull << 10;
@@ -93,7 +93,7 @@ void RaiseOpenFileLimit(spdlog::logger& log) {
 }
 
 std::string HostForDisplay(const std::string& host, const ListenSocket& listener) {
-  const std::string shown = host.empty() || host == "*" ? listener.address() : host;
+  std::string shown = host.empty() || host == "*" ? listener.address() : host;
   if (shown.find(':') != std::string::npos) return "[" + shown + "]";
   return shown;
 }

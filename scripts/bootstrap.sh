@@ -21,6 +21,9 @@ packages=(
   catch2
   # fuzzing: libclang-rt-14-dev is only a recommendation of clang
   clang libclang-rt-14-dev
+  # the format and lint checks (tests/checks/format.sh, tidy.sh): version 14, as .clang-format
+  # and .clang-tidy expect
+  clang-format clang-tidy
   # real PyTorch clients (1.13, CPU, gloo) for the integration tests
   python3 python3-torch
   # platform recipes test: parses the Kubernetes/Volcano/Kubeflow manifests

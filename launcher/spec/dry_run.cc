@@ -53,7 +53,7 @@ std::string CommandLine(const std::vector<std::string>& argv) {
 
 // A comment line for the env format: a newline inside a value would end the
 // comment and turn the rest into a shell command.
-std::string Comment(std::string text) {
+std::string Comment(const std::string& text) {
   std::string out = "# ";
   for (char c : text) {
     if (c == '\n') {
