@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "base/exit_codes.h"
+#include "base/text.h"
 
 namespace gculaunch {
 
@@ -23,13 +24,11 @@ double TimestampOf(const json& value) {
   return 0;
 }
 
-std::string Join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) {
-    out += line;
-    out += '\n';
-  }
-  return out;
+// Every line followed by a newline ("" for no lines).
+std::string TextOf(const std::vector<std::string>& lines) {
+  std::string text = Join(lines, "\n");
+  if (!lines.empty()) text += '\n';
+  return text;
 }
 
 bool TailContains(const std::vector<std::string>& tail, std::string_view needle) {
@@ -59,6 +58,251 @@ json ExitJson(const std::optional<WorkerExit>& exit) {
     j["signal"] = nullptr;
   }
   return j;
+}
+
+// ---- root cause ----
+
+// A rank of the last attempt that failed: what the summary says about it, or nothing when
+// gculaunch stopped it and it left no error file.
+std::optional<RootCause> CandidateOf(const RankRecord& r, const SummaryInput& in) {
+  std::optional<ErrorFileReport> report;
+  auto file = in.error_files.find({r.restart_count, r.local_rank});
+  if (file != in.error_files.end()) {
+    auto parsed = ParseErrorFile(file->second);
+    if (parsed.ok()) report = std::move(*parsed);
+  }
+  if (!r.exited_while_running && !report) return std::nullopt;  // stopped by gculaunch
+  RootCause c;
+  c.restart_count = r.restart_count;
+  c.local_rank = r.local_rank;
+  c.rank = r.rank;
+  c.node_rank = in.node_rank;
+  c.pid = r.pid;
+  c.exit = *r.exit;
+  c.stderr_tail = r.stderr_tail;
+  if (report) {
+    c.from_error_file = true;
+    c.error_file = r.error_file;
+    c.message = report->message;
+    c.traceback = report->py_callstack.empty() ? TextOf(r.stderr_tail) : report->py_callstack;
+    c.timestamp = report->timestamp > 0 ? report->timestamp : r.exit_time;
+  } else {
+    c.timestamp = r.exit_time;
+    if (r.exit->kind == WorkerExit::Kind::kSignaled) {
+      c.message = "Signal " + std::to_string(r.exit->value) + " (" +
+                  SignalName(r.exit->value) + ") received by PID " + std::to_string(r.pid);
+    } else {
+      const std::string last = LastNonEmpty(r.stderr_tail);
+      c.message = last.empty() ? r.exit->Describe() : last;
+    }
+    c.traceback = TextOf(r.stderr_tail);
+  }
+  return c;
+}
+
+// Whether `r` is a rank of the last attempt that did not succeed.
+bool FailedInLastAttempt(const RankRecord& r, const SummaryInput& in) {
+  return r.restart_count == in.restarts && r.exit && !r.exit->success();
+}
+
+// The candidate with the earliest timestamp (the first one on a tie).
+std::optional<RootCause> FindRootCause(const SummaryInput& in) {
+  std::optional<RootCause> best;
+  for (const RankRecord& r : in.records) {
+    if (!FailedInLastAttempt(r, in)) continue;
+    std::optional<RootCause> c = CandidateOf(r, in);
+    if (c && (!best || c->timestamp < best->timestamp)) best = std::move(c);
+  }
+  return best;
+}
+
+// ---- hints ----
+
+std::vector<std::string> Hints(const SummaryInput& in) {
+  std::vector<std::string> hints;
+  for (const RankRecord& r : in.records) {
+    if (!FailedInLastAttempt(r, in)) continue;
+    if (TailContains(r.stderr_tail, kNoLibuvMessage)) {
+      hints.push_back(
+          "this PyTorch was built without libuv and cannot use gculaunch's store: "
+          "run with --no-agent-store (rank 0 then hosts the store)");
+      break;
+    }
+  }
+  for (const RankRecord& r : in.records) {
+    if (r.rank != 0 || !FailedInLastAttempt(r, in)) continue;
+    if (in.rank0_hosts_store &&
+        (TailContains(r.stderr_tail, "Address already in use") ||
+         TailContains(r.stderr_tail, "errno: 98"))) {
+      hints.push_back(
+          in.master_port_given
+              ? "MASTER_PORT " + in.master_port +
+                    " was already in use when rank 0 tried to host the store: pass a free "
+                    "--master-port (or leave it out and gculaunch picks one)"
+              : "the port gculaunch picked (" + in.master_port +
+                    ") was taken by another program before rank 0 bound it: run again, or "
+                    "pass a free --master-port");
+    }
+  }
+  if (!in.stuck.empty()) {
+    hints.push_back(
+        "processes in uninterruptible sleep (state D) wait inside the kernel, usually on a "
+        "device driver or a network file system: this node needs attention");
+  }
+  return hints;
+}
+
+// ---- text for stderr ----
+
+// The root cause's lines: which rank failed, then its error file's traceback or its last
+// stderr lines.
+void AddRootCauseLines(const SummaryInput& in, const RootCause& best,
+                       std::vector<std::string>& t) {
+  t.push_back("rank " + std::to_string(best.rank) + " failed (local rank " +
+              std::to_string(best.local_rank) + ", node " + std::to_string(in.node_rank) +
+              (in.host.empty() ? "" : " " + in.host) + ", pid " + std::to_string(best.pid) +
+              (in.restarts > 0 ? ", restart " + std::to_string(best.restart_count) : "") +
+              "): " + best.exit.Describe());
+  if (best.from_error_file) {
+    t.push_back("error file " + best.error_file + ": " + best.message);
+  }
+  std::vector<std::string> lines;
+  if (best.from_error_file && !best.traceback.empty()) {
+    lines = Split(best.traceback, '\n');
+    if (lines.back().empty()) lines.pop_back();  // the traceback's final newline
+    t.push_back("traceback from the error file:");
+  } else if (!best.stderr_tail.empty()) {
+    lines = best.stderr_tail;
+    t.push_back("last " + std::to_string(lines.size()) + " line(s) of rank " +
+                std::to_string(best.rank) + "'s stderr:");
+  } else {
+    t.push_back("rank " + std::to_string(best.rank) + " wrote nothing to stderr");
+  }
+  for (const std::string& line : lines) t.push_back("  | " + line);
+}
+
+std::vector<std::string> TextLines(const SummaryInput& in, const std::optional<RootCause>& best,
+                                   const std::vector<std::string>& hints,
+                                   const std::string& outcome) {
+  std::vector<std::string> t;
+  if (best) AddRootCauseLines(in, *best, t);
+  if (!in.job_cause.empty()) t.push_back(in.job_cause);
+  if (in.start_error) {
+    t.push_back(in.start_error_local_rank >= 0
+                    ? "local rank " + std::to_string(in.start_error_local_rank) +
+                          " could not be started: " + in.start_error->what
+                    : "the ranks could not be started: " + in.start_error->what);
+  }
+  if (in.final_state.cause == StopCause::kSignal) {
+    t.push_back("stopped by " + SignalName(in.final_state.stop_signal));
+  }
+  for (const sys::ProcInfo& info : in.stuck) t.push_back("stuck: " + info.Describe());
+  for (const std::string& hint : hints) t.push_back("hint: " + hint);
+  t.push_back("exit code " + std::to_string(in.exit_code) + " (" + outcome + ")");
+  return t;
+}
+
+// ---- --summary-json ----
+
+json RootCauseJson(const RootCause& best) {
+  json rc = ExitJson(best.exit);
+  rc["rank"] = best.rank;
+  rc["local_rank"] = best.local_rank;
+  rc["node_rank"] = best.node_rank;
+  rc["pid"] = best.pid;
+  rc["restart_count"] = best.restart_count;
+  rc["timestamp"] = best.timestamp;
+  rc["message"] = best.message;
+  rc["traceback"] = best.traceback;
+  rc["error_file"] = best.from_error_file ? json(best.error_file) : json(nullptr);
+  rc["stderr_tail"] = best.stderr_tail;
+  return rc;
+}
+
+json RanksJson(const std::vector<RankRecord>& records) {
+  json ranks = json::array();
+  for (const RankRecord& r : records) {
+    json rank = ExitJson(r.exit);
+    rank["restart_count"] = r.restart_count;
+    rank["rank"] = r.rank;
+    rank["local_rank"] = r.local_rank;
+    rank["pid"] = r.pid > 0 ? json(r.pid) : json(nullptr);
+    rank["state"] = r.pid <= 0 ? "not_started" : !r.exit ? "not_reaped" : "exited";
+    rank["exited_while_running"] = r.exited_while_running;
+    ranks.push_back(std::move(rank));
+  }
+  return ranks;
+}
+
+json StuckJson(const std::vector<sys::ProcInfo>& stuck) {
+  json list = json::array();
+  for (const sys::ProcInfo& info : stuck) {
+    list.push_back({{"pid", info.pid},
+                    {"pgid", info.pgid},
+                    {"comm", info.comm},
+                    {"state", std::string(1, info.state)},
+                    {"wchan", info.wchan}});
+  }
+  return list;
+}
+
+json SummaryJson(const SummaryInput& in, const std::optional<RootCause>& best,
+                 const std::vector<std::string>& hints, const std::string& outcome) {
+  json j;
+  j["exit_code"] = in.exit_code;
+  j["outcome"] = outcome;
+  j["signal"] = in.final_state.cause == StopCause::kSignal
+                    ? json(SignalName(in.final_state.stop_signal))
+                    : json(nullptr);
+  j["restarts"] = in.restarts;
+  j["max_restarts"] = in.max_restarts;
+  j["node_rank"] = in.node_rank;
+  j["host"] = in.host;
+  j["child_watcher"] = in.child_watcher;
+  j["start_time"] = in.start_time;
+  j["end_time"] = in.end_time;
+  j["root_cause"] = best ? RootCauseJson(*best) : json(nullptr);
+  j["ranks"] = RanksJson(in.records);
+  j["stuck"] = StuckJson(in.stuck);
+  j["start_error"] = in.start_error ? json(in.start_error->Format()) : json(nullptr);
+  j["hints"] = hints;
+  j["job"] = in.job_json.is_null() ? json(nullptr) : in.job_json;
+  return j;
+}
+
+// ---- the parent launcher's error file ----
+
+// The message of a failure no rank's error file describes, most specific first.
+std::string FailureMessage(const SummaryInput& in) {
+  if (in.start_error) return in.start_error->Format();
+  if (in.final_state.cause == StopCause::kSignal) {
+    return "gculaunch stopped by " + SignalName(in.final_state.stop_signal);
+  }
+  if (!in.job_cause.empty()) return in.job_cause;
+  if (!in.stuck.empty()) return "ranks could not be killed: " + in.stuck.front().Describe();
+  return "gculaunch failed with exit code " + std::to_string(in.exit_code);
+}
+
+// The root cause's own error file when @record wrote it (nested form), else one in that form.
+json ParentError(const SummaryInput& in, const std::optional<RootCause>& best) {
+  json parent;
+  if (best && best->from_error_file) {
+    auto file = in.error_files.find({best->restart_count, best->local_rank});
+    auto parsed = ParseErrorFile(file->second);
+    if (parsed.ok() && parsed->nested) parent = parsed->document;
+  }
+  if (parent.is_null()) {
+    const std::string message = best ? best->message : FailureMessage(in);
+    const std::string traceback = best ? best->traceback : "";
+    const double timestamp = best ? best->timestamp : in.end_time;
+    parent = {{"message",
+               {{"message", message},
+                {"extraInfo",
+                 {{"py_callstack", traceback},
+                  {"timestamp", std::to_string(static_cast<long long>(std::floor(timestamp)))}}}}}};
+  }
+  parent["message"]["errorCode"] = in.exit_code;
+  return parent;
 }
 
 }  // namespace
@@ -111,216 +355,12 @@ std::string OutcomeName(const SummaryInput& input) {
 
 ExitSummary BuildExitSummary(const SummaryInput& in) {
   ExitSummary out;
-  const int last_attempt = in.restarts;
-
-  // ---- root cause ----
-  std::optional<RootCause> best;
-  for (const RankRecord& r : in.records) {
-    if (r.restart_count != last_attempt || !r.exit || r.exit->success()) continue;
-    std::optional<ErrorFileReport> report;
-    auto file = in.error_files.find({r.restart_count, r.local_rank});
-    if (file != in.error_files.end()) {
-      auto parsed = ParseErrorFile(file->second);
-      if (parsed.ok()) report = std::move(*parsed);
-    }
-    if (!r.exited_while_running && !report) continue;  // stopped by gculaunch
-    RootCause c;
-    c.restart_count = r.restart_count;
-    c.local_rank = r.local_rank;
-    c.rank = r.rank;
-    c.node_rank = in.node_rank;
-    c.pid = r.pid;
-    c.exit = *r.exit;
-    c.stderr_tail = r.stderr_tail;
-    if (report) {
-      c.from_error_file = true;
-      c.error_file = r.error_file;
-      c.message = report->message;
-      c.traceback = report->py_callstack.empty() ? Join(r.stderr_tail) : report->py_callstack;
-      c.timestamp = report->timestamp > 0 ? report->timestamp : r.exit_time;
-    } else {
-      c.timestamp = r.exit_time;
-      if (r.exit->kind == WorkerExit::Kind::kSignaled) {
-        c.message = "Signal " + std::to_string(r.exit->value) + " (" +
-                    SignalName(r.exit->value) + ") received by PID " + std::to_string(r.pid);
-      } else {
-        const std::string last = LastNonEmpty(r.stderr_tail);
-        c.message = last.empty() ? r.exit->Describe() : last;
-      }
-      c.traceback = Join(r.stderr_tail);
-    }
-    if (!best || c.timestamp < best->timestamp) best = std::move(c);
-  }
-  out.root_cause = best;
-
-  // ---- hints ----
-  for (const RankRecord& r : in.records) {
-    if (r.restart_count != last_attempt || !r.exit || r.exit->success()) continue;
-    if (TailContains(r.stderr_tail, kNoLibuvMessage)) {
-      out.hints.push_back(
-          "this PyTorch was built without libuv and cannot use gculaunch's store: "
-          "run with --no-agent-store (rank 0 then hosts the store)");
-      break;
-    }
-  }
-  for (const RankRecord& r : in.records) {
-    if (r.restart_count != last_attempt || r.rank != 0 || !r.exit || r.exit->success()) continue;
-    if (in.rank0_hosts_store &&
-        (TailContains(r.stderr_tail, "Address already in use") ||
-         TailContains(r.stderr_tail, "errno: 98"))) {
-      out.hints.push_back(
-          in.master_port_given
-              ? "MASTER_PORT " + in.master_port +
-                    " was already in use when rank 0 tried to host the store: pass a free "
-                    "--master-port (or leave it out and gculaunch picks one)"
-              : "the port gculaunch picked (" + in.master_port +
-                    ") was taken by another program before rank 0 bound it: run again, or "
-                    "pass a free --master-port");
-    }
-  }
-  if (!in.stuck.empty()) {
-    out.hints.push_back(
-        "processes in uninterruptible sleep (state D) wait inside the kernel, usually on a "
-        "device driver or a network file system: this node needs attention");
-  }
-
-  // ---- text for stderr ----
+  out.root_cause = FindRootCause(in);
+  out.hints = Hints(in);
   const std::string outcome = OutcomeName(in);
-  if (in.exit_code != 0) {
-    auto& t = out.text;
-    if (best) {
-      t.push_back("rank " + std::to_string(best->rank) + " failed (local rank " +
-                  std::to_string(best->local_rank) + ", node " + std::to_string(in.node_rank) +
-                  (in.host.empty() ? "" : " " + in.host) + ", pid " + std::to_string(best->pid) +
-                  (in.restarts > 0 ? ", restart " + std::to_string(best->restart_count) : "") +
-                  "): " + best->exit.Describe());
-      if (best->from_error_file) {
-        t.push_back("error file " + best->error_file + ": " + best->message);
-      }
-      std::vector<std::string> lines;
-      if (best->from_error_file && !best->traceback.empty()) {
-        size_t start = 0;
-        const std::string& tb = best->traceback;
-        while (start < tb.size()) {
-          const size_t nl = tb.find('\n', start);
-          lines.push_back(tb.substr(start, nl == std::string::npos ? std::string::npos
-                                                                  : nl - start));
-          if (nl == std::string::npos) break;
-          start = nl + 1;
-        }
-        t.push_back("traceback from the error file:");
-      } else if (!best->stderr_tail.empty()) {
-        lines = best->stderr_tail;
-        t.push_back("last " + std::to_string(lines.size()) + " line(s) of rank " +
-                    std::to_string(best->rank) + "'s stderr:");
-      } else {
-        t.push_back("rank " + std::to_string(best->rank) + " wrote nothing to stderr");
-      }
-      for (const std::string& line : lines) t.push_back("  | " + line);
-    }
-    if (!in.job_cause.empty()) t.push_back(in.job_cause);
-    if (in.start_error) {
-      t.push_back(in.start_error_local_rank >= 0
-                      ? "local rank " + std::to_string(in.start_error_local_rank) +
-                            " could not be started: " + in.start_error->what
-                      : "the ranks could not be started: " + in.start_error->what);
-    }
-    if (in.final_state.cause == StopCause::kSignal) {
-      t.push_back("stopped by " + SignalName(in.final_state.stop_signal));
-    }
-    for (const sys::ProcInfo& info : in.stuck) t.push_back("stuck: " + info.Describe());
-    for (const std::string& hint : out.hints) t.push_back("hint: " + hint);
-    t.push_back("exit code " + std::to_string(in.exit_code) + " (" + outcome + ")");
-  }
-
-  // ---- --summary-json ----
-  json& j = out.json;
-  j["exit_code"] = in.exit_code;
-  j["outcome"] = outcome;
-  j["signal"] = in.final_state.cause == StopCause::kSignal
-                    ? json(SignalName(in.final_state.stop_signal))
-                    : json(nullptr);
-  j["restarts"] = in.restarts;
-  j["max_restarts"] = in.max_restarts;
-  j["node_rank"] = in.node_rank;
-  j["host"] = in.host;
-  j["child_watcher"] = in.child_watcher;
-  j["start_time"] = in.start_time;
-  j["end_time"] = in.end_time;
-  if (best) {
-    json rc = ExitJson(best->exit);
-    rc["rank"] = best->rank;
-    rc["local_rank"] = best->local_rank;
-    rc["node_rank"] = best->node_rank;
-    rc["pid"] = best->pid;
-    rc["restart_count"] = best->restart_count;
-    rc["timestamp"] = best->timestamp;
-    rc["message"] = best->message;
-    rc["traceback"] = best->traceback;
-    rc["error_file"] = best->from_error_file ? json(best->error_file) : json(nullptr);
-    rc["stderr_tail"] = best->stderr_tail;
-    j["root_cause"] = std::move(rc);
-  } else {
-    j["root_cause"] = nullptr;
-  }
-  j["ranks"] = json::array();
-  for (const RankRecord& r : in.records) {
-    json rank = ExitJson(r.exit);
-    rank["restart_count"] = r.restart_count;
-    rank["rank"] = r.rank;
-    rank["local_rank"] = r.local_rank;
-    rank["pid"] = r.pid > 0 ? json(r.pid) : json(nullptr);
-    rank["state"] = r.pid <= 0 ? "not_started" : !r.exit ? "not_reaped" : "exited";
-    rank["exited_while_running"] = r.exited_while_running;
-    j["ranks"].push_back(std::move(rank));
-  }
-  j["stuck"] = json::array();
-  for (const sys::ProcInfo& info : in.stuck) {
-    j["stuck"].push_back({{"pid", info.pid},
-                          {"pgid", info.pgid},
-                          {"comm", info.comm},
-                          {"state", std::string(1, info.state)},
-                          {"wchan", info.wchan}});
-  }
-  j["start_error"] = in.start_error ? json(in.start_error->Format()) : json(nullptr);
-  j["hints"] = out.hints;
-  j["job"] = in.job_json.is_null() ? json(nullptr) : in.job_json;
-
-  // ---- the parent launcher's error file ----
-  if (in.exit_code != 0) {
-    json parent;
-    if (best && best->from_error_file) {
-      auto file = in.error_files.find({best->restart_count, best->local_rank});
-      auto parsed = ParseErrorFile(file->second);
-      if (parsed.ok() && parsed->nested) parent = parsed->document;
-    }
-    if (parent.is_null()) {
-      std::string message, traceback;
-      double timestamp = in.end_time;
-      if (best) {
-        message = best->message;
-        traceback = best->traceback;
-        timestamp = best->timestamp;
-      } else if (in.start_error) {
-        message = in.start_error->Format();
-      } else if (in.final_state.cause == StopCause::kSignal) {
-        message = "gculaunch stopped by " + SignalName(in.final_state.stop_signal);
-      } else if (!in.job_cause.empty()) {
-        message = in.job_cause;
-      } else if (!in.stuck.empty()) {
-        message = "ranks could not be killed: " + in.stuck.front().Describe();
-      } else {
-        message = "gculaunch failed with exit code " + std::to_string(in.exit_code);
-      }
-      parent = {{"message",
-                 {{"message", message},
-                  {"extraInfo",
-                   {{"py_callstack", traceback},
-                    {"timestamp", std::to_string(static_cast<long long>(std::floor(timestamp)))}}}}}};
-    }
-    parent["message"]["errorCode"] = in.exit_code;
-    out.parent_error = std::move(parent);
-  }
+  if (in.exit_code != 0) out.text = TextLines(in, out.root_cause, out.hints, outcome);
+  out.json = SummaryJson(in, out.root_cause, out.hints, outcome);
+  if (in.exit_code != 0) out.parent_error = ParentError(in, out.root_cause);
   return out;
 }
 
