@@ -212,16 +212,20 @@ void Store::Handle(ConnId id, Request& request, std::string& reply, Effects& eff
   // WAIT is unanswered, so one that does has given up on it.  Forget the WAIT before its
   // STOP_WAITING could be mistaken for the first byte of the next reply.
   if (conn.missing > 0 && request.op != Op::kCancelWait) DropParkedWait(conn);
+  if (!conn.keyed && !request.keys.empty()) Classify(conn, request.keys);
+  Dispatch(id, conn, request, reply, effects);
+}
 
-  auto& keys = request.keys;
-  if (!conn.keyed && !keys.empty()) {
-    conn.keyed = true;
-    conn.agent = conn.scope == Scope::kAttempt &&
-                 std::all_of(keys.begin(), keys.end(), [](const std::string& key) {
-                   return key.starts_with(kLauncherKeyPrefix);
-                 });
-  }
-  auto& values = request.values;
+void Store::Classify(Conn& conn, const std::vector<std::string>& keys) {
+  conn.keyed = true;
+  conn.agent = conn.scope == Scope::kAttempt &&
+               std::all_of(keys.begin(), keys.end(), [](const std::string& key) {
+                 return key.starts_with(kLauncherKeyPrefix);
+               });
+}
+
+void Store::Dispatch(ConnId id, Conn& conn, Request& request, std::string& reply,
+                     Effects& effects) {
   switch (request.op) {
     case Op::kValidate:
       return;
@@ -229,181 +233,212 @@ void Store::Handle(ConnId id, Request& request, std::string& reply, Effects& eff
       AppendU32(reply, request.word);
       return;
     case Op::kSet:
-      Set(Route(conn, keys[0]), keys[0], values[0], effects);
-      return;
-    case Op::kCompareSet: {
-      Namespace& ns = Route(conn, keys[0]);
-      std::string& expected = values[0];
-      std::string& desired = values[1];
-      auto it = ns.kv.find(keys[0]);
-      if (it == ns.kv.end()) {
-        if (!expected.empty()) {
-          AppendBlob(reply, expected);  // PyTorch "lies": nothing stored, expected echoed
-          return;
-        }
-        AppendBlob(reply, desired);
-        Notify(ns, keys[0], WatchResponse::kKeyCreated, {}, desired, effects);
-        it = ns.kv.emplace(std::move(keys[0]), std::move(desired)).first;
-        WakeAll(ns, it->first, effects);  // libuv behaviour; the classic servers do not wake
-        return;
-      }
-      if (it->second != expected) {
-        AppendBlob(reply, it->second);
-        return;
-      }
-      AppendBlob(reply, desired);
-      Notify(ns, keys[0], WatchResponse::kKeyUpdated, it->second, desired, effects);
-      it->second = std::move(desired);
-      return;
-    }
-    case Op::kGet: {
-      const Namespace& ns = Route(conn, keys[0]);
-      auto it = ns.kv.find(keys[0]);
-      AppendBlob(reply, it == ns.kv.end() ? std::string_view() : std::string_view(it->second));
-      return;
-    }
-    case Op::kAdd: {
-      Namespace& ns = Route(conn, keys[0]);
-      auto it = ns.kv.find(keys[0]);
-      std::int64_t current = 0;
-      if (it != ns.kv.end() && !ParseLeadingInteger(it->second, current)) {
-        effects.close_reason = "ADD to key " + QuoteForLog(keys[0]) + " whose value " +
-                               QuoteForLog(it->second) + " is not a number";
-        return;
-      }
-      // Two's complement wrap-around, as PyTorch's servers do in practice on overflow.
-      const auto next = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) +
-                                                  static_cast<std::uint64_t>(request.delta));
-      char buf[24];
-      const auto end = std::to_chars(buf, buf + sizeof buf, next).ptr;
-      const std::string_view text(buf, static_cast<std::size_t>(end - buf));
-      AppendI64(reply, next);
-      if (it == ns.kv.end()) {
-        Notify(ns, keys[0], WatchResponse::kKeyCreated, {}, text, effects);
-        it = ns.kv.emplace(std::move(keys[0]), std::string(text)).first;
-      } else {
-        Notify(ns, keys[0], WatchResponse::kKeyUpdated, it->second, text, effects);
-        it->second.assign(text);
-      }
-      WakeAll(ns, it->first, effects);
-      return;
-    }
-    case Op::kCheck: {
-      bool ready = true;
-      for (auto& key : keys) {
-        if (!Present(Route(conn, key), key)) {
-          ready = false;
-          break;
-        }
-      }
-      AppendU8(reply, static_cast<std::uint8_t>(ready ? CheckResponse::kReady
-                                                      : CheckResponse::kNotReady));
-      return;
-    }
-    case Op::kWait: {
-      const std::uint64_t seq = next_wait_seq_++;
-      conn.wait_seq = seq;
-      conn.missing = 0;
-      for (auto& key : keys) {
-        Namespace& ns = Route(conn, key);
-        if (Present(ns, key)) continue;
-        ++conn.missing;
-        Park(id, conn, ns, key);
-      }
-      if (conn.missing == 0) {
-        conn.wait_seq = 0;
-        AppendU8(reply, static_cast<std::uint8_t>(WaitResponse::kStopWaiting));
-      }
-      return;
-    }
-    case Op::kGetNumKeys:
-      AppendI64(reply, static_cast<std::int64_t>(ScopeNamespace(conn.scope).kv.size()));
-      return;
-    case Op::kWatchKey: {
-      auto& ids = Route(conn, keys[0]).watchers[keys[0]];
-      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-      AppendU8(reply, static_cast<std::uint8_t>(WatchResponse::kKeyCallbackRegistered));
-      return;
-    }
-    case Op::kDeleteKey: {
-      Namespace& ns = Route(conn, keys[0]);
-      auto it = ns.kv.find(keys[0]);
-      if (it == ns.kv.end()) {
-        AppendI64(reply, 0);
-        return;
-      }
-      std::string old_value = std::move(it->second);
-      ns.kv.erase(it);
-      AppendI64(reply, 1);
-      Notify(ns, keys[0], WatchResponse::kKeyDeleted, old_value, {}, effects);
-      return;
-    }
-    case Op::kAppend: {
-      Namespace& ns = Route(conn, keys[0]);
-      auto it = ns.kv.find(keys[0]);
-      if (it == ns.kv.end()) {
-        it = ns.kv.emplace(std::move(keys[0]), std::move(values[0])).first;
-      } else {
-        it->second.append(values[0]);
-      }
-      WakeAll(ns, it->first, effects);
-      return;
-    }
-    case Op::kMultiGet:
-      for (auto& key : keys) {
-        const Namespace& ns = Route(conn, key);
-        auto it = ns.kv.find(key);
-        AppendBlob(reply, it == ns.kv.end() ? std::string_view() : std::string_view(it->second));
-      }
-      return;
     case Op::kMultiSet:
-      for (std::size_t i = 0; i < keys.size(); ++i) {
-        Set(Route(conn, keys[i]), keys[i], values[i], effects);
-      }
-      return;
+      return HandleSet(conn, request, effects);
+    case Op::kCompareSet:
+      return HandleCompareSet(conn, request, reply, effects);
+    case Op::kGet:
+    case Op::kMultiGet:
+      return HandleGet(conn, request, reply);
+    case Op::kAdd:
+      return HandleAdd(conn, request, reply, effects);
+    case Op::kCheck:
+      return HandleCheck(conn, request, reply);
+    case Op::kWait:
+      return HandleWait(id, conn, request, reply);
     case Op::kCancelWait:
       DropParkedWait(conn);
       AppendU8(reply, static_cast<std::uint8_t>(WaitResponse::kWaitCanceled));
       return;
-    case Op::kQueuePush: {
-      Namespace& ns = Route(conn, keys[0]);
-      auto& queue = ns.queues[keys[0]];
-      queue.push_back(std::move(values[0]));
-      WakeOne(ns, keys[0], effects);
+    case Op::kGetNumKeys:
+      AppendI64(reply, static_cast<std::int64_t>(ScopeNamespace(conn.scope).kv.size()));
+      return;
+    case Op::kWatchKey:
+      return HandleWatchKey(id, conn, request, reply);
+    case Op::kDeleteKey:
+      return HandleDeleteKey(conn, request, reply, effects);
+    case Op::kAppend:
+      return HandleAppend(conn, request, effects);
+    case Op::kQueuePush:
+      return HandleQueuePush(conn, request, effects);
+    case Op::kQueuePop:
+      return HandleQueuePop(conn, request, reply);
+    case Op::kQueueLen:
+      return HandleQueueLen(conn, request, reply);
+    case Op::kList:
+      return HandleList(conn, reply);
+  }
+}
+
+void Store::HandleSet(const Conn& conn, Request& request, Effects& effects) {
+  auto& keys = request.keys;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    Set(Route(conn, keys[i]), keys[i], request.values[i], effects);
+  }
+}
+
+void Store::HandleCompareSet(const Conn& conn, Request& request, std::string& reply,
+                             Effects& effects) {
+  std::string& key = request.keys[0];
+  Namespace& ns = Route(conn, key);
+  std::string& expected = request.values[0];
+  std::string& desired = request.values[1];
+  auto it = ns.kv.find(key);
+  if (it == ns.kv.end()) {
+    if (!expected.empty()) {
+      AppendBlob(reply, expected);  // PyTorch "lies": nothing stored, expected echoed
       return;
     }
-    case Op::kQueuePop: {
-      Namespace& ns = Route(conn, keys[0]);
-      auto it = ns.queues.find(keys[0]);
-      const std::size_t length = it == ns.queues.end() ? 0 : it->second.size();
-      AppendI64(reply, static_cast<std::int64_t>(length));
-      if (length > 0) {
-        AppendBlob(reply, it->second.front());
-        it->second.pop_front();
-        if (it->second.empty()) ns.queues.erase(it);
-      }
-      return;
+    AppendBlob(reply, desired);
+    Notify(ns, key, WatchResponse::kKeyCreated, {}, desired, effects);
+    it = ns.kv.emplace(std::move(key), std::move(desired)).first;
+    WakeAll(ns, it->first, effects);  // libuv behaviour; the classic servers do not wake
+    return;
+  }
+  if (it->second != expected) {
+    AppendBlob(reply, it->second);
+    return;
+  }
+  AppendBlob(reply, desired);
+  Notify(ns, key, WatchResponse::kKeyUpdated, it->second, desired, effects);
+  it->second = std::move(desired);
+}
+
+void Store::HandleGet(const Conn& conn, Request& request, std::string& reply) {
+  for (auto& key : request.keys) {
+    const Namespace& ns = Route(conn, key);
+    auto it = ns.kv.find(key);
+    AppendBlob(reply, it == ns.kv.end() ? std::string_view() : std::string_view(it->second));
+  }
+}
+
+void Store::HandleAdd(const Conn& conn, Request& request, std::string& reply, Effects& effects) {
+  std::string& key = request.keys[0];
+  Namespace& ns = Route(conn, key);
+  auto it = ns.kv.find(key);
+  std::int64_t current = 0;
+  if (it != ns.kv.end() && !ParseLeadingInteger(it->second, current)) {
+    effects.close_reason = "ADD to key " + QuoteForLog(key) + " whose value " +
+                           QuoteForLog(it->second) + " is not a number";
+    return;
+  }
+  // Two's complement wrap-around, as PyTorch's servers do in practice on overflow.
+  const auto next = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) +
+                                              static_cast<std::uint64_t>(request.delta));
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof buf, next).ptr;
+  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
+  AppendI64(reply, next);
+  if (it == ns.kv.end()) {
+    Notify(ns, key, WatchResponse::kKeyCreated, {}, text, effects);
+    it = ns.kv.emplace(std::move(key), std::string(text)).first;
+  } else {
+    Notify(ns, key, WatchResponse::kKeyUpdated, it->second, text, effects);
+    it->second.assign(text);
+  }
+  WakeAll(ns, it->first, effects);
+}
+
+void Store::HandleCheck(const Conn& conn, Request& request, std::string& reply) {
+  bool ready = true;
+  for (auto& key : request.keys) {
+    if (!Present(Route(conn, key), key)) {
+      ready = false;
+      break;
     }
-    case Op::kQueueLen: {
-      const Namespace& ns = Route(conn, keys[0]);
-      auto it = ns.queues.find(keys[0]);
-      AppendI64(reply, static_cast<std::int64_t>(it == ns.queues.end() ? 0 : it->second.size()));
-      return;
-    }
-    case Op::kList: {
-      const Namespace& ns = ScopeNamespace(conn.scope);
-      std::vector<const std::string*> names;
-      names.reserve(ns.kv.size());
-      for (const auto& [key, value] : ns.kv) names.push_back(&key);
-      std::sort(names.begin(), names.end(),
-                [](const std::string* a, const std::string* b) { return *a < *b; });
-      AppendI64(reply, static_cast<std::int64_t>(names.size()));
-      const std::size_t strip = conn.scope == Scope::kLauncher ? kLauncherKeyPrefix.size() : 0;
-      for (const std::string* name : names) {
-        AppendBlob(reply, std::string_view(*name).substr(strip));
-      }
-      return;
-    }
+  }
+  AppendU8(reply, static_cast<std::uint8_t>(ready ? CheckResponse::kReady
+                                                  : CheckResponse::kNotReady));
+}
+
+void Store::HandleWait(ConnId id, Conn& conn, Request& request, std::string& reply) {
+  const std::uint64_t seq = next_wait_seq_++;
+  conn.wait_seq = seq;
+  conn.missing = 0;
+  for (auto& key : request.keys) {
+    Namespace& ns = Route(conn, key);
+    if (Present(ns, key)) continue;
+    ++conn.missing;
+    Park(id, conn, ns, key);
+  }
+  if (conn.missing == 0) {
+    conn.wait_seq = 0;
+    AppendU8(reply, static_cast<std::uint8_t>(WaitResponse::kStopWaiting));
+  }
+}
+
+void Store::HandleWatchKey(ConnId id, const Conn& conn, Request& request, std::string& reply) {
+  std::string& key = request.keys[0];
+  auto& ids = Route(conn, key).watchers[key];
+  if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  AppendU8(reply, static_cast<std::uint8_t>(WatchResponse::kKeyCallbackRegistered));
+}
+
+void Store::HandleDeleteKey(const Conn& conn, Request& request, std::string& reply,
+                            Effects& effects) {
+  std::string& key = request.keys[0];
+  Namespace& ns = Route(conn, key);
+  auto it = ns.kv.find(key);
+  if (it == ns.kv.end()) {
+    AppendI64(reply, 0);
+    return;
+  }
+  std::string old_value = std::move(it->second);
+  ns.kv.erase(it);
+  AppendI64(reply, 1);
+  Notify(ns, key, WatchResponse::kKeyDeleted, old_value, {}, effects);
+}
+
+void Store::HandleAppend(const Conn& conn, Request& request, Effects& effects) {
+  std::string& key = request.keys[0];
+  Namespace& ns = Route(conn, key);
+  auto it = ns.kv.find(key);
+  if (it == ns.kv.end()) {
+    it = ns.kv.emplace(std::move(key), std::move(request.values[0])).first;
+  } else {
+    it->second.append(request.values[0]);
+  }
+  WakeAll(ns, it->first, effects);
+}
+
+void Store::HandleQueuePush(const Conn& conn, Request& request, Effects& effects) {
+  std::string& key = request.keys[0];
+  Namespace& ns = Route(conn, key);
+  ns.queues[key].push_back(std::move(request.values[0]));
+  WakeOne(ns, key, effects);
+}
+
+void Store::HandleQueuePop(const Conn& conn, Request& request, std::string& reply) {
+  std::string& key = request.keys[0];
+  Namespace& ns = Route(conn, key);
+  auto it = ns.queues.find(key);
+  const std::size_t length = it == ns.queues.end() ? 0 : it->second.size();
+  AppendI64(reply, static_cast<std::int64_t>(length));
+  if (length > 0) {
+    AppendBlob(reply, it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) ns.queues.erase(it);
+  }
+}
+
+void Store::HandleQueueLen(const Conn& conn, Request& request, std::string& reply) {
+  std::string& key = request.keys[0];
+  const Namespace& ns = Route(conn, key);
+  auto it = ns.queues.find(key);
+  AppendI64(reply, static_cast<std::int64_t>(it == ns.queues.end() ? 0 : it->second.size()));
+}
+
+void Store::HandleList(const Conn& conn, std::string& reply) const {
+  const Namespace& ns = ScopeNamespace(conn.scope);
+  std::vector<const std::string*> names;
+  names.reserve(ns.kv.size());
+  for (const auto& [key, value] : ns.kv) names.push_back(&key);
+  std::sort(names.begin(), names.end(),
+            [](const std::string* a, const std::string* b) { return *a < *b; });
+  AppendI64(reply, static_cast<std::int64_t>(names.size()));
+  const std::size_t strip = conn.scope == Scope::kLauncher ? kLauncherKeyPrefix.size() : 0;
+  for (const std::string* name : names) {
+    AppendBlob(reply, std::string_view(*name).substr(strip));
   }
 }
 

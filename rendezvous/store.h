@@ -40,10 +40,15 @@
 // but BeginAttempt does not drop it.  A rank never qualifies (PyTorch clients never send
 // such keys), and a connection that first used an ordinary key never becomes one.
 //
-// Costs: every request is O(size of its keys and values) plus O(1) hash operations, except
-// waking, which is O(waiters of that key).  Parked WAITs are removed lazily (a cancelled or
-// closed waiter leaves a stale registration that is skipped and periodically compacted), so
-// cancelling or closing is O(1).
+// Costs: every request is O(size of its keys and values) plus O(1) hash operations, plus:
+//   * a request that creates or changes a key (SET, MULTI_SET, COMPARE_SET, ADD, APPEND)
+//     wakes that key's waiters and, like DELETE_KEY, tells its watchers: O(waiters +
+//     watchers of that key); QUEUE_PUSH wakes one waiter, skipping stale registrations;
+//   * WATCH_KEY looks for the connection among the key's watchers: O(watchers of that key);
+//   * LIST sorts the names of the connection's scope: O(n log n) for n keys.
+// Parked WAITs are removed lazily (a cancelled or closed waiter leaves a stale registration
+// that is skipped and periodically compacted), so cancelling or closing is O(1).  Each
+// handler below names its costs.
 //
 // Thread safety: none; one thread (the io_context's) owns a Store.
 #pragma once
@@ -164,6 +169,44 @@ class Store {
               std::string_view new_value, Effects& effects);
   /// SET semantics shared by SET and MULTI_SET; takes the strings.
   void Set(Namespace& ns, std::string& key, std::string& value, Effects& effects);
+
+  /// The first request with keys decides whether `conn` is a node agent's.
+  static void Classify(Conn& conn, const std::vector<std::string>& keys);
+  /// Hands a checked request to its op's handler.  The handlers follow spec section 5 and
+  /// may move strings out of `request`.
+  void Dispatch(ConnId id, Conn& conn, Request& request, std::string& reply, Effects& effects);
+  /// SET and MULTI_SET: O(values) plus waking and telling each key's waiters and watchers.
+  void HandleSet(const Conn& conn, Request& request, Effects& effects);
+  /// Creates or replaces when `expected` matches; replies with the value now stored (or the
+  /// expected one echoed for a missing key).  Creating wakes waiters; both tell watchers.
+  void HandleCompareSet(const Conn& conn, Request& request, std::string& reply,
+                        Effects& effects);
+  /// GET and MULTI_GET: a blob per key, empty for a missing one.  O(values).
+  void HandleGet(const Conn& conn, Request& request, std::string& reply);
+  /// Adds to a decimal value (missing: 0); closes the connection when it is not a number.
+  /// O(1) plus waking and telling the key's waiters and watchers.
+  void HandleAdd(const Conn& conn, Request& request, std::string& reply, Effects& effects);
+  /// Ready when every key holds a value or a non-empty queue.  O(keys).
+  void HandleCheck(const Conn& conn, Request& request, std::string& reply);
+  /// Answers at once when every key is present, else parks the WAIT on the missing keys
+  /// (amortized O(1) per key, compaction included).
+  void HandleWait(ConnId id, Conn& conn, Request& request, std::string& reply);
+  /// 1.x WATCH_KEY: registers `id` once.  O(watchers of the key).
+  void HandleWatchKey(ConnId id, const Conn& conn, Request& request, std::string& reply);
+  /// Replies 1 when the key existed (and tells its watchers), else 0.
+  void HandleDeleteKey(const Conn& conn, Request& request, std::string& reply,
+                       Effects& effects);
+  /// Appends to the value (missing: creates it) and wakes the key's waiters.
+  void HandleAppend(const Conn& conn, Request& request, Effects& effects);
+  /// Appends to the key's queue and wakes its first live waiter.
+  void HandleQueuePush(const Conn& conn, Request& request, Effects& effects);
+  /// Replies with the queue's length, then its first item (removed) when there is one.  O(1).
+  void HandleQueuePop(const Conn& conn, Request& request, std::string& reply);
+  /// Replies with the queue's length.  O(1).
+  void HandleQueueLen(const Conn& conn, Request& request, std::string& reply);
+  /// Every key of the connection's scope, sorted, without the launcher prefix.
+  /// O(n log n) for n keys.
+  void HandleList(const Conn& conn, std::string& reply) const;
 
   int attempt_;
   std::uint64_t next_wait_seq_ = 1;
