@@ -19,119 +19,22 @@
 // go through one function and produce the same message (naming the source).
 // CLI11's own envname() is not used: it calls getenv, and only main() may
 // read the process environment.
+//
+// Each flag is one row of kFlags, and the row names the function that applies it: the
+// command line, PET_* and job files (ApplyFlagText) all go through that function.  A row
+// cannot be written without one, so a new flag cannot be accepted and silently dropped; a
+// flag accepted only for compatibility says so with `Ignored`.
 
 namespace gculaunch {
 namespace {
 
 enum class Kind { kValue, kBool, kRepeat };
 
-struct FlagDef {
-  const char* name;       ///< canonical long name, without "--"
-  const char* aliases;    ///< further CLI11 names, comma-separated ("" for none)
-  Kind kind;
-  const char* value;      ///< value shape for help and messages
-  const char* group;
-  const char* help;
-};
-
-// Every flag, in help order.  The '_' spelling of each name is added
-// automatically; `aliases` holds other names (short forms, torchrun's
-// alternatives).  PET_<NAME> uses `name`.
-constexpr FlagDef kFlags[] = {
-    // topology
-    {"nproc-per-node", "", Kind::kValue, "N|auto|gpu|cpu", "Topology",
-     "ranks on this node: a number, auto (cards in the pool; CPUs for --device cpu), gpu (cards "
-     "in the pool) or cpu (CPUs); default 1"},
-    {"nnodes", "", Kind::kValue, "N", "Topology",
-     "number of nodes (N or N:N; elastic ranges are not supported); default 1"},
-    {"node-rank", "", Kind::kValue, "N", "Topology", "this node's rank, 0..nnodes-1; default 0"},
-    {"master-addr", "", Kind::kValue, "HOST", "Topology",
-     "address of the rendezvous store (MASTER_ADDR); default 127.0.0.1"},
-    {"master-port", "", Kind::kValue, "PORT", "Topology",
-     "port of the rendezvous store (MASTER_PORT); default 29500, or chosen at launch with "
-     "--standalone"},
-    {"rdzv-endpoint", "", Kind::kValue, "HOST:PORT", "Topology",
-     "the store as HOST:PORT or [IPv6]:PORT (instead of --master-addr/--master-port; PORT "
-     "defaults to 29400)"},
-    {"rdzv-backend", "", Kind::kValue, "static|c10d", "Topology",
-     "accepted for torchrun compatibility; both behave the same"},
-    {"rdzv-id", "", Kind::kValue, "ID", "Topology", "run id (TORCHELASTIC_RUN_ID); same as --run-id"},
-    {"run-id", "", Kind::kValue, "ID", "Topology",
-     "run id (TORCHELASTIC_RUN_ID); default: generated with --standalone, else \"none\""},
-    {"rdzv-conf", "", Kind::kValue, "K=V,...", "Topology",
-     "rendezvous settings, kept for multi-node: timeout, join_timeout, last_call_timeout, "
-     "close_timeout, read_timeout (seconds), is_host (true/false)"},
-    {"rdzv-timeout", "", Kind::kValue, "SECONDS", "Topology",
-     "multi-node: how long nodes wait for the master node and for each other; default 900"},
-    {"standalone", "", Kind::kBool, "", "Topology",
-     "single node: store on 127.0.0.1, port chosen at launch (or --master-port)"},
-    {"platform-world-size", "", Kind::kValue, "nodes|procs", "Topology",
-     "how to read a job platform's WORLD_SIZE: nodes (default: Volcano, KubeBrain, older "
-     "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)"},
-    {"max-restarts", "", Kind::kValue, "N", "Topology",
-     "restart all ranks up to N times after a failure; default 0"},
-    {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
-     "accepted for torchrun compatibility and ignored: gculaunch notices exits at once"},
-    {"role", "", Kind::kValue, "NAME", "Topology", "ROLE_NAME of the ranks; default \"default\""},
-    // program
-    {"module", "-m", Kind::kBool, "", "Program",
-     "SCRIPT is a Python module: run python -u -m SCRIPT ARGS"},
-    {"no-python", "", Kind::kBool, "", "Program", "SCRIPT is a program: run SCRIPT ARGS directly"},
-    {"python", "", Kind::kValue, "PATH", "Program",
-     "the interpreter; default $PYTHON_EXEC, else python3 on PATH"},
-    {"use-env", "", Kind::kBool, "", "Program",
-     "accepted: LOCAL_RANK is always in the environment"},
-    {"local-rank-arg", "", Kind::kBool, "", "Program",
-     "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)"},
-    {"python-shim", "", Kind::kBool, "", "Program",
-     "load gculaunch's sitecustomize in each rank: init_process_group with the device's "
-     "backend before your code, torch.cuda.set_device & co. redirected to the vendor module "
-     "on non-CUDA devices, gloo if the backend is missing (for MMEngine and other CUDA-minded "
-     "code)"},
-    {"no-backend-fallback", "", Kind::kBool, "", "Program",
-     "with --python-shim: a missing backend stops the rank instead of falling back to gloo"},
-    {"job", "", Kind::kValue, "FILE.yaml", "Program",
-     "a job file: script, args, flags, env and a training config per card count; flags and "
-     "PET_* variables override it; SCRIPT may then be left out"},
-    // devices
-    {"device", "", Kind::kValue, "NAME|auto|PATH.yaml", "Devices",
-     "device profile: gcu, cuda, cpu, ascend, mlu, rocm, auto (first whose cards exist, else "
-     "cpu), or a profile YAML file; default auto"},
-    {"bind", "", Kind::kValue, "all|rank", "Devices",
-     "all: every rank sees the whole card pool (as torchrun); rank: each rank sees only its "
-     "card; default all"},
-    {"cpu-affinity", "", Kind::kValue, "none|numa|spread", "Devices",
-     "pin each rank to CPUs: numa: its card's NUMA node, split fairly among the ranks there; "
-     "spread: all CPUs split fairly; also sets OMP_NUM_THREADS to the rank's share unless you "
-     "set it; default none"},
-    {"env", "", Kind::kRepeat, "KEY=VALUE", "Devices",
-     "set a variable for every rank (repeatable; overrides your environment and the profile)"},
-    {"sysroot", "", Kind::kValue, "DIR", "Devices",
-     "look for /dev and /sys below DIR (for tests and preflight checks)"},
-    // supervision and output
-    {"grace-period", "shutdown-timeout", Kind::kValue, "SECONDS", "Supervision",
-     "time between SIGTERM and SIGKILL when stopping ranks; default 25"},
-    {"no-agent-store", "", Kind::kBool, "", "Supervision",
-     "rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False) instead of gculaunch"},
-    {"worker-port", "", Kind::kValue, "PORT", "Supervision",
-     "with --no-agent-store: the port rank 0 binds (MASTER_PORT)"},
-    {"log-dir", "", Kind::kValue, "DIR", "Supervision",
-     "write per-rank logs and error files below DIR/<run id>"},
-    {"redirects", "-r", Kind::kValue, "0-3|I:V,...", "Supervision",
-     "send streams to the log files only: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)"},
-    {"tee", "-t", Kind::kValue, "0-3|I:V,...", "Supervision",
-     "copy streams to the log files too: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)"},
-    {"local-ranks-filter", "", Kind::kValue, "I,J,...", "Supervision",
-     "show only these local ranks' output on the console"},
-    {"stdin", "", Kind::kValue, "null|rank0", "Supervision",
-     "null: ranks read /dev/null; rank0: rank 0 gets gculaunch's stdin (for breakpoint())"},
-    {"summary-json", "", Kind::kValue, "PATH", "Supervision",
-     "write the outcome of the run (exit codes, root cause) as JSON"},
-    // what to do
-    {"dry-run", "", Kind::kBool, "", "Dry run",
-     "print every rank's command line and the variables gculaunch sets; start nothing"},
-    {"format", "", Kind::kValue, "table|json|env", "Dry run",
-     "--dry-run output: table (default), json, or env (shell export lines)"},
+// One flag's value as its apply function sees it.
+struct ApplyContext {
+  const std::string& source;  ///< "--nnodes", "PET_NNODES" or "job.yaml:3: nnodes", for messages
+  const std::string& value;   ///< kValue: the value (not empty); kRepeat: one item
+  bool on = false;            ///< kBool: the switch's value
 };
 
 std::string PetName(std::string_view name) {
@@ -190,8 +93,7 @@ bool IsRunId(const std::string& id) {
 // torchrun's boolean PET_ variables are integers (non-zero = on); true/false
 // are accepted too because platforms write them.
 std::optional<bool> ParseBoolText(const std::string& text) {
-  std::string lower;
-  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = Lower(text);
   if (lower == "true") return true;
   if (lower == "false") return false;
   if (auto value = ParseInteger(text)) return *value != 0;
@@ -267,226 +169,465 @@ Result<Endpoint> ParseEndpoint(const std::string& source, const std::string& val
   return endpoint;
 }
 
-Status ParseRdzvConf(const std::string& source, const std::string& value, CliOptions& o) {
+// ---- one apply function per flag, or per shape of flag: each checks the value and sets
+// the flag's own field of CliOptions (cli_test.cc checks that every flag sets one) ----
+
+Status ApplyNprocPerNode(const ApplyContext& c, CliOptions& o) {
+  NprocPerNode n;
+  if (c.value == "auto") {
+    n.kind = NprocPerNode::Kind::kAuto;
+  } else if (c.value == "gpu") {
+    n.kind = NprocPerNode::Kind::kGpu;
+  } else if (c.value == "cpu") {
+    n.kind = NprocPerNode::Kind::kCpu;
+  } else if (auto count = ParseIntIn(c.value, 1, 1 << 16)) {
+    n.count = *count;
+  } else {
+    return BadValue(c.source, c.value, "expected a positive number, auto, gpu or cpu", "8");
+  }
+  o.nproc_per_node = n;
+  return OkStatus();
+}
+
+Status ApplyNnodes(const ApplyContext& c, CliOptions& o) {
+  const std::string& value = c.value;
+  const size_t colon = value.find(':');
+  const std::string problem = "expected a positive number N (or N:N)";
+  if (colon == std::string::npos) {
+    auto n = ParseIntIn(value, 1, 1 << 20);
+    if (!n) return BadValue(c.source, value, problem, "2");
+    o.nnodes = *n;
+    return OkStatus();
+  }
+  auto min = ParseIntIn(value.substr(0, colon), 1, 1 << 20);
+  auto max = ParseIntIn(value.substr(colon + 1), 1, 1 << 20);
+  if (!min || !max) return BadValue(c.source, value, problem, "2");
+  if (*min != *max) {
+    return Error{c.source + " '" + value + "': elastic ranges are not supported",
+                 "give a fixed count such as " + Example(c.source, std::to_string(*max))};
+  }
+  o.nnodes = *min;
+  return OkStatus();
+}
+
+// A count >= 0 into `field`; `example` is the message's example value.
+Status ApplyCount(const ApplyContext& c, const char* example, std::optional<int>& field) {
+  auto n = ParseIntIn(c.value, 0, 1 << 20);
+  if (!n) return BadValue(c.source, c.value, "expected a number >= 0", example);
+  field = *n;
+  return OkStatus();
+}
+
+Status ApplyNodeRank(const ApplyContext& c, CliOptions& o) {
+  return ApplyCount(c, "0", o.node_rank);
+}
+
+Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o) {
+  return ApplyCount(c, "3", o.max_restarts);
+}
+
+Status ApplyMasterAddr(const ApplyContext& c, CliOptions& o) {
+  std::string addr = c.value;
+  if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
+    addr = addr.substr(1, addr.size() - 2);
+  }
+  if (addr.empty() || HasSpace(addr)) {
+    return BadValue(c.source, c.value, "expected a host name or IP address", "10.0.0.1");
+  }
+  o.master_addr = addr;
+  return OkStatus();
+}
+
+template <std::optional<int> CliOptions::*field>
+Status ApplyPort(const ApplyContext& c, CliOptions& o) {
+  auto port = ParsePort(c.source, c.value);
+  if (!port.ok()) return port.error();
+  o.*field = *port;
+  return OkStatus();
+}
+
+Status ApplyRdzvEndpoint(const ApplyContext& c, CliOptions& o) {
+  auto endpoint = ParseEndpoint(c.source, c.value);
+  if (!endpoint.ok()) return endpoint.error();
+  o.rdzv_endpoint = *endpoint;
+  return OkStatus();
+}
+
+Status ApplyRdzvBackend(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "static" && c.value != "c10d") {
+    return Error{c.source + " '" + c.value +
+                     "': not supported (gculaunch accepts static and c10d, which behave the "
+                     "same)",
+                 "use " + Example(c.source, "static") + " or drop it"};
+  }
+  o.rdzv_backend = c.value;
+  return OkStatus();
+}
+
+template <std::optional<std::string> CliOptions::*field>
+Status ApplyRunId(const ApplyContext& c, CliOptions& o) {
+  if (!IsRunId(c.value)) {
+    return BadValue(c.source, c.value, "expected letters, digits, '.', '_' or '-'", "job-42");
+  }
+  o.*field = c.value;
+  return OkStatus();
+}
+
+Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o) {
   static const std::set<std::string> kSeconds = {"timeout", "join_timeout", "last_call_timeout",
                                                  "close_timeout", "read_timeout"};
   const std::string keys =
       "accepted keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, "
       "is_host";
+  const std::string& value = c.value;
   o.rdzv_conf.clear();
   for (const std::string& item : Split(value, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return BadValue(source, value, "expected KEY=VALUE[,KEY=VALUE...]", "join_timeout=900");
+      return BadValue(c.source, value, "expected KEY=VALUE[,KEY=VALUE...]", "join_timeout=900");
     }
     const std::string key = item.substr(0, eq);
     const std::string val = item.substr(eq + 1);
     if (kSeconds.count(key) != 0) {
       if (!ParseSeconds(val)) {
-        return BadValue(source, value, "'" + key + "' expects seconds", key + "=900");
+        return BadValue(c.source, value, "'" + key + "' expects seconds", key + "=900");
       }
     } else if (key == "is_host") {
       if (!ParseBoolText(val)) {
-        return BadValue(source, value, "'is_host' expects true or false", "is_host=true");
+        return BadValue(c.source, value, "'is_host' expects true or false", "is_host=true");
       }
     } else {
-      return Error{source + " '" + value + "': unknown key '" + key + "'", keys};
+      return Error{c.source + " '" + value + "': unknown key '" + key + "'", keys};
     }
     o.rdzv_conf[key] = val;
   }
   return OkStatus();
 }
 
-// Applies one value-taking flag (from the command line or PET_*).
-Status ApplyValue(const FlagDef& def, const std::string& source, const std::string& value,
-                  CliOptions& o) {
-  const std::string name = def.name;
-  // An empty PET_ variable counts as unset, so this only catches --flag ''.
-  if (value.empty()) {
-    return Error{source + " '': expected " + std::string(def.value),
-                 "give a value or drop " + source};
+Status ApplyRdzvTimeout(const ApplyContext& c, CliOptions& o) {
+  auto seconds = ParseSeconds(c.value);
+  if (!seconds || *seconds <= 0) {
+    return BadValue(c.source, c.value, "expected seconds (a number > 0)", "900");
   }
-  if (name == "nproc-per-node") {
-    NprocPerNode n;
-    if (value == "auto") {
-      n.kind = NprocPerNode::Kind::kAuto;
-    } else if (value == "gpu") {
-      n.kind = NprocPerNode::Kind::kGpu;
-    } else if (value == "cpu") {
-      n.kind = NprocPerNode::Kind::kCpu;
-    } else if (auto count = ParseIntIn(value, 1, 1 << 16)) {
-      n.count = *count;
-    } else {
-      return BadValue(source, value, "expected a positive number, auto, gpu or cpu", "8");
-    }
-    o.nproc_per_node = n;
-  } else if (name == "nnodes") {
-    const size_t colon = value.find(':');
-    const std::string problem = "expected a positive number N (or N:N)";
-    if (colon == std::string::npos) {
-      auto n = ParseIntIn(value, 1, 1 << 20);
-      if (!n) return BadValue(source, value, problem, "2");
-      o.nnodes = *n;
-    } else {
-      auto min = ParseIntIn(value.substr(0, colon), 1, 1 << 20);
-      auto max = ParseIntIn(value.substr(colon + 1), 1, 1 << 20);
-      if (!min || !max) return BadValue(source, value, problem, "2");
-      if (*min != *max) {
-        return Error{source + " '" + value + "': elastic ranges are not supported",
-                     "give a fixed count such as " + Example(source, std::to_string(*max))};
-      }
-      o.nnodes = *min;
-    }
-  } else if (name == "node-rank") {
-    auto rank = ParseIntIn(value, 0, 1 << 20);
-    if (!rank) return BadValue(source, value, "expected a number >= 0", "0");
-    o.node_rank = *rank;
-  } else if (name == "master-addr") {
-    std::string addr = value;
-    if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
-      addr = addr.substr(1, addr.size() - 2);
-    }
-    if (addr.empty() || HasSpace(addr)) {
-      return BadValue(source, value, "expected a host name or IP address", "10.0.0.1");
-    }
-    o.master_addr = addr;
-  } else if (name == "master-port") {
-    auto port = ParsePort(source, value);
-    if (!port.ok()) return port.error();
-    o.master_port = *port;
-  } else if (name == "worker-port") {
-    auto port = ParsePort(source, value);
-    if (!port.ok()) return port.error();
-    o.worker_port = *port;
-  } else if (name == "rdzv-endpoint") {
-    auto endpoint = ParseEndpoint(source, value);
-    if (!endpoint.ok()) return endpoint.error();
-    o.rdzv_endpoint = *endpoint;
-  } else if (name == "rdzv-backend") {
-    if (value != "static" && value != "c10d") {
-      return Error{source + " '" + value +
-                       "': not supported (gculaunch accepts static and c10d, which behave the "
-                       "same)",
-                   "use " + Example(source, "static") + " or drop it"};
-    }
-    o.rdzv_backend = value;
-  } else if (name == "rdzv-id" || name == "run-id") {
-    if (!IsRunId(value)) {
-      return BadValue(source, value, "expected letters, digits, '.', '_' or '-'", "job-42");
-    }
-    (name == "rdzv-id" ? o.rdzv_id : o.run_id) = value;
-  } else if (name == "platform-world-size") {
-    if (value != "nodes" && value != "procs") {
-      return BadValue(source, value, "expected nodes or procs", "procs");
-    }
-    o.platform_world_size =
-        value == "nodes" ? PlatformWorldSize::kNodes : PlatformWorldSize::kProcs;
-  } else if (name == "rdzv-conf") {
-    return ParseRdzvConf(source, value, o);
-  } else if (name == "max-restarts") {
-    auto n = ParseIntIn(value, 0, 1 << 20);
-    if (!n) return BadValue(source, value, "expected a number >= 0", "3");
-    o.max_restarts = *n;
-  } else if (name == "rdzv-timeout") {
-    auto seconds = ParseSeconds(value);
-    if (!seconds || *seconds <= 0) {
-      return BadValue(source, value, "expected seconds (a number > 0)", "900");
-    }
-    o.rdzv_timeout = *seconds;
-  } else if (name == "monitor-interval" || name == "grace-period") {
-    auto seconds = ParseSeconds(value);
-    if (!seconds) return BadValue(source, value, "expected seconds (a number >= 0)", "25");
-    (name == "grace-period" ? o.grace_period : o.monitor_interval) = *seconds;
-  } else if (name == "role") {
-    if (value.empty() || HasSpace(value)) {
-      return BadValue(source, value, "expected a name without spaces", "trainer");
-    }
-    o.role = value;
-  } else if (name == "python") {
-    o.python = value;
-  } else if (name == "job") {
-    o.job = value;
-  } else if (name == "log-dir") {
-    o.log_dir = value;
-  } else if (name == "summary-json") {
-    o.summary_json = value;
-  } else if (name == "sysroot") {
-    o.sysroot = value;
-  } else if (name == "device") {
-    o.device = value;
-  } else if (name == "redirects" || name == "tee") {
-    auto streams = ParseStdStreams(source, value);
-    if (!streams.ok()) return streams.error();
-    (name == "tee" ? o.tee : o.redirects) = *streams;
-  } else if (name == "local-ranks-filter") {
-    std::vector<int> ranks;
-    for (const std::string& item : Split(value, ',')) {
-      auto rank = ParseIntIn(item, 0, 1 << 20);
-      if (!rank) return BadValue(source, value, "expected local ranks such as 0,1,2", "0");
-      ranks.push_back(*rank);
-    }
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    o.local_ranks_filter = ranks;
-  } else if (name == "bind") {
-    if (value != "all" && value != "rank") {
-      return BadValue(source, value, "expected all or rank", "rank");
-    }
-    o.bind = value == "all" ? DeviceBind::kAll : DeviceBind::kRank;
-  } else if (name == "cpu-affinity") {
-    if (value == "none") {
-      o.cpu_affinity = CpuAffinity::kNone;
-    } else if (value == "numa") {
-      o.cpu_affinity = CpuAffinity::kNuma;
-    } else if (value == "spread") {
-      o.cpu_affinity = CpuAffinity::kSpread;
-    } else {
-      return BadValue(source, value, "expected none, numa or spread", "numa");
-    }
-  } else if (name == "stdin") {
-    if (value != "null" && value != "rank0") {
-      return BadValue(source, value, "expected null or rank0", "rank0");
-    }
-    o.stdin_mode = value == "null" ? StdinMode::kNull : StdinMode::kRank0;
-  } else if (name == "format") {
-    if (value == "table" || value == "text") {
-      o.format = DryRunFormat::kTable;
-    } else if (value == "json") {
-      o.format = DryRunFormat::kJson;
-    } else if (value == "env") {
-      o.format = DryRunFormat::kEnv;
-    } else {
-      return BadValue(source, value, "expected table, json or env", "json");
-    }
+  o.rdzv_timeout = *seconds;
+  return OkStatus();
+}
+
+// Seconds >= 0 (--grace-period, --monitor-interval).
+template <std::optional<double> CliOptions::*field>
+Status ApplySeconds(const ApplyContext& c, CliOptions& o) {
+  auto seconds = ParseSeconds(c.value);
+  if (!seconds) return BadValue(c.source, c.value, "expected seconds (a number >= 0)", "25");
+  o.*field = *seconds;
+  return OkStatus();
+}
+
+Status ApplyPlatformWorldSize(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "nodes" && c.value != "procs") {
+    return BadValue(c.source, c.value, "expected nodes or procs", "procs");
+  }
+  o.platform_world_size =
+      c.value == "nodes" ? PlatformWorldSize::kNodes : PlatformWorldSize::kProcs;
+  return OkStatus();
+}
+
+Status ApplyRole(const ApplyContext& c, CliOptions& o) {
+  if (c.value.empty() || HasSpace(c.value)) {
+    return BadValue(c.source, c.value, "expected a name without spaces", "trainer");
+  }
+  o.role = c.value;
+  return OkStatus();
+}
+
+// A path or name taken as given; later steps check it (MakeLaunchSpec, the job file).
+template <std::optional<std::string> CliOptions::*field>
+Status ApplyText(const ApplyContext& c, CliOptions& o) {
+  o.*field = c.value;
+  return OkStatus();
+}
+
+// --redirects, --tee.
+template <std::optional<StdStreams> CliOptions::*field>
+Status ApplyStreams(const ApplyContext& c, CliOptions& o) {
+  auto streams = ParseStdStreams(c.source, c.value);
+  if (!streams.ok()) return streams.error();
+  o.*field = *streams;
+  return OkStatus();
+}
+
+Status ApplyLocalRanksFilter(const ApplyContext& c, CliOptions& o) {
+  std::vector<int> ranks;
+  for (const std::string& item : Split(c.value, ',')) {
+    auto rank = ParseIntIn(item, 0, 1 << 20);
+    if (!rank) return BadValue(c.source, c.value, "expected local ranks such as 0,1,2", "0");
+    ranks.push_back(*rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  o.local_ranks_filter = ranks;
+  return OkStatus();
+}
+
+Status ApplyBind(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "all" && c.value != "rank") {
+    return BadValue(c.source, c.value, "expected all or rank", "rank");
+  }
+  o.bind = c.value == "all" ? DeviceBind::kAll : DeviceBind::kRank;
+  return OkStatus();
+}
+
+Status ApplyCpuAffinity(const ApplyContext& c, CliOptions& o) {
+  if (c.value == "none") {
+    o.cpu_affinity = CpuAffinity::kNone;
+  } else if (c.value == "numa") {
+    o.cpu_affinity = CpuAffinity::kNuma;
+  } else if (c.value == "spread") {
+    o.cpu_affinity = CpuAffinity::kSpread;
+  } else {
+    return BadValue(c.source, c.value, "expected none, numa or spread", "numa");
   }
   return OkStatus();
 }
 
-Status ApplyEnv(const std::string& source, const std::string& item, CliOptions& o) {
+Status ApplyStdin(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "null" && c.value != "rank0") {
+    return BadValue(c.source, c.value, "expected null or rank0", "rank0");
+  }
+  o.stdin_mode = c.value == "null" ? StdinMode::kNull : StdinMode::kRank0;
+  return OkStatus();
+}
+
+Status ApplyFormat(const ApplyContext& c, CliOptions& o) {
+  if (c.value == "table" || c.value == "text") {
+    o.format = DryRunFormat::kTable;
+  } else if (c.value == "json") {
+    o.format = DryRunFormat::kJson;
+  } else if (c.value == "env") {
+    o.format = DryRunFormat::kEnv;
+  } else {
+    return BadValue(c.source, c.value, "expected table, json or env", "json");
+  }
+  return OkStatus();
+}
+
+// One KEY=VALUE of --env (repeatable: each item adds one).
+Status ApplyEnv(const ApplyContext& c, CliOptions& o) {
+  const std::string& item = c.value;
   const size_t eq = item.find('=');
   if (eq == std::string::npos) {
-    return BadValue(source, item, "expected KEY=VALUE", "ECCL_DEBUG=INFO");
+    return BadValue(c.source, item, "expected KEY=VALUE", "ECCL_DEBUG=INFO");
   }
   const std::string key = item.substr(0, eq);
   if (!IsEnvName(key)) {
-    return Error{source + " '" + item + "': '" + key + "' is not a valid variable name",
+    return Error{c.source + " '" + item + "': '" + key + "' is not a valid variable name",
                  "use letters, digits and '_', not starting with a digit"};
   }
   o.env.emplace_back(key, item.substr(eq + 1));
   return OkStatus();
 }
 
-void SetBool(const FlagDef& def, bool value, CliOptions& o) {
-  const std::string name = def.name;
-  if (name == "standalone") o.standalone = value;
-  if (name == "module") o.module = value;
-  if (name == "no-python") o.no_python = value;
-  if (name == "use-env") o.use_env = value;
-  if (name == "local-rank-arg") o.local_rank_arg = value;
-  if (name == "python-shim") o.python_shim = value;
-  if (name == "no-backend-fallback") o.no_backend_fallback = value;
-  if (name == "no-agent-store") o.no_agent_store = value;
-  if (name == "dry-run") o.dry_run = value;
+template <bool CliOptions::*field>
+Status ApplySwitch(const ApplyContext& c, CliOptions& o) {
+  o.*field = c.on;
+  return OkStatus();
+}
+
+// For a flag accepted for compatibility that changes nothing: the entry says so explicitly
+// (IgnoredFlagNames lists them; cli_test.cc checks they leave CliOptions as it was).
+Status Ignored(const ApplyContext& /*c*/, CliOptions& /*o*/) { return OkStatus(); }
+
+// ---- the flag table ----
+
+/// Checks one flag's value and sets the flag's field of CliOptions.
+using ApplyFn = Status (*)(const ApplyContext&, CliOptions&);
+
+struct FlagDef {
+  // Every field is required: an entry without an apply function does not compile.
+  constexpr FlagDef(const char* name_in, const char* aliases_in, Kind kind_in,
+                    const char* value_in, const char* group_in, const char* help_in,
+                    ApplyFn apply_in)
+      : name(name_in), aliases(aliases_in), kind(kind_in), value(value_in), group(group_in),
+        help(help_in), apply(apply_in) {}
+
+  const char* name;       ///< canonical long name, without "--"
+  const char* aliases;    ///< further CLI11 names, comma-separated ("" for none)
+  Kind kind;
+  const char* value;      ///< value shape for help and messages
+  const char* group;
+  const char* help;
+  ApplyFn apply;          ///< kBool: gets ApplyContext::on; the others the value text
+};
+
+// Every flag, in help order.  The '_' spelling of each name is added
+// automatically; `aliases` holds other names (short forms, torchrun's
+// alternatives).  PET_<NAME> uses `name`.
+constexpr FlagDef kFlags[] = {
+    // topology
+    {"nproc-per-node", "", Kind::kValue, "N|auto|gpu|cpu", "Topology",
+     "ranks on this node: a number, auto (cards in the pool; CPUs for --device cpu), gpu (cards "
+     "in the pool) or cpu (CPUs); default 1",
+     &ApplyNprocPerNode},
+    {"nnodes", "", Kind::kValue, "N", "Topology",
+     "number of nodes (N or N:N; elastic ranges are not supported); default 1",
+     &ApplyNnodes},
+    {"node-rank", "", Kind::kValue, "N", "Topology", "this node's rank, 0..nnodes-1; default 0",
+     &ApplyNodeRank},
+    {"master-addr", "", Kind::kValue, "HOST", "Topology",
+     "address of the rendezvous store (MASTER_ADDR); default 127.0.0.1",
+     &ApplyMasterAddr},
+    {"master-port", "", Kind::kValue, "PORT", "Topology",
+     "port of the rendezvous store (MASTER_PORT); default 29500, or chosen at launch with "
+     "--standalone",
+     &ApplyPort<&CliOptions::master_port>},
+    {"rdzv-endpoint", "", Kind::kValue, "HOST:PORT", "Topology",
+     "the store as HOST:PORT or [IPv6]:PORT (instead of --master-addr/--master-port; PORT "
+     "defaults to 29400)",
+     &ApplyRdzvEndpoint},
+    {"rdzv-backend", "", Kind::kValue, "static|c10d", "Topology",
+     "accepted for torchrun compatibility; both behave the same",
+     &ApplyRdzvBackend},
+    {"rdzv-id", "", Kind::kValue, "ID", "Topology",
+     "run id (TORCHELASTIC_RUN_ID); same as --run-id",
+     &ApplyRunId<&CliOptions::rdzv_id>},
+    {"run-id", "", Kind::kValue, "ID", "Topology",
+     "run id (TORCHELASTIC_RUN_ID); default: generated with --standalone, else \"none\"",
+     &ApplyRunId<&CliOptions::run_id>},
+    {"rdzv-conf", "", Kind::kValue, "K=V,...", "Topology",
+     "rendezvous settings, kept for multi-node: timeout, join_timeout, last_call_timeout, "
+     "close_timeout, read_timeout (seconds), is_host (true/false)",
+     &ApplyRdzvConf},
+    {"rdzv-timeout", "", Kind::kValue, "SECONDS", "Topology",
+     "multi-node: how long nodes wait for the master node and for each other; default 900",
+     &ApplyRdzvTimeout},
+    {"standalone", "", Kind::kBool, "", "Topology",
+     "single node: store on 127.0.0.1, port chosen at launch (or --master-port)",
+     &ApplySwitch<&CliOptions::standalone>},
+    {"platform-world-size", "", Kind::kValue, "nodes|procs", "Topology",
+     "how to read a job platform's WORLD_SIZE: nodes (default: Volcano, KubeBrain, older "
+     "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)",
+     &ApplyPlatformWorldSize},
+    {"max-restarts", "", Kind::kValue, "N", "Topology",
+     "restart all ranks up to N times after a failure; default 0",
+     &ApplyMaxRestarts},
+    {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
+     "accepted for torchrun compatibility and ignored: gculaunch notices exits at once",
+     &ApplySeconds<&CliOptions::monitor_interval>},
+    {"role", "", Kind::kValue, "NAME", "Topology", "ROLE_NAME of the ranks; default \"default\"",
+     &ApplyRole},
+    // program
+    {"module", "-m", Kind::kBool, "", "Program",
+     "SCRIPT is a Python module: run python -u -m SCRIPT ARGS",
+     &ApplySwitch<&CliOptions::module>},
+    {"no-python", "", Kind::kBool, "", "Program", "SCRIPT is a program: run SCRIPT ARGS directly",
+     &ApplySwitch<&CliOptions::no_python>},
+    {"python", "", Kind::kValue, "PATH", "Program",
+     "the interpreter; default $PYTHON_EXEC, else python3 on PATH",
+     &ApplyText<&CliOptions::python>},
+    {"use-env", "", Kind::kBool, "", "Program",
+     "accepted: LOCAL_RANK is always in the environment",
+     &ApplySwitch<&CliOptions::use_env>},
+    {"local-rank-arg", "", Kind::kBool, "", "Program",
+     "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)",
+     &ApplySwitch<&CliOptions::local_rank_arg>},
+    {"python-shim", "", Kind::kBool, "", "Program",
+     "load gculaunch's sitecustomize in each rank: init_process_group with the device's "
+     "backend before your code, torch.cuda.set_device & co. redirected to the vendor module "
+     "on non-CUDA devices, gloo if the backend is missing (for MMEngine and other CUDA-minded "
+     "code)",
+     &ApplySwitch<&CliOptions::python_shim>},
+    {"no-backend-fallback", "", Kind::kBool, "", "Program",
+     "with --python-shim: a missing backend stops the rank instead of falling back to gloo",
+     &ApplySwitch<&CliOptions::no_backend_fallback>},
+    {"job", "", Kind::kValue, "FILE.yaml", "Program",
+     "a job file: script, args, flags, env and a training config per card count; flags and "
+     "PET_* variables override it; SCRIPT may then be left out",
+     &ApplyText<&CliOptions::job>},
+    // devices
+    {"device", "", Kind::kValue, "NAME|auto|PATH.yaml", "Devices",
+     "device profile: gcu, cuda, cpu, ascend, mlu, rocm, auto (first whose cards exist, else "
+     "cpu), or a profile YAML file; default auto",
+     &ApplyText<&CliOptions::device>},
+    {"bind", "", Kind::kValue, "all|rank", "Devices",
+     "all: every rank sees the whole card pool (as torchrun); rank: each rank sees only its "
+     "card; default all",
+     &ApplyBind},
+    {"cpu-affinity", "", Kind::kValue, "none|numa|spread", "Devices",
+     "pin each rank to CPUs: numa: its card's NUMA node, split fairly among the ranks there; "
+     "spread: all CPUs split fairly; also sets OMP_NUM_THREADS to the rank's share unless you "
+     "set it; default none",
+     &ApplyCpuAffinity},
+    {"env", "", Kind::kRepeat, "KEY=VALUE", "Devices",
+     "set a variable for every rank (repeatable; overrides your environment and the profile)",
+     &ApplyEnv},
+    {"sysroot", "", Kind::kValue, "DIR", "Devices",
+     "look for /dev and /sys below DIR (for tests and preflight checks)",
+     &ApplyText<&CliOptions::sysroot>},
+    // supervision and output
+    {"grace-period", "shutdown-timeout", Kind::kValue, "SECONDS", "Supervision",
+     "time between SIGTERM and SIGKILL when stopping ranks; default 25",
+     &ApplySeconds<&CliOptions::grace_period>},
+    {"no-agent-store", "", Kind::kBool, "", "Supervision",
+     "rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False) instead of gculaunch",
+     &ApplySwitch<&CliOptions::no_agent_store>},
+    {"worker-port", "", Kind::kValue, "PORT", "Supervision",
+     "with --no-agent-store: the port rank 0 binds (MASTER_PORT)",
+     &ApplyPort<&CliOptions::worker_port>},
+    {"log-dir", "", Kind::kValue, "DIR", "Supervision",
+     "write per-rank logs and error files below DIR/<run id>",
+     &ApplyText<&CliOptions::log_dir>},
+    {"redirects", "-r", Kind::kValue, "0-3|I:V,...", "Supervision",
+     "send streams to the log files only: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
+     &ApplyStreams<&CliOptions::redirects>},
+    {"tee", "-t", Kind::kValue, "0-3|I:V,...", "Supervision",
+     "copy streams to the log files too: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
+     &ApplyStreams<&CliOptions::tee>},
+    {"local-ranks-filter", "", Kind::kValue, "I,J,...", "Supervision",
+     "show only these local ranks' output on the console",
+     &ApplyLocalRanksFilter},
+    {"stdin", "", Kind::kValue, "null|rank0", "Supervision",
+     "null: ranks read /dev/null; rank0: rank 0 gets gculaunch's stdin (for breakpoint())",
+     &ApplyStdin},
+    {"summary-json", "", Kind::kValue, "PATH", "Supervision",
+     "write the outcome of the run (exit codes, root cause) as JSON",
+     &ApplyText<&CliOptions::summary_json>},
+    // what to do
+    {"dry-run", "", Kind::kBool, "", "Dry run",
+     "print every rank's command line and the variables gculaunch sets; start nothing",
+     &ApplySwitch<&CliOptions::dry_run>},
+    {"format", "", Kind::kValue, "table|json|env", "Dry run",
+     "--dry-run output: table (default), json, or env (shell export lines)",
+     &ApplyFormat},
+};
+
+constexpr bool EveryFlagApplies() {
+  for (const FlagDef& def : kFlags) {
+    if (def.apply == nullptr) return false;
+  }
+  return true;
+}
+static_assert(EveryFlagApplies(), "every entry of kFlags needs an apply function");
+
+// Applies one value-taking flag (from the command line, PET_* or a job file).
+Status ApplyValue(const FlagDef& def, const std::string& source, const std::string& value,
+                  CliOptions& o) {
+  // An empty PET_ variable counts as unset, so this only catches --flag ''.
+  if (value.empty()) {
+    return Error{source + " '': expected " + std::string(def.value),
+                 "give a value or drop " + source};
+  }
+  return def.apply(ApplyContext{source, value}, o);
+}
+
+// Applies one item of a repeatable flag.
+Status ApplyItem(const FlagDef& def, const std::string& source, const std::string& item,
+                 CliOptions& o) {
+  return def.apply(ApplyContext{source, item}, o);
+}
+
+// Applies a boolean flag's value.
+Status ApplySwitchValue(const FlagDef& def, const std::string& source, bool on, CliOptions& o) {
+  const std::string none;
+  return def.apply(ApplyContext{source, none, on}, o);
 }
 
 Error UnknownFlag(const std::string& arg) {
@@ -630,6 +771,49 @@ bool CliOptions::FromCommandLine(std::string_view name) const {
 
 namespace {
 
+// Applies a flag given on the command line, from what CLI11 collected for it: `value`
+// (kValue), `items` (kRepeat) or `on` (kBool).
+Status ApplyCommandLine(const FlagDef& def, const std::string& source, const std::string& value,
+                        const std::vector<std::string>& items, bool on, CliOptions& o) {
+  switch (def.kind) {
+    case Kind::kBool:
+      return ApplySwitchValue(def, source, on, o);
+    case Kind::kValue:
+      return ApplyValue(def, source, value, o);
+    case Kind::kRepeat:
+      for (const std::string& item : items) {
+        if (Status applied = ApplyItem(def, source, item, o); !applied.ok()) return applied;
+      }
+      return OkStatus();
+  }
+  return OkStatus();
+}
+
+// Applies a flag from its PET_<NAME> variable `pet` (not empty): an integer or true/false for
+// a boolean flag, one item per line for a repeatable one (empty lines skipped).
+Status ApplyPet(const FlagDef& def, const std::string& pet, const std::string& text,
+                CliOptions& o) {
+  switch (def.kind) {
+    case Kind::kBool: {
+      auto on = ParseBoolText(text);
+      if (!on) {
+        return Error{pet + " '" + text + "': expected 1 or 0 (or true/false)",
+                     "e.g. " + pet + "=1"};
+      }
+      return ApplySwitchValue(def, pet, *on, o);
+    }
+    case Kind::kValue:
+      return ApplyValue(def, pet, text, o);
+    case Kind::kRepeat:
+      for (const std::string& item : Split(text, '\n')) {
+        if (item.empty()) continue;
+        if (Status applied = ApplyItem(def, pet, item, o); !applied.ok()) return applied;
+      }
+      return OkStatus();
+  }
+  return OkStatus();
+}
+
 Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
                         const CliParseMode& mode) {
   CLI::App app(kDescription, "gculaunch");
@@ -687,34 +871,10 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
     if (!on_command_line && pet_value.empty()) continue;
     const std::string source = on_command_line ? "--" + std::string(def.name) : pet;
     o.given[def.name] = source;
-    Status applied = OkStatus();
-    switch (def.kind) {
-      case Kind::kBool:
-        if (on_command_line) {
-          SetBool(def, flags[def.name], o);
-        } else {
-          auto flag = ParseBoolText(pet_value);
-          if (!flag) {
-            return Error{pet + " '" + pet_value + "': expected 1 or 0 (or true/false)",
-                         "e.g. " + pet + "=1"};
-          }
-          SetBool(def, *flag, o);
-        }
-        break;
-      case Kind::kValue:
-        applied = ApplyValue(def, source, on_command_line ? values[def.name] : pet_value, o);
-        break;
-      case Kind::kRepeat: {
-        const std::vector<std::string> items =
-            on_command_line ? lists[def.name] : Split(pet_value, '\n');
-        for (const std::string& item : items) {
-          if (!on_command_line && item.empty()) continue;
-          applied = ApplyEnv(source, item, o);
-          if (!applied.ok()) break;
-        }
-        break;
-      }
-    }
+    const Status applied =
+        on_command_line ? ApplyCommandLine(def, source, values[def.name], lists[def.name],
+                                           flags[def.name], o)
+                        : ApplyPet(def, pet, pet_value, o);
     if (!applied.ok()) return applied.error();
   }
   return result;
@@ -732,6 +892,14 @@ std::optional<std::string> CanonicalFlagName(std::string_view name) {
 std::vector<std::string> CanonicalFlagNames() {
   std::vector<std::string> names;
   for (const FlagDef& def : kFlags) names.emplace_back(def.name);
+  return names;
+}
+
+std::vector<std::string> IgnoredFlagNames() {
+  std::vector<std::string> names;
+  for (const FlagDef& def : kFlags) {
+    if (def.apply == &Ignored) names.emplace_back(def.name);
+  }
   return names;
 }
 
@@ -754,14 +922,14 @@ Status ApplyFlagText(std::string_view flag, const std::string& source, const std
         return Error{source + " '" + value + "': expected true or false",
                      "e.g. " + Example(source, "true")};
       }
-      SetBool(*def, *on, options);
+      applied = ApplySwitchValue(*def, source, *on, options);
       break;
     }
     case Kind::kValue:
       applied = ApplyValue(*def, source, value, options);
       break;
     case Kind::kRepeat:
-      applied = ApplyEnv(source, value, options);
+      applied = ApplyItem(*def, source, value, options);
       break;
   }
   if (!applied.ok()) return OneLine(applied.error());

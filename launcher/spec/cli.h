@@ -112,6 +112,8 @@ struct CliOptions {
   /// from: "--nproc-per-node" or "PET_NPROC_PER_NODE".
   std::map<std::string, std::string> given;
 
+  bool operator==(const CliOptions&) const = default;
+
   bool Given(std::string_view name) const { return given.find(std::string(name)) != given.end(); }
   /// How to name the flag in a message: "--nnodes" or "PET_NNODES"
   /// ("--nnodes" if it was not given).
@@ -151,6 +153,10 @@ std::optional<std::string> CanonicalFlagName(std::string_view name);
 
 /// Every flag's canonical name, in help order (without --help and --version).
 std::vector<std::string> CanonicalFlagNames();
+
+/// The flags accepted for compatibility that change nothing in CliOptions (their table
+/// entry applies `Ignored` in cli.cc); every other flag sets a field of its own.
+std::vector<std::string> IgnoredFlagNames();
 
 /// Applies one flag whose value comes as text from another source (a job
 /// file), with the command line's checks and messages; `source` names it in

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 
 namespace gculaunch {
@@ -85,6 +86,11 @@ const std::vector<ValueCase>& ValueCases() {
       {"worker-port", "29600", [](const CliOptions& o) { return o.worker_port == 29600; }},
       {"format", "json", [](const CliOptions& o) { return o.format == DryRunFormat::kJson; }},
       {"sysroot", "fake-root", [](const CliOptions& o) { return o.sysroot == "fake-root"; }},
+      {"platform-world-size", "procs",
+       [](const CliOptions& o) { return o.platform_world_size == PlatformWorldSize::kProcs; }},
+      {"job", "job.yaml", [](const CliOptions& o) { return o.job == "job.yaml"; }},
+      {"cpu-affinity", "numa",
+       [](const CliOptions& o) { return o.cpu_affinity == CpuAffinity::kNuma; }},
   };
   return cases;
 }
@@ -103,6 +109,8 @@ const std::vector<BoolCase>& BoolCases() {
       {"local-rank-arg", [](const CliOptions& o) { return o.local_rank_arg; }},
       {"no-agent-store", [](const CliOptions& o) { return o.no_agent_store; }},
       {"dry-run", [](const CliOptions& o) { return o.dry_run; }},
+      {"python-shim", [](const CliOptions& o) { return o.python_shim; }},
+      {"no-backend-fallback", [](const CliOptions& o) { return o.no_backend_fallback; }},
   };
   return cases;
 }
@@ -423,6 +431,61 @@ TEST_CASE("cli: ApplyFlagText gives a job file's values the command line's check
   CHECK(CanonicalFlagName("nproc_per_node") == "nproc-per-node");
   CHECK(CanonicalFlagName("cpu-affinity") == "cpu-affinity");
   CHECK_FALSE(CanonicalFlagName("nprocs").has_value());
+}
+
+// A value `name` accepts: its ValueCases value, or "true" for a boolean flag; "" when neither
+// table has the flag.
+std::string SampleValue(const std::string& name) {
+  for (const ValueCase& c : ValueCases()) {
+    if (c.name == name) return c.value;
+  }
+  for (const BoolCase& c : BoolCases()) {
+    if (c.name == name) return "true";
+  }
+  return "";
+}
+
+// The options a flag set, without the record of where it came from.
+CliOptions Fields(CliOptions o) {
+  o.given.clear();
+  return o;
+}
+
+TEST_CASE("cli: every flag of the table sets a field of its own, on every path", "[cli]") {
+  const std::vector<std::string> names = CanonicalFlagNames();
+  const std::vector<std::string> ignored = IgnoredFlagNames();
+  const auto is_ignored = [&](const std::string& name) {
+    return std::find(ignored.begin(), ignored.end(), name) != ignored.end();
+  };
+  REQUIRE(names.size() >= 40);
+  CliOptions all;
+  for (const std::string& name : names) {
+    INFO("--" << name);
+    const std::string value = SampleValue(name);
+    if (value.empty()) FAIL("--" << name << " has no case in ValueCases or BoolCases: add one");
+    CliOptions alone;
+    REQUIRE(ApplyFlagText(name, "test: " + name, value, alone).ok());
+    REQUIRE(ApplyFlagText(name, "test: " + name, value, all).ok());
+    // Accepted and ignored only when the table says so.
+    CHECK((Fields(alone) == CliOptions{}) == is_ignored(name));
+    // The command line and PET_* go through the same table entry as a job file.
+    CliOptions command_line = Parse({"--" + name + "=" + value, "train.py"});
+    command_line.script.clear();
+    CHECK(Fields(command_line) == Fields(alone));
+    CliOptions pet = Parse({"train.py"}, EnvMap{{PetName(name), value}});
+    pet.script.clear();
+    CHECK(Fields(pet) == Fields(alone));
+  }
+  // Leaving one flag out changes the result unless it is ignored: no flag writes a field
+  // that another flag writes too.
+  for (const std::string& left_out : names) {
+    INFO("all flags but --" << left_out);
+    CliOptions others;
+    for (const std::string& name : names) {
+      if (name != left_out) REQUIRE(ApplyFlagText(name, "test", SampleValue(name), others).ok());
+    }
+    CHECK((Fields(others) == Fields(all)) == is_ignored(left_out));
+  }
 }
 
 }  // namespace
