@@ -1,6 +1,7 @@
 #include "launcher/cluster/job_policy.h"
 
 #include "base/exit_codes.h"
+#include "base/text.h"
 
 namespace gculaunch::job {
 
@@ -95,121 +96,147 @@ void Verdict(AgentStep& step, const AgentConfig& config) {
   Leave(step, ExitCodeFor(*s.marker, config.node_rank));
 }
 
+void OnJoined(AgentStep& step) {
+  AgentState& s = step.state;
+  if (s.phase != APhase::kJoining) return;
+  s.phase = APhase::kWaitingPlan;
+  s.epoch = 0;
+  step.actions.push_back(Act(AK::kWaitPlan, 0));
+}
+
+void OnPlan(AgentStep& step, const AgentConfig& config, const JobPlan& plan) {
+  AgentState& s = step.state;
+  if (s.phase != APhase::kWaitingPlan || plan.epoch != s.epoch) return;
+  if (plan.abort) {
+    s.marker = *plan.abort;
+    Leave(step, ExitCodeFor(*plan.abort, config.node_rank));
+    return;
+  }
+  s.phase = APhase::kRunning;
+  AgentAction start = Act(AK::kStartRanks, s.epoch);
+  start.plan = plan;
+  step.actions.push_back(std::move(start));
+  step.actions.push_back(Act(AK::kWatchMarker, s.epoch));
+}
+
+void OnLocalStop(AgentStep& step, const AgentConfig& config, const LocalStopReport& stop) {
+  AgentState& s = step.state;
+  if (s.phase != APhase::kRunning || s.drained) return;
+  s.stopping = true;
+  if (stop.cause == StopCause::kSignal) s.signalled_code = stop.exit_code;
+  if (!s.marker && !s.marker_published) {
+    AgentAction publish = Act(AK::kPublishMarker, s.epoch);
+    publish.marker = MarkerFor(stop, s.epoch, config.node_rank);
+    step.actions.push_back(std::move(publish));
+    s.marker_published = true;
+  }
+}
+
+// The epoch's marker `marker` is known: stop the ranks, or decide once they are gone.
+void MarkerKnown(AgentStep& step, const AgentConfig& config, const StopMarker& marker) {
+  AgentState& s = step.state;
+  s.marker = marker;
+  if (!s.stopping && !s.drained) {
+    s.stopping = true;
+    step.actions.push_back(Act(AK::kStopRanks, s.epoch));
+  }
+  if (s.drained) Verdict(step, config);
+}
+
+void OnMarker(AgentStep& step, const AgentConfig& config, const StopMarker& marker) {
+  const AgentState& s = step.state;
+  if (s.phase != APhase::kRunning || marker.epoch != s.epoch || s.marker) return;
+  MarkerKnown(step, config, marker);
+}
+
+void OnDrained(AgentStep& step, const AgentConfig& config, bool success) {
+  AgentState& s = step.state;
+  if (s.phase != APhase::kRunning || s.drained) return;
+  s.drained = true;
+  if (s.marker) {
+    Verdict(step, config);
+  } else if (success && !s.stopping) {
+    step.actions.push_back(Act(AK::kReportDone, s.epoch));
+  }
+}
+
+void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_code) {
+  AgentState& s = step.state;
+  if (s.phase == APhase::kRunning && !s.marker && !s.marker_published) {
+    // The node leaves on its own (a signal during the drain, ranks that SIGKILL could
+    // not stop): the others must not wait for it.
+    AgentAction publish = Act(AK::kPublishMarker, s.epoch);
+    publish.marker.kind = StopMarker::Kind::kNodeLeft;
+    publish.marker.epoch = s.epoch;
+    publish.marker.node = config.node_rank;
+    publish.marker.exit_code = exit_code;
+    publish.marker.what = "its gculaunch exited with code " + std::to_string(exit_code);
+    step.actions.push_back(std::move(publish));
+    s.marker_published = true;
+  }
+  // A node that never joined is no member: it has nobody to say bye to.
+  const bool member = s.phase != APhase::kJoining;
+  s.phase = APhase::kDone;
+  s.exit_code = exit_code;
+  if (member) {
+    AgentAction bye = Act(AK::kSayBye, s.epoch);
+    bye.exit_code = exit_code;
+    step.actions.push_back(bye);
+  }
+  AgentAction finish = Act(AK::kFinish, s.epoch);
+  finish.exit_code = exit_code;
+  step.actions.push_back(finish);
+}
+
+void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string& what) {
+  AgentState& s = step.state;
+  if (s.phase == APhase::kJoining || s.phase == APhase::kLeaving) return;
+  // A final verdict is already known: the teardown needs no master.
+  if (s.phase == APhase::kRunning && s.marker && !Restartable(*s.marker, config.max_restarts)) {
+    return;
+  }
+  StopMarker lost;
+  lost.kind = StopMarker::Kind::kNodeLost;
+  lost.epoch = s.epoch;
+  lost.node = 0;
+  lost.host = config.master_host;
+  lost.addr = config.master_addr;
+  lost.what = what;
+  if (s.phase == APhase::kWaitingPlan) {
+    s.marker = lost;
+    Leave(step, exit_code::kNodeLost);
+    return;
+  }
+  MarkerKnown(step, config, lost);
+}
+
 }  // namespace
 
 AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEvent& event) {
   AgentStep step{state, {}};
-  AgentState& s = step.state;
-  if (s.phase == APhase::kDone) return step;
-
+  if (step.state.phase == APhase::kDone) return step;
   switch (event.kind) {
     case AgentEvent::Kind::kJoined:
-      if (s.phase != APhase::kJoining) break;
-      s.phase = APhase::kWaitingPlan;
-      s.epoch = 0;
-      step.actions.push_back(Act(AK::kWaitPlan, 0));
+      OnJoined(step);
       break;
-
-    case AgentEvent::Kind::kPlan: {
-      if (s.phase != APhase::kWaitingPlan || event.plan.epoch != s.epoch) break;
-      if (event.plan.abort) {
-        s.marker = *event.plan.abort;
-        Leave(step, ExitCodeFor(*event.plan.abort, config.node_rank));
-        break;
-      }
-      s.phase = APhase::kRunning;
-      AgentAction start = Act(AK::kStartRanks, s.epoch);
-      start.plan = event.plan;
-      step.actions.push_back(std::move(start));
-      step.actions.push_back(Act(AK::kWatchMarker, s.epoch));
+    case AgentEvent::Kind::kPlan:
+      OnPlan(step, config, event.plan);
       break;
-    }
-
     case AgentEvent::Kind::kLocalStop:
-      if (s.phase != APhase::kRunning || s.drained) break;
-      s.stopping = true;
-      if (event.stop.cause == StopCause::kSignal) s.signalled_code = event.stop.exit_code;
-      if (!s.marker && !s.marker_published) {
-        AgentAction publish = Act(AK::kPublishMarker, s.epoch);
-        publish.marker = MarkerFor(event.stop, s.epoch, config.node_rank);
-        step.actions.push_back(std::move(publish));
-        s.marker_published = true;
-      }
+      OnLocalStop(step, config, event.stop);
       break;
-
     case AgentEvent::Kind::kMarker:
-      if (s.phase != APhase::kRunning || event.marker.epoch != s.epoch || s.marker) break;
-      s.marker = event.marker;
-      if (!s.stopping && !s.drained) {
-        s.stopping = true;
-        step.actions.push_back(Act(AK::kStopRanks, s.epoch));
-      }
-      if (s.drained) Verdict(step, config);
+      OnMarker(step, config, event.marker);
       break;
-
     case AgentEvent::Kind::kDrained:
-      if (s.phase != APhase::kRunning || s.drained) break;
-      s.drained = true;
-      if (s.marker) {
-        Verdict(step, config);
-      } else if (event.success && !s.stopping) {
-        step.actions.push_back(Act(AK::kReportDone, s.epoch));
-      }
+      OnDrained(step, config, event.success);
       break;
-
-    case AgentEvent::Kind::kSupervisorFinished: {
-      if (s.phase == APhase::kRunning && !s.marker && !s.marker_published) {
-        // The node leaves on its own (a signal during the drain, ranks that SIGKILL could
-        // not stop): the others must not wait for it.
-        AgentAction publish = Act(AK::kPublishMarker, s.epoch);
-        publish.marker.kind = StopMarker::Kind::kNodeLeft;
-        publish.marker.epoch = s.epoch;
-        publish.marker.node = config.node_rank;
-        publish.marker.exit_code = event.exit_code;
-        publish.marker.what = "its gculaunch exited with code " + std::to_string(event.exit_code);
-        step.actions.push_back(std::move(publish));
-        s.marker_published = true;
-      }
-      // A node that never joined is no member: it has nobody to say bye to.
-      const bool member = s.phase != APhase::kJoining;
-      s.phase = APhase::kDone;
-      s.exit_code = event.exit_code;
-      if (member) {
-        AgentAction bye = Act(AK::kSayBye, s.epoch);
-        bye.exit_code = event.exit_code;
-        step.actions.push_back(bye);
-      }
-      AgentAction finish = Act(AK::kFinish, s.epoch);
-      finish.exit_code = event.exit_code;
-      step.actions.push_back(finish);
+    case AgentEvent::Kind::kSupervisorFinished:
+      OnSupervisorFinished(step, config, event.exit_code);
       break;
-    }
-
-    case AgentEvent::Kind::kMasterLost: {
-      if (s.phase == APhase::kJoining || s.phase == APhase::kLeaving) break;
-      // A final verdict is already known: the teardown needs no master.
-      if (s.phase == APhase::kRunning && s.marker && !Restartable(*s.marker, config.max_restarts)) {
-        break;
-      }
-      StopMarker lost;
-      lost.kind = StopMarker::Kind::kNodeLost;
-      lost.epoch = s.epoch;
-      lost.node = 0;
-      lost.host = config.master_host;
-      lost.addr = config.master_addr;
-      lost.what = event.what;
-      s.marker = lost;
-      if (s.phase == APhase::kWaitingPlan) {
-        Leave(step, exit_code::kNodeLost);
-        break;
-      }
-      if (!s.stopping && !s.drained) {
-        s.stopping = true;
-        step.actions.push_back(Act(AK::kStopRanks, s.epoch));
-      }
-      if (s.drained) Verdict(step, config);
+    case AgentEvent::Kind::kMasterLost:
+      OnMasterLost(step, config, event.what);
       break;
-    }
   }
   return step;
 }
@@ -277,12 +304,9 @@ CoordinatorEvent CoordinatorEvent::NodeSilent(int node, std::string what) {
 }
 
 std::string JoinNodes(const std::vector<int>& nodes) {
-  std::string out;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (i > 0) out += i + 1 == nodes.size() ? " and " : ", ";
-    out += std::to_string(nodes[i]);
-  }
-  return out;
+  std::vector<std::string> names;
+  for (int node : nodes) names.push_back(std::to_string(node));
+  return JoinAnd(names);
 }
 
 namespace {
@@ -405,155 +429,188 @@ std::vector<int> Missing(const CoordinatorState& s, int nnodes, const std::set<i
   return missing;
 }
 
+// "node 3" or "nodes 1, 2 and 5".
+std::string NodesNamed(const std::vector<int>& nodes) {
+  return std::string(nodes.size() == 1 ? "node " : "nodes ") + JoinNodes(nodes);
+}
+
+// The nodes that have not registered and are not known to be lost.
+std::vector<int> Unregistered(const CoordinatorState& s, int nnodes) {
+  std::set<int> present;
+  for (const auto& [node, reg] : s.regs) present.insert(node);
+  return Missing(s, nnodes, present);
+}
+
+void OnRegistered(CoordinatorStep& step, const CoordinatorConfig& config,
+                  const NodeRegistration& reg) {
+  CoordinatorState& s = step.state;
+  if (s.phase != CPhase::kGathering) return;
+  // Node 0's own registration (with its address) once it is in, for the messages.
+  const NodeRegistration& master = s.regs.count(0) != 0 ? s.regs.at(0) : config.master;
+  if (auto ok = CheckRegistration(reg, master); !ok.ok()) {
+    s.regs[reg.node_rank] = reg;  // it waits for plan 0 and must say bye
+    AbortPlan(step, 0, JobError(exit_code::kUsage, ok.error().what + " (fix: " +
+                                                       ok.error().hint + ")"));
+    return;
+  }
+  s.regs[reg.node_rank] = reg;
+  if (static_cast<int>(s.regs.size()) == config.nnodes) StartEpoch(step, 0);
+}
+
+void OnBadRegistration(CoordinatorStep& step, int node, const std::string& what) {
+  CoordinatorState& s = step.state;
+  if (s.phase != CPhase::kGathering) return;
+  s.regs[node].node_rank = node;  // it waits for plan 0 and must say bye
+  AbortPlan(step, 0, JobError(exit_code::kUsage, "node " + std::to_string(node) +
+                                                     " registered with an unreadable " + what));
+}
+
+void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config) {
+  if (step.state.phase != CPhase::kGathering) return;
+  const std::vector<int> missing = Unregistered(step.state, config.nnodes);
+  AbortPlan(step, 0,
+            JobError(exit_code::kRendezvousFailed,
+                     NodesNamed(missing) + " of " + std::to_string(config.nnodes) +
+                         " did not join within " + std::to_string(config.rdzv_timeout_s) +
+                         " s (fix: start gculaunch on every node with the same "
+                         "MASTER_ADDR and MASTER_PORT, or raise --rdzv-timeout)"));
+}
+
+// Every 10 s: what the current phase still waits for, if anything.
+void OnMissingTick(CoordinatorStep& step, const CoordinatorConfig& config) {
+  const CoordinatorState& s = step.state;
+  std::vector<int> missing;
+  std::string text;
+  if (s.phase == CPhase::kGathering) {
+    missing = Unregistered(s, config.nnodes);
+    text = "waiting for " + NodesNamed(missing) + " to join (" + std::to_string(s.regs.size()) +
+           " of " + std::to_string(config.nnodes) + " present)";
+  } else if (s.phase == CPhase::kRestarting) {
+    missing = Missing(s, config.nnodes, s.reaped);
+    text = "waiting for " + NodesNamed(missing) + " to stop their ranks before restart " +
+           std::to_string(s.epoch + 1);
+  } else if (s.phase == CPhase::kFinishing) {
+    for (const auto& [node, reg] : s.regs) {
+      if (s.bye.count(node) == 0 && s.lost.count(node) == 0) missing.push_back(node);
+    }
+    text = "waiting for " + NodesNamed(missing) + " to finish";
+  }
+  if (missing.empty()) return;
+  CoordinatorAction log = CAct(CK::kLogMissing, s.epoch);
+  log.text = std::move(text);
+  step.actions.push_back(std::move(log));
+}
+
+void OnDone(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int node) {
+  CoordinatorState& s = step.state;
+  if (s.phase != CPhase::kRunning || epoch != s.epoch) return;
+  s.done.insert(node);
+  if (static_cast<int>(s.done.size()) == config.nnodes && !s.marker && !s.marker_published) {
+    CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
+    publish.marker.kind = StopMarker::Kind::kSuccess;
+    publish.marker.epoch = s.epoch;
+    publish.marker.restartable = false;
+    publish.marker.what = "every node's ranks exited 0";
+    step.actions.push_back(std::move(publish));
+    s.marker_published = true;
+  }
+}
+
+void OnReaped(CoordinatorStep& step, int epoch, int node) {
+  CoordinatorState& s = step.state;
+  if (epoch != s.epoch) return;
+  if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) return;
+  s.reaped.insert(node);
+  if (s.phase == CPhase::kRestarting) MaybeRestart(step);
+}
+
+void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const StopMarker& marker) {
+  CoordinatorState& s = step.state;
+  if (s.phase != CPhase::kRunning || marker.epoch != s.epoch || s.marker) return;
+  s.marker = marker;
+  if (!Restartable(marker, config.max_restarts)) {
+    s.phase = CPhase::kFinishing;
+    MaybeFinish(step);
+    return;
+  }
+  s.phase = CPhase::kRestarting;
+  if (s.lost.empty()) {
+    MaybeRestart(step);
+    return;
+  }
+  // A node went away while the epoch stopped: the job cannot re-form.
+  const int node = *s.lost.begin();
+  StopMarker m;
+  m.kind = StopMarker::Kind::kNodeLost;
+  m.node = node;
+  if (auto reg = s.regs.find(node); reg != s.regs.end()) {
+    m.host = reg->second.host;
+    m.addr = reg->second.addr;
+  }
+  m.what = "it went away before the restart";
+  m.restartable = false;
+  AbortPlan(step, s.epoch + 1, std::move(m));
+}
+
+void OnBye(CoordinatorStep& step, int node, int exit_code) {
+  CoordinatorState& s = step.state;
+  if (s.bye.count(node) != 0) return;
+  s.bye.insert(node);
+  if (s.phase == CPhase::kFinishing) {
+    MaybeFinish(step);
+    return;
+  }
+  if (s.lost.count(node) != 0) return;
+  StopMarker m;
+  m.kind = StopMarker::Kind::kNodeLeft;
+  m.exit_code = exit_code;
+  m.what = "its gculaunch exited with code " + std::to_string(exit_code);
+  NodeGone(step, node, std::move(m));
+}
+
+void OnNodeSilent(CoordinatorStep& step, int node, const std::string& what) {
+  const CoordinatorState& s = step.state;
+  if (s.bye.count(node) != 0 || s.lost.count(node) != 0) return;
+  StopMarker m;
+  m.kind = StopMarker::Kind::kNodeLost;
+  m.what = what;
+  NodeGone(step, node, std::move(m));
+}
+
 }  // namespace
 
 CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& config,
                      const CoordinatorEvent& event) {
   CoordinatorStep step{state, {}};
-  CoordinatorState& s = step.state;
-  if (s.phase == CPhase::kDone) return step;
-
+  if (step.state.phase == CPhase::kDone) return step;
   switch (event.kind) {
-    case CoordinatorEvent::Kind::kRegistered: {
-      if (s.phase != CPhase::kGathering) break;
-      // Node 0's own registration (with its address) once it is in, for the messages.
-      const NodeRegistration& master = s.regs.count(0) != 0 ? s.regs.at(0) : config.master;
-      if (auto ok = CheckRegistration(event.reg, master); !ok.ok()) {
-        s.regs[event.reg.node_rank] = event.reg;  // it waits for plan 0 and must say bye
-        AbortPlan(step, 0, JobError(exit_code::kUsage, ok.error().what + " (fix: " +
-                                                           ok.error().hint + ")"));
-        break;
-      }
-      s.regs[event.reg.node_rank] = event.reg;
-      if (static_cast<int>(s.regs.size()) == config.nnodes) StartEpoch(step, 0);
+    case CoordinatorEvent::Kind::kRegistered:
+      OnRegistered(step, config, event.reg);
       break;
-    }
-
     case CoordinatorEvent::Kind::kBadRegistration:
-      if (s.phase != CPhase::kGathering) break;
-      s.regs[event.node].node_rank = event.node;  // it waits for plan 0 and must say bye
-      AbortPlan(step, 0, JobError(exit_code::kUsage, "node " + std::to_string(event.node) +
-                                                         " registered with an unreadable " +
-                                                         event.what));
+      OnBadRegistration(step, event.node, event.what);
       break;
-
-    case CoordinatorEvent::Kind::kRendezvousTimeout: {
-      if (s.phase != CPhase::kGathering) break;
-      std::set<int> present;
-      for (const auto& [node, reg] : s.regs) present.insert(node);
-      const std::vector<int> missing = Missing(s, config.nnodes, present);
-      AbortPlan(step, 0,
-                JobError(exit_code::kRendezvousFailed,
-                         std::string(missing.size() == 1 ? "node " : "nodes ") +
-                             JoinNodes(missing) + " of " + std::to_string(config.nnodes) +
-                             " did not join within " + std::to_string(config.rdzv_timeout_s) +
-                             " s (fix: start gculaunch on every node with the same "
-                             "MASTER_ADDR and MASTER_PORT, or raise --rdzv-timeout)"));
+    case CoordinatorEvent::Kind::kRendezvousTimeout:
+      OnRendezvousTimeout(step, config);
       break;
-    }
-
-    case CoordinatorEvent::Kind::kMissingTick: {
-      std::vector<int> missing;
-      std::string text;
-      if (s.phase == CPhase::kGathering) {
-        std::set<int> present;
-        for (const auto& [node, reg] : s.regs) present.insert(node);
-        missing = Missing(s, config.nnodes, present);
-        text = "waiting for " + std::string(missing.size() == 1 ? "node " : "nodes ") +
-               JoinNodes(missing) + " to join (" + std::to_string(s.regs.size()) + " of " +
-               std::to_string(config.nnodes) + " present)";
-      } else if (s.phase == CPhase::kRestarting) {
-        missing = Missing(s, config.nnodes, s.reaped);
-        text = "waiting for " + std::string(missing.size() == 1 ? "node " : "nodes ") +
-               JoinNodes(missing) + " to stop their ranks before restart " +
-               std::to_string(s.epoch + 1);
-      } else if (s.phase == CPhase::kFinishing) {
-        for (const auto& [node, reg] : s.regs) {
-          if (s.bye.count(node) == 0 && s.lost.count(node) == 0) missing.push_back(node);
-        }
-        text = "waiting for " + std::string(missing.size() == 1 ? "node " : "nodes ") +
-               JoinNodes(missing) + " to finish";
-      }
-      if (!missing.empty()) {
-        CoordinatorAction log = CAct(CK::kLogMissing, s.epoch);
-        log.text = std::move(text);
-        step.actions.push_back(std::move(log));
-      }
+    case CoordinatorEvent::Kind::kMissingTick:
+      OnMissingTick(step, config);
       break;
-    }
-
     case CoordinatorEvent::Kind::kDone:
-      if (s.phase != CPhase::kRunning || event.epoch != s.epoch) break;
-      s.done.insert(event.node);
-      if (static_cast<int>(s.done.size()) == config.nnodes && !s.marker && !s.marker_published) {
-        CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
-        publish.marker.kind = StopMarker::Kind::kSuccess;
-        publish.marker.epoch = s.epoch;
-        publish.marker.restartable = false;
-        publish.marker.what = "every node's ranks exited 0";
-        step.actions.push_back(std::move(publish));
-        s.marker_published = true;
-      }
+      OnDone(step, config, event.epoch, event.node);
       break;
-
     case CoordinatorEvent::Kind::kReaped:
-      if (event.epoch != s.epoch) break;
-      if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) break;
-      s.reaped.insert(event.node);
-      if (s.phase == CPhase::kRestarting) MaybeRestart(step);
+      OnReaped(step, event.epoch, event.node);
       break;
-
     case CoordinatorEvent::Kind::kMarker:
-      if (s.phase != CPhase::kRunning || event.marker.epoch != s.epoch || s.marker) break;
-      s.marker = event.marker;
-      if (Restartable(event.marker, config.max_restarts)) {
-        s.phase = CPhase::kRestarting;
-        if (!s.lost.empty()) {
-          // A node went away while the epoch stopped: the job cannot re-form.
-          const int node = *s.lost.begin();
-          StopMarker m;
-          m.kind = StopMarker::Kind::kNodeLost;
-          m.node = node;
-          if (auto reg = s.regs.find(node); reg != s.regs.end()) {
-            m.host = reg->second.host;
-            m.addr = reg->second.addr;
-          }
-          m.what = "it went away before the restart";
-          m.restartable = false;
-          AbortPlan(step, s.epoch + 1, std::move(m));
-        } else {
-          MaybeRestart(step);
-        }
-      } else {
-        s.phase = CPhase::kFinishing;
-        MaybeFinish(step);
-      }
+      OnMarker(step, config, event.marker);
       break;
-
-    case CoordinatorEvent::Kind::kBye: {
-      if (s.bye.count(event.node) != 0) break;
-      s.bye.insert(event.node);
-      if (s.phase == CPhase::kFinishing) {
-        MaybeFinish(step);
-        break;
-      }
-      if (s.lost.count(event.node) != 0) break;
-      StopMarker m;
-      m.kind = StopMarker::Kind::kNodeLeft;
-      m.exit_code = event.exit_code;
-      m.what = "its gculaunch exited with code " + std::to_string(event.exit_code);
-      NodeGone(step, event.node, std::move(m));
+    case CoordinatorEvent::Kind::kBye:
+      OnBye(step, event.node, event.exit_code);
       break;
-    }
-
-    case CoordinatorEvent::Kind::kNodeSilent: {
-      if (s.bye.count(event.node) != 0 || s.lost.count(event.node) != 0) break;
-      StopMarker m;
-      m.kind = StopMarker::Kind::kNodeLost;
-      m.what = event.what;
-      NodeGone(step, event.node, std::move(m));
+    case CoordinatorEvent::Kind::kNodeSilent:
+      OnNodeSilent(step, event.node, event.what);
       break;
-    }
   }
   return step;
 }
