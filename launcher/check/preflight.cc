@@ -1,6 +1,7 @@
 #include "launcher/check/preflight.h"
 
 #include <algorithm>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -93,6 +94,34 @@ std::string DeviceFilesName(const DeviceProfile& profile) {
     pattern.replace(at, group.size(), "N");
   }
   return profile.device_dir + "/" + pattern;
+}
+
+// The probe's report: the JSON object after the marker on the last line that has one.
+std::optional<nlohmann::json> ProbeFacts(const std::string& out) {
+  nlohmann::json facts;
+  bool parsed = false;
+  for (const std::string& line : Split(out, '\n')) {
+    if (line.rfind(kProbeMarker, 0) != 0) continue;
+    facts = nlohmann::json::parse(line.substr(std::string(kProbeMarker).size()), nullptr,
+                                  /*allow_exceptions=*/false);
+    parsed = facts.is_object();
+  }
+  if (!parsed) return std::nullopt;
+  return facts;
+}
+
+// A text fact of the probe, "" when it is missing or not text.
+std::string FactText(const nlohmann::json& facts, const char* key) {
+  return facts.contains(key) && facts[key].is_string() ? facts[key].get<std::string>() : "";
+}
+
+// The last line of `text` that is not blank, trimmed.
+std::string LastLine(const std::string& text) {
+  std::string last;
+  for (const std::string& line : Split(text, '\n')) {
+    if (!Trim(line).empty()) last = Trim(line);
+  }
+  return last;
 }
 
 bool LibraryMatches(const std::string& file, const std::string& library) {
@@ -269,7 +298,25 @@ class Preflight {
             ", then run ldconfig (or add its directory to LD_LIBRARY_PATH)");
   }
 
+  // The Python side: the probe runs rank 0's interpreter with rank 0's environment; torch,
+  // the vendor module and the backend are checked from what it reports.
   void PythonSide() {
+    const std::optional<nlohmann::json> facts = RunProbe();
+    if (!facts) return;
+    if (!Torch(*facts)) return;
+    const bool module_ok = VendorModule(*facts);
+    Backend(*facts, module_ok);
+  }
+
+  // What to run to see a failure of the probe for oneself.
+  std::string ByHand() const {
+    const std::string& module = spec_.profile.python_module;
+    return "run " + spec_.python + " -c 'import torch" + (module.empty() ? "" : ", " + module) +
+           "' by hand to see why";
+  }
+
+  // The probe's facts, or nullopt (with a failed python-probe check) when it did not report.
+  std::optional<nlohmann::json> RunProbe() {
     EnvMap env = rank_env_;
     // A probe is not a rank: the Python shim must stay inactive in it.
     for (const std::string& key : std::vector<std::string>{
@@ -277,16 +324,14 @@ class Preflight {
              "GCULAUNCH_SHIM_MODULE", "GCULAUNCH_SHIM_VISIBLE_ENV"}) {
       env.Erase(key);
     }
-    const std::string& module = spec_.profile.python_module;
-    const std::string& backend = spec_.profile.backend;
-    const CommandOutcome outcome = tools_.runner.Run(
-        {spec_.python, "-c", kProbeSource, backend, module}, env, settings_.probe_timeout_s);
-    const std::string by_hand = "run " + spec_.python + " -c 'import torch" +
-                                (module.empty() ? "" : ", " + module) + "' by hand to see why";
+    const CommandOutcome outcome =
+        tools_.runner.Run({spec_.python, "-c", kProbeSource, spec_.profile.backend,
+                           spec_.profile.python_module},
+                          env, settings_.probe_timeout_s);
     if (outcome.kind == CommandOutcome::Kind::kSpawnFailed) {
       Add("python-probe", CheckStatus::kFail, "cannot start " + spec_.python + ": " + outcome.error,
           "give a working interpreter with --python PATH");
-      return;
+      return std::nullopt;
     }
     if (outcome.kind == CommandOutcome::Kind::kTimedOut) {
       std::ostringstream seconds;
@@ -294,104 +339,104 @@ class Preflight {
       Add("python-probe", CheckStatus::kFail,
           spec_.python + " did not finish importing within " + seconds.str() +
               " s (its process group was killed)",
-          by_hand + " (an import hangs: driver or device busy?)");
-      return;
+          ByHand() + " (an import hangs: driver or device busy?)");
+      return std::nullopt;
     }
-    nlohmann::json facts;
-    bool parsed = false;
-    for (const std::string& line : Split(outcome.out, '\n')) {
-      if (line.rfind(kProbeMarker, 0) != 0) continue;
-      facts = nlohmann::json::parse(line.substr(std::string(kProbeMarker).size()), nullptr,
-                                    /*allow_exceptions=*/false);
-      parsed = facts.is_object();
-    }
-    if (!parsed) {
-      std::string last;
-      for (const std::string& line : Split(outcome.err, '\n')) {
-        if (!Trim(line).empty()) last = Trim(line);
-      }
+    std::optional<nlohmann::json> facts = ProbeFacts(outcome.out);
+    if (!facts) {
+      const std::string last = LastLine(outcome.err);
       const std::string how = outcome.kind == CommandOutcome::Kind::kSignaled
                                   ? "was killed by signal " + std::to_string(outcome.code)
                                   : "exited with code " + std::to_string(outcome.code);
       Add("python-probe", CheckStatus::kFail,
           spec_.python + " " + how + " before reporting" + (last.empty() ? "" : ": " + last),
-          by_hand);
-      return;
+          ByHand());
     }
-    auto text = [&](const char* key) {
-      return facts.contains(key) && facts[key].is_string() ? facts[key].get<std::string>() : "";
-    };
-    const std::string python_version = text("python");
+    return facts;
+  }
+
+  // `import torch`; false when it failed (the checks that need torch are then left out).
+  bool Torch(const nlohmann::json& facts) {
+    const std::string python_version = FactText(facts, "python");
     if (facts.contains("torch_error")) {
       Add("torch", CheckStatus::kFail,
           "import torch failed in " + spec_.python + " (Python " + python_version +
-              "): " + text("torch_error"),
+              "): " + FactText(facts, "torch_error"),
           "install PyTorch for this interpreter, or choose the one that has it with --python "
           "PATH (or PYTHON_EXEC)");
-      return;
+      return false;
     }
-    const std::string torch_version = text("torch");
-    Add("torch", CheckStatus::kOk, "torch " + torch_version + " (Python " + python_version + ")");
+    Add("torch", CheckStatus::kOk,
+        "torch " + FactText(facts, "torch") + " (Python " + python_version + ")");
+    return true;
+  }
 
-    bool module_ok = true;
-    if (!module.empty()) {
-      if (facts.contains("module_error")) {
-        module_ok = false;
-        Add("vendor-module", CheckStatus::kFail,
-            "import " + module + " failed: " + text("module_error"),
-            "install the " + module + " wheel built for torch " + torch_version + " and Python " +
-                python_version + " into " + spec_.python + " (pip install " + module +
-                "-*.whl), or choose its interpreter with --python");
-      } else {
-        std::string evidence =
-            module + (text("module").empty() ? "" : " " + text("module")) + " imported";
-        CheckStatus status = CheckStatus::kOk;
-        std::string fix;
-        if (facts.contains("module_devices") && facts["module_devices"].is_number_integer()) {
-          const int devices = facts["module_devices"].get<int>();
-          evidence += "; device_count() = " + std::to_string(devices);
-          if (devices == 0) {
-            status = CheckStatus::kFail;
-            fix =
-                "the runtime sees no cards: check the driver, the container's device mounts "
-                "and the visible-devices variable";
-          } else if (devices < spec_.nproc_per_node && spec_.bind == DeviceBind::kAll) {
-            status = CheckStatus::kWarn;
-            fix = "use --nproc-per-node " + std::to_string(devices) + " for one rank per card";
-          }
-        } else if (facts.contains("module_devices_error")) {
-          evidence += "; device_count() failed: " + text("module_devices_error");
-          status = CheckStatus::kWarn;
-          fix = "check the driver and the visible-devices variable";
-        } else {
-          evidence += " (it has no device_count())";
-        }
-        Add("vendor-module", status, evidence, fix);
+  // The profile's vendor module and its device count; false when it cannot be imported.
+  // No module named by the profile: nothing to check.
+  bool VendorModule(const nlohmann::json& facts) {
+    const std::string& module = spec_.profile.python_module;
+    if (module.empty()) return true;
+    if (facts.contains("module_error")) {
+      Add("vendor-module", CheckStatus::kFail,
+          "import " + module + " failed: " + FactText(facts, "module_error"),
+          "install the " + module + " wheel built for torch " + FactText(facts, "torch") +
+              " and Python " + FactText(facts, "python") + " into " + spec_.python +
+              " (pip install " + module + "-*.whl), or choose its interpreter with --python");
+      return false;
+    }
+    const std::string version = FactText(facts, "module");
+    std::string evidence = module + (version.empty() ? "" : " " + version) + " imported";
+    CheckStatus status = CheckStatus::kOk;
+    std::string fix;
+    if (facts.contains("module_devices") && facts["module_devices"].is_number_integer()) {
+      const int devices = facts["module_devices"].get<int>();
+      evidence += "; device_count() = " + std::to_string(devices);
+      if (devices == 0) {
+        status = CheckStatus::kFail;
+        fix =
+            "the runtime sees no cards: check the driver, the container's device mounts "
+            "and the visible-devices variable";
+      } else if (devices < spec_.nproc_per_node && spec_.bind == DeviceBind::kAll) {
+        status = CheckStatus::kWarn;
+        fix = "use --nproc-per-node " + std::to_string(devices) + " for one rank per card";
       }
+    } else if (facts.contains("module_devices_error")) {
+      evidence += "; device_count() failed: " + FactText(facts, "module_devices_error");
+      status = CheckStatus::kWarn;
+      fix = "check the driver and the visible-devices variable";
+    } else {
+      evidence += " (it has no device_count())";
     }
+    Add("vendor-module", status, evidence, fix);
+    return true;
+  }
 
+  // torch.distributed knows the profile's backend (after the vendor module's import).
+  void Backend(const nlohmann::json& facts, bool module_ok) {
+    const std::string& module = spec_.profile.python_module;
+    const std::string& backend = spec_.profile.backend;
     const std::string after = module.empty() ? "" : " after importing " + module;
     if (facts.contains("backend_ok")) {
       Add("backend", CheckStatus::kOk,
           "torch.distributed backend '" + backend + "' is available" + after);
-    } else {
-      std::string fix;
-      if (!module_ok) {
-        fix = "make " + module + " importable first (see vendor-module); it registers '" + backend +
-              "'";
-      } else if (!module.empty()) {
-        fix = "install the " + module + " build (and collective library) that registers '" +
-              backend + "' with torch.distributed; --python-shim can fall back to gloo meanwhile";
-      } else {
-        fix = "install the PyTorch extension that registers '" + backend +
-              "', or use a profile with a built-in backend (--device cpu: gloo); --python-shim "
-              "can fall back to gloo";
-      }
-      Add("backend", CheckStatus::kFail,
-          "torch.distributed backend '" + backend + "' is not available" + after + ": " +
-              text("backend_error"),
-          fix);
+      return;
     }
+    std::string fix;
+    if (!module_ok) {
+      fix = "make " + module + " importable first (see vendor-module); it registers '" + backend +
+            "'";
+    } else if (!module.empty()) {
+      fix = "install the " + module + " build (and collective library) that registers '" +
+            backend + "' with torch.distributed; --python-shim can fall back to gloo meanwhile";
+    } else {
+      fix = "install the PyTorch extension that registers '" + backend +
+            "', or use a profile with a built-in backend (--device cpu: gloo); --python-shim "
+            "can fall back to gloo";
+    }
+    Add("backend", CheckStatus::kFail,
+        "torch.distributed backend '" + backend + "' is not available" + after + ": " +
+            FactText(facts, "backend_error"),
+        fix);
   }
 
   void Network() {
