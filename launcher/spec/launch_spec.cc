@@ -113,10 +113,10 @@ class SpecBuilder {
 
   Result<LaunchSpec> Build() {
     for (Status (SpecBuilder::*step)() :
-         {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::Device,
-          &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards, &SpecBuilder::Affinity,
-          &SpecBuilder::Program,
-          &SpecBuilder::Environment, &SpecBuilder::Output}) {
+         {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::StorePorts,
+          &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards,
+          &SpecBuilder::Affinity, &SpecBuilder::Program, &SpecBuilder::Environment,
+          &SpecBuilder::Output}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
@@ -185,6 +185,8 @@ class SpecBuilder {
     return OkStatus();
   }
 
+  // Where the store is: MASTER_ADDR and MASTER_PORT, from --standalone, --rdzv-endpoint,
+  // --master-addr/--master-port, the platform or the defaults.
   Status Master() {
     const bool addr_given = o_.master_addr.has_value();
     const bool port_given = o_.master_port.has_value();
@@ -200,56 +202,76 @@ class SpecBuilder {
       }
     }
     if (o_.standalone) {
-      spec_.master_addr = kDefaultMasterAddr;
-      from_.master_addr = o_.Source("standalone");
-      if (o_.master_port) from_.master_port = o_.Source("master-port");
-      if (addr_given && *o_.master_addr != kDefaultMasterAddr) {
-        Note(o_.Source("master-addr") + " is ignored with --standalone: the store is on " +
-             kDefaultMasterAddr);
-      }
-      if (o_.rdzv_endpoint) {
-        Note(o_.Source("rdzv-endpoint") + " is ignored with --standalone (as torchrun does)");
-      }
-      spec_.master_port = o_.master_port.value_or(0);
-    } else if (o_.rdzv_endpoint) {
-      spec_.master_addr = o_.rdzv_endpoint->host;
-      from_.master_addr = o_.Source("rdzv-endpoint");
-      if (o_.rdzv_endpoint->port) {
-        from_.master_port = o_.Source("rdzv-endpoint");
-        spec_.master_port = *o_.rdzv_endpoint->port;
-      } else {
-        spec_.master_port = kDefaultEndpointPort;
-        Note(o_.Source("rdzv-endpoint") + " has no port: using " +
-             std::to_string(kDefaultEndpointPort) + " (torchrun's default)");
-      }
+      StandaloneMaster();
+      return OkStatus();
+    }
+    if (o_.rdzv_endpoint) {
+      EndpointMaster();
+      return OkStatus();
+    }
+    return FlagsMaster();
+  }
+
+  void StandaloneMaster() {
+    spec_.master_addr = kDefaultMasterAddr;
+    from_.master_addr = o_.Source("standalone");
+    if (o_.master_port) from_.master_port = o_.Source("master-port");
+    if (o_.master_addr && *o_.master_addr != kDefaultMasterAddr) {
+      Note(o_.Source("master-addr") + " is ignored with --standalone: the store is on " +
+           kDefaultMasterAddr);
+    }
+    if (o_.rdzv_endpoint) {
+      Note(o_.Source("rdzv-endpoint") + " is ignored with --standalone (as torchrun does)");
+    }
+    spec_.master_port = o_.master_port.value_or(0);
+  }
+
+  void EndpointMaster() {
+    spec_.master_addr = o_.rdzv_endpoint->host;
+    from_.master_addr = o_.Source("rdzv-endpoint");
+    if (o_.rdzv_endpoint->port) {
+      from_.master_port = o_.Source("rdzv-endpoint");
+      spec_.master_port = *o_.rdzv_endpoint->port;
     } else {
-      if (addr_given) {
-        spec_.master_addr = *o_.master_addr;
-        from_.master_addr = o_.Source("master-addr");
-      } else if (platform_.master_addr) {
-        spec_.master_addr = *platform_.master_addr;
-        from_.master_addr = platform_.master_addr_from;
-      } else {
-        spec_.master_addr = kDefaultMasterAddr;
-        if (spec_.nnodes > 1) {
-          return Error{(o_.nnodes ? o_.Source("nnodes") + " " + std::to_string(spec_.nnodes)
-                                  : from_.nnodes) +
-                           " needs the store's address: the default " + kDefaultMasterAddr +
-                           " is not reachable from other nodes",
-                       "give --master-addr HOST (node 0's address) on every node"};
-        }
-      }
-      if (port_given) {
-        spec_.master_port = *o_.master_port;
-        from_.master_port = o_.Source("master-port");
-      } else if (platform_.master_port) {
-        spec_.master_port = *platform_.master_port;
-        from_.master_port = platform_.master_port_from;
-      } else {
-        spec_.master_port = kDefaultMasterPort;
+      spec_.master_port = kDefaultEndpointPort;
+      Note(o_.Source("rdzv-endpoint") + " has no port: using " +
+           std::to_string(kDefaultEndpointPort) + " (torchrun's default)");
+    }
+  }
+
+  // --master-addr and --master-port, each else from the platform, else the default.
+  Status FlagsMaster() {
+    if (o_.master_addr) {
+      spec_.master_addr = *o_.master_addr;
+      from_.master_addr = o_.Source("master-addr");
+    } else if (platform_.master_addr) {
+      spec_.master_addr = *platform_.master_addr;
+      from_.master_addr = platform_.master_addr_from;
+    } else {
+      spec_.master_addr = kDefaultMasterAddr;
+      if (spec_.nnodes > 1) {
+        return Error{(o_.nnodes ? o_.Source("nnodes") + " " + std::to_string(spec_.nnodes)
+                                : from_.nnodes) +
+                         " needs the store's address: the default " + kDefaultMasterAddr +
+                         " is not reachable from other nodes",
+                     "give --master-addr HOST (node 0's address) on every node"};
       }
     }
+    if (o_.master_port) {
+      spec_.master_port = *o_.master_port;
+      from_.master_port = o_.Source("master-port");
+    } else if (platform_.master_port) {
+      spec_.master_port = *platform_.master_port;
+      from_.master_port = platform_.master_port_from;
+    } else {
+      spec_.master_port = kDefaultMasterPort;
+    }
+    return OkStatus();
+  }
 
+  // Who hosts the ranks' store and on which port: gculaunch (the agent store) or rank 0
+  // (--no-agent-store, --worker-port); several nodes meet on MASTER_PORT.
+  Status StorePorts() {
     if (o_.worker_port && !o_.no_agent_store) {
       return Error{o_.Source("worker-port") + " only applies with --no-agent-store",
                    "add --no-agent-store, or drop --worker-port"};
@@ -282,22 +304,27 @@ class SpecBuilder {
              " stays node 0's gculaunch's");
       }
     }
-    if (o_.rdzv_timeout) {
-      spec_.rdzv_timeout_s = *o_.rdzv_timeout;
-    } else {
-      for (const char* key : {"join_timeout", "timeout"}) {
-        auto it = spec_.rdzv_conf.find(key);
-        if (it == spec_.rdzv_conf.end()) continue;
-        spec_.rdzv_timeout_s = std::strtod(it->second.c_str(), nullptr);
-        break;
-      }
-    }
+    RendezvousTimeout();
     if (spec_.master_port == 0) {
       Note(spec_.store_mode == StoreMode::kAgent
                ? "master port chosen at launch: gculaunch binds a free port for its store"
                : "master port chosen at launch: a free port for rank 0's store");
     }
     return OkStatus();
+  }
+
+  // --rdzv-timeout, else --rdzv-conf join_timeout or timeout, else the default.
+  void RendezvousTimeout() {
+    if (o_.rdzv_timeout) {
+      spec_.rdzv_timeout_s = *o_.rdzv_timeout;
+      return;
+    }
+    for (const char* key : {"join_timeout", "timeout"}) {
+      auto it = spec_.rdzv_conf.find(key);
+      if (it == spec_.rdzv_conf.end()) continue;
+      spec_.rdzv_timeout_s = std::strtod(it->second.c_str(), nullptr);
+      break;
+    }
   }
 
   Status Device() {
