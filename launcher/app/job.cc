@@ -140,256 +140,334 @@ void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in) {
   if (m.kind != job::StopMarker::Kind::kSuccess) in.job_cause = "the job stopped: " + job::Describe(m);
 }
 
+SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& options) {
+  SupervisorConfig config;
+  config.policy.nranks = spec.nproc_per_node;
+  config.policy.max_restarts = spec.max_restarts;
+  config.policy.job = spec.nnodes > 1;
+  config.grace = std::chrono::milliseconds(static_cast<long long>(spec.grace_period_s * 1000));
+  config.kill_wait = options.kill_wait;
+  config.launcher_start = options.started;
+  // SIGHUP: the session really ended only when gculaunch has a terminal;
+  // a SIG_IGN inherited from nohup stays.
+  config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
+  config.catch_hup = !sys::SignalIgnored(SIGHUP);
+  return config;
+}
+
+// What BuildExitSummary needs from this node, with the last attempt's error files read.
+SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
+                            const JobOutcome& outcome, std::string child_watcher) {
+  SummaryInput in;
+  in.host = sys::HostName();
+  in.node_rank = spec.node_rank;
+  in.exit_code = outcome.exit_code;
+  in.final_state = outcome.final_state;
+  in.restarts = outcome.restarts;
+  in.max_restarts = spec.max_restarts;
+  in.records = outcome.records;
+  in.stuck = outcome.stuck;
+  in.start_error = outcome.start_error;
+  in.start_error_local_rank = outcome.start_error_local_rank;
+  in.master_port = runtime.master_port;
+  in.master_port_given = spec.master_port != 0;
+  in.rank0_hosts_store = spec.store_mode == StoreMode::kRank0;
+  in.child_watcher = std::move(child_watcher);
+  in.start_time = outcome.start_time;
+  in.end_time = outcome.end_time;
+  for (const RankRecord& r : outcome.records) {
+    if (r.restart_count != outcome.restarts || r.error_file.empty()) continue;
+    std::ifstream file(r.error_file, std::ios::binary);
+    if (!file) continue;
+    std::stringstream text;
+    text << file.rdbuf();
+    in.error_files[{r.restart_count, r.local_rank}] = text.str();
+  }
+  return in;
+}
+
 }  // namespace
 
-int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-           const JobOptions& options) {
-  sys::EnsureStdioOpen();
-  sys::IgnoreSigpipe();
-  sys::DefaultSigchld();
+// The event loop and every object that runs on it (step 4).  Members are declared in
+// construction order; the io_context, first, is destroyed last.
+struct Job::Loop {
+  explicit Loop(Job& job);
 
-  if (auto script = CheckScript(spec); !script.ok()) {
+  boost::asio::io_context io;
+  OutputFlow flow{io};
+  OutputWriter writer{{}, flow.SpaceCallback()};
+  TargetPtr console_out = OutputTarget::Borrowed(STDOUT_FILENO, "stdout");
+  TargetPtr console_err = OutputTarget::Borrowed(STDERR_FILENO, "stderr");
+  sys::ChildWatcher watcher;
+  sys::Spawner spawner;
+  const bool multinode;
+  const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
+  JobPlanner planner;
+  const SupervisorConfig config;
+  /// The coordinator's connection hooks; the store is built before the coordinator.
+  std::shared_ptr<ConnectionHooks> hooks = std::make_shared<ConnectionHooks>();
+  std::optional<AgentStore> store;  ///< when this node hosts the store
+};
+
+// Multi-node only (step 5): destroyed before the Loop, whose io_context, store and planner
+// these objects use.
+struct Job::Cluster {
+  std::optional<LocalAgentLink> local_link;    ///< node 0: the store is in this process
+  std::optional<RemoteAgentLink> remote_link;  ///< other nodes: node 0's store over TCP
+  std::optional<NodeAgent> agent;
+  std::optional<Coordinator> coordinator;      ///< node 0 only
+};
+
+Job::Loop::Loop(Job& job)
+    : watcher(io, job.options_.force_sigchld),
+      multinode(job.spec_.nnodes > 1),
+      rank0_terminal(job.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
+      planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
+      config(MakeSupervisorConfig(job.spec_, job.options_)) {
+  job.sink_.Attach(&writer, console_err);
+  if (watcher.mode() == sys::ChildWatcher::Mode::kSigchld) {
+    job.log_.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
+  }
+  if (job.store_socket_) {
+    store.emplace(io, std::move(*job.store_socket_), job.log_,
+                  multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{});
+    store->server().Set("run_id", job.runtime_.run_id);
+  }
+}
+
+Job::Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+         const JobOptions& options)
+    : spec_(spec), env_(env), log_(log), sink_(sink), options_(options) {}
+
+int Job::Run() {
+  SetUpProcess();
+  if (auto script = CheckScript(spec_); !script.ok()) {
     PrintError(script.error());
     return exit_code::kSpawnFailed;
   }
+  StartGuardian();
+  if (!ChooseAtLaunch()) return exit_code::kUsage;
+  const int code = RunLoop();
+  Teardown();
+  return code;
+}
 
-  // Before any thread or socket exists.
-  std::optional<sys::Guardian> guardian;
+void Job::SetUpProcess() {
+  sys::EnsureStdioOpen();
+  sys::IgnoreSigpipe();
+  sys::DefaultSigchld();
+}
+
+// Before any thread or socket exists.
+void Job::StartGuardian() {
   if (auto started = sys::Guardian::Start(); started.ok()) {
-    guardian.emplace(std::move(*started));
+    guardian_.emplace(std::move(*started));
   } else {
-    log.warn("no guardian process ({}): processes the ranks start may outlive gculaunch "
-             "if it is killed",
-             started.error().what);
+    log_.warn("no guardian process ({}): processes the ranks start may outlive gculaunch "
+              "if it is killed",
+              started.error().what);
   }
+}
 
-  // ---- launch-time choices ----
+// ---- launch-time choices ----
+
+bool Job::ChooseAtLaunch() {
   LaunchChoices choices;
-  choices.generated_run_id = spec.run_id.empty() ? NewRunId() : spec.run_id;
+  choices.generated_run_id = spec_.run_id.empty() ? NewRunId() : spec_.run_id;
   choices.launcher_pid = std::to_string(::getpid());  // the ranks' parent (--python-shim)
-  // The agent store's port is bound now and kept (port 0: the free port the
-  // kernel picked is the one the ranks get), after the guardian fork so that
-  // the guardian never holds it.
-  std::optional<rendezvous::ListenSocket> store_socket;
-  if (HostsAgentStore(spec)) {
-    auto bound = BindStorePort(spec);
-    if (!bound.ok()) {
-      PrintError(bound.error());
-      return exit_code::kUsage;
+  if (Status port = ReservePort(choices); !port.ok()) {
+    PrintError(port.error());
+    return false;
+  }
+  if (spec_.log_dir.empty() && !MakeScratchDir(choices)) return false;
+  runtime_ = ResolveRankRuntime(spec_, choices);
+  LogLayout();
+  if (spec_.python_shim) {
+    // Once per run; every attempt's ranks load it from there.
+    if (Status written = WritePythonShim(PythonShimDir(runtime_)); !written.ok()) {
+      PrintError(written.error());
+      return false;
     }
-    if (spec.master_port == 0) choices.chosen_port = std::to_string(bound->port());
-    store_socket.emplace(std::move(*bound));
-  } else if (spec.master_port == 0 && spec.nnodes == 1) {
+  }
+  if (!spec_.omp_num_threads_default.empty()) {
+    log_.info("OMP_NUM_THREADS={} for every rank (not set in the environment; set it to choose)",
+              spec_.omp_num_threads_default);
+  }
+  return true;
+}
+
+// The agent store's port is bound now and kept (port 0: the free port the kernel picked is
+// the one the ranks get), after the guardian fork so that the guardian never holds it.
+// Without the agent store a single node picks a free port for rank 0's store.
+Status Job::ReservePort(LaunchChoices& choices) {
+  if (HostsAgentStore(spec_)) {
+    auto bound = BindStorePort(spec_);
+    if (!bound.ok()) return bound.error();
+    if (spec_.master_port == 0) choices.chosen_port = std::to_string(bound->port());
+    store_socket_.emplace(std::move(*bound));
+  } else if (spec_.master_port == 0 && spec_.nnodes == 1) {
     auto port = sys::PickFreePort();
-    if (!port.ok()) {
-      PrintError(port.error());
-      return exit_code::kUsage;
-    }
+    if (!port.ok()) return port.error();
     choices.chosen_port = std::to_string(*port);
   }
-  std::string scratch;
-  if (spec.log_dir.empty()) {
-    std::string pattern = env.GetOr("TMPDIR", "");
-    if (pattern.empty()) pattern = "/tmp";
-    pattern += "/gculaunch-" + choices.generated_run_id.substr(0, 8) + "-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      log.error("cannot create a temporary directory for the ranks' error files in {}: {} "
-                "(fix: set TMPDIR to a writable directory, or pass --log-dir)",
-                fs::path(pattern).parent_path().string(), std::strerror(errno));
-      return exit_code::kUsage;
-    }
-    scratch = pattern;
-    choices.scratch_dir = scratch;
-    if (guardian) guardian->RemoveAtExit(scratch);
+  return OkStatus();
+}
+
+// Without --log-dir the ranks' error files go to a temporary directory, which the guardian
+// (or Teardown) removes.  False, with the reason logged, when it cannot be made.
+bool Job::MakeScratchDir(LaunchChoices& choices) {
+  std::string pattern = env_.GetOr("TMPDIR", "");
+  if (pattern.empty()) pattern = "/tmp";
+  pattern += "/gculaunch-" + choices.generated_run_id.substr(0, 8) + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    log_.error("cannot create a temporary directory for the ranks' error files in {}: {} "
+               "(fix: set TMPDIR to a writable directory, or pass --log-dir)",
+               fs::path(pattern).parent_path().string(), std::strerror(errno));
+    return false;
   }
-  const RankRuntime runtime = ResolveRankRuntime(spec, choices);
-  if (!spec.layout.empty()) {
-    // The layout names the port as the dry run does; by now it is known.
-    std::string layout = spec.layout;
-    const std::string placeholder = kPortPlaceholder;
-    if (auto at = layout.find(placeholder); at != std::string::npos) {
-      layout.replace(at, placeholder.size(), runtime.master_port);
-    }
-    log.info("{}", layout);
+  scratch_ = pattern;
+  choices.scratch_dir = scratch_;
+  if (guardian_) guardian_->RemoveAtExit(scratch_);
+  return true;
+}
+
+// The layout names the port as the dry run does; by now it is known.
+void Job::LogLayout() {
+  if (spec_.layout.empty()) return;
+  std::string layout = spec_.layout;
+  const std::string placeholder = kPortPlaceholder;
+  if (auto at = layout.find(placeholder); at != std::string::npos) {
+    layout.replace(at, placeholder.size(), runtime_.master_port);
   }
-  if (spec.python_shim) {
-    // Once per run; every attempt's ranks load it from there.
-    if (Status written = WritePythonShim(PythonShimDir(runtime)); !written.ok()) {
-      PrintError(written.error());
-      return exit_code::kUsage;
-    }
+  log_.info("{}", layout);
+}
+
+// ---- the event loop ----
+
+int Job::RunLoop() {
+  Loop loop(*this);
+  Cluster cluster;
+  if (loop.multinode) AssembleCluster(loop, cluster);
+  const int code = Supervise(loop, cluster);
+  CloseLoop(loop);
+  return code;
+}
+
+// Multi-node: this node's agent, and node 0's coordinator.
+void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
+  const MultiNodeSettings settings = MakeMultiNodeSettings(spec_, runtime_);
+  AgentLink* link = nullptr;
+  if (loop.store) {
+    cluster.local_link.emplace(loop.io, loop.store->server());
+    link = &*cluster.local_link;
+    cluster.coordinator.emplace(loop.io, loop.store->server(), *loop.store, settings.coordinator,
+                                log_);
+    loop.hooks->target = &*cluster.coordinator;
+  } else {
+    cluster.remote_link.emplace(loop.io, settings.remote, log_);
+    link = &*cluster.remote_link;
   }
-  if (!spec.omp_num_threads_default.empty()) {
-    log.info("OMP_NUM_THREADS={} for every rank (not set in the environment; set it to choose)",
-             spec.omp_num_threads_default);
+  cluster.agent.emplace(loop.io, *link, cluster.remote_link ? &*cluster.remote_link : nullptr,
+                        loop.planner, settings.agent, log_);
+}
+
+int Job::Supervise(Loop& loop, Cluster& cluster) {
+  Supervisor supervisor(WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer,
+                                        loop.flow, guardian_ ? &*guardian_ : nullptr,
+                                        loop.console_out, loop.console_err},
+                        log_, loop.config, loop.planner,
+                        loop.store && !loop.multinode ? &*loop.store : nullptr,
+                        cluster.agent ? &*cluster.agent : nullptr);
+  if (cluster.agent) {
+    cluster.agent->Attach(supervisor);
+    if (cluster.coordinator) cluster.coordinator->Start();
+    cluster.agent->Start();
   }
+  const JobOutcome outcome = supervisor.Run();
+  if (cluster.agent) WaitForByes(loop, cluster);
+  if (loop.store) loop.store->Stop();
+  all_groups_empty_ = outcome.stuck.empty();
+  Report(loop, cluster, outcome);
+  return outcome.exit_code;
+}
 
-  // ---- the event loop and its helpers ----
-  int exit_code_value = exit_code::kInternal;
-  bool all_groups_empty = false;
-  {
-    boost::asio::io_context io;
-    OutputFlow flow(io);
-    OutputWriter writer({}, flow.SpaceCallback());
-    TargetPtr console_out = OutputTarget::Borrowed(STDOUT_FILENO, "stdout");
-    TargetPtr console_err = OutputTarget::Borrowed(STDERR_FILENO, "stderr");
-    sink.Attach(&writer, console_err);
+// The agent says bye; node 0 keeps the store up until every node said bye or was lost (they
+// heartbeat until then), with a bound for a node stuck in its teardown.
+void Job::WaitForByes(Loop& loop, Cluster& cluster) {
+  const auto bound = std::chrono::steady_clock::now() + loop.config.grace +
+                     loop.config.kill_wait + std::chrono::seconds(30);
+  // The Supervisor no longer listens: a teardown signal now ends the wait at once.
+  bool interrupted = false;
+  boost::asio::signal_set interrupt(loop.io, SIGINT, SIGTERM, SIGQUIT);
+  interrupt.async_wait([&](const boost::system::error_code& ec, int) {
+    if (!ec) interrupted = true;
+  });
+  const auto finished = [&] {
+    return cluster.agent->finished() && (!cluster.coordinator || cluster.coordinator->finished());
+  };
+  while (!interrupted && !finished()) {
+    if (loop.io.run_one_until(bound) == 0) break;
+  }
+  interrupt.cancel();
+  if (cluster.coordinator && !cluster.coordinator->finished()) {
+    log_.warn("stopping the store although not every node said bye");
+  }
+  loop.hooks->target = nullptr;
+}
 
-    sys::ChildWatcher watcher(io, options.force_sigchld);
-    if (watcher.mode() == sys::ChildWatcher::Mode::kSigchld) {
-      log.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
-    }
-    sys::Spawner spawner;
+// ---- exit summary ----
 
-    const bool rank0_terminal = spec.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal();
-    JobPlanner planner(spec, env, runtime, rank0_terminal);
-    SupervisorConfig config;
-    config.policy.nranks = spec.nproc_per_node;
-    config.policy.max_restarts = spec.max_restarts;
-    config.grace = std::chrono::milliseconds(static_cast<long long>(spec.grace_period_s * 1000));
-    config.kill_wait = options.kill_wait;
-    config.launcher_start = options.started;
-    // SIGHUP: the session really ended only when gculaunch has a terminal;
-    // a SIG_IGN inherited from nohup stays.
-    config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
-    config.catch_hup = !sys::SignalIgnored(SIGHUP);
-
-    const bool multinode = spec.nnodes > 1;
-    auto hooks = std::make_shared<ConnectionHooks>();
-    std::optional<AgentStore> store;
-    if (store_socket) {
-      store.emplace(io, std::move(*store_socket), log,
-                    multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{});
-      store->server().Set("run_id", runtime.run_id);
-    }
-
-    // ---- multi-node: this node's agent, and node 0's coordinator ----
-    config.policy.job = multinode;
-    std::optional<LocalAgentLink> local_link;
-    std::optional<RemoteAgentLink> remote_link;
-    std::optional<NodeAgent> agent;
-    std::optional<Coordinator> coordinator;
-    if (multinode) {
-      const MultiNodeSettings settings = MakeMultiNodeSettings(spec, runtime);
-      AgentLink* link = nullptr;
-      if (store) {
-        local_link.emplace(io, store->server());
-        link = &*local_link;
-        coordinator.emplace(io, store->server(), *store, settings.coordinator, log);
-        hooks->target = &*coordinator;
-      } else {
-        remote_link.emplace(io, settings.remote, log);
-        link = &*remote_link;
-      }
-      agent.emplace(io, *link, remote_link ? &*remote_link : nullptr, planner, settings.agent,
-                    log);
-    }
-
-    JobOutcome outcome;
-    {
-      Supervisor supervisor(WorkerGroupDeps{io, spawner, watcher, writer, flow,
-                                            guardian ? &*guardian : nullptr, console_out,
-                                            console_err},
-                            log, config, planner, store && !multinode ? &*store : nullptr,
-                            agent ? &*agent : nullptr);
-      if (agent) {
-        agent->Attach(supervisor);
-        if (coordinator) coordinator->Start();
-        agent->Start();
-      }
-      outcome = supervisor.Run();
-      if (agent) {
-        // The agent says bye; node 0 keeps the store up until every node said bye or was
-        // lost (they heartbeat until then), with a bound for a node stuck in its teardown.
-        const auto bound = std::chrono::steady_clock::now() + config.grace + config.kill_wait +
-                           std::chrono::seconds(30);
-        // The Supervisor no longer listens: a teardown signal now ends the wait at once.
-        bool interrupted = false;
-        boost::asio::signal_set interrupt(io, SIGINT, SIGTERM, SIGQUIT);
-        interrupt.async_wait([&](const boost::system::error_code& ec, int) {
-          if (!ec) interrupted = true;
-        });
-        while (!interrupted && !(agent->finished() && (!coordinator || coordinator->finished()))) {
-          if (io.run_one_until(bound) == 0) break;
-        }
-        interrupt.cancel();
-        if (coordinator && !coordinator->finished()) {
-          log.warn("stopping the store although not every node said bye");
-        }
-        hooks->target = nullptr;
-      }
-      if (store) store->Stop();
-      exit_code_value = outcome.exit_code;
-      all_groups_empty = outcome.stuck.empty();
-
-      // ---- exit summary ----
-      SummaryInput in;
-      in.host = sys::HostName();
-      in.node_rank = spec.node_rank;
-      in.exit_code = outcome.exit_code;
-      in.final_state = outcome.final_state;
-      in.restarts = outcome.restarts;
-      in.max_restarts = spec.max_restarts;
-      in.records = outcome.records;
-      in.stuck = outcome.stuck;
-      in.start_error = outcome.start_error;
-      in.start_error_local_rank = outcome.start_error_local_rank;
-      in.master_port = runtime.master_port;
-      in.master_port_given = spec.master_port != 0;
-      in.rank0_hosts_store = spec.store_mode == StoreMode::kRank0;
-      in.child_watcher = watcher.mode_name();
-      in.start_time = outcome.start_time;
-      in.end_time = outcome.end_time;
-      if (agent) DescribeJobEnd(*agent, in);
-      for (const RankRecord& r : outcome.records) {
-        if (r.restart_count != outcome.restarts || r.error_file.empty()) continue;
-        std::ifstream file(r.error_file, std::ios::binary);
-        if (!file) continue;
-        std::stringstream text;
-        text << file.rdbuf();
-        in.error_files[{r.restart_count, r.local_rank}] = text.str();
-      }
-      const ExitSummary summary = BuildExitSummary(in);
-      for (const std::string& line : summary.text) {
-        writer.Urgent(console_err, "gculaunch: " + line + "\n");
-      }
-      if (!spec.summary_json.empty()) {
-        // Rank output may hold invalid UTF-8: replace it rather than throw.
-        const std::string text =
-            summary.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-        if (auto w = WriteTextFile(spec.summary_json, text + "\n"); !w.ok()) {
-          log.warn("--summary-json: {}", w.error().what);
-        }
-      }
-      if (!spec.error_file_parent.empty() && summary.parent_error) {
-        const std::string text =
-            summary.parent_error->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        if (auto w = WriteTextFile(spec.error_file_parent, text + "\n"); !w.ok()) {
-          log.warn("TORCHELASTIC_ERROR_FILE: {}", w.error().what);
-        }
-      }
-    }
-    if (rank0_terminal) sys::ReclaimTerminal();
-    sink.Detach();
-    if (!writer.Finish(options.output_flush)) {
-      const std::string note =
-          "gculaunch: warning: the console did not accept all output in time; the rest is "
-          "lost\n";
-      (void)!::write(STDERR_FILENO, note.data(), note.size());
+void Job::Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome) {
+  SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
+  if (cluster.agent) DescribeJobEnd(*cluster.agent, in);
+  const ExitSummary summary = BuildExitSummary(in);
+  for (const std::string& line : summary.text) {
+    loop.writer.Urgent(loop.console_err, "gculaunch: " + line + "\n");
+  }
+  if (!spec_.summary_json.empty()) {
+    // Rank output may hold invalid UTF-8: replace it rather than throw.
+    const std::string text =
+        summary.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (auto w = WriteTextFile(spec_.summary_json, text + "\n"); !w.ok()) {
+      log_.warn("--summary-json: {}", w.error().what);
     }
   }
+  if (!spec_.error_file_parent.empty() && summary.parent_error) {
+    const std::string text =
+        summary.parent_error->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (auto w = WriteTextFile(spec_.error_file_parent, text + "\n"); !w.ok()) {
+      log_.warn("TORCHELASTIC_ERROR_FILE: {}", w.error().what);
+    }
+  }
+}
 
-  if (guardian) {
-    if (all_groups_empty) {
-      guardian->Done(/*reap=*/false);  // it removes the scratch directory after we are gone
+void Job::CloseLoop(Loop& loop) {
+  if (loop.rank0_terminal) sys::ReclaimTerminal();
+  sink_.Detach();
+  if (!loop.writer.Finish(options_.output_flush)) {
+    const std::string note =
+        "gculaunch: warning: the console did not accept all output in time; the rest is "
+        "lost\n";
+    (void)!::write(STDERR_FILENO, note.data(), note.size());
+  }
+}
+
+void Job::Teardown() {
+  if (guardian_) {
+    if (all_groups_empty_) {
+      guardian_->Done(/*reap=*/false);  // it removes the scratch directory after we are gone
     } else {
-      guardian->Abandon();  // it SIGKILLs what is left, once more, and cleans up
+      guardian_->Abandon();  // it SIGKILLs what is left, once more, and cleans up
     }
-  } else if (!scratch.empty()) {
+  } else if (!scratch_.empty()) {
     std::error_code ec;
-    fs::remove_all(scratch, ec);
+    fs::remove_all(scratch_, ec);
   }
-  return exit_code_value;
+}
+
+int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+           const JobOptions& options) {
+  return Job(spec, env, log, sink, options).Run();
 }
 
 }  // namespace gculaunch

@@ -1,24 +1,56 @@
-// RunJob: a real launch of a LaunchSpec, from guardian to exit code.
+// Job: a real launch of a LaunchSpec, from guardian to exit code.  RunJob runs one.
 //
-//   1. process set-up: stdio open, SIGPIPE ignored, the script checked
-//   2. the guardian forked (still single-threaded, no socket yet)
-//   3. launch-time choices: run id, MASTER_PORT, error-file/log root
-//   4. the event loop, writer thread, ChildWatcher, Spawner, Supervisor
-//   5. the exit summary: stderr text, --summary-json, the parent launcher's
-//      TORCHELASTIC_ERROR_FILE
+// Job::Run takes these steps, each a method of its own:
+//   1. SetUpProcess     stdio open, SIGPIPE ignored, SIGCHLD default; then the script is
+//                       checked (CheckScript in job.cc)
+//   2. StartGuardian    the guardian forked (still single-threaded, no socket yet)
+//   3. ChooseAtLaunch   launch-time choices: run id, the store's port bound (or a free port
+//                       picked), the scratch directory for error files, the ranks' runtime
+//                       values, the layout line, the Python shim written
+//   4. Loop (built by its constructor): the event loop and what lives on it: io_context,
+//                       output writer thread, ChildWatcher, Spawner, JobPlanner, the
+//                       Supervisor's settings, the agent store
+//   5. AssembleCluster  multi-node only: the link to the store, this node's NodeAgent and,
+//                       on node 0, the Coordinator
+//   6. Supervise        the Supervisor runs the ranks to their end; WaitForByes (multi-node)
+//                       keeps the store up until every node said bye
+//   7. Report           the exit summary: stderr text, --summary-json, the parent launcher's
+//                       TORCHELASTIC_ERROR_FILE
+//   8. CloseLoop        the terminal reclaimed, the log sink detached, the console drained
+//   9. Teardown         the guardian told "done" (every group empty) or abandoned; without a
+//                       guardian the scratch directory is removed here
+// A step that makes the launch impossible prints why; Run returns the exit code.
 //
-// Thread safety: main thread; RunJob owns every object it creates.
+// Ownership and lifetimes, outermost first:
+//   * Job: the guardian, the store's bound socket (until the agent store takes it), the
+//     scratch directory's path and the ranks' runtime values, for the whole of Run.  On an
+//     early return or an exception the guardian's destructor closes it without "done", so it
+//     kills every group that was started.
+//   * Loop (a local of RunLoop): the io_context and every object that runs on it, declared in
+//     construction order and destroyed in reverse, the io_context last.  A new event-loop
+//     service (a status socket, metrics) becomes a member here.
+//   * Cluster (a local of RunLoop, declared after the Loop and so destroyed before it): the
+//     agent, the coordinator and their links, which hold references into the Loop.
+//   * Supervisor (a local of Supervise): lives until the summary is written, because
+//     destroying it closes the ranks' output streams, which flush their last partial lines.
+//   The borrowed spec, environment, logger, sink and options must outlive the Job.
+//
+// Thread safety: main thread only; a Job runs once.
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <spdlog/logger.h>
 
 #include "base/env_map.h"
-#include "launcher/spec/launch_spec.h"
 #include "launcher/run/logging.h"
+#include "launcher/spec/launch_spec.h"
+#include "launcher/spec/rank_env.h"
+#include "launcher/sys/guardian.h"
+#include "rendezvous/listener.h"
 
 namespace gculaunch {
 
@@ -29,7 +61,51 @@ struct JobOptions {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
-/// Runs the job; returns gculaunch's exit code (exit_codes.h).
+struct JobOutcome;
+
+class Job {
+ public:
+  /// Borrows every argument for the Job's lifetime.
+  Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+      const JobOptions& options);
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  /// Runs the job; returns gculaunch's exit code (exit_codes.h).  REQUIRES: called once.
+  int Run();
+
+ private:
+  struct Loop;
+  struct Cluster;
+
+  void SetUpProcess();
+  void StartGuardian();
+  bool ChooseAtLaunch();
+  Status ReservePort(LaunchChoices& choices);
+  bool MakeScratchDir(LaunchChoices& choices);
+  void LogLayout();
+  int RunLoop();
+  void AssembleCluster(Loop& loop, Cluster& cluster);
+  int Supervise(Loop& loop, Cluster& cluster);
+  void WaitForByes(Loop& loop, Cluster& cluster);
+  void Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome);
+  void CloseLoop(Loop& loop);
+  void Teardown();
+
+  const LaunchSpec& spec_;
+  const EnvMap& env_;
+  spdlog::logger& log_;
+  LogSink& sink_;
+  const JobOptions& options_;
+
+  std::optional<sys::Guardian> guardian_;
+  std::optional<rendezvous::ListenSocket> store_socket_;  ///< bound here, served by the Loop
+  std::string scratch_;   ///< the ranks' error files without --log-dir; empty otherwise
+  RankRuntime runtime_;
+  bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
+};
+
+/// Runs the job (a Job); returns gculaunch's exit code (exit_codes.h).
 int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
            const JobOptions& options);
 
