@@ -3,44 +3,30 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
+
+#include "launcher/sys/process_group.h"
+#include "launcher/sys/spawner.h"
+#include "launcher/sys/unique_fd.h"
 
 namespace gculaunch {
 namespace {
 
-// Closes the fds it holds on every path out of Run().
-struct Fds {
-  int fd[4] = {-1, -1, -1, -1};  // out read, out write, err read, err write
-  ~Fds() {
-    for (int f : fd) {
-      if (f >= 0) ::close(f);
-    }
-  }
-  void Close(int i) {
-    if (fd[i] >= 0) ::close(fd[i]);
-    fd[i] = -1;
-  }
-};
+using Clock = std::chrono::steady_clock;
 
-// Owns the spawn attributes and file actions.
-struct SpawnSetup {
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  SpawnSetup() {
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-};
+CommandOutcome SpawnFailed(std::string reason) {
+  CommandOutcome outcome;
+  outcome.kind = CommandOutcome::Kind::kSpawnFailed;
+  outcome.error = std::move(reason);
+  return outcome;
+}
 
 void Append(std::string& buffer, const char* data, size_t size) {
   const size_t room =
@@ -48,120 +34,201 @@ void Append(std::string& buffer, const char* data, size_t size) {
   buffer.append(data, std::min(size, room));
 }
 
-int WaitFor(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+long long MillisLeft(Clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+}
+
+// While it lives, SIGCHLD is not ignored and has no SA_NOCLDWAIT: with either, the kernel
+// reaps the child itself and its exit status is lost (waitpid() fails with ECHILD).  The
+// previous disposition comes back when it is destroyed.  `gculaunch check` inherits
+// whatever its parent set; a launch resets SIGCHLD for good (sys::DefaultSigchld).
+class SigchldNotIgnored {
+ public:
+  SigchldNotIgnored() = default;
+  SigchldNotIgnored(const SigchldNotIgnored&) = delete;
+  SigchldNotIgnored& operator=(const SigchldNotIgnored&) = delete;
+  ~SigchldNotIgnored() {
+    // Cannot fail: SIGCHLD is a valid signal and `saved_` came from sigaction() itself.
+    if (changed_) ::sigaction(SIGCHLD, &saved_, nullptr);
   }
-  return status;
+
+  /// Returns "" or why the disposition could not be read or changed.
+  std::string Apply() {
+    if (::sigaction(SIGCHLD, nullptr, &saved_) != 0) {
+      return std::string("sigaction(SIGCHLD): ") + std::strerror(errno);
+    }
+    if (saved_.sa_handler != SIG_IGN && (saved_.sa_flags & SA_NOCLDWAIT) == 0) return "";
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (::sigaction(SIGCHLD, &dfl, nullptr) != 0) {
+      return std::string("sigaction(SIGCHLD): ") + std::strerror(errno);
+    }
+    changed_ = true;
+    return "";
+  }
+
+ private:
+  struct sigaction saved_ {};
+  bool changed_ = false;
+};
+
+// Reads both pipes into `outcome` until both are at EOF or the deadline passes.  Returns
+// false at the deadline (or when poll() itself fails: waiting on is impossible, which is
+// handled like a hang).
+bool ReadUntilEof(sys::UniqueFd& out, sys::UniqueFd& err, Clock::time_point deadline,
+                  CommandOutcome& outcome) {
+  char buffer[65536];
+  while (out.valid() || err.valid()) {
+    const long long left = MillisLeft(deadline);
+    if (left <= 0) return false;
+    // poll() ignores entries whose fd is negative: a closed stream drops out by itself.
+    pollfd polls[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
+    const int ready = ::poll(polls, 2, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      outcome.error = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+    sys::UniqueFd* fds[2] = {&out, &err};
+    std::string* sinks[2] = {&outcome.out, &outcome.err};
+    for (int i = 0; i < 2; ++i) {
+      if (!fds[i]->valid() || polls[i].revents == 0) continue;
+      const ssize_t n = ::read(fds[i]->get(), buffer, sizeof(buffer));
+      if (n > 0) {
+        Append(*sinks[i], buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        // EOF, or a read error (EIO): nothing more will come from this stream.
+        fds[i]->Reset();
+      }
+    }
+  }
+  return true;
+}
+
+enum class Wait {
+  kExited,    ///< exited (a zombie now, not reaped)
+  kDeadline,  ///< still running at the deadline (or waiting failed: handled like a hang)
+  kLost,      ///< not our child any more: someone else reaped it
+};
+
+// Waits, without reaping, until `pid` has exited or the deadline passes.  The zombie keeps
+// the pid, and with it the number of its process group, allocated, so the group can still
+// be signalled safely afterwards.  Short polls, not a pidfd: the probe must also work on
+// the older kernels of training images.  `error` says why when waiting failed.
+Wait WaitForExit(pid_t pid, Clock::time_point deadline, std::string& error) {
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      error = "pid " + std::to_string(pid) +
+              " was reaped elsewhere (waitid: " + std::strerror(errno) + ")";
+      return Wait::kLost;
+    }
+    if (info.si_pid == pid) return Wait::kExited;
+    const long long left = MillisLeft(deadline);
+    if (left <= 0) return Wait::kDeadline;
+    // A poll() with no descriptors is a sleep; EINTR only cuts it short.
+    if (::poll(nullptr, 0, static_cast<int>(std::min<long long>(left, 20))) < 0 && errno != EINTR) {
+      error = std::string("poll: ") + std::strerror(errno);
+      return Wait::kDeadline;
+    }
+  }
+}
+
+// SIGKILL to the whole group of `pid` (which leads it and is not reaped yet, so the number
+// is still its own).  Returns "" or why the group could not be signalled.  ESRCH cannot
+// happen while the leader is unreaped; it is accepted all the same.
+std::string KillGroup(pid_t pid) {
+  int err = 0;
+  if (sys::SignalGroup(pid, SIGKILL, &err) || err == ESRCH) return "";
+  return "cannot kill process group " + std::to_string(pid) + ": " + std::strerror(err);
+}
+
+// Reaps `pid`, blocking.  Returns its wait status, or nullopt (and `error`) when waitpid()
+// fails, which only happens when someone else reaped it.
+std::optional<int> Reap(pid_t pid, std::string& error) {
+  int status = 0;
+  for (;;) {
+    if (::waitpid(pid, &status, 0) == pid) return status;
+    if (errno != EINTR) {
+      error = "pid " + std::to_string(pid) +
+              " was reaped elsewhere (waitpid: " + std::strerror(errno) + ")";
+      return std::nullopt;
+    }
+  }
 }
 
 }  // namespace
 
 CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, const EnvMap& env,
                                        double timeout_s) const {
+  auto stdin_null = sys::OpenCloexec("/dev/null", O_RDONLY);
+  if (!stdin_null.ok()) return SpawnFailed(stdin_null.error().what);
+  auto out_pipe = sys::MakePipe("stdout");
+  if (!out_pipe.ok()) return SpawnFailed(out_pipe.error().what);
+  auto err_pipe = sys::MakePipe("stderr");
+  if (!err_pipe.ok()) return SpawnFailed(err_pipe.error().what);
+  SigchldNotIgnored sigchld;
+  if (std::string problem = sigchld.Apply(); !problem.empty()) return SpawnFailed(problem);
+
+  sys::SpawnRequest request;
+  request.program = argv.empty() ? std::string() : argv[0];
+  request.argv = argv;
+  request.env = env.ToStrings();
+  request.stdin_fd = stdin_null->get();
+  request.stdout_fd = out_pipe->write.get();
+  request.stderr_fd = err_pipe->write.get();
+  // The spawner's child setup makes the child lead its own group (so a timeout can kill
+  // its helpers too), restores default signal handling with an empty mask whatever this
+  // process blocked or ignored, and lets nothing but 0, 1 and 2 through exec.
+  sys::Spawner spawner;
+  sys::SpawnError failure;
+  const Result<pid_t> spawned = spawner.Spawn(request, &failure);
+  // The child holds its own copies now; ours would keep the pipes from reaching EOF.
+  out_pipe->write.Reset();
+  err_pipe->write.Reset();
+  stdin_null->Reset();
+  if (!spawned.ok()) {
+    return SpawnFailed(failure.error_number != 0 ? std::strerror(failure.error_number)
+                                                 : spawned.error().what);
+  }
+  const pid_t pid = *spawned;
+
   CommandOutcome outcome;
-  Fds fds;
-  if (::pipe2(fds.fd, O_CLOEXEC) != 0 || ::pipe2(fds.fd + 2, O_CLOEXEC) != 0) {
-    outcome.kind = CommandOutcome::Kind::kSpawnFailed;
-    outcome.error = std::string("pipe: ") + std::strerror(errno);
-    return outcome;
-  }
-
-  SpawnSetup setup;
-  // Own process group (so a timeout can kill helpers too), default signal
-  // handling and an empty mask whatever the caller blocked or ignored.
-  sigset_t empty;
-  sigset_t all;
-  sigemptyset(&empty);
-  sigfillset(&all);
-  posix_spawnattr_setflags(&setup.attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&setup.attr, 0);
-  posix_spawnattr_setsigmask(&setup.attr, &empty);
-  posix_spawnattr_setsigdefault(&setup.attr, &all);
-  posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&setup.actions, fds.fd[1], 1);
-  posix_spawn_file_actions_adddup2(&setup.actions, fds.fd[3], 2);
-
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  const std::vector<std::string> env_strings = env.ToStrings();
-  std::vector<char*> envp;
-  for (const std::string& item : env_strings) envp.push_back(const_cast<char*>(item.c_str()));
-  envp.push_back(nullptr);
-
-  pid_t pid = -1;
-  const int rc =
-      ::posix_spawn(&pid, argv[0].c_str(), &setup.actions, &setup.attr, args.data(), envp.data());
-  fds.Close(1);
-  fds.Close(3);
-  if (rc != 0) {
-    outcome.kind = CommandOutcome::Kind::kSpawnFailed;
-    outcome.error = std::strerror(rc);
-    return outcome;
-  }
-
-  using Clock = std::chrono::steady_clock;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  bool timed_out = false;
-  char buffer[65536];
-  while (fds.fd[0] >= 0 || fds.fd[2] >= 0) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd polls[2] = {{fds.fd[0], POLLIN, 0}, {fds.fd[2], POLLIN, 0}};
-    const int ready = ::poll(polls, 2, static_cast<int>(std::min<long long>(left, 1 << 30)));
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      timed_out = true;  // cannot wait any more: treat as a hang and clean up
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (polls[i].fd < 0 || polls[i].revents == 0) continue;
-      const ssize_t n = ::read(polls[i].fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        Append(i == 0 ? outcome.out : outcome.err, buffer, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        fds.Close(i * 2);
-      }
-    }
-  }
-  // Both pipes at EOF usually means the child has exited; one that closed
-  // them and runs on still gets only until the deadline.  (Short polls: the
-  // probe cannot use pidfds, which older kernels of training images lack.)
-  int status = 0;
-  while (!timed_out) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) break;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    ::poll(nullptr, 0, static_cast<int>(std::min<long long>(left, 20)));
-  }
-  if (timed_out) {
-    ::kill(-pid, SIGKILL);
-    WaitFor(pid);
-    outcome.kind = CommandOutcome::Kind::kTimedOut;
+  // Both pipes at EOF usually means the child has exited; one that closed them and runs
+  // on still gets only until the deadline.
+  const Wait wait = ReadUntilEof(out_pipe->read, err_pipe->read, deadline, outcome)
+                        ? WaitForExit(pid, deadline, outcome.error)
+                        : Wait::kDeadline;
+  if (wait == Wait::kLost) {
+    // Its group number may belong to someone else by now: nothing is signalled.
+    outcome.kind = CommandOutcome::Kind::kSpawnFailed;
     return outcome;
   }
-  // Helpers the child left in its group go too.  The group id cannot have
-  // been reused: the kernel keeps a pid number allocated while it names a group.
-  ::kill(-pid, SIGKILL);
-  if (WIFSIGNALED(status)) {
+  // Exited or not, the group goes: at the deadline the child and its helpers, after an
+  // exit the helpers it left behind.
+  if (std::string problem = KillGroup(pid); !problem.empty()) {
+    if (outcome.error.empty()) outcome.error = problem;
+    if (wait == Wait::kDeadline) {
+      // Nothing was killed, so a blocking wait could last forever: leave it running.
+      outcome.kind = CommandOutcome::Kind::kTimedOut;
+      return outcome;
+    }
+  }
+  const std::optional<int> status = Reap(pid, outcome.error);
+  if (wait == Wait::kDeadline) {
+    outcome.kind = CommandOutcome::Kind::kTimedOut;
+  } else if (!status) {
+    outcome.kind = CommandOutcome::Kind::kSpawnFailed;
+  } else if (WIFSIGNALED(*status)) {
     outcome.kind = CommandOutcome::Kind::kSignaled;
-    outcome.code = WTERMSIG(status);
+    outcome.code = WTERMSIG(*status);
   } else {
     outcome.kind = CommandOutcome::Kind::kExited;
-    outcome.code = WEXITSTATUS(status);
+    outcome.code = WEXITSTATUS(*status);
   }
   return outcome;
 }

@@ -2,16 +2,28 @@
 // and collects its output.  Used by `gculaunch check` for the Python probe
 // (exactly the interpreter and environment a rank would get).
 //
-// This is not how ranks are started (that is the runtime's worker spawning):
-// it is a blocking call for a single, short child.  The child leads its own
-// process group, reads /dev/null, and gets default signal dispositions and an
-// empty signal mask; on timeout the whole group is killed with SIGKILL (a probe
-// that hangs in a driver call may have started helpers of its own) and reaped.
+// This is a blocking call for a single, short child, not how ranks are
+// supervised, but the child is started the way ranks are: by sys::Spawner
+// (spawner.h), so it leads its own process group, gets default signal
+// dispositions, an empty signal mask and a parent-death signal, and inherits
+// nothing but stdin (/dev/null) and its two output pipes.  When the child
+// exits, the helpers it left in its group are killed; at the deadline the
+// whole group is killed with SIGKILL (a probe that hangs in a driver call may
+// have started helpers of its own).  Either way the group is signalled while
+// the child is still unreaped, so its number cannot belong to anyone else yet,
+// and the child is then reaped here with waitpid().
 //
 // Ownership: Run() returns only after the child has been reaped; it leaves no
-// process behind except members of the group that survive SIGKILL (none can).
-// Thread safety: LocalCommandRunner has no state; call Run() from one thread
-// at a time per child (it blocks).
+// process behind except members of the group that survive SIGKILL (none can),
+// or, when not even SIGKILL could be sent (never for a child of ours; `error`
+// then says so), the running child.  While Run() waits, SIGCHLD is kept from
+// being ignored (else the kernel would reap the child and lose its status);
+// the previous disposition is restored afterwards.
+// Thread safety: LocalCommandRunner has no state.  Call Run() from the main
+// thread (the spawner's rule: the parent-death signal follows the thread that
+// forked), one call at a time, in a process where nothing waits for any child
+// (waitpid(-1)); ChildWatcher waits only for the pids it was given, and
+// `gculaunch check` has none.
 #pragma once
 
 #include <string>
@@ -32,7 +44,10 @@ struct CommandOutcome {
   int code = 0;
   std::string out;    ///< stdout (at most kMaxOutput bytes kept)
   std::string err;    ///< stderr (at most kMaxOutput bytes kept)
-  std::string error;  ///< kSpawnFailed: the reason, e.g. "No such file or directory"
+  /// kSpawnFailed: the reason, e.g. "No such file or directory" (or, never in
+  /// practice, why the child's status was lost).  Other kinds: empty, or why
+  /// waiting or killing the group failed.
+  std::string error;
 
   static constexpr size_t kMaxOutput = 1 << 20;
 };
@@ -46,7 +61,7 @@ class CommandRunner {
                              double timeout_s) const = 0;
 };
 
-/// The real runner: posix_spawn, pipes for stdout/stderr, poll with a deadline.
+/// The real runner: sys::Spawner, pipes for stdout/stderr, poll with a deadline.
 class LocalCommandRunner : public CommandRunner {
  public:
   CommandOutcome Run(const std::vector<std::string>& argv, const EnvMap& env,

@@ -14,6 +14,7 @@
 #include <boost/process/v2/process.hpp>
 
 #include "launcher/sys/child_setup.h"
+#include "launcher/sys/process_group.h"
 #include "launcher/sys/unique_fd.h"
 
 namespace gculaunch::sys {
@@ -94,7 +95,7 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
                             bp::filesystem::path(request.program), argv.data(), init);
     if (!ec) {
       const pid_t pid = process.id();
-      process.detach();  // its destructor would kill the pid; ChildWatcher owns the child now
+      process.detach();  // its destructor would kill the pid; the caller reaps the child
       return pid;
     }
   } catch (const std::exception&) {
@@ -104,7 +105,8 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
   // A child that forked but could not exec wrote its errno and is exiting;
   // make sure it is gone and reaped.
   if (launcher.pid > 0) {
-    ::kill(launcher.pid, SIGKILL);
+    // False only when it is already gone (ESRCH); it is reaped below either way.
+    SignalProcess(launcher.pid, SIGKILL);
     int status = 0;
     while (::waitpid(launcher.pid, &status, 0) < 0 && errno == EINTR) {
     }

@@ -8,12 +8,14 @@
 //   - its exception-throwing overloads are never called (the executor + error
 //     code overload is, see docs/runtime.md);
 //   - the process object is detached at once: its destructor would SIGKILL
-//     only the pid, and waiting belongs to ChildWatcher;
+//     only the pid, and waiting belongs to the caller (ChildWatcher for ranks,
+//     LocalCommandRunner for its one helper command);
 //   - the child runs RunChildSetup() (child_setup.h) before exec.
 // A child that forked but failed to exec is killed and reaped here, so every
 // failure leaves no child behind.
 //
-// Lifetime: one Spawner for the whole run.  Thread safety: call Spawn() from
+// Lifetime: a launch keeps one Spawner for its whole run; LocalCommandRunner
+// makes one per command.  Thread safety: call Spawn() from
 // gculaunch's main thread only (PR_SET_PDEATHSIG is tied to the forking thread).
 #pragma once
 
