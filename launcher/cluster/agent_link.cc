@@ -38,32 +38,32 @@ LocalAgentLink::LocalAgentLink(asio::io_context& io, rendezvous::Server& server)
     : io_(io), server_(server) {}
 
 void LocalAgentLink::Set(const std::string& key, const std::string& value, Done done) {
-  if (*open_) server_.Set(key, value);
+  if (open_) server_.Set(key, value);
   asio::post(io_, [done = std::move(done)] { done(OkStatus()); });
 }
 
 void LocalAgentLink::CompareSet(const std::string& key, const std::string& expected,
                                 const std::string& desired, Value done) {
-  std::string now = *open_ ? server_.CompareSet(key, expected, desired) : "";
+  std::string now = open_ ? server_.CompareSet(key, expected, desired) : "";
   asio::post(io_, [done = std::move(done), now = std::move(now)] { done(now); });
 }
 
 void LocalAgentLink::Get(const std::string& key, Value done) {
-  std::string value = *open_ ? server_.Get(key).value_or("") : "";
+  std::string value = open_ ? server_.Get(key).value_or("") : "";
   asio::post(io_, [done = std::move(done), value = std::move(value)] { done(value); });
 }
 
 void LocalAgentLink::WaitGet(const std::string& key, Value done) {
-  server_.AsyncWait({key}, [this, open = open_, key, done = std::move(done)](bool ok) {
-    if (!ok || !*open) {
+  server_.AsyncWait({key}, lifetime_.Wrap([this, key, done = std::move(done)](bool ok) {
+    if (!ok || !open_) {
       done(Error{"the store stopped while waiting for " + key, ""});
       return;
     }
     done(server_.Get(key).value_or(""));
-  });
+  }));
 }
 
-void LocalAgentLink::Close() { *open_ = false; }
+void LocalAgentLink::Close() { open_ = false; }
 
 // ---------------------------------- RemoteAgentLink ----------------------------------
 

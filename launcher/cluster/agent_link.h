@@ -33,6 +33,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "base/error.h"
+#include "base/lifetime.h"
 
 namespace spdlog {
 class logger;
@@ -76,7 +77,8 @@ class LocalAgentLink : public AgentLink {
  private:
   boost::asio::io_context& io_;
   rendezvous::Server& server_;
-  std::shared_ptr<bool> open_ = std::make_shared<bool>(true);
+  bool open_ = true;        ///< false after Close()
+  LifetimeGuard lifetime_;  ///< a WaitGet completing after the link is destroyed does nothing
 };
 
 struct RemoteLinkOptions {

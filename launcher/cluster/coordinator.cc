@@ -24,7 +24,7 @@ Coordinator::Coordinator(boost::asio::io_context& io, rendezvous::Server& server
       deadline_timer_(io),
       heartbeat_timer_(io) {}
 
-Coordinator::~Coordinator() { *alive_ = false; }
+Coordinator::~Coordinator() = default;
 
 rendezvous::ServerOptions ConnectionHooks::Options(std::shared_ptr<ConnectionHooks> hooks) {
   rendezvous::ServerOptions options;
@@ -61,7 +61,7 @@ void Coordinator::Start() {
   started_ = Clock::now();
   const int nnodes = settings_.config.nnodes;
   for (int k = 0; k < nnodes; ++k) {
-    server_.AsyncWait({job::NodeKey(k)}, Guard([this, k](bool ok) {
+    server_.AsyncWait({job::NodeKey(k)}, lifetime_.Wrap([this, k](bool ok) {
       if (!ok) return;
       auto reg = job::DecodeRegistration(server_.Get(job::NodeKey(k)).value_or(""));
       if (!reg.ok()) {
@@ -76,14 +76,14 @@ void Coordinator::Start() {
       beats_[k] = {"", Clock::now()};
       Dispatch(CoordinatorEvent::Registered(std::move(*reg)));
     }));
-    server_.AsyncWait({job::ByeKey(k)}, Guard([this, k](bool ok) {
+    server_.AsyncWait({job::ByeKey(k)}, lifetime_.Wrap([this, k](bool ok) {
       if (!ok) return;
       const int code = std::atoi(server_.Get(job::ByeKey(k)).value_or("0").c_str());
       Dispatch(CoordinatorEvent::Bye(k, code));
     }));
   }
   deadline_timer_.expires_after(settings_.rdzv_timeout);
-  deadline_timer_.async_wait(Guard([this](const boost::system::error_code& ec) {
+  deadline_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (!ec) Dispatch(CoordinatorEvent::RendezvousTimeout());
   }));
   ArmMissing();
@@ -92,7 +92,7 @@ void Coordinator::Start() {
 
 void Coordinator::ArmMissing() {
   missing_timer_.expires_after(settings_.missing_period);
-  missing_timer_.async_wait(Guard([this](const boost::system::error_code& ec) {
+  missing_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (ec || finished()) return;
     Dispatch(CoordinatorEvent::MissingTick());
     ArmMissing();
@@ -101,7 +101,7 @@ void Coordinator::ArmMissing() {
 
 void Coordinator::ArmHeartbeatCheck() {
   heartbeat_timer_.expires_after(settings_.heartbeat_check);
-  heartbeat_timer_.async_wait(Guard([this](const boost::system::error_code& ec) {
+  heartbeat_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (ec || finished()) return;
     CheckHeartbeats();
     ArmHeartbeatCheck();
@@ -146,7 +146,7 @@ void Coordinator::Dispatch(const CoordinatorEvent& event) {
 }
 
 void Coordinator::WatchEpoch(int epoch) {
-  server_.AsyncWait({job::StopKey(epoch)}, Guard([this, epoch](bool ok) {
+  server_.AsyncWait({job::StopKey(epoch)}, lifetime_.Wrap([this, epoch](bool ok) {
     if (!ok) return;
     auto marker = job::DecodeMarker(server_.Get(job::StopKey(epoch)).value_or(""));
     if (!marker.ok()) {
@@ -157,10 +157,10 @@ void Coordinator::WatchEpoch(int epoch) {
     Dispatch(CoordinatorEvent::Marker(std::move(*marker)));
   }));
   for (int k = 0; k < settings_.config.nnodes; ++k) {
-    server_.AsyncWait({job::DoneKey(epoch, k)}, Guard([this, epoch, k](bool ok) {
+    server_.AsyncWait({job::DoneKey(epoch, k)}, lifetime_.Wrap([this, epoch, k](bool ok) {
       if (ok) Dispatch(CoordinatorEvent::Done(epoch, k));
     }));
-    server_.AsyncWait({job::ReapedKey(epoch, k)}, Guard([this, epoch, k](bool ok) {
+    server_.AsyncWait({job::ReapedKey(epoch, k)}, lifetime_.Wrap([this, epoch, k](bool ok) {
       if (ok) Dispatch(CoordinatorEvent::Reaped(epoch, k));
     }));
   }

@@ -29,6 +29,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
+#include "base/lifetime.h"
 #include "launcher/cluster/job_policy.h"
 #include "launcher/run/supervisor.h"
 #include "rendezvous/server.h"
@@ -79,12 +80,6 @@ class Coordinator {
   void ArmMissing();
   void ArmHeartbeatCheck();
   void CheckHeartbeats();
-  template <typename F>
-  auto Guard(F f) {
-    return [alive = std::weak_ptr<bool>(alive_), f = std::move(f)](auto&&... args) mutable {
-      if (alive.lock()) f(std::forward<decltype(args)>(args)...);
-    };
-  }
 
   struct Beat {
     std::string value;
@@ -105,7 +100,7 @@ class Coordinator {
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_check_{};  ///< of the heartbeats
   std::chrono::steady_clock::time_point stopped_{};  ///< when the last marker was read
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  LifetimeGuard lifetime_;                           ///< last member: expires first
 };
 
 }  // namespace gculaunch

@@ -19,7 +19,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, AgentLink& link, RemoteAgentLi
       log_(log),
       progress_timer_(io) {}
 
-NodeAgent::~NodeAgent() { *alive_ = false; }
+NodeAgent::~NodeAgent() = default;
 
 void NodeAgent::Start() {
   started_ = std::chrono::steady_clock::now();
@@ -34,7 +34,7 @@ void NodeAgent::Start() {
     Register(addr.ok() ? *addr : settings_.master_addr);
     return;
   }
-  remote_->Connect(Guard([this](Status connected) {
+  remote_->Connect(lifetime_.Wrap([this](Status connected) {
     if (!connected.ok()) {
       JoinFailed(connected.error(), exit_code::kRendezvousFailed);
       return;
@@ -53,45 +53,44 @@ void NodeAgent::Register(const std::string& addr) {
   settings_.registration.addr = addr;
   const std::string mine = job::Encode(settings_.registration);
   const int node = settings_.config.node_rank;
-  link_.CompareSet(job::NodeKey(node), "", mine, Guard([this, mine, node](Result<std::string> now) {
-    if (state_.phase != Phase::kJoining) return;  // the Supervisor finished meanwhile
-    if (!now.ok()) {
-      JoinFailed(Error{"could not register with the master node: " + now.error().what,
-                       "check the master node's gculaunch and the network between the nodes"},
-                 exit_code::kRendezvousFailed);
-      return;
-    }
-    if (*now != mine) {
-      auto other = job::DecodeRegistration(*now);
-      const std::string who =
-          other.ok() ? job::NodeName(node, other->host, other->addr) + " (pid " +
-                           std::to_string(other->pid) + ")"
-                     : "another node";
-      JoinFailed(Error{"node rank " + std::to_string(node) + " is already taken by " + who,
-                       "give every node a distinct node rank (RANK / --node-rank, 0.." +
-                           std::to_string(settings_.registration.nnodes - 1) + ")"},
-                 exit_code::kUsage);
-      return;
-    }
-    log_.info("node {} of {} registered ({} rank(s), address {})", node,
-              settings_.registration.nnodes, settings_.registration.nproc,
-              settings_.registration.addr);
-    if (remote_ != nullptr) {
-      remote_->StartHeartbeat(Guard([this](std::string what) {
-        Dispatch(AgentEvent::MasterLost(std::move(what)));
+  link_.CompareSet(
+      job::NodeKey(node), "", mine, lifetime_.Wrap([this, mine, node](Result<std::string> now) {
+        if (state_.phase != Phase::kJoining) return;  // the Supervisor finished meanwhile
+        if (!now.ok()) {
+          JoinFailed(Error{"could not register with the master node: " + now.error().what,
+                           "check the master node's gculaunch and the network between the nodes"},
+                     exit_code::kRendezvousFailed);
+          return;
+        }
+        if (*now != mine) {
+          auto other = job::DecodeRegistration(*now);
+          const std::string who = other.ok() ? job::NodeName(node, other->host, other->addr) +
+                                                   " (pid " + std::to_string(other->pid) + ")"
+                                             : "another node";
+          JoinFailed(Error{"node rank " + std::to_string(node) + " is already taken by " + who,
+                           "give every node a distinct node rank (RANK / --node-rank, 0.." +
+                               std::to_string(settings_.registration.nnodes - 1) + ")"},
+                     exit_code::kUsage);
+          return;
+        }
+        log_.info("node {} of {} registered ({} rank(s), address {})", node,
+                  settings_.registration.nnodes, settings_.registration.nproc,
+                  settings_.registration.addr);
+        if (remote_ != nullptr) {
+          remote_->StartHeartbeat(lifetime_.Wrap(
+              [this](std::string what) { Dispatch(AgentEvent::MasterLost(std::move(what))); }));
+          ArmProgress();
+        }
+        Dispatch(AgentEvent::Joined());
       }));
-      ArmProgress();
-    }
-    Dispatch(AgentEvent::Joined());
-  }));
 }
 
 // While a non-master node waits for the others: one line every progress_period.
 void NodeAgent::ArmProgress() {
   progress_timer_.expires_after(settings_.progress_period);
-  progress_timer_.async_wait(Guard([this](const boost::system::error_code& ec) {
+  progress_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (ec || state_.phase != Phase::kWaitingPlan || state_.epoch != 0) return;
-    link_.Get(job::kMissingKey, Guard([this](Result<std::string> text) {
+    link_.Get(job::kMissingKey, lifetime_.Wrap([this](Result<std::string> text) {
       if (state_.phase != Phase::kWaitingPlan || state_.epoch != 0) return;
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
           std::chrono::steady_clock::now() - started_);
@@ -183,7 +182,7 @@ void NodeAgent::Execute(const AgentAction& action) {
   switch (action.kind) {
     case K::kWaitPlan: {
       const int epoch = action.epoch;
-      link_.WaitGet(job::PlanKey(epoch), Guard([this, epoch](Result<std::string> text) {
+      link_.WaitGet(job::PlanKey(epoch), lifetime_.Wrap([this, epoch](Result<std::string> text) {
         if (!text.ok()) {
           Dispatch(AgentEvent::MasterLost(text.error().what));
           return;
@@ -210,7 +209,7 @@ void NodeAgent::Execute(const AgentAction& action) {
       StartRanks(action);
       break;
     case K::kWatchMarker: {
-      link_.WaitGet(job::StopKey(action.epoch), Guard([this](Result<std::string> text) {
+      link_.WaitGet(job::StopKey(action.epoch), lifetime_.Wrap([this](Result<std::string> text) {
         if (!text.ok()) {
           Dispatch(AgentEvent::MasterLost(text.error().what));
           return;
@@ -234,7 +233,7 @@ void NodeAgent::Execute(const AgentAction& action) {
         m.addr = settings_.registration.addr;
       }
       link_.CompareSet(job::StopKey(action.epoch), "", job::Encode(m),
-                       Guard([lost_on_error](Result<std::string> r) {
+                       lifetime_.Wrap([lost_on_error](Result<std::string> r) {
                          lost_on_error(r.ok() ? OkStatus() : Status(r.error()));
                        }));
       break;
@@ -243,10 +242,10 @@ void NodeAgent::Execute(const AgentAction& action) {
       supervisor_->JobStop();
       break;
     case K::kReportDone:
-      link_.Set(job::DoneKey(action.epoch, node), "1", Guard(lost_on_error));
+      link_.Set(job::DoneKey(action.epoch, node), "1", lifetime_.Wrap(lost_on_error));
       break;
     case K::kReportReaped:
-      link_.Set(job::ReapedKey(action.epoch, node), "1", Guard(lost_on_error));
+      link_.Set(job::ReapedKey(action.epoch, node), "1", lifetime_.Wrap(lost_on_error));
       break;
     case K::kExitRanks:
       if (state_.marker) outcome_ = *state_.marker;
@@ -256,7 +255,7 @@ void NodeAgent::Execute(const AgentAction& action) {
       progress_timer_.cancel();
       if (remote_ != nullptr) remote_->StopHeartbeat();
       bye_pending_ = true;
-      link_.Set(job::ByeKey(node), std::to_string(action.exit_code), Guard([this](Status) {
+      link_.Set(job::ByeKey(node), std::to_string(action.exit_code), lifetime_.Wrap([this](Status) {
         finished_ = true;
         link_.Close();
       }));

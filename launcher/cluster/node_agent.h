@@ -26,6 +26,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
+#include "base/lifetime.h"
 #include "launcher/cluster/agent_link.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/cluster/job_policy.h"
@@ -80,13 +81,6 @@ class NodeAgent : public JobLink {
   void StartRanks(const job::AgentAction& action);
   void LogMarker(const job::StopMarker& marker);
   void ArmProgress();
-  /// Runs `f` only while this agent exists (callbacks of the link may outlive it).
-  template <typename F>
-  auto Guard(F f) {
-    return [alive = std::weak_ptr<bool>(alive_), f = std::move(f)](auto&&... args) mutable {
-      if (alive.lock()) f(std::forward<decltype(args)>(args)...);
-    };
-  }
 
   boost::asio::io_context& io_;
   AgentLink& link_;
@@ -103,7 +97,8 @@ class NodeAgent : public JobLink {
   std::chrono::steady_clock::time_point stop_seen_{};  ///< when the last marker arrived
   bool finished_ = false;
   bool bye_pending_ = false;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  /// Callbacks of the link may outlive the agent.  Last member: expires first.
+  LifetimeGuard lifetime_;
 };
 
 }  // namespace gculaunch

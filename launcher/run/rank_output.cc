@@ -9,11 +9,9 @@ namespace gculaunch {
 namespace asio = boost::asio;
 
 std::function<void()> OutputFlow::SpaceCallback() {
-  return [this, alive = alive_] {
-    asio::post(io_, [this, alive] {
-      if (*alive) ResumeAll();
-    });
-  };
+  // Called on the writer thread: it touches nothing of this flow, which may be gone by
+  // then; the wrapped ResumeAll() runs on the io_context thread, where the guard is asked.
+  return [&io = io_, resume = lifetime_.Wrap([this] { ResumeAll(); })] { asio::post(io, resume); };
 }
 
 void OutputFlow::ResumeAll() {

@@ -31,6 +31,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "base/lifetime.h"
 #include "launcher/run/line_splitter.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/sys/unique_fd.h"
@@ -42,7 +43,6 @@ namespace gculaunch {
 class OutputFlow {
  public:
   explicit OutputFlow(boost::asio::io_context& io) : io_(io) {}
-  ~OutputFlow() { *alive_ = false; }
   OutputFlow(const OutputFlow&) = delete;
   OutputFlow& operator=(const OutputFlow&) = delete;
   /// For OutputWriter's on_space: posts ResumeAll() to the io_context.
@@ -54,7 +54,7 @@ class OutputFlow {
  private:
   boost::asio::io_context& io_;
   std::vector<std::function<void()>> parked_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  LifetimeGuard lifetime_;  ///< last member: expires first
 };
 
 struct StreamRoute {

@@ -31,7 +31,7 @@ Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConf
       drain_timer_(deps_.io),
       output_timer_(deps_.io) {}
 
-Supervisor::~Supervisor() { *alive_ = false; }
+Supervisor::~Supervisor() = default;
 
 JobOutcome Supervisor::Run() {
   for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2}) signals_.add(sig);
@@ -61,12 +61,8 @@ void Supervisor::StartAttempt(int restart_count) {
 
   group_ = std::make_unique<WorkerGroup>(
       deps_, restart_count,
-      [this, alive = alive_](int local_rank, WorkerExit exit) {
-        if (*alive) OnRankExit(local_rank, exit);
-      },
-      [this, alive = alive_] {
-        if (*alive) ScheduleDrainCheck();
-      });
+      lifetime_.Wrap([this](int local_rank, WorkerExit exit) { OnRankExit(local_rank, exit); }),
+      lifetime_.Wrap([this] { ScheduleDrainCheck(); }));
 
   auto plan = planner_.PlanAttempt(restart_count);
   if (!plan.ok()) {
@@ -233,11 +229,11 @@ void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
 }
 
 void Supervisor::ArmSignals() {
-  signals_.async_wait([this, alive = alive_](const boost::system::error_code& ec, int sig) {
-    if (!*alive || ec) return;
+  signals_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
     OnSignal(sig);
     if (!finished_) ArmSignals();
-  });
+  }));
 }
 
 void Supervisor::OnSignal(int sig) {
@@ -265,11 +261,10 @@ void Supervisor::OnSignal(int sig) {
 void Supervisor::ScheduleDrainCheck() {
   if (drain_check_posted_ || finished_) return;
   drain_check_posted_ = true;
-  asio::post(deps_.io, [this, alive = alive_, gen = generation_] {
-    if (!*alive) return;
+  asio::post(deps_.io, lifetime_.Wrap([this, gen = generation_] {
     drain_check_posted_ = false;
     if (gen == generation_) DrainCheck();
-  });
+  }));
 }
 
 void Supervisor::DrainCheck() {
@@ -280,9 +275,9 @@ void Supervisor::DrainCheck() {
     // event for processes that are not our children: look again shortly.
     drain_timer_.expires_after(config_.drain_poll);
     drain_timer_.async_wait(
-        [this, alive = alive_, gen = generation_](const boost::system::error_code& ec) {
-          if (!ec && *alive && gen == generation_) DrainCheck();
-        });
+        lifetime_.Wrap([this, gen = generation_](const boost::system::error_code& ec) {
+          if (!ec && gen == generation_) DrainCheck();
+        }));
     return;
   }
   if (!group_->OutputClosed()) {
@@ -290,12 +285,12 @@ void Supervisor::DrainCheck() {
       output_timer_armed_ = true;
       output_timer_.expires_after(config_.output_drain);
       output_timer_.async_wait(
-          [this, alive = alive_, gen = generation_](const boost::system::error_code& ec) {
-            if (ec || !*alive || gen != generation_) return;
+          lifetime_.Wrap([this, gen = generation_](const boost::system::error_code& ec) {
+            if (ec || gen != generation_) return;
             log_.warn("rank output still open {} after the ranks exited; closing it",
                       Seconds(config_.output_drain, -1));
             group_->CloseOutput();  // on_output_closed schedules the next check
-          });
+          }));
     }
     return;
   }
@@ -306,10 +301,10 @@ void Supervisor::DrainCheck() {
 void Supervisor::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds after,
                           PolicyEvent event) {
   timer.expires_after(after);
-  timer.async_wait([this, alive = alive_, gen = generation_,
-                    event](const boost::system::error_code& ec) {
-    if (!ec && *alive && gen == generation_ && !finished_) Dispatch(event);
-  });
+  timer.async_wait(
+      lifetime_.Wrap([this, gen = generation_, event](const boost::system::error_code& ec) {
+        if (!ec && gen == generation_ && !finished_) Dispatch(event);
+      }));
 }
 
 void Supervisor::CancelTimers() {

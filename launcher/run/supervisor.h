@@ -35,6 +35,7 @@
 #include <spdlog/logger.h>
 
 #include "base/error.h"
+#include "base/lifetime.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/run/worker_group.h"
 
@@ -160,7 +161,7 @@ class Supervisor : public JobControl {
   /// Bumped per attempt: a timer or posted check of an older attempt is ignored.
   uint64_t generation_ = 0;
   int teardown_signals_ = 0;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  LifetimeGuard lifetime_;  ///< last member: expires first
 };
 
 }  // namespace gculaunch

@@ -30,7 +30,8 @@ WorkerGroup::WorkerGroup(WorkerGroupDeps deps, int restart_count, ExitCallback o
       on_output_closed_(std::move(on_output_closed)) {}
 
 WorkerGroup::~WorkerGroup() {
-  *alive_ = false;
+  // Closing the streams below must not call back into a group being destroyed.
+  lifetime_.Expire();
   for (auto& rank : ranks_) {
     if (rank->out) rank->out->Close();
     if (rank->err) rank->err->Close();
@@ -88,16 +89,14 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     r.record.pid = *pid;
     r.record.start_time = UnixNow();
     if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid);
-    deps_.watcher.Watch(*pid, [this, &r, alive = alive_](pid_t, WorkerExit exit) {
-      if (*alive) OnReaped(r, exit);
-    });
+    deps_.watcher.Watch(*pid,
+                        lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnReaped(r, exit); }));
 
     const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
-    auto on_closed = [this, alive = alive_] {
-      if (!*alive) return;
+    auto on_closed = lifetime_.Wrap([this] {
       --open_streams_;
       if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
-    };
+    });
     open_streams_ += 2;
     r.out = RankStream::Start(
         deps_.io, std::move(out_pipe->read),

@@ -27,6 +27,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "base/error.h"
+#include "base/lifetime.h"
 #include "launcher/run/line_splitter.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
@@ -98,7 +99,7 @@ class WorkerGroup {
   std::function<void()> on_output_closed_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   int open_streams_ = 0;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  LifetimeGuard lifetime_;  ///< last member; the destructor expires it first
 };
 
 /// Unix time in seconds, for records.

@@ -67,7 +67,7 @@ ChildWatcher::ChildWatcher(asio::io_context& io, bool force_sigchld)
 }
 
 ChildWatcher::~ChildWatcher() {
-  *alive_ = false;
+  lifetime_.Expire();
   for (auto& [pid, child] : pidfd_children_) {
     boost::system::error_code ignored;
     child->descriptor.cancel(ignored);
@@ -92,27 +92,24 @@ void ChildWatcher::Watch(pid_t pid, ExitHandler handler) {
   EnsureSigchldSet();
   sigchld_children_.emplace(pid, std::move(handler));
   // The child may have exited before SIGCHLD was being caught.
-  asio::post(io_, [this, alive = alive_] {
-    if (*alive) ReapSigchldChildren();
-  });
+  asio::post(io_, lifetime_.Wrap([this] { ReapSigchldChildren(); }));
 }
 
 void ChildWatcher::ArmPidfd(const std::shared_ptr<PidfdChild>& child) {
-  child->descriptor.async_wait(
-      asio::posix::stream_descriptor::wait_read,
-      [this, child, alive = alive_](const boost::system::error_code& ec) {
-        if (!*alive || ec == asio::error::operation_aborted) return;
-        int status = 0;
-        if (!TryReap(child->pid, &status)) {
-          ArmPidfd(child);  // spurious wake-up
-          return;
-        }
-        pidfd_children_.erase(child->pid);
-        boost::system::error_code ignored;
-        child->descriptor.close(ignored);
-        ExitHandler handler = std::move(child->handler);
-        handler(child->pid, WorkerExit::FromWaitStatus(status));
-      });
+  auto on_readable = lifetime_.Wrap([this, child](const boost::system::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    int status = 0;
+    if (!TryReap(child->pid, &status)) {
+      ArmPidfd(child);  // spurious wake-up
+      return;
+    }
+    pidfd_children_.erase(child->pid);
+    boost::system::error_code ignored;
+    child->descriptor.close(ignored);
+    ExitHandler handler = std::move(child->handler);
+    handler(child->pid, WorkerExit::FromWaitStatus(status));
+  });
+  child->descriptor.async_wait(asio::posix::stream_descriptor::wait_read, std::move(on_readable));
 }
 
 void ChildWatcher::EnsureSigchldSet() {
@@ -124,12 +121,13 @@ void ChildWatcher::EnsureSigchldSet() {
 
 void ChildWatcher::ArmSigchld() {
   sigchld_armed_ = true;
-  sigchld_->async_wait([this, alive = alive_](const boost::system::error_code& ec, int) {
-    if (!*alive || ec == asio::error::operation_aborted) return;
-    sigchld_armed_ = false;
-    ReapSigchldChildren();
-    if (*alive && !sigchld_armed_) ArmSigchld();
-  });
+  sigchld_->async_wait(
+      lifetime_.Wrap([this, token = lifetime_.token()](const boost::system::error_code& ec, int) {
+        if (ec == asio::error::operation_aborted) return;
+        sigchld_armed_ = false;
+        ReapSigchldChildren();  // a handler may destroy the watcher
+        if (!token.expired() && !sigchld_armed_) ArmSigchld();
+      }));
 }
 
 void ChildWatcher::ReapSigchldChildren() {
@@ -144,9 +142,9 @@ void ChildWatcher::ReapSigchldChildren() {
     if (it == sigchld_children_.end()) continue;
     ExitHandler handler = std::move(it->second);
     sigchld_children_.erase(it);
-    auto alive = alive_;
+    const LifetimeGuard::Token token = lifetime_.token();
     handler(pid, WorkerExit::FromWaitStatus(status));
-    if (!*alive) return;
+    if (token.expired()) return;  // the handler destroyed the watcher
   }
 }
 

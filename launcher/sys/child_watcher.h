@@ -35,6 +35,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "base/lifetime.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch::sys {
@@ -81,8 +82,9 @@ class ChildWatcher {
   /// catches a child that exited before the registration.
   std::unique_ptr<boost::asio::signal_set> sigchld_;
   bool sigchld_armed_ = false;
-  /// Lets handlers posted to the io_context notice that the watcher is gone.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  /// Lets handlers posted to the io_context notice that the watcher is gone.  Last member;
+  /// the destructor expires it first.
+  LifetimeGuard lifetime_;
 };
 
 /// pidfd_open(2) through syscall(): a close-on-exec descriptor or -1 with errno.
