@@ -54,7 +54,17 @@ foreach(file IN LISTS files)
 endforeach()
 
 if(NOT problems STREQUAL "")
-  message(FATAL_ERROR "include rules broken (cmake/layers.cmake):\n${problems}")
+  # One plain line each (an error message would be re-wrapped, splitting "file:line" from its
+  # rule).
+  message("include rules broken (cmake/layers.cmake):")
+  string(REGEX REPLACE "\n$" "" problems "${problems}")
+  string(REPLACE ";" "<semicolon>" problems "${problems}")
+  string(REPLACE "\n" ";" problem_lines "${problems}")
+  foreach(problem IN LISTS problem_lines)
+    string(REPLACE "<semicolon>" ";" problem "${problem}")
+    message("  ${problem}")
+  endforeach()
+  message(FATAL_ERROR "include rules broken: see the lines above")
 endif()
 if(DEFINED STAMP)
   file(TOUCH "${STAMP}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check.catch_test_names: every Catch2 TEST_CASE name must survive catch_discover_tests.
+# checks.catch_test_names: every Catch2 TEST_CASE name must survive catch_discover_tests.
 #
 # CMake treats ';' as a list separator and an unmatched '[' as the start of a bracket
 # argument, so one test name containing ';', '[' or ']' silently merges every later test of

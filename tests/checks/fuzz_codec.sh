@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check.fuzz_codec: builds the libFuzzer target over the TCPStore decoder and store
+# checks.fuzz_codec: builds the libFuzzer target over the TCPStore decoder and store
 # (tests/fuzz) with clang in its own build tree ($GCULAUNCH_BUILD_DIR/fuzz), seeds it with
 # every connection of the golden traces (tests/traces/*.jsonl), and runs it for a bounded
 # time.  Fails on any crash, sanitizer report, leak or violated check (libFuzzer exits

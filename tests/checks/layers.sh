@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check.layers: the include rules of cmake/layers.cmake hold, and their check can fail.
+# checks.layers: the include rules of cmake/layers.cmake hold, and their check can fail.
 #
 # The build runs cmake/check_includes.cmake for every library target; this check proves
 # that checker from the outside:
