@@ -158,7 +158,8 @@ class Preflight {
   }
 
  private:
-  void Add(std::string name, CheckStatus status, std::string evidence, std::string fix = "") {
+  void Add(std::string name, CheckStatus status, const std::string& evidence,
+           std::string fix = "") {
     if (status == CheckStatus::kOk) fix.clear();
     report_.items.push_back({std::move(name), status, OneLine(evidence), OneLine(fix)});
   }
