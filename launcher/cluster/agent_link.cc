@@ -342,7 +342,7 @@ void RemoteAgentLink::Set(const std::string& key, const std::string& value, Done
                     if (!s.ok()) co_return s.error();
                     co_return std::string();
                   },
-                  [done = std::move(done)](Result<std::string> r) {
+                  [done = std::move(done)](const Result<std::string>& r) {
                     done(r.ok() ? OkStatus() : Status(r.error()));
                   }});
 }

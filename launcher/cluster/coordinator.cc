@@ -15,8 +15,7 @@ using Clock = std::chrono::steady_clock;
 Coordinator::Coordinator(boost::asio::io_context& io, rendezvous::Server& server,
                          AttemptObserver& attempts, CoordinatorSettings settings,
                          spdlog::logger& log)
-    : io_(io),
-      server_(server),
+    : server_(server),
       attempts_(attempts),
       settings_(std::move(settings)),
       log_(log),
@@ -26,7 +25,7 @@ Coordinator::Coordinator(boost::asio::io_context& io, rendezvous::Server& server
 
 Coordinator::~Coordinator() = default;
 
-rendezvous::ServerOptions ConnectionHooks::Options(std::shared_ptr<ConnectionHooks> hooks) {
+rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
   rendezvous::ServerOptions options;
   options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
     if (hooks->target != nullptr) hooks->target->OnRequest(id, r);

@@ -55,7 +55,7 @@ class Coordinator;
 struct ConnectionHooks {
   Coordinator* target = nullptr;
   /// Server options whose observers forward to `hooks->target`.
-  static rendezvous::ServerOptions Options(std::shared_ptr<ConnectionHooks> hooks);
+  static rendezvous::ServerOptions Options(const std::shared_ptr<ConnectionHooks>& hooks);
 };
 
 class Coordinator {
@@ -86,7 +86,6 @@ class Coordinator {
     std::chrono::steady_clock::time_point changed;
   };
 
-  boost::asio::io_context& io_;
   rendezvous::Server& server_;
   AttemptObserver& attempts_;
   CoordinatorSettings settings_;

@@ -11,8 +11,7 @@ using Phase = job::AgentState::Phase;
 
 NodeAgent::NodeAgent(boost::asio::io_context& io, AgentLink& link, RemoteAgentLink* remote,
                      JobPlanner& planner, NodeAgentSettings settings, spdlog::logger& log)
-    : io_(io),
-      link_(link),
+    : link_(link),
       remote_(remote),
       planner_(planner),
       settings_(std::move(settings)),
@@ -34,7 +33,7 @@ void NodeAgent::Start() {
     Register(addr.ok() ? *addr : settings_.master_addr);
     return;
   }
-  remote_->Connect(lifetime_.Wrap([this](Status connected) {
+  remote_->Connect(lifetime_.Wrap([this](const Status& connected) {
     if (!connected.ok()) {
       JoinFailed(connected.error(), exit_code::kRendezvousFailed);
       return;
@@ -176,7 +175,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
 void NodeAgent::Execute(const AgentAction& action) {
   using K = AgentAction::Kind;
   const int node = settings_.config.node_rank;
-  auto lost_on_error = [this](Status s) {
+  auto lost_on_error = [this](const Status& s) {
     if (!s.ok()) Dispatch(AgentEvent::MasterLost(s.error().what));
   };
   switch (action.kind) {
@@ -233,7 +232,7 @@ void NodeAgent::Execute(const AgentAction& action) {
         m.addr = settings_.registration.addr;
       }
       link_.CompareSet(job::StopKey(action.epoch), "", job::Encode(m),
-                       lifetime_.Wrap([lost_on_error](Result<std::string> r) {
+                       lifetime_.Wrap([lost_on_error](const Result<std::string>& r) {
                          lost_on_error(r.ok() ? OkStatus() : Status(r.error()));
                        }));
       break;
@@ -255,7 +254,7 @@ void NodeAgent::Execute(const AgentAction& action) {
       progress_timer_.cancel();
       if (remote_ != nullptr) remote_->StopHeartbeat();
       bye_pending_ = true;
-      link_.Set(job::ByeKey(node), std::to_string(action.exit_code), lifetime_.Wrap([this](Status) {
+      link_.Set(job::ByeKey(node), std::to_string(action.exit_code), lifetime_.Wrap([this](const Status&) {
         finished_ = true;
         link_.Close();
       }));

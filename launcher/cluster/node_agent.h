@@ -82,7 +82,6 @@ class NodeAgent : public JobLink {
   void LogMarker(const job::StopMarker& marker);
   void ArmProgress();
 
-  boost::asio::io_context& io_;
   AgentLink& link_;
   RemoteAgentLink* remote_;
   JobPlanner& planner_;

@@ -66,7 +66,7 @@ class WorkerGroup {
   /// Starts the ranks in order.  Stops at the first rank that cannot be
   /// started and returns its error (ranks already started keep running;
   /// `failed_local_rank` names the one that failed).
-  Status Start(const std::vector<RankLaunch>& ranks, int* failed_local_rank = nullptr);
+  Status Start(const std::vector<RankLaunch>& launches, int* failed_local_rank = nullptr);
 
   /// Sends `sig` to every group that may still have members.  Returns how
   /// many groups were signalled.
