@@ -5,7 +5,8 @@
 // problem and the input that caused it, `hint` says how to fix it.  Both are
 // single lines; Format() joins them into the one-line message that users see:
 //
-//   gculaunch: --nnodes '1:4': elastic ranges are not supported (fix: give a fixed count such as --nnodes 4)
+//   gculaunch: --nnodes '1:4': elastic ranges are not supported (fix: give a fixed count such as
+//   --nnodes 4)
 //
 // Exceptions from third-party libraries (CLI11, yaml-cpp, Boost.Process) are
 // caught in the adapter that calls the library and converted to an Error
@@ -38,7 +39,7 @@ struct Error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }

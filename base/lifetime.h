@@ -70,7 +70,7 @@ class LifetimeGuard {
       if (!flag_.expired()) f_(std::forward<Args>(args)...);
     }
     template <typename... Args>
-      requires std::is_invocable_v<const F&, Args...>
+    requires std::is_invocable_v<const F&, Args...>
     void operator()(Args&&... args) const {
       static_assert(std::is_void_v<std::invoke_result_t<const F&, Args...>>,
                     "a callback wrapped by LifetimeGuard must return void");

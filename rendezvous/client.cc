@@ -1,5 +1,4 @@
 #include "rendezvous/client.h"
-#include "base/text.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/text.h"
+
 namespace gculaunch::rendezvous {
 namespace {
 
@@ -25,7 +26,9 @@ using asio::ip::tcp;
 using asio::experimental::awaitable_operators::operator||;  // NOLINT(misc-unused-using-decls)
 using Clock = std::chrono::steady_clock;
 
-auto Nothrow(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+auto Nothrow(boost::system::error_code& ec) {
+  return asio::redirect_error(asio::use_awaitable, ec);
+}
 
 std::string Endpoint(const std::string& host, std::uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
@@ -120,8 +123,7 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
   auto ex = co_await asio::this_coro::executor;
   const auto start = Clock::now();
   const auto deadline = start + options.connect_timeout;
-  std::mt19937_64 rng(options.jitter_seed != 0 ? options.jitter_seed
-                                               : std::random_device{}());
+  std::mt19937_64 rng(options.jitter_seed != 0 ? options.jitter_seed : std::random_device{}());
   if (options.ping_nonce == 0) options.ping_nonce = static_cast<std::uint32_t>(::getpid());
   const std::string where = Endpoint(options.host, options.port);
   tcp::resolver resolver(ex);
@@ -172,8 +174,8 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
     // whole time the user allowed is used, not given up a back-off step early.
     const auto now = Clock::now();
     if (now >= deadline) break;
-    const auto pause = std::min<Clock::duration>(BackoffDelay(attempts, options, rng),
-                                                 deadline - now);
+    const auto pause =
+        std::min<Clock::duration>(BackoffDelay(attempts, options, rng), deadline - now);
     asio::steady_timer sleeper(ex);
     sleeper.expires_after(pause);
     co_await sleeper.async_wait(Nothrow(ec));
@@ -303,7 +305,7 @@ Client::Task<Result<std::int64_t>> Client::Add(std::string key, std::int64_t del
 }
 
 Client::Task<Result<std::string>> Client::CompareSet(std::string key, std::string expected,
-                                                      std::string desired) {
+                                                     std::string desired) {
   std::vector<std::string> values;
   values.push_back(std::move(expected));
   values.push_back(std::move(desired));

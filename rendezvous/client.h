@@ -82,8 +82,7 @@ class Client {
   /// store; torch's servers close the connection).
   Task<Result<std::string>> Get(std::string key);
   Task<Result<std::int64_t>> Add(std::string key, std::int64_t delta);
-  Task<Result<std::string>> CompareSet(std::string key, std::string expected,
-                                       std::string desired);
+  Task<Result<std::string>> CompareSet(std::string key, std::string expected, std::string desired);
   /// Blocks until every key exists.
   Task<Status> Wait(std::vector<std::string> keys);
   /// Like Wait, but gives up after `timeout` and returns false.  v2 cancels the WAIT with

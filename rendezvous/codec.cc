@@ -74,9 +74,7 @@ Decoder::Decoder(const Limits& limits, DialectMode mode) : limits_(limits), mode
   if (mode_ == DialectMode::kV2) dialect_ = Dialect::kV2;
 }
 
-bool Decoder::mid_request() const {
-  return in_request_ || preamble_parsed_ < preamble_len_;
-}
+bool Decoder::mid_request() const { return in_request_ || preamble_parsed_ < preamble_len_; }
 
 Decoder::Step Decoder::Decode(std::span<const std::uint8_t> input) {
   if (dead_) return {Status::kMalformed, 0};
@@ -155,8 +153,8 @@ Decoder::Status Decoder::StartRequest(std::uint8_t code) {
     return Fail(field_offset_, "VALIDATE is only allowed as the first message of a connection");
   }
   if (*dialect_ == Dialect::kV2 && requests_ == 0 && row->op != Op::kValidate) {
-    return Fail(field_offset_, "a torch 2.x connection must open with VALIDATE, not " +
-                                   std::string(row->name));
+    return Fail(field_offset_,
+                "a torch 2.x connection must open with VALIDATE, not " + std::string(row->name));
   }
   request_.op = row->op;
   request_.keys.clear();
@@ -239,8 +237,8 @@ Decoder::Status Decoder::FixedFieldDone() {
     case Field::kCount: {
       const std::uint64_t n = LoadU64(fixed_);
       if (n > limits_.max_keys_per_request) {
-        return Fail(field_offset_, std::string(OpName(request_.op)) + " with " +
-                                       std::to_string(n) + " keys exceeds the limit of " +
+        return Fail(field_offset_, std::string(OpName(request_.op)) + " with " + std::to_string(n) +
+                                       " keys exceeds the limit of " +
                                        std::to_string(limits_.max_keys_per_request) +
                                        " keys per request");
       }

@@ -61,10 +61,10 @@ std::string QuoteForLog(std::string_view bytes);
 
 /// Abuse limits (spec section 6.1).  A request that exceeds one is Malformed.
 struct Limits {
-  std::size_t max_key_size = kDefaultMaxKeySize;              ///< bytes per key
-  std::size_t max_value_size = kDefaultMaxValueSize;          ///< bytes per value
+  std::size_t max_key_size = kDefaultMaxKeySize;                 ///< bytes per key
+  std::size_t max_value_size = kDefaultMaxValueSize;             ///< bytes per value
   std::size_t max_keys_per_request = kDefaultMaxKeysPerRequest;  ///< n of CHECK/WAIT/MULTI_*
-  std::size_t max_request_size = kDefaultMaxRequestSize;      ///< sum of all blobs of a request
+  std::size_t max_request_size = kDefaultMaxRequestSize;         ///< sum of all blobs of a request
 };
 
 /// How a Decoder picks its dialect.
@@ -135,12 +135,12 @@ class Decoder {
   std::uint8_t preamble_parsed_ = 0;
 
   Field field_ = Field::kQuery;
-  std::uint8_t fixed_[8] = {};     ///< bytes of a fixed-size field received so far
+  std::uint8_t fixed_[8] = {};  ///< bytes of a fixed-size field received so far
   std::uint8_t fixed_have_ = 0;
   std::uint8_t fixed_need_ = 0;
-  std::string* blob_ = nullptr;    ///< the key or value being filled (kBytes)
+  std::string* blob_ = nullptr;  ///< the key or value being filled (kBytes)
   std::uint64_t blob_left_ = 0;
-  std::uint64_t count_ = 0;        ///< declared n of CHECK/WAIT/MULTI_GET/MULTI_SET
+  std::uint64_t count_ = 0;  ///< declared n of CHECK/WAIT/MULTI_GET/MULTI_SET
   bool have_count_ = false;
   bool have_delta_ = false;
   bool have_word_ = false;

@@ -159,8 +159,8 @@ Result<ListenSocket> ListenSocket::Bind(const std::string& host, std::uint16_t p
   if (!Describe(got.fd, &family, &bound_port, &address)) {
     const int err = errno;
     ::close(got.fd);
-    return Error{"cannot read the address of the socket bound to " + Endpoint(host, port) +
-                     ": " + std::strerror(err),
+    return Error{"cannot read the address of the socket bound to " + Endpoint(host, port) + ": " +
+                     std::strerror(err),
                  ""};
   }
   return ListenSocket(got.fd, family, bound_port, std::move(address));
@@ -175,9 +175,9 @@ Result<ListenSocket> ListenSocket::Adopt(int fd, int backlog) {
   // Close-on-exec first of all: nothing must inherit it.
   const int fd_flags = ::fcntl(fd, F_GETFD);
   if (fd_flags < 0 || ::fcntl(fd, F_SETFD, fd_flags | FD_CLOEXEC) != 0) {
-    return fail("cannot adopt " + name + " as the store's listening socket: " +
-                    std::strerror(errno),
-                "pass an open socket");
+    return fail(
+        "cannot adopt " + name + " as the store's listening socket: " + std::strerror(errno),
+        "pass an open socket");
   }
   int type = 0;
   socklen_t len = sizeof type;

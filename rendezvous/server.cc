@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,8 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
-
-#include <spdlog/spdlog.h>
 
 #include "rendezvous/session.h"
 
@@ -73,8 +72,7 @@ bool IsTransientAcceptError(int err) {
 }  // namespace
 
 // The server's state, shared with its pending handlers so that they never outlive it.
-class ServerCore final : public SessionOwner,
-                         public std::enable_shared_from_this<ServerCore> {
+class ServerCore final : public SessionOwner, public std::enable_shared_from_this<ServerCore> {
  public:
   ServerCore(asio::io_context& io, ListenSocket listener, ServerOptions options,
              spdlog::logger& log)
@@ -102,7 +100,7 @@ class ServerCore final : public SessionOwner,
   void Start() {
     if (stopped_) return;
     log_.debug("store listening on {}:{}",
-              address_.find(':') == std::string::npos ? address_ : "[" + address_ + "]", port_);
+               address_.find(':') == std::string::npos ? address_ : "[" + address_ + "]", port_);
     ArmAccept();
   }
 
@@ -135,9 +133,8 @@ class ServerCore final : public SessionOwner,
 
   Status BeginAttempt(int attempt) {
     if (stopped_) {
-      return Error{"cannot begin restart attempt " + std::to_string(attempt) +
-                       ": the store is stopped",
-                   ""};
+      return Error{
+          "cannot begin restart attempt " + std::to_string(attempt) + ": the store is stopped", ""};
     }
     auto dropped = store_.BeginAttempt(attempt);
     if (!dropped.ok()) return dropped.error();
@@ -150,9 +147,10 @@ class ServerCore final : public SessionOwner,
       ++closed;
     }
     const int backlog = DrainBacklog();
-    log_.info("restart attempt {} begins: closed {} connections of earlier attempts and {} "
-              "still waiting in the listen backlog",
-              attempt, closed, backlog);
+    log_.info(
+        "restart attempt {} begins: closed {} connections of earlier attempts and {} "
+        "still waiting in the listen backlog",
+        attempt, closed, backlog);
     return OkStatus();
   }
 
@@ -264,9 +262,10 @@ class ServerCore final : public SessionOwner,
         if (IsTransientAcceptError(err)) continue;
         if (IsFdShortage(err)) {
           if (!shortage_logged_) {
-            log_.warn("cannot accept store connections: {} ({} open); retrying every {} ms "
-                      "(raise the open-file limit, e.g. ulimit -n)",
-                      std::strerror(err), sessions_.size(), options_.accept_retry_delay.count());
+            log_.warn(
+                "cannot accept store connections: {} ({} open); retrying every {} ms "
+                "(raise the open-file limit, e.g. ulimit -n)",
+                std::strerror(err), sessions_.size(), options_.accept_retry_delay.count());
             shortage_logged_ = true;
           }
         } else {
@@ -295,9 +294,10 @@ class ServerCore final : public SessionOwner,
   void AddSession(int fd, const sockaddr_storage& ss) {
     std::string peer = PeerText(ss);
     if (sessions_.size() >= options_.max_connections) {
-      log_.warn("refusing connection from {}: {} connections are open, the limit is {} "
-                "(raise --max-connections)",
-                peer, sessions_.size(), options_.max_connections);
+      log_.warn(
+          "refusing connection from {}: {} connections are open, the limit is {} "
+          "(raise --max-connections)",
+          peer, sessions_.size(), options_.max_connections);
       ::close(fd);
       return;
     }
@@ -312,8 +312,8 @@ class ServerCore final : public SessionOwner,
       return;
     }
     const ConnId id = next_id_++;
-    auto session =
-        std::make_shared<Session>(std::move(socket), id, std::move(peer), options_.limits, *this, log_);
+    auto session = std::make_shared<Session>(std::move(socket), id, std::move(peer),
+                                             options_.limits, *this, log_);
     log_.debug("connection {} from {} (attempt {})", id, session->peer(), store_.attempt());
     sessions_.emplace(id, session);
     store_.Open(id, Scope::kAttempt);
@@ -324,8 +324,8 @@ class ServerCore final : public SessionOwner,
   int DrainBacklog() {
     int drained = 0;
     while (acceptor_.is_open()) {
-      const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr,
-                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      const int fd =
+          ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         const int err = errno;
         if (IsTransientAcceptError(err)) continue;
@@ -413,7 +413,7 @@ bool Server::Check(const std::vector<std::string>& keys) {
 }
 
 std::string Server::CompareSet(const std::string& key, const std::string& expected,
-                              const std::string& desired) {
+                               const std::string& desired) {
   Effects effects;
   Request r;
   r.op = Op::kCompareSet;

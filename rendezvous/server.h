@@ -66,8 +66,8 @@ class logger;
 namespace gculaunch::rendezvous {
 
 struct ServerOptions {
-  Limits limits;                          ///< per-request limits (codec.h)
-  std::size_t max_connections = 65536;    ///< more are closed at once, with a log line
+  Limits limits;                                      ///< per-request limits (codec.h)
+  std::size_t max_connections = 65536;                ///< more are closed at once, with a log line
   std::chrono::milliseconds accept_retry_delay{100};  ///< after EMFILE and friends
   int first_attempt = 0;
   /// Called with every decoded request before the store handles it (tests, metrics).

@@ -34,9 +34,11 @@ int Session::native_handle() { return socket_.is_open() ? socket_.native_handle(
 void Session::DoRead() {
   if (closed_ || closing_ || reading_ || !pending_.empty()) return;
   reading_ = true;
-  socket_.async_read_some(boost::asio::buffer(read_buf_),
-                          [self = shared_from_this()](const boost::system::error_code& ec,
-                                                      std::size_t size) { self->OnRead(ec, size); });
+  socket_.async_read_some(
+      boost::asio::buffer(read_buf_),
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t size) {
+        self->OnRead(ec, size);
+      });
 }
 
 void Session::OnRead(const boost::system::error_code& ec, std::size_t size) {

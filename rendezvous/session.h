@@ -4,9 +4,10 @@
 // Decoder, hands every complete Request to its SessionOwner (the server, which runs the
 // Store), and writes the output the owner appended, batching all replies produced by one
 // read into one write.  Output is sent at once with a non-blocking send; only what the
-// socket buffer cannot take goes out through an asynchronous write.  A malformed stream, or a close asked for by the store, ends only this
-// session: one log line names the peer and the reason, queued output is flushed, the socket
-// is closed.  Other sessions and their parked WAITs are untouched.
+// socket buffer cannot take goes out through an asynchronous write.  A malformed stream, or a close
+// asked for by the store, ends only this session: one log line names the peer and the reason,
+// queued output is flushed, the socket is closed.  Other sessions and their parked WAITs are
+// untouched.
 //
 // Flow control: while more than kOutputHighWater bytes wait to be written, the session stops
 // decoding (the rest of its last read stays in the read buffer) and reading, so a client that
@@ -103,14 +104,14 @@ class Session : public std::enable_shared_from_this<Session> {
   SessionOwner& owner_;
   spdlog::logger& log_;
 
-  std::vector<std::uint8_t> read_buf_;  ///< grows (to 256 KiB) while reads fill it
+  std::vector<std::uint8_t> read_buf_;     ///< grows (to 256 KiB) while reads fill it
   std::span<const std::uint8_t> pending_;  ///< bytes of the last read not yet decoded
   bool filled_buffer_ = false;             ///< the last read filled read_buf_
-  std::string out_;       ///< queued output, not yet handed to the socket
-  std::string inflight_;  ///< output of the write in flight
-  bool reading_ = false;  ///< a read is pending
-  bool writing_ = false;  ///< a write is pending
-  bool closing_ = false;  ///< CloseAfterFlush was called: no more reads
+  std::string out_;                        ///< queued output, not yet handed to the socket
+  std::string inflight_;                   ///< output of the write in flight
+  bool reading_ = false;                   ///< a read is pending
+  bool writing_ = false;                   ///< a write is pending
+  bool closing_ = false;                   ///< CloseAfterFlush was called: no more reads
   bool closed_ = false;
 };
 

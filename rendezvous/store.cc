@@ -347,8 +347,8 @@ void Store::HandleCheck(const Conn& conn, Request& request, std::string& reply) 
       break;
     }
   }
-  AppendU8(reply, static_cast<std::uint8_t>(ready ? CheckResponse::kReady
-                                                  : CheckResponse::kNotReady));
+  AppendU8(reply,
+           static_cast<std::uint8_t>(ready ? CheckResponse::kReady : CheckResponse::kNotReady));
 }
 
 void Store::HandleWait(ConnId id, Conn& conn, Request& request, std::string& reply) {

@@ -147,10 +147,10 @@ class Store {
   };
   struct Conn {
     Scope scope;
-    bool keyed = false;  ///< a request with keys was seen (decides `agent`)
-    bool agent = false;  ///< a node agent's connection: kept by BeginAttempt
-    std::uint32_t missing = 0;  ///< keys of the parked WAIT still missing; 0: none parked
-    std::uint64_t wait_seq = 0; ///< id of the parked WAIT (0: none)
+    bool keyed = false;          ///< a request with keys was seen (decides `agent`)
+    bool agent = false;          ///< a node agent's connection: kept by BeginAttempt
+    std::uint32_t missing = 0;   ///< keys of the parked WAIT still missing; 0: none parked
+    std::uint64_t wait_seq = 0;  ///< id of the parked WAIT (0: none)
   };
 
   /// The namespace `key` lives in for `conn`; rewrites `key` to its stored form.
@@ -179,8 +179,7 @@ class Store {
   void HandleSet(const Conn& conn, Request& request, Effects& effects);
   /// Creates or replaces when `expected` matches; replies with the value now stored (or the
   /// expected one echoed for a missing key).  Creating wakes waiters; both tell watchers.
-  void HandleCompareSet(const Conn& conn, Request& request, std::string& reply,
-                        Effects& effects);
+  void HandleCompareSet(const Conn& conn, Request& request, std::string& reply, Effects& effects);
   /// GET and MULTI_GET: a blob per key, empty for a missing one.  O(values).
   void HandleGet(const Conn& conn, Request& request, std::string& reply);
   /// Adds to a decimal value (missing: 0); closes the connection when it is not a number.
@@ -194,8 +193,7 @@ class Store {
   /// 1.x WATCH_KEY: registers `id` once.  O(watchers of the key).
   void HandleWatchKey(ConnId id, const Conn& conn, Request& request, std::string& reply);
   /// Replies 1 when the key existed (and tells its watchers), else 0.
-  void HandleDeleteKey(const Conn& conn, Request& request, std::string& reply,
-                       Effects& effects);
+  void HandleDeleteKey(const Conn& conn, Request& request, std::string& reply, Effects& effects);
   /// Appends to the value (missing: creates it) and wakes the key's waiters.
   void HandleAppend(const Conn& conn, Request& request, Effects& effects);
   /// Appends to the key's queue and wakes its first live waiter.

@@ -1,5 +1,7 @@
 #include "rendezvous/store_command.h"
 
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -10,9 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
@@ -61,7 +60,8 @@ Result<std::size_t> ParseSize(const std::string& flag, const std::string& text) 
   if (value > UINT64_MAX / scale) return bad;
   value *= scale;
   if (value == 0) {
-    return Error{flag + " '" + text + "': must be at least 1 byte", "give a positive size, e.g. " + flag + " 1M"};
+    return Error{flag + " '" + text + "': must be at least 1 byte",
+                 "give a positive size, e.g. " + flag + " 1M"};
   }
   return static_cast<std::size_t>(value);
 }
@@ -84,8 +84,8 @@ void RaiseOpenFileLimit(spdlog::logger& log) {
   limit.rlim_cur = limit.rlim_max;
   if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
     log.warn("could not raise the open-file limit from {} to {}: {}",
-             static_cast<unsigned long long>(before), static_cast<unsigned long long>(limit.rlim_max),
-             std::strerror(errno));
+             static_cast<unsigned long long>(before),
+             static_cast<unsigned long long>(limit.rlim_max), std::strerror(errno));
     return;
   }
   log.info("open-file limit raised from {} to {}", static_cast<unsigned long long>(before),
@@ -107,10 +107,11 @@ Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
   std::string max_value = SizeText(options.limits.max_value_size);
   std::string max_request = SizeText(options.limits.max_request_size);
 
-  CLI::App app{"Runs the TCPStore-compatible rendezvous store in the foreground. Real "
-               "torch.distributed.TCPStore clients (torch 1.x and 2.x) can use it, e.g. as the "
-               "env:// store with TORCHELASTIC_USE_AGENT_STORE=True.",
-               "gculaunch store"};
+  CLI::App app{
+      "Runs the TCPStore-compatible rendezvous store in the foreground. Real "
+      "torch.distributed.TCPStore clients (torch 1.x and 2.x) can use it, e.g. as the "
+      "env:// store with TORCHELASTIC_USE_AGENT_STORE=True.",
+      "gculaunch store"};
   app.add_option("--host", options.host,
                  "address to listen on: 127.0.0.1, an address of this machine, or \"\" for all "
                  "interfaces (IPv6 and IPv4)")

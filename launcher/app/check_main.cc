@@ -2,13 +2,13 @@
 
 #include <cstdio>
 
-#include "launcher/spec/cli.h"
-#include "launcher/sys/command_runner.h"
-#include "launcher/spec/device_profile.h"
 #include "base/exit_codes.h"
-#include "launcher/spec/launch_spec.h"
 #include "launcher/check/net_probe.h"
 #include "launcher/check/preflight.h"
+#include "launcher/spec/cli.h"
+#include "launcher/spec/device_profile.h"
+#include "launcher/spec/launch_spec.h"
+#include "launcher/sys/command_runner.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
 

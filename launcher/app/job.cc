@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -12,21 +14,18 @@
 #include <random>
 #include <sstream>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-
-#include "launcher/cluster/agent_link.h"
-#include "launcher/run/agent_store.h"
-#include "launcher/cluster/coordinator.h"
-#include "launcher/spec/dry_run.h"
 #include "base/exit_codes.h"
-#include "launcher/run/exit_summary.h"
-#include "launcher/run/job_planner.h"
+#include "launcher/cluster/agent_link.h"
+#include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/node_agent.h"
+#include "launcher/run/agent_store.h"
+#include "launcher/run/exit_summary.h"
+#include "launcher/run/job_planner.h"
 #include "launcher/run/output_writer.h"
-#include "launcher/spec/python_shim.h"
 #include "launcher/run/rank_output.h"
+#include "launcher/spec/dry_run.h"
+#include "launcher/spec/python_shim.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
@@ -86,7 +85,8 @@ struct MultiNodeSettings {
 // Everything the multi-node pieces need, from the spec (docs/multinode.md).
 MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
   MultiNodeSettings m;
-  const auto timeout = std::chrono::milliseconds(static_cast<long long>(spec.rdzv_timeout_s * 1000));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<long long>(spec.rdzv_timeout_s * 1000));
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
@@ -103,8 +103,8 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.agent.is_master = spec.node_rank == 0;
   m.agent.master_addr = spec.master_addr;
   m.agent.agent_port = spec.agent_port;
-  m.agent.ranks_port = std::to_string(
-      spec.store_mode == StoreMode::kAgent ? spec.agent_port : spec.worker_port);
+  m.agent.ranks_port =
+      std::to_string(spec.store_mode == StoreMode::kAgent ? spec.agent_port : spec.worker_port);
 
   m.remote.host = spec.master_addr;
   m.remote.port = spec.agent_port;
@@ -117,27 +117,28 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   m.coordinator.rdzv_timeout = timeout;
   m.coordinator.ranks_port = spec.store_mode == StoreMode::kAgent ? 0
-                             : spec.worker_port != 0             ? spec.worker_port
-                                                                 : -1;
+                             : spec.worker_port != 0              ? spec.worker_port
+                                                                  : -1;
   return m;
 }
 
 // The job-wide part of the exit summary: why the job ended, as every node tells it.
 void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in) {
   if (agent.join_error()) {
-    in.job_outcome = in.exit_code == exit_code::kRendezvousFailed ? "rendezvous_failed"
-                                                                  : "job_error";
+    in.job_outcome =
+        in.exit_code == exit_code::kRendezvousFailed ? "rendezvous_failed" : "job_error";
     in.job_json = {{"kind", in.job_outcome}, {"what", agent.join_error()->Format()}};
     return;
   }
   if (!agent.outcome()) return;
   const job::StopMarker& m = *agent.outcome();
-  in.job_outcome = m.kind == job::StopMarker::Kind::kJobError &&
-                           m.exit_code == exit_code::kRendezvousFailed
-                       ? "rendezvous_failed"
-                       : job::KindName(m.kind);
+  in.job_outcome =
+      m.kind == job::StopMarker::Kind::kJobError && m.exit_code == exit_code::kRendezvousFailed
+          ? "rendezvous_failed"
+          : job::KindName(m.kind);
   in.job_json = nlohmann::json::parse(job::Encode(m), nullptr, false);
-  if (m.kind != job::StopMarker::Kind::kSuccess) in.job_cause = "the job stopped: " + job::Describe(m);
+  if (m.kind != job::StopMarker::Kind::kSuccess)
+    in.job_cause = "the job stopped: " + job::Describe(m);
 }
 
 SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& options) {
@@ -215,7 +216,7 @@ struct Job::Cluster {
   std::optional<LocalAgentLink> local_link;    ///< node 0: the store is in this process
   std::optional<RemoteAgentLink> remote_link;  ///< other nodes: node 0's store over TCP
   std::optional<NodeAgent> agent;
-  std::optional<Coordinator> coordinator;      ///< node 0 only
+  std::optional<Coordinator> coordinator;  ///< node 0 only
 };
 
 Job::Loop::Loop(Job& job)
@@ -263,9 +264,10 @@ void Job::StartGuardian() {
   if (auto started = sys::Guardian::Start(); started.ok()) {
     guardian_.emplace(std::move(*started));
   } else {
-    log_.warn("no guardian process ({}): processes the ranks start may outlive gculaunch "
-              "if it is killed",
-              started.error().what);
+    log_.warn(
+        "no guardian process ({}): processes the ranks start may outlive gculaunch "
+        "if it is killed",
+        started.error().what);
   }
 }
 
@@ -320,9 +322,10 @@ bool Job::MakeScratchDir(LaunchChoices& choices) {
   if (pattern.empty()) pattern = "/tmp";
   pattern += "/gculaunch-" + choices.generated_run_id.substr(0, 8) + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {
-    log_.error("cannot create a temporary directory for the ranks' error files in {}: {} "
-               "(fix: set TMPDIR to a writable directory, or pass --log-dir)",
-               fs::path(pattern).parent_path().string(), std::strerror(errno));
+    log_.error(
+        "cannot create a temporary directory for the ranks' error files in {}: {} "
+        "(fix: set TMPDIR to a writable directory, or pass --log-dir)",
+        fs::path(pattern).parent_path().string(), std::strerror(errno));
     return false;
   }
   scratch_ = pattern;
@@ -372,12 +375,11 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
 }
 
 int Job::Supervise(Loop& loop, Cluster& cluster) {
-  Supervisor supervisor(WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer,
-                                        loop.flow, guardian_ ? &*guardian_ : nullptr,
-                                        loop.console_out, loop.console_err},
-                        log_, loop.config, loop.planner,
-                        loop.store && !loop.multinode ? &*loop.store : nullptr,
-                        cluster.agent ? &*cluster.agent : nullptr);
+  Supervisor supervisor(
+      WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
+                      guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err},
+      log_, loop.config, loop.planner, loop.store && !loop.multinode ? &*loop.store : nullptr,
+      cluster.agent ? &*cluster.agent : nullptr);
   if (cluster.agent) {
     cluster.agent->Attach(supervisor);
     if (cluster.coordinator) cluster.coordinator->Start();
@@ -394,8 +396,8 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
 // The agent says bye; node 0 keeps the store up until every node said bye or was lost (they
 // heartbeat until then), with a bound for a node stuck in its teardown.
 void Job::WaitForByes(Loop& loop, Cluster& cluster) {
-  const auto bound = std::chrono::steady_clock::now() + loop.config.grace +
-                     loop.config.kill_wait + std::chrono::seconds(30);
+  const auto bound = std::chrono::steady_clock::now() + loop.config.grace + loop.config.kill_wait +
+                     std::chrono::seconds(30);
   // The Supervisor no longer listens: a teardown signal now ends the wait at once.
   bool interrupted = false;
   boost::asio::signal_set interrupt(loop.io, SIGINT, SIGTERM, SIGQUIT);

@@ -38,12 +38,12 @@
 // Thread safety: main thread only; a Job runs once.
 #pragma once
 
+#include <spdlog/logger.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <spdlog/logger.h>
 
 #include "base/env_map.h"
 #include "launcher/run/logging.h"
@@ -55,8 +55,8 @@
 namespace gculaunch {
 
 struct JobOptions {
-  bool force_sigchld = false;                 ///< GCULAUNCH_CHILD_WATCHER=sigchld
-  std::chrono::milliseconds kill_wait{5000};  ///< SIGKILL -> stuck report
+  bool force_sigchld = false;                     ///< GCULAUNCH_CHILD_WATCHER=sigchld
+  std::chrono::milliseconds kill_wait{5000};      ///< SIGKILL -> stuck report
   std::chrono::milliseconds output_flush{10000};  ///< at exit, for a console that does not drain
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
@@ -100,7 +100,7 @@ class Job {
 
   std::optional<sys::Guardian> guardian_;
   std::optional<rendezvous::ListenSocket> store_socket_;  ///< bound here, served by the Loop
-  std::string scratch_;   ///< the ranks' error files without --log-dir; empty otherwise
+  std::string scratch_;  ///< the ranks' error files without --log-dir; empty otherwise
   RankRuntime runtime_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };

@@ -7,12 +7,12 @@
 #include <exception>
 #include <string>
 
-#include "launcher/spec/cli.h"
-#include "launcher/spec/dry_run.h"
 #include "base/exit_codes.h"
 #include "launcher/app/job.h"
-#include "launcher/spec/launch_spec.h"
 #include "launcher/run/logging.h"
+#include "launcher/spec/cli.h"
+#include "launcher/spec/dry_run.h"
+#include "launcher/spec/launch_spec.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
 

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/app/check_main.h"
 #include "base/env_map.h"
+#include "launcher/app/check_main.h"
 #include "launcher/app/launcher_main.h"
 #include "rendezvous/store_command.h"
 

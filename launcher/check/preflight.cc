@@ -1,15 +1,15 @@
 #include "launcher/check/preflight.h"
 
 #include <algorithm>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
-#include "launcher/spec/dry_run.h"
-#include "launcher/check/ld_cache.h"
 #include "base/one_line.h"
-#include "launcher/spec/rank_env.h"
 #include "base/text.h"
+#include "launcher/check/ld_cache.h"
+#include "launcher/spec/dry_run.h"
+#include "launcher/spec/rank_env.h"
 
 namespace gculaunch {
 namespace {
@@ -325,10 +325,9 @@ class Preflight {
              "GCULAUNCH_SHIM_MODULE", "GCULAUNCH_SHIM_VISIBLE_ENV"}) {
       env.Erase(key);
     }
-    const CommandOutcome outcome =
-        tools_.runner.Run({spec_.python, "-c", kProbeSource, spec_.profile.backend,
-                           spec_.profile.python_module},
-                          env, settings_.probe_timeout_s);
+    const CommandOutcome outcome = tools_.runner.Run(
+        {spec_.python, "-c", kProbeSource, spec_.profile.backend, spec_.profile.python_module}, env,
+        settings_.probe_timeout_s);
     if (outcome.kind == CommandOutcome::Kind::kSpawnFailed) {
       Add("python-probe", CheckStatus::kFail, "cannot start " + spec_.python + ": " + outcome.error,
           "give a working interpreter with --python PATH");
@@ -427,8 +426,8 @@ class Preflight {
       fix = "make " + module + " importable first (see vendor-module); it registers '" + backend +
             "'";
     } else if (!module.empty()) {
-      fix = "install the " + module + " build (and collective library) that registers '" +
-            backend + "' with torch.distributed; --python-shim can fall back to gloo meanwhile";
+      fix = "install the " + module + " build (and collective library) that registers '" + backend +
+            "' with torch.distributed; --python-shim can fall back to gloo meanwhile";
     } else {
       fix = "install the PyTorch extension that registers '" + backend +
             "', or use a profile with a built-in backend (--device cpu: gloo); --python-shim "

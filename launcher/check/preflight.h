@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "launcher/sys/command_runner.h"
-#include "launcher/spec/device_profile.h"
 #include "base/env_map.h"
-#include "launcher/spec/launch_spec.h"
 #include "launcher/check/net_probe.h"
+#include "launcher/spec/device_profile.h"
+#include "launcher/spec/launch_spec.h"
+#include "launcher/sys/command_runner.h"
 
 namespace gculaunch {
 

@@ -1,5 +1,7 @@
 #include "launcher/cluster/agent_link.h"
 
+#include <spdlog/logger.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -11,13 +13,11 @@
 #include <deque>
 #include <optional>
 
-#include <spdlog/logger.h>
-
+#include "base/text.h"
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/net_address.h"
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
-#include "base/text.h"
 
 namespace gculaunch {
 
@@ -28,7 +28,9 @@ using Task = asio::awaitable<T>;
 
 namespace {
 
-auto Nothrow(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+auto Nothrow(boost::system::error_code& ec) {
+  return asio::redirect_error(asio::use_awaitable, ec);
+}
 
 }  // namespace
 
@@ -126,8 +128,8 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
                      endpoint() + " after " + std::to_string(attempts) +
                      (attempts == 1 ? " attempt" : " attempts") + " in " +
                      Seconds(Clock::now() - start) + " (--rdzv-timeout " +
-                     Seconds(options_.connect_timeout) + "); last error: " +
-                     (last_error_.empty() ? control.error().what : last_error_),
+                     Seconds(options_.connect_timeout) +
+                     "); last error: " + (last_error_.empty() ? control.error().what : last_error_),
                  "check that gculaunch runs on node 0 (RANK=0), that MASTER_ADDR and "
                  "MASTER_PORT name that node and port, and that no firewall blocks the port; "
                  "raise --rdzv-timeout if node 0 starts later"});
@@ -145,12 +147,12 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       co_return;
     }
     watch_.emplace(std::move(*watch));
-    log_.info("connected to the master node at {} after {} in {} (this node's address on that "
-              "route: {})",
-              endpoint(),
-              attempts_ + 1 == 1 ? std::string("1 attempt")
-                                 : std::to_string(attempts_ + 1) + " attempts",
-              Seconds(Clock::now() - start), local_address_);
+    log_.info(
+        "connected to the master node at {} after {} in {} (this node's address on that "
+        "route: {})",
+        endpoint(),
+        attempts_ + 1 == 1 ? std::string("1 attempt") : std::to_string(attempts_ + 1) + " attempts",
+        Seconds(Clock::now() - start), local_address_);
     asio::co_spawn(io_, Pump(), asio::detached);
     done(OkStatus());
   }
@@ -177,10 +179,11 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         }
       }
       if (!connecting_ || closed_) co_return;
-      log_.info("waiting for the master node at {} ({}): {} attempt(s) in {}, last: {}; node 0 "
-                "may still be starting, waiting up to {} (--rdzv-timeout)",
-                endpoint(), resolved, attempts_, Seconds(Clock::now() - start),
-                last_error_.empty() ? "-" : last_error_, Seconds(options_.connect_timeout));
+      log_.info(
+          "waiting for the master node at {} ({}): {} attempt(s) in {}, last: {}; node 0 "
+          "may still be starting, waiting up to {} (--rdzv-timeout)",
+          endpoint(), resolved, attempts_, Seconds(Clock::now() - start),
+          last_error_.empty() ? "-" : last_error_, Seconds(options_.connect_timeout));
     }
   }
 
@@ -336,21 +339,21 @@ void RemoteAgentLink::StartHeartbeat(std::function<void(std::string)> on_lost) {
 void RemoteAgentLink::StopHeartbeat() { core_->beating_ = false; }
 
 void RemoteAgentLink::Set(const std::string& key, const std::string& value, Done done) {
-  core_->Enqueue({[key = job::KeyForSocket(key), value](
-                      rendezvous::Client& c) -> Task<Result<std::string>> {
-                    Status s = co_await c.Set(key, value);
-                    if (!s.ok()) co_return s.error();
-                    co_return std::string();
-                  },
-                  [done = std::move(done)](const Result<std::string>& r) {
-                    done(r.ok() ? OkStatus() : Status(r.error()));
-                  }});
+  core_->Enqueue(
+      {[key = job::KeyForSocket(key), value](rendezvous::Client& c) -> Task<Result<std::string>> {
+         Status s = co_await c.Set(key, value);
+         if (!s.ok()) co_return s.error();
+         co_return std::string();
+       },
+       [done = std::move(done)](const Result<std::string>& r) {
+         done(r.ok() ? OkStatus() : Status(r.error()));
+       }});
 }
 
 void RemoteAgentLink::CompareSet(const std::string& key, const std::string& expected,
                                  const std::string& desired, Value done) {
-  core_->Enqueue({[key = job::KeyForSocket(key), expected, desired](
-                      rendezvous::Client& c) -> Task<Result<std::string>> {
+  core_->Enqueue({[key = job::KeyForSocket(key), expected,
+                   desired](rendezvous::Client& c) -> Task<Result<std::string>> {
                     co_return co_await c.CompareSet(key, expected, desired);
                   },
                   std::move(done)});

@@ -25,12 +25,11 @@
 // Thread safety: the io_context's thread only.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
 
 #include "base/error.h"
 #include "base/lifetime.h"

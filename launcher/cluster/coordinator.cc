@@ -68,8 +68,8 @@ void Coordinator::Start() {
         return;
       }
       if (reg->node_rank != k) {
-        Dispatch(CoordinatorEvent::BadRegistration(k, "registration naming node " +
-                                                          std::to_string(reg->node_rank)));
+        Dispatch(CoordinatorEvent::BadRegistration(
+            k, "registration naming node " + std::to_string(reg->node_rank)));
         return;
       }
       beats_[k] = {"", Clock::now()};
@@ -199,9 +199,10 @@ void Coordinator::Execute(const CoordinatorAction& action) {
     }
     case K::kBeginAttempt: {
       using Ms = std::chrono::duration<double, std::milli>;
-      log_.info("every node reaped its ranks of epoch {} ({:.0f} ms after the stop); restart {} "
-                "begins",
-                action.epoch - 1, Ms(Clock::now() - stopped_).count(), action.epoch);
+      log_.info(
+          "every node reaped its ranks of epoch {} ({:.0f} ms after the stop); restart {} "
+          "begins",
+          action.epoch - 1, Ms(Clock::now() - stopped_).count(), action.epoch);
       attempts_.BeginAttempt(action.epoch);
       break;
     }

@@ -20,14 +20,14 @@
 // Thread safety: the io_context's thread only.
 #pragma once
 
+#include <spdlog/logger.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/logger.h>
 
 #include "base/lifetime.h"
 #include "launcher/cluster/job_policy.h"
@@ -98,8 +98,8 @@ class Coordinator {
   boost::asio::steady_timer heartbeat_timer_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_check_{};  ///< of the heartbeats
-  std::chrono::steady_clock::time_point stopped_{};  ///< when the last marker was read
-  LifetimeGuard lifetime_;                           ///< last member: expires first
+  std::chrono::steady_clock::time_point stopped_{};     ///< when the last marker was read
+  LifetimeGuard lifetime_;                              ///< last member: expires first
 };
 
 }  // namespace gculaunch

@@ -244,16 +244,26 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
 std::string ActionName(const AgentAction& a) {
   const std::string e = "(" + std::to_string(a.epoch) + ")";
   switch (a.kind) {
-    case AK::kWaitPlan: return "WaitPlan" + e;
-    case AK::kStartRanks: return "StartRanks" + e;
-    case AK::kWatchMarker: return "WatchMarker" + e;
-    case AK::kPublishMarker: return "PublishMarker" + e + "[" + KindName(a.marker.kind) + "]";
-    case AK::kStopRanks: return "StopRanks" + e;
-    case AK::kReportDone: return "ReportDone" + e;
-    case AK::kReportReaped: return "ReportReaped" + e;
-    case AK::kExitRanks: return "ExitRanks(" + std::to_string(a.exit_code) + ")";
-    case AK::kSayBye: return "SayBye(" + std::to_string(a.exit_code) + ")";
-    case AK::kFinish: return "Finish(" + std::to_string(a.exit_code) + ")";
+    case AK::kWaitPlan:
+      return "WaitPlan" + e;
+    case AK::kStartRanks:
+      return "StartRanks" + e;
+    case AK::kWatchMarker:
+      return "WatchMarker" + e;
+    case AK::kPublishMarker:
+      return "PublishMarker" + e + "[" + KindName(a.marker.kind) + "]";
+    case AK::kStopRanks:
+      return "StopRanks" + e;
+    case AK::kReportDone:
+      return "ReportDone" + e;
+    case AK::kReportReaped:
+      return "ReportReaped" + e;
+    case AK::kExitRanks:
+      return "ExitRanks(" + std::to_string(a.exit_code) + ")";
+    case AK::kSayBye:
+      return "SayBye(" + std::to_string(a.exit_code) + ")";
+    case AK::kFinish:
+      return "Finish(" + std::to_string(a.exit_code) + ")";
   }
   return "?";
 }
@@ -449,8 +459,8 @@ void OnRegistered(CoordinatorStep& step, const CoordinatorConfig& config,
   const NodeRegistration& master = s.regs.count(0) != 0 ? s.regs.at(0) : config.master;
   if (auto ok = CheckRegistration(reg, master); !ok.ok()) {
     s.regs[reg.node_rank] = reg;  // it waits for plan 0 and must say bye
-    AbortPlan(step, 0, JobError(exit_code::kUsage, ok.error().what + " (fix: " +
-                                                       ok.error().hint + ")"));
+    AbortPlan(step, 0,
+              JobError(exit_code::kUsage, ok.error().what + " (fix: " + ok.error().hint + ")"));
     return;
   }
   s.regs[reg.node_rank] = reg;
@@ -461,8 +471,9 @@ void OnBadRegistration(CoordinatorStep& step, int node, const std::string& what)
   CoordinatorState& s = step.state;
   if (s.phase != CPhase::kGathering) return;
   s.regs[node].node_rank = node;  // it waits for plan 0 and must say bye
-  AbortPlan(step, 0, JobError(exit_code::kUsage, "node " + std::to_string(node) +
-                                                     " registered with an unreadable " + what));
+  AbortPlan(step, 0,
+            JobError(exit_code::kUsage,
+                     "node " + std::to_string(node) + " registered with an unreadable " + what));
 }
 
 void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config) {
@@ -618,13 +629,20 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
 std::string ActionName(const CoordinatorAction& a) {
   const std::string e = "(" + std::to_string(a.epoch) + ")";
   switch (a.kind) {
-    case CK::kPublishPlan: return std::string(a.plan.abort ? "PublishAbort" : "PublishPlan") + e;
-    case CK::kBeginAttempt: return "BeginAttempt" + e;
-    case CK::kPublishMarker: return "PublishMarker" + e + "[" + KindName(a.marker.kind) + "]";
-    case CK::kWatchEpoch: return "WatchEpoch" + e;
-    case CK::kLogMissing: return "LogMissing[" + a.text + "]";
-    case CK::kLogLost: return "LogLost[" + a.text + "]";
-    case CK::kFinish: return "Finish";
+    case CK::kPublishPlan:
+      return std::string(a.plan.abort ? "PublishAbort" : "PublishPlan") + e;
+    case CK::kBeginAttempt:
+      return "BeginAttempt" + e;
+    case CK::kPublishMarker:
+      return "PublishMarker" + e + "[" + KindName(a.marker.kind) + "]";
+    case CK::kWatchEpoch:
+      return "WatchEpoch" + e;
+    case CK::kLogMissing:
+      return "LogMissing[" + a.text + "]";
+    case CK::kLogLost:
+      return "LogLost[" + a.text + "]";
+    case CK::kFinish:
+      return "Finish";
   }
   return "?";
 }

@@ -59,13 +59,13 @@ struct AgentState {
   };
   Phase phase = Phase::kJoining;
   int epoch = 0;
-  bool stopping = false;       ///< the ranks of `epoch` were told to stop, or stop by themselves
-  bool drained = false;        ///< every rank of `epoch` is gone
+  bool stopping = false;  ///< the ranks of `epoch` were told to stop, or stop by themselves
+  bool drained = false;   ///< every rank of `epoch` is gone
   bool marker_published = false;
   std::optional<StopMarker> marker;  ///< the marker of `epoch` once read
   /// A teardown signal stopped this node: it leaves with this code, whatever the marker says.
   std::optional<int> signalled_code;
-  int exit_code = -1;          ///< decided (kLeaving) or final (kDone)
+  int exit_code = -1;  ///< decided (kLeaving) or final (kDone)
   bool operator==(const AgentState&) const = default;
 };
 
@@ -130,8 +130,8 @@ std::string ActionName(const AgentAction& action);
 struct CoordinatorConfig {
   int nnodes = 1;
   int max_restarts = 0;
-  NodeRegistration master;  ///< node 0's own registration: the reference for the others
-  int rdzv_timeout_s = 900; ///< for the "did not join" message
+  NodeRegistration master;   ///< node 0's own registration: the reference for the others
+  int rdzv_timeout_s = 900;  ///< for the "did not join" message
 };
 
 struct CoordinatorState {
@@ -148,7 +148,7 @@ struct CoordinatorState {
   std::set<int> done;    ///< of `epoch`
   std::set<int> reaped;  ///< of `epoch`
   std::set<int> bye;
-  std::set<int> lost;    ///< silent nodes (and nodes that left early)
+  std::set<int> lost;                ///< silent nodes (and nodes that left early)
   std::optional<StopMarker> marker;  ///< of `epoch`, once read
   bool marker_published = false;     ///< the coordinator wrote a marker of `epoch`
   bool operator==(const CoordinatorState&) const = default;
@@ -156,15 +156,15 @@ struct CoordinatorState {
 
 struct CoordinatorEvent {
   enum class Kind {
-    kRegistered,        ///< `reg` arrived (decoded)
-    kBadRegistration,   ///< node `node` wrote something undecodable: `what`
-    kRendezvousTimeout, ///< --rdzv-timeout passed while gathering
-    kMissingTick,       ///< every 10 s: log what is still missing
-    kDone,              ///< node `node` reported done for `epoch`
-    kReaped,            ///< node `node` reported reaped for `epoch`
-    kMarker,            ///< the marker of `epoch` was read: `marker`
-    kBye,               ///< node `node` is leaving with `exit_code`
-    kNodeSilent,        ///< node `node` stopped heartbeating: `what`
+    kRegistered,         ///< `reg` arrived (decoded)
+    kBadRegistration,    ///< node `node` wrote something undecodable: `what`
+    kRendezvousTimeout,  ///< --rdzv-timeout passed while gathering
+    kMissingTick,        ///< every 10 s: log what is still missing
+    kDone,               ///< node `node` reported done for `epoch`
+    kReaped,             ///< node `node` reported reaped for `epoch`
+    kMarker,             ///< the marker of `epoch` was read: `marker`
+    kBye,                ///< node `node` is leaving with `exit_code`
+    kNodeSilent,         ///< node `node` stopped heartbeating: `what`
   };
   Kind kind;
   int node = -1;

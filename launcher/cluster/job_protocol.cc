@@ -1,7 +1,6 @@
 #include "launcher/cluster/job_protocol.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "base/exit_codes.h"
@@ -60,9 +59,15 @@ Result<std::string> TextField(const json& doc, const char* what, const char* fie
 }
 
 json MarkerJson(const StopMarker& m) {
-  return {{"kind", KindName(m.kind)}, {"epoch", m.epoch},         {"node", m.node},
-          {"host", m.host},           {"addr", m.addr},           {"rank", m.rank},
-          {"local_rank", m.local_rank}, {"exit_code", m.exit_code}, {"what", m.what},
+  return {{"kind", KindName(m.kind)},
+          {"epoch", m.epoch},
+          {"node", m.node},
+          {"host", m.host},
+          {"addr", m.addr},
+          {"rank", m.rank},
+          {"local_rank", m.local_rank},
+          {"exit_code", m.exit_code},
+          {"what", m.what},
           {"restartable", m.restartable}};
 }
 
@@ -72,9 +77,9 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   auto kind = TextField(doc, what, "kind");
   if (!kind.ok()) return kind.error();
   bool known = false;
-  for (auto k : {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost,
-                 StopMarker::Kind::kNodeLeft, StopMarker::Kind::kSuccess,
-                 StopMarker::Kind::kJobError}) {
+  for (auto k :
+       {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
+        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError}) {
     if (KindName(k) == *kind) {
       m.kind = k;
       known = true;
@@ -115,18 +120,24 @@ Result<StopMarker> MarkerFrom(const json& doc) {
 
 std::string KindName(StopMarker::Kind kind) {
   switch (kind) {
-    case StopMarker::Kind::kRankFailed: return "rank_failed";
-    case StopMarker::Kind::kNodeLost: return "node_lost";
-    case StopMarker::Kind::kNodeLeft: return "node_left";
-    case StopMarker::Kind::kSuccess: return "success";
-    case StopMarker::Kind::kJobError: return "job_error";
+    case StopMarker::Kind::kRankFailed:
+      return "rank_failed";
+    case StopMarker::Kind::kNodeLost:
+      return "node_lost";
+    case StopMarker::Kind::kNodeLeft:
+      return "node_left";
+    case StopMarker::Kind::kSuccess:
+      return "success";
+    case StopMarker::Kind::kJobError:
+      return "job_error";
   }
   return "?";
 }
 
 std::string Encode(const NodeRegistration& r) {
-  return json{{"node_rank", r.node_rank}, {"nnodes", r.nnodes},   {"nproc", r.nproc},
-              {"max_restarts", r.max_restarts}, {"run_id", r.run_id}, {"host", r.host},
+  return json{{"node_rank", r.node_rank}, {"nnodes", r.nnodes},
+              {"nproc", r.nproc},         {"max_restarts", r.max_restarts},
+              {"run_id", r.run_id},       {"host", r.host},
               {"addr", r.addr},           {"pid", r.pid}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }

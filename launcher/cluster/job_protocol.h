@@ -50,12 +50,12 @@ std::string KeyForSocket(const std::string& key);
 struct NodeRegistration {
   int node_rank = 0;
   int nnodes = 1;
-  int nproc = 1;             ///< ranks on this node
-  int max_restarts = 0;      ///< must agree job-wide
-  std::string run_id;        ///< must agree job-wide
-  std::string host;          ///< gethostname(), for messages only
-  std::string addr;          ///< numeric address that routes to the master (net_address.h)
-  int pid = 0;               ///< the node's gculaunch, for messages
+  int nproc = 1;         ///< ranks on this node
+  int max_restarts = 0;  ///< must agree job-wide
+  std::string run_id;    ///< must agree job-wide
+  std::string host;      ///< gethostname(), for messages only
+  std::string addr;      ///< numeric address that routes to the master (net_address.h)
+  int pid = 0;           ///< the node's gculaunch, for messages
   bool operator==(const NodeRegistration&) const = default;
 };
 
@@ -70,14 +70,14 @@ struct StopMarker {
   };
   Kind kind = Kind::kRankFailed;
   int epoch = 0;
-  int node = -1;          ///< the node concerned; -1: none
+  int node = -1;  ///< the node concerned; -1: none
   std::string host;
   std::string addr;
-  int rank = -1;          ///< kRankFailed: global rank; -1 when unknown
+  int rank = -1;  ///< kRankFailed: global rank; -1 when unknown
   int local_rank = -1;
-  int exit_code = 0;      ///< kRankFailed: the rank's shell code; kNodeLeft: the node's code;
-                          ///< kJobError: the code every node exits with
-  std::string what;       ///< "exit code 7", "SIGTERM", "no heartbeat for 3.0 s", ...
+  int exit_code = 0;        ///< kRankFailed: the rank's shell code; kNodeLeft: the node's code;
+                            ///< kJobError: the code every node exits with
+  std::string what;         ///< "exit code 7", "SIGTERM", "no heartbeat for 3.0 s", ...
   bool restartable = true;  ///< kRankFailed only: false when the program could not start
   bool operator==(const StopMarker&) const = default;
 };

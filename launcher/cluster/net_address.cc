@@ -42,8 +42,7 @@ Result<std::string> AddressText(const sockaddr* address, socklen_t length) {
     }
     return out;
   }
-  return Error{"address family " + std::to_string(address->sa_family) +
-                   " is neither IPv4 nor IPv6",
+  return Error{"address family " + std::to_string(address->sa_family) + " is neither IPv4 nor IPv6",
                ""};
 }
 

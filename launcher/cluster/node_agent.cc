@@ -134,8 +134,8 @@ void NodeAgent::LogMarker(const job::StopMarker& m) {
   std::string why;
   if (m.kind == job::StopMarker::Kind::kRankFailed && m.restartable &&
       settings_.config.max_restarts > 0) {
-    why = ", no restart left (--max-restarts " + std::to_string(settings_.config.max_restarts) +
-          ")";
+    why =
+        ", no restart left (--max-restarts " + std::to_string(settings_.config.max_restarts) + ")";
   }
   log_.error("{}; every node stops (exit code {}{})", what, code, why);
 }
@@ -164,10 +164,11 @@ void NodeAgent::StartRanks(const AgentAction& action) {
               plan.world_size, ranks);
   } else {
     using Ms = std::chrono::duration<double, std::milli>;
-    log_.warn("restart {} of {}: starting {} again (TORCHELASTIC_RESTART_COUNT={}, {:.0f} ms "
-              "after the stop)",
-              plan.epoch, settings_.config.max_restarts, ranks, plan.epoch,
-              Ms(std::chrono::steady_clock::now() - stop_seen_).count());
+    log_.warn(
+        "restart {} of {}: starting {} again (TORCHELASTIC_RESTART_COUNT={}, {:.0f} ms "
+        "after the stop)",
+        plan.epoch, settings_.config.max_restarts, ranks, plan.epoch,
+        Ms(std::chrono::steady_clock::now() - stop_seen_).count());
   }
   supervisor_->JobStart(plan.epoch);
 }
@@ -254,10 +255,11 @@ void NodeAgent::Execute(const AgentAction& action) {
       progress_timer_.cancel();
       if (remote_ != nullptr) remote_->StopHeartbeat();
       bye_pending_ = true;
-      link_.Set(job::ByeKey(node), std::to_string(action.exit_code), lifetime_.Wrap([this](const Status&) {
-        finished_ = true;
-        link_.Close();
-      }));
+      link_.Set(job::ByeKey(node), std::to_string(action.exit_code),
+                lifetime_.Wrap([this](const Status&) {
+                  finished_ = true;
+                  link_.Close();
+                }));
       break;
     case K::kFinish:
       if (!bye_pending_) {  // else once the bye was written (or failed)

@@ -17,29 +17,29 @@
 // Thread safety: the io_context's thread only.
 #pragma once
 
+#include <spdlog/logger.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/logger.h>
-
 #include "base/lifetime.h"
 #include "launcher/cluster/agent_link.h"
-#include "launcher/run/job_planner.h"
 #include "launcher/cluster/job_policy.h"
+#include "launcher/run/job_planner.h"
 #include "launcher/run/supervisor.h"
 
 namespace gculaunch {
 
 struct NodeAgentSettings {
-  job::AgentConfig config;           ///< node rank, max restarts, the master's name
+  job::AgentConfig config;             ///< node rank, max restarts, the master's name
   job::NodeRegistration registration;  ///< what this node registers (addr filled at join)
-  bool is_master = false;            ///< node 0: in-process link, route address via UDP
-  std::string master_addr;           ///< MASTER_ADDR as given
-  int agent_port = 0;                ///< the port the agents meet on
+  bool is_master = false;              ///< node 0: in-process link, route address via UDP
+  std::string master_addr;             ///< MASTER_ADDR as given
+  int agent_port = 0;                  ///< the port the agents meet on
   /// MASTER_PORT for the ranks when the plan leaves it to the node (agent store: the
   /// agent port; --no-agent-store --worker-port: that port).
   std::string ranks_port;

@@ -20,13 +20,12 @@
 // Thread safety: the io_context's thread only.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <memory>
 
-#include <boost/asio/io_context.hpp>
-
 #include "base/error.h"
-#include "launcher/spec/launch_spec.h"
 #include "launcher/run/supervisor.h"
+#include "launcher/spec/launch_spec.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
 

@@ -89,8 +89,8 @@ std::optional<RootCause> CandidateOf(const RankRecord& r, const SummaryInput& in
   } else {
     c.timestamp = r.exit_time;
     if (r.exit->kind == WorkerExit::Kind::kSignaled) {
-      c.message = "Signal " + std::to_string(r.exit->value) + " (" +
-                  SignalName(r.exit->value) + ") received by PID " + std::to_string(r.pid);
+      c.message = "Signal " + std::to_string(r.exit->value) + " (" + SignalName(r.exit->value) +
+                  ") received by PID " + std::to_string(r.pid);
     } else {
       const std::string last = LastNonEmpty(r.stderr_tail);
       c.message = last.empty() ? r.exit->Describe() : last;
@@ -131,9 +131,8 @@ std::vector<std::string> Hints(const SummaryInput& in) {
   }
   for (const RankRecord& r : in.records) {
     if (r.rank != 0 || !FailedInLastAttempt(r, in)) continue;
-    if (in.rank0_hosts_store &&
-        (TailContains(r.stderr_tail, "Address already in use") ||
-         TailContains(r.stderr_tail, "errno: 98"))) {
+    if (in.rank0_hosts_store && (TailContains(r.stderr_tail, "Address already in use") ||
+                                 TailContains(r.stderr_tail, "errno: 98"))) {
       hints.push_back(
           in.master_port_given
               ? "MASTER_PORT " + in.master_port +
@@ -156,8 +155,7 @@ std::vector<std::string> Hints(const SummaryInput& in) {
 
 // The root cause's lines: which rank failed, then its error file's traceback or its last
 // stderr lines.
-void AddRootCauseLines(const SummaryInput& in, const RootCause& best,
-                       std::vector<std::string>& t) {
+void AddRootCauseLines(const SummaryInput& in, const RootCause& best, std::vector<std::string>& t) {
   t.push_back("rank " + std::to_string(best.rank) + " failed (local rank " +
               std::to_string(best.local_rank) + ", node " + std::to_string(in.node_rank) +
               (in.host.empty() ? "" : " " + in.host) + ", pid " + std::to_string(best.pid) +
@@ -343,12 +341,17 @@ std::string OutcomeName(const SummaryInput& input) {
     return input.job_outcome;
   }
   switch (input.final_state.cause) {
-    case StopCause::kSuccess: return "success";
-    case StopCause::kRankFailed: return "rank_failed";
-    case StopCause::kSignal: return "signal";
-    case StopCause::kSpawnFailed: return "spawn_failed";
+    case StopCause::kSuccess:
+      return "success";
+    case StopCause::kRankFailed:
+      return "rank_failed";
+    case StopCause::kSignal:
+      return "signal";
+    case StopCause::kSpawnFailed:
+      return "spawn_failed";
     case StopCause::kJob:
-    case StopCause::kNone: break;
+    case StopCause::kNone:
+      break;
   }
   return "internal";
 }

@@ -27,18 +27,17 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "base/error.h"
+#include "launcher/run/rank_record.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/sys/process_group.h"
-#include "launcher/run/rank_record.h"
 
 namespace gculaunch {
 
@@ -67,10 +66,10 @@ struct SummaryInput {
   std::vector<sys::ProcInfo> stuck;
   std::optional<Error> start_error;
   int start_error_local_rank = -1;
-  std::string master_port;          ///< as exported to the ranks
-  bool master_port_given = false;   ///< --master-port (not chosen at launch)
-  bool rank0_hosts_store = false;   ///< --no-agent-store / torch 1.13 standalone mode
-  std::string child_watcher;        ///< "pidfd" or "sigchld"
+  std::string master_port;         ///< as exported to the ranks
+  bool master_port_given = false;  ///< --master-port (not chosen at launch)
+  bool rank0_hosts_store = false;  ///< --no-agent-store / torch 1.13 standalone mode
+  std::string child_watcher;       ///< "pidfd" or "sigchld"
   double start_time = 0;
   double end_time = 0;
   /// Multi-node: why the job ended, as every node tells it (job_protocol.h).  Empty on a
@@ -92,8 +91,8 @@ struct RootCause {
   WorkerExit exit;
   double timestamp = 0;
   std::string message;
-  std::string traceback;     ///< from the error file, else the stderr tail
-  std::string error_file;    ///< path, when the rank wrote one
+  std::string traceback;   ///< from the error file, else the stderr tail
+  std::string error_file;  ///< path, when the rank wrote one
   bool from_error_file = false;
   std::vector<std::string> stderr_tail;
 };

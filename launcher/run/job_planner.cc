@@ -64,8 +64,7 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
       r.stderr_log = (dir / "stderr.log").string();
     }
     const bool shown = spec_.console_local_ranks.empty() ||
-                       std::find(spec_.console_local_ranks.begin(),
-                                 spec_.console_local_ranks.end(),
+                       std::find(spec_.console_local_ranks.begin(), spec_.console_local_ranks.end(),
                                  lr) != spec_.console_local_ranks.end();
     const int redirected = spec_.redirects.For(lr);
     r.stdout_to_console = shown && !(redirected & StdStreams::kStdout);

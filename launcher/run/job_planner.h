@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/env_map.h"
+#include "launcher/run/rank_record.h"
 #include "launcher/spec/launch_spec.h"
 #include "launcher/spec/rank_env.h"
-#include "launcher/run/rank_record.h"
 
 namespace gculaunch {
 
@@ -20,7 +20,9 @@ class JobPlanner : public AttemptPlanner {
  public:
   JobPlanner(const LaunchSpec& spec, const EnvMap& base, RankRuntime runtime,
              bool rank0_takes_terminal)
-      : spec_(spec), base_(base), runtime_(std::move(runtime)),
+      : spec_(spec),
+        base_(base),
+        runtime_(std::move(runtime)),
         rank0_takes_terminal_(rank0_takes_terminal) {}
   Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) override;
 

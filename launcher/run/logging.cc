@@ -10,11 +10,18 @@ std::string FormatLogLine(spdlog::level::level_enum level, std::string_view text
   std::string line = "gculaunch: ";
   switch (level) {
     case spdlog::level::trace:
-    case spdlog::level::debug: line += "debug: "; break;
-    case spdlog::level::warn: line += "warning: "; break;
+    case spdlog::level::debug:
+      line += "debug: ";
+      break;
+    case spdlog::level::warn:
+      line += "warning: ";
+      break;
     case spdlog::level::err:
-    case spdlog::level::critical: line += "error: "; break;
-    default: break;
+    case spdlog::level::critical:
+      line += "error: ";
+      break;
+    default:
+      break;
   }
   line.append(text);
   line += '\n';

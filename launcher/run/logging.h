@@ -15,12 +15,12 @@
 // Attach/Detach from the main thread.
 #pragma once
 
+#include <spdlog/logger.h>
+#include <spdlog/sinks/base_sink.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <spdlog/logger.h>
-#include <spdlog/sinks/base_sink.h>
 
 #include "base/error.h"
 #include "launcher/run/output_writer.h"
@@ -51,7 +51,6 @@ std::string FormatLogLine(spdlog::level::level_enum level, std::string_view text
 void PrintError(const Error& error);
 
 /// The logger gculaunch uses; `level` is "debug", "info" (default), "warning" or "error".
-std::shared_ptr<spdlog::logger> MakeLogger(std::shared_ptr<LogSink> sink,
-                                           const std::string& level);
+std::shared_ptr<spdlog::logger> MakeLogger(std::shared_ptr<LogSink> sink, const std::string& level);
 
 }  // namespace gculaunch

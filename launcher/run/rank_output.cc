@@ -25,8 +25,8 @@ std::shared_ptr<RankStream> RankStream::Start(asio::io_context& io, sys::UniqueF
                                               OutputFlow& flow, std::function<void()> on_closed) {
   // The read end is gculaunch's own pipe, so making it non-blocking is safe.
   (void)sys::SetNonBlocking(read_end.get(), true);
-  auto stream = std::make_shared<RankStream>(io, read_end.Release(), std::move(route), writer,
-                                             flow, std::move(on_closed));
+  auto stream = std::make_shared<RankStream>(io, read_end.Release(), std::move(route), writer, flow,
+                                             std::move(on_closed));
   stream->Read();
   return stream;
 }
@@ -45,8 +45,9 @@ void RankStream::Read() {
   if (closed_ || reading_) return;
   reading_ = true;
   pipe_.async_read_some(asio::buffer(buffer_),
-                        [self = shared_from_this()](const boost::system::error_code& ec,
-                                                    size_t n) { self->OnRead(ec, n); });
+                        [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+                          self->OnRead(ec, n);
+                        });
 }
 
 void RankStream::OnRead(const boost::system::error_code& ec, size_t n) {

@@ -21,15 +21,14 @@
 #pragma once
 
 #include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "base/lifetime.h"
 #include "launcher/run/line_splitter.h"
@@ -58,10 +57,10 @@ class OutputFlow {
 };
 
 struct StreamRoute {
-  TargetPtr console;          ///< null: this stream is not shown on the console
-  std::string prefix;         ///< e.g. "[rank3]: "
-  TargetPtr log_file;         ///< null: no log file
-  LineTail* tail = nullptr;   ///< null: no tail kept
+  TargetPtr console;         ///< null: this stream is not shown on the console
+  std::string prefix;        ///< e.g. "[rank3]: "
+  TargetPtr log_file;        ///< null: no log file
+  LineTail* tail = nullptr;  ///< null: no tail kept
   std::chrono::milliseconds idle_flush{250};
   size_t max_line = LineSplitter::kDefaultMaxLine;
 };

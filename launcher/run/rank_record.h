@@ -1,7 +1,7 @@
 // RankLaunch and RankRecord: what is handed down to start one rank of one attempt, and what
-// is known about it afterwards; AttemptPlanner: who makes each attempt's RankLaunches.  Plain data shared by the planner, the worker group, the
-// supervisor and the exit summary, kept apart so that the pure ones (planner, summary) need no
-// event loop.
+// is known about it afterwards; AttemptPlanner: who makes each attempt's RankLaunches.  Plain data
+// shared by the planner, the worker group, the supervisor and the exit summary, kept apart so that
+// the pure ones (planner, summary) need no event loop.
 //
 // Thread safety: plain values.
 #pragma once
@@ -20,18 +20,18 @@ namespace gculaunch {
 /// Everything needed to start one rank of one attempt.
 struct RankLaunch {
   int local_rank = 0;
-  int rank = 0;                    ///< global rank (console prefix)
-  std::string program;             ///< resolved executable path
-  std::vector<std::string> argv;   ///< argv[0] included
-  std::vector<std::string> env;    ///< complete environment, "KEY=VALUE"
-  bool inherit_stdin = false;      ///< --stdin rank0: keep gculaunch's stdin
-  bool take_terminal = false;      ///< and make the rank's group the terminal's foreground
+  int rank = 0;                   ///< global rank (console prefix)
+  std::string program;            ///< resolved executable path
+  std::vector<std::string> argv;  ///< argv[0] included
+  std::vector<std::string> env;   ///< complete environment, "KEY=VALUE"
+  bool inherit_stdin = false;     ///< --stdin rank0: keep gculaunch's stdin
+  bool take_terminal = false;     ///< and make the rank's group the terminal's foreground
   bool stdout_to_console = true;
   bool stderr_to_console = true;
-  std::string stdout_log;          ///< log file path; empty: none
+  std::string stdout_log;  ///< log file path; empty: none
   std::string stderr_log;
-  std::string error_file;          ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
-  std::vector<int> cpus;           ///< --cpu-affinity: CPUs to pin the rank to; empty: none
+  std::string error_file;  ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
+  std::vector<int> cpus;   ///< --cpu-affinity: CPUs to pin the rank to; empty: none
 };
 
 /// What happened to one rank in one attempt.
@@ -39,7 +39,7 @@ struct RankRecord {
   int restart_count = 0;
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = -1;                  ///< -1: never started
+  pid_t pid = -1;  ///< -1: never started
   std::string error_file;
   std::optional<WorkerExit> exit;  ///< empty: not reaped (running or stuck)
   double start_time = 0;           ///< unix seconds

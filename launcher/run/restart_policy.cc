@@ -189,11 +189,16 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
 
 std::string PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kRunning: return "running";
-    case Phase::kStopping: return "stopping";
-    case Phase::kKilling: return "killing";
-    case Phase::kFinished: return "finished";
-    case Phase::kWaitingForJob: return "waiting for the job";
+    case Phase::kRunning:
+      return "running";
+    case Phase::kStopping:
+      return "stopping";
+    case Phase::kKilling:
+      return "killing";
+    case Phase::kFinished:
+      return "finished";
+    case Phase::kWaitingForJob:
+      return "waiting for the job";
   }
   return "?";
 }
@@ -201,15 +206,24 @@ std::string PhaseName(Phase phase) {
 std::string ActionName(const PolicyAction& action) {
   using A = PolicyAction::Kind;
   switch (action.kind) {
-    case A::kSignalGroups: return "SignalGroups(" + SignalName(action.signal) + ")";
-    case A::kStartGraceTimer: return "StartGraceTimer";
-    case A::kKillGroups: return "KillGroups";
-    case A::kStartKillTimer: return "StartKillTimer";
-    case A::kStartAttempt: return "StartAttempt(" + std::to_string(action.restart_count) + ")";
-    case A::kReportStuck: return "ReportStuck";
-    case A::kExit: return "Exit(" + std::to_string(action.exit_code) + ")";
-    case A::kNotifyStop: return "NotifyStop";
-    case A::kNotifyDrained: return "NotifyDrained";
+    case A::kSignalGroups:
+      return "SignalGroups(" + SignalName(action.signal) + ")";
+    case A::kStartGraceTimer:
+      return "StartGraceTimer";
+    case A::kKillGroups:
+      return "KillGroups";
+    case A::kStartKillTimer:
+      return "StartKillTimer";
+    case A::kStartAttempt:
+      return "StartAttempt(" + std::to_string(action.restart_count) + ")";
+    case A::kReportStuck:
+      return "ReportStuck";
+    case A::kExit:
+      return "Exit(" + std::to_string(action.exit_code) + ")";
+    case A::kNotifyStop:
+      return "NotifyStop";
+    case A::kNotifyDrained:
+      return "NotifyDrained";
   }
   return "?";
 }

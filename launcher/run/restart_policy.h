@@ -77,7 +77,7 @@ struct PolicyState {
   int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT of the current attempt
   int exited = 0;         ///< ranks of the current attempt that exited
   StopCause cause = StopCause::kNone;
-  int stop_signal = 0;    ///< the signal, when cause == kSignal
+  int stop_signal = 0;  ///< the signal, when cause == kSignal
   /// The first rank of the current attempt that failed while it ran.
   std::optional<int> failed_local_rank;
   std::optional<WorkerExit> failed_exit;
@@ -91,10 +91,10 @@ struct PolicyEvent {
     kSignal,          ///< signal, already classified as teardown or forward
     kGraceExpired,
     kKillWaitExpired,
-    kSpawnFailed,     ///< local_rank could not be started
-    kJobStart,        ///< job mode: start attempt `restart_count`
-    kJobStop,         ///< job mode: stop the ranks
-    kJobExit,         ///< job mode: exit with `exit_code`
+    kSpawnFailed,  ///< local_rank could not be started
+    kJobStart,     ///< job mode: start attempt `restart_count`
+    kJobStop,      ///< job mode: stop the ranks
+    kJobExit,      ///< job mode: exit with `exit_code`
   };
   Kind kind;
   int local_rank = -1;
@@ -108,9 +108,7 @@ struct PolicyEvent {
     return {Kind::kRankExited, local_rank, exit};
   }
   static PolicyEvent AttemptDrained() { return {Kind::kAttemptDrained}; }
-  static PolicyEvent Signal(int sig, SignalClass cls) {
-    return {Kind::kSignal, -1, {}, sig, cls};
-  }
+  static PolicyEvent Signal(int sig, SignalClass cls) { return {Kind::kSignal, -1, {}, sig, cls}; }
   static PolicyEvent GraceExpired() { return {Kind::kGraceExpired}; }
   static PolicyEvent KillWaitExpired() { return {Kind::kKillWaitExpired}; }
   static PolicyEvent SpawnFailed(int local_rank) { return {Kind::kSpawnFailed, local_rank}; }
@@ -125,15 +123,15 @@ struct PolicyEvent {
 
 struct PolicyAction {
   enum class Kind {
-    kSignalGroups,    ///< send `signal` to every group that still has members
-    kStartGraceTimer, ///< arm the grace timer (SIGTERM -> SIGKILL)
-    kKillGroups,      ///< SIGKILL every group that still has members
-    kStartKillTimer,  ///< arm the bounded wait after SIGKILL
-    kStartAttempt,    ///< spawn attempt `restart_count` (old one fully reaped)
-    kReportStuck,     ///< name every process that survived SIGKILL
-    kExit,            ///< gculaunch exits with `exit_code`
-    kNotifyStop,      ///< job mode: tell the job a local teardown began (state says why)
-    kNotifyDrained,   ///< job mode: tell the job the attempt drained; wait for it
+    kSignalGroups,     ///< send `signal` to every group that still has members
+    kStartGraceTimer,  ///< arm the grace timer (SIGTERM -> SIGKILL)
+    kKillGroups,       ///< SIGKILL every group that still has members
+    kStartKillTimer,   ///< arm the bounded wait after SIGKILL
+    kStartAttempt,     ///< spawn attempt `restart_count` (old one fully reaped)
+    kReportStuck,      ///< name every process that survived SIGKILL
+    kExit,             ///< gculaunch exits with `exit_code`
+    kNotifyStop,       ///< job mode: tell the job a local teardown began (state says why)
+    kNotifyDrained,    ///< job mode: tell the job the attempt drained; wait for it
   };
   Kind kind;
   int signal = 0;
@@ -162,10 +160,10 @@ struct PolicyStep {
 /// What a job-mode node tells the job when a local teardown begins (NotifyStop).
 struct LocalStopReport {
   StopCause cause = StopCause::kRankFailed;  ///< kRankFailed, kSpawnFailed or kSignal
-  int rank = -1;        ///< the failed rank (global); -1: none or unknown
+  int rank = -1;                             ///< the failed rank (global); -1: none or unknown
   int local_rank = -1;
-  int exit_code = 0;    ///< the rank's shell code; 127 for kSpawnFailed; 128+S for kSignal
-  std::string what;     ///< "exit code 7", "signal 11 (SIGSEGV)", "SIGTERM", the spawn error
+  int exit_code = 0;  ///< the rank's shell code; 127 for kSpawnFailed; 128+S for kSignal
+  std::string what;   ///< "exit code 7", "signal 11 (SIGSEGV)", "SIGTERM", the spawn error
 };
 
 /// The state a Supervisor starts in: kRunning, or kWaitingForJob in job mode.

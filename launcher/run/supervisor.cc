@@ -12,9 +12,7 @@ namespace gculaunch {
 namespace asio = boost::asio;
 using Phase = PolicyState::Phase;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
                        AttemptPlanner& planner, AttemptObserver* observer, JobLink* job)
@@ -219,9 +217,10 @@ void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
           rank = r.rank;
         }
       }
-      log_.error("rank {} (local rank {}, pid {}) failed with {}; stopping the other ranks "
-                 "(SIGTERM, SIGKILL after {})",
-                 rank, local_rank, pid, exit.Describe(), Seconds(config_.grace, -1));
+      log_.error(
+          "rank {} (local rank {}, pid {}) failed with {}; stopping the other ranks "
+          "(SIGTERM, SIGKILL after {})",
+          rank, local_rank, pid, exit.Describe(), Seconds(config_.grace, -1));
     }
   }
   Dispatch(PolicyEvent::RankExited(local_rank, exit));

@@ -25,14 +25,14 @@
 // Thread safety: io_context thread only; Run() runs the io_context.
 #pragma once
 
+#include <spdlog/logger.h>
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <vector>
-
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/logger.h>
 
 #include "base/error.h"
 #include "base/lifetime.h"
@@ -93,13 +93,13 @@ struct SupervisorConfig {
 struct JobOutcome {
   int exit_code = 0;
   PolicyState final_state;
-  std::vector<RankRecord> records;      ///< every rank of every attempt, in order
-  std::vector<sys::ProcInfo> stuck;     ///< survivors of SIGKILL (exit code 5)
-  std::optional<Error> start_error;     ///< why a rank could not be started
+  std::vector<RankRecord> records;   ///< every rank of every attempt, in order
+  std::vector<sys::ProcInfo> stuck;  ///< survivors of SIGKILL (exit code 5)
+  std::optional<Error> start_error;  ///< why a rank could not be started
   int start_error_local_rank = -1;
-  std::vector<int> signals;             ///< signals gculaunch received, in order
+  std::vector<int> signals;  ///< signals gculaunch received, in order
   int restarts = 0;
-  double start_time = 0;                ///< unix seconds
+  double start_time = 0;  ///< unix seconds
   double end_time = 0;
 };
 

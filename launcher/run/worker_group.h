@@ -18,13 +18,12 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/io_context.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
 
 #include "base/error.h"
 #include "base/lifetime.h"

@@ -1,5 +1,6 @@
 #include "launcher/spec/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -7,11 +8,9 @@
 #include <set>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
-
-#include "launcher/spec/device_profile.h"
 #include "base/one_line.h"
 #include "base/text.h"
+#include "launcher/spec/device_profile.h"
 
 // The CLI11 adapter.  CLI11 only splits the command line into raw strings
 // (it is told every value is TEXT); the PET_* fallback and all value checks
@@ -107,8 +106,7 @@ Result<int> ParsePort(const std::string& source, const std::string& value) {
 }
 
 Result<StdStreams> ParseStdStreams(const std::string& source, const std::string& value) {
-  const std::string problem =
-      "expected 0-3 or LOCAL_RANK:0-3,... (1 stdout, 2 stderr, 3 both)";
+  const std::string problem = "expected 0-3 or LOCAL_RANK:0-3,... (1 stdout, 2 stderr, 3 both)";
   StdStreams streams;
   if (auto all = ParseIntIn(value, 0, 3)) {
     streams.all = *all;
@@ -443,19 +441,23 @@ using ApplyFn = Status (*)(const ApplyContext&, CliOptions&);
 
 struct FlagDef {
   // Every field is required: an entry without an apply function does not compile.
-  constexpr FlagDef(const char* name_in, const char* aliases_in, Kind kind_in,
-                    const char* value_in, const char* group_in, const char* help_in,
-                    ApplyFn apply_in)
-      : name(name_in), aliases(aliases_in), kind(kind_in), value(value_in), group(group_in),
-        help(help_in), apply(apply_in) {}
+  constexpr FlagDef(const char* name_in, const char* aliases_in, Kind kind_in, const char* value_in,
+                    const char* group_in, const char* help_in, ApplyFn apply_in)
+      : name(name_in),
+        aliases(aliases_in),
+        kind(kind_in),
+        value(value_in),
+        group(group_in),
+        help(help_in),
+        apply(apply_in) {}
 
-  const char* name;       ///< canonical long name, without "--"
-  const char* aliases;    ///< further CLI11 names, comma-separated ("" for none)
+  const char* name;     ///< canonical long name, without "--"
+  const char* aliases;  ///< further CLI11 names, comma-separated ("" for none)
   Kind kind;
-  const char* value;      ///< value shape for help and messages
+  const char* value;  ///< value shape for help and messages
   const char* group;
   const char* help;
-  ApplyFn apply;          ///< kBool: gets ApplyContext::on; the others the value text
+  ApplyFn apply;  ///< kBool: gets ApplyContext::on; the others the value text
 };
 
 // Every flag, in help order.  The '_' spelling of each name is added
@@ -468,13 +470,11 @@ constexpr FlagDef kFlags[] = {
      "in the pool) or cpu (CPUs); default 1",
      &ApplyNprocPerNode},
     {"nnodes", "", Kind::kValue, "N", "Topology",
-     "number of nodes (N or N:N; elastic ranges are not supported); default 1",
-     &ApplyNnodes},
+     "number of nodes (N or N:N; elastic ranges are not supported); default 1", &ApplyNnodes},
     {"node-rank", "", Kind::kValue, "N", "Topology", "this node's rank, 0..nnodes-1; default 0",
      &ApplyNodeRank},
     {"master-addr", "", Kind::kValue, "HOST", "Topology",
-     "address of the rendezvous store (MASTER_ADDR); default 127.0.0.1",
-     &ApplyMasterAddr},
+     "address of the rendezvous store (MASTER_ADDR); default 127.0.0.1", &ApplyMasterAddr},
     {"master-port", "", Kind::kValue, "PORT", "Topology",
      "port of the rendezvous store (MASTER_PORT); default 29500, or chosen at launch with "
      "--standalone",
@@ -484,11 +484,9 @@ constexpr FlagDef kFlags[] = {
      "defaults to 29400)",
      &ApplyRdzvEndpoint},
     {"rdzv-backend", "", Kind::kValue, "static|c10d", "Topology",
-     "accepted for torchrun compatibility; both behave the same",
-     &ApplyRdzvBackend},
+     "accepted for torchrun compatibility; both behave the same", &ApplyRdzvBackend},
     {"rdzv-id", "", Kind::kValue, "ID", "Topology",
-     "run id (TORCHELASTIC_RUN_ID); same as --run-id",
-     &ApplyRunId<&CliOptions::rdzv_id>},
+     "run id (TORCHELASTIC_RUN_ID); same as --run-id", &ApplyRunId<&CliOptions::rdzv_id>},
     {"run-id", "", Kind::kValue, "ID", "Topology",
      "run id (TORCHELASTIC_RUN_ID); default: generated with --standalone, else \"none\"",
      &ApplyRunId<&CliOptions::run_id>},
@@ -507,8 +505,7 @@ constexpr FlagDef kFlags[] = {
      "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)",
      &ApplyPlatformWorldSize},
     {"max-restarts", "", Kind::kValue, "N", "Topology",
-     "restart all ranks up to N times after a failure; default 0",
-     &ApplyMaxRestarts},
+     "restart all ranks up to N times after a failure; default 0", &ApplyMaxRestarts},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
      "accepted for torchrun compatibility and ignored: gculaunch notices exits at once",
      &ApplySeconds<&CliOptions::monitor_interval>},
@@ -516,15 +513,13 @@ constexpr FlagDef kFlags[] = {
      &ApplyRole},
     // program
     {"module", "-m", Kind::kBool, "", "Program",
-     "SCRIPT is a Python module: run python -u -m SCRIPT ARGS",
-     &ApplySwitch<&CliOptions::module>},
+     "SCRIPT is a Python module: run python -u -m SCRIPT ARGS", &ApplySwitch<&CliOptions::module>},
     {"no-python", "", Kind::kBool, "", "Program", "SCRIPT is a program: run SCRIPT ARGS directly",
      &ApplySwitch<&CliOptions::no_python>},
     {"python", "", Kind::kValue, "PATH", "Program",
      "the interpreter; default $PYTHON_EXEC, else python3 on PATH",
      &ApplyText<&CliOptions::python>},
-    {"use-env", "", Kind::kBool, "", "Program",
-     "accepted: LOCAL_RANK is always in the environment",
+    {"use-env", "", Kind::kBool, "", "Program", "accepted: LOCAL_RANK is always in the environment",
      &ApplySwitch<&CliOptions::use_env>},
     {"local-rank-arg", "", Kind::kBool, "", "Program",
      "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)",
@@ -573,8 +568,7 @@ constexpr FlagDef kFlags[] = {
      "with --no-agent-store: the port rank 0 binds (MASTER_PORT)",
      &ApplyPort<&CliOptions::worker_port>},
     {"log-dir", "", Kind::kValue, "DIR", "Supervision",
-     "write per-rank logs and error files below DIR/<run id>",
-     &ApplyText<&CliOptions::log_dir>},
+     "write per-rank logs and error files below DIR/<run id>", &ApplyText<&CliOptions::log_dir>},
     {"redirects", "-r", Kind::kValue, "0-3|I:V,...", "Supervision",
      "send streams to the log files only: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
      &ApplyStreams<&CliOptions::redirects>},
@@ -582,8 +576,7 @@ constexpr FlagDef kFlags[] = {
      "copy streams to the log files too: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
      &ApplyStreams<&CliOptions::tee>},
     {"local-ranks-filter", "", Kind::kValue, "I,J,...", "Supervision",
-     "show only these local ranks' output on the console",
-     &ApplyLocalRanksFilter},
+     "show only these local ranks' output on the console", &ApplyLocalRanksFilter},
     {"stdin", "", Kind::kValue, "null|rank0", "Supervision",
      "null: ranks read /dev/null; rank0: rank 0 gets gculaunch's stdin (for breakpoint())",
      &ApplyStdin},
@@ -595,8 +588,7 @@ constexpr FlagDef kFlags[] = {
      "print every rank's command line and the variables gculaunch sets; start nothing",
      &ApplySwitch<&CliOptions::dry_run>},
     {"format", "", Kind::kValue, "table|json|env", "Dry run",
-     "--dry-run output: table (default), json, or env (shell export lines)",
-     &ApplyFormat},
+     "--dry-run output: table (default), json, or env (shell export lines)", &ApplyFormat},
 };
 
 constexpr bool EveryFlagApplies() {
@@ -655,8 +647,7 @@ class HelpFormatter : public CLI::Formatter {
  public:
   std::string make_description(const CLI::App* /*app*/) const override { return ""; }
   std::string make_usage(const CLI::App* app, std::string /*name*/) const override {
-    return "Usage: gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]\n\n" + app->get_description() +
-           "\n";
+    return "Usage: gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]\n\n" + app->get_description() + "\n";
   }
 };
 
@@ -871,10 +862,9 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
     if (!on_command_line && pet_value.empty()) continue;
     const std::string source = on_command_line ? "--" + std::string(def.name) : pet;
     o.given[def.name] = source;
-    const Status applied =
-        on_command_line ? ApplyCommandLine(def, source, values[def.name], lists[def.name],
-                                           flags[def.name], o)
-                        : ApplyPet(def, pet, pet_value, o);
+    const Status applied = on_command_line ? ApplyCommandLine(def, source, values[def.name],
+                                                              lists[def.name], flags[def.name], o)
+                                           : ApplyPet(def, pet, pet_value, o);
     if (!applied.ok()) return applied.error();
   }
   return result;
@@ -937,7 +927,7 @@ Status ApplyFlagText(std::string_view flag, const std::string& source, const std
 }
 
 Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
-                          const CliParseMode& mode) {
+                           const CliParseMode& mode) {
   auto result = Parse(args, env, mode);
   if (!result.ok()) return OneLine(result.error());
   return result;

@@ -60,7 +60,7 @@ struct Endpoint {
 /// defaults live in MakeLaunchSpec.
 struct CliOptions {
   std::optional<NprocPerNode> nproc_per_node;
-  std::optional<int> nnodes;               ///< N, or N:N folded to N
+  std::optional<int> nnodes;  ///< N, or N:N folded to N
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;  ///< IPv6 brackets removed
   std::optional<int> master_port;
@@ -69,13 +69,13 @@ struct CliOptions {
   std::optional<std::string> rdzv_id;
   std::optional<std::string> run_id;
   std::map<std::string, std::string> rdzv_conf;
-  std::optional<double> rdzv_timeout;      ///< --rdzv-timeout SECONDS (> 0)
+  std::optional<double> rdzv_timeout;  ///< --rdzv-timeout SECONDS (> 0)
   bool standalone = false;
   std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;
   std::optional<double> monitor_interval;
   std::optional<std::string> role;
-  bool module = false;          ///< -m: SCRIPT is a module name
+  bool module = false;  ///< -m: SCRIPT is a module name
   bool no_python = false;
   std::optional<std::string> python;
   std::optional<std::string> job;  ///< --job FILE: merged by MakeLaunchSpec (job_file.h)
@@ -83,17 +83,17 @@ struct CliOptions {
   /// size) -> training config, substituted for "{config}" in SCRIPT_ARGS.
   std::map<int, std::string> job_configs;
   std::string job_configs_source;  ///< "job.yaml:12" (the configs: key), for messages
-  bool use_env = false;         ///< accepted; gculaunch always passes LOCAL_RANK in the environment
+  bool use_env = false;  ///< accepted; gculaunch always passes LOCAL_RANK in the environment
   bool local_rank_arg = false;
-  bool python_shim = false;           ///< --python-shim (python_shim.h)
-  bool no_backend_fallback = false;   ///< --no-backend-fallback
+  bool python_shim = false;          ///< --python-shim (python_shim.h)
+  bool no_backend_fallback = false;  ///< --no-backend-fallback
   std::optional<std::string> log_dir;
   std::optional<StdStreams> tee;
   std::optional<StdStreams> redirects;
   std::optional<std::vector<int>> local_ranks_filter;
   std::optional<std::string> device;
   std::optional<DeviceBind> bind;
-  std::optional<CpuAffinity> cpu_affinity;  ///< --cpu-affinity none|numa|spread
+  std::optional<CpuAffinity> cpu_affinity;               ///< --cpu-affinity none|numa|spread
   std::vector<std::pair<std::string, std::string>> env;  ///< --env KEY=VALUE, in order
   std::optional<double> grace_period;
   std::optional<StdinMode> stdin_mode;

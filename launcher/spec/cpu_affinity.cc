@@ -1,14 +1,14 @@
 #include "launcher/spec/cpu_affinity.h"
 
 #include <algorithm>
-#include <climits>
 #include <charconv>
+#include <climits>
 #include <map>
 #include <regex>
 #include <set>
 
-#include "launcher/spec/cpu_list.h"
 #include "base/text.h"
+#include "launcher/spec/cpu_list.h"
 
 namespace gculaunch {
 namespace {

@@ -44,8 +44,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/spec/device_profile.h"
 #include "base/error.h"
+#include "launcher/spec/device_profile.h"
 #include "launcher/spec/types.h"
 
 namespace gculaunch {

@@ -1,5 +1,7 @@
 #include "launcher/spec/device_profile.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -10,11 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
-#include "launcher/spec/cpu_list.h"
 #include "base/one_line.h"
 #include "base/text.h"
+#include "launcher/spec/cpu_list.h"
 
 // This file is the yaml-cpp adapter: every yaml-cpp exception is caught in
 // ParseDeviceProfile and turned into an Error naming the file and line.
@@ -22,11 +22,19 @@
 namespace gculaunch {
 namespace {
 
-constexpr const char* kTopKeys[] = {"name",        "aliases",        "description",
-                                    "visible_env", "container_visible_env",
-                                    "devices",     "driver_path",    "backend",
-                                    "collective_library", "python_module",
-                                    "socket_ifname_env",  "auto_order", "env"};
+constexpr const char* kTopKeys[] = {"name",
+                                    "aliases",
+                                    "description",
+                                    "visible_env",
+                                    "container_visible_env",
+                                    "devices",
+                                    "driver_path",
+                                    "backend",
+                                    "collective_library",
+                                    "python_module",
+                                    "socket_ifname_env",
+                                    "auto_order",
+                                    "env"};
 constexpr const char* kDeviceKeys[] = {"dir", "pattern", "vendor_path", "vendor_id"};
 
 template <size_t N>
@@ -115,8 +123,7 @@ Status ReadDevices(const ProfileReader& reader, const YAML::Node& devices, Devic
                      "add pattern: with a regex such as 'gcu([0-9]+)'");
   }
   if (p.device_dir.empty() || p.device_dir[0] != '/') {
-    return reader.At(devices, "'devices.dir' must be an absolute path",
-                     "write it as dir: /dev");
+    return reader.At(devices, "'devices.dir' must be an absolute path", "write it as dir: /dev");
   }
   try {
     std::regex re(p.device_pattern);
@@ -164,7 +171,8 @@ Status ReadTopLevel(const ProfileReader& reader, const YAML::Node& root, DeviceP
   YAML::Node devices_node;
   for (const auto& entry : root) {
     if (!entry.first.IsScalar()) {
-      return reader.At(entry.first, "keys must be plain names", "known keys: " + JoinKeys(kTopKeys));
+      return reader.At(entry.first, "keys must be plain names",
+                       "known keys: " + JoinKeys(kTopKeys));
     }
     const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
@@ -239,11 +247,13 @@ Status ReadTopLevel(const ProfileReader& reader, const YAML::Node& root, DeviceP
     return reader.At(root, "missing required key 'name'", "add name: my-device");
   }
   if (!has_backend) {
-    return reader.At(root, "missing required key 'backend'", "add backend: gloo (or eccl, nccl, ...)");
+    return reader.At(root, "missing required key 'backend'",
+                     "add backend: gloo (or eccl, nccl, ...)");
   }
   if (p.has_devices() && p.visible_env.empty()) {
     return reader.At(devices_node, "a profile with 'devices' needs 'visible_env'",
-                     "name the process-level visible-devices variable, e.g. visible_env: [CUDA_VISIBLE_DEVICES]");
+                     "name the process-level visible-devices variable, e.g. visible_env: "
+                     "[CUDA_VISIBLE_DEVICES]");
   }
   for (const auto& [name, value] : p.env) {
     if (std::find(p.visible_env.begin(), p.visible_env.end(), name) != p.visible_env.end()) {

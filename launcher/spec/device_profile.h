@@ -48,11 +48,11 @@ struct DeviceProfile {
   std::string vendor_id;
   /// `--device auto` tries profiles with devices in ascending auto_order.
   int auto_order = 100;
-  std::string driver_path;          ///< e.g. "/sys/module/enflame"; empty if none
-  std::string backend;              ///< torch.distributed backend: eccl, nccl, hccl, cncl, gloo
-  std::string collective_library;   ///< e.g. "libeccl.so" (file name prefix); empty if none
-  std::string python_module;        ///< vendor module, e.g. "torch_gcu"; empty if none
-  std::string socket_ifname_env;    ///< e.g. "NCCL_SOCKET_IFNAME"; empty if none
+  std::string driver_path;         ///< e.g. "/sys/module/enflame"; empty if none
+  std::string backend;             ///< torch.distributed backend: eccl, nccl, hccl, cncl, gloo
+  std::string collective_library;  ///< e.g. "libeccl.so" (file name prefix); empty if none
+  std::string python_module;       ///< vendor module, e.g. "torch_gcu"; empty if none
+  std::string socket_ifname_env;   ///< e.g. "NCCL_SOCKET_IFNAME"; empty if none
   /// Extra variables for every rank, in file order.  Lowest layer: the user's
   /// environment and --env override them.
   std::vector<std::pair<std::string, std::string>> env;

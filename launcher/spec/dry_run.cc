@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "launcher/spec/cpu_list.h"
 
@@ -109,16 +108,17 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
 }
 
 std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
-  std::string out = Comment("gculaunch dry run: " + std::to_string(spec.nproc_per_node) +
-                            " ranks on node " + std::to_string(spec.node_rank) +
-                            ", world size " + std::to_string(spec.world_size));
+  std::string out =
+      Comment("gculaunch dry run: " + std::to_string(spec.nproc_per_node) + " ranks on node " +
+              std::to_string(spec.node_rank) + ", world size " + std::to_string(spec.world_size));
   if (!spec.layout.empty()) out += Comment(spec.layout);
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
   for (const RankView& view : Ranks(spec, base)) {
     out += Comment("rank " + std::to_string(view.rank) + " (local rank " +
                    std::to_string(view.local_rank) + "): " + CommandLine(view.argv));
-    for (const auto& [key, value] : view.env) out += "export " + key + "=" + ShellQuote(value) + "\n";
+    for (const auto& [key, value] : view.env)
+      out += "export " + key + "=" + ShellQuote(value) + "\n";
   }
   return out;
 }
@@ -138,8 +138,8 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   if (!spec.device_pool.empty()) {
     cards.clear();
     for (const std::string& id : spec.device_pool) cards += (cards.empty() ? "" : ",") + id;
-    cards += " (" + spec.pool_source + "), --bind " +
-             (spec.bind == DeviceBind::kAll ? "all" : "rank");
+    cards +=
+        " (" + spec.pool_source + "), --bind " + (spec.bind == DeviceBind::kAll ? "all" : "rank");
   }
   out += "  cards:   " + cards + "\n";
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
@@ -148,8 +148,8 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
     for (const std::string& note : spec.notes) out += "  - " + note + "\n";
   }
   for (const RankView& view : Ranks(spec, base)) {
-    out += "rank " + std::to_string(view.rank) + " (local rank " +
-           std::to_string(view.local_rank) + "):\n";
+    out += "rank " + std::to_string(view.rank) + " (local rank " + std::to_string(view.local_rank) +
+           "):\n";
     out += "  argv: " + CommandLine(view.argv) + "\n";
     if (static_cast<size_t>(view.local_rank) < spec.rank_cpus.size()) {
       const auto rank = static_cast<size_t>(view.local_rank);

@@ -7,9 +7,9 @@
 #include <charconv>
 #include <set>
 
-#include "launcher/spec/cli.h"
 #include "base/one_line.h"
 #include "base/text.h"
+#include "launcher/spec/cli.h"
 
 // The yaml-cpp adapter for job files: yaml-cpp exceptions are caught in
 // ParseJobFile and become Errors naming the file and line.

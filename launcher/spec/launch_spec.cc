@@ -1,6 +1,5 @@
 #include "launcher/spec/launch_spec.h"
 
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -11,19 +10,19 @@
 #include <set>
 #include <sstream>
 
+#include "base/one_line.h"
+#include "base/text.h"
 #include "launcher/spec/cli.h"
 #include "launcher/spec/job_file.h"
-#include "base/one_line.h"
 #include "launcher/spec/platform.h"
 #include "launcher/spec/profile_catalog.h"
 #include "launcher/spec/rank_env.h"
-#include "base/text.h"
 
 namespace gculaunch {
 namespace {
 
-constexpr int kDefaultMasterPort = 29500;     // torchrun's --master_port default
-constexpr int kDefaultEndpointPort = 29400;   // torchrun's c10d endpoint default
+constexpr int kDefaultMasterPort = 29500;    // torchrun's --master_port default
+constexpr int kDefaultEndpointPort = 29400;  // torchrun's c10d endpoint default
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 // glibc's default search path (confstr(_CS_PATH)), used when PATH is unset,
 // as execvp does.
@@ -58,9 +57,8 @@ std::string DescribeMissingCards(const DeviceProfile& profile, const DeviceProbe
   if (!profile.has_devices()) return "no " + profile.visible_env.front() + " in the environment";
   std::string out = "no " + DescribeDeviceFiles(profile);
   if (!profile.driver_path.empty()) {
-    out += probe.Exists(profile.driver_path)
-               ? "; driver " + profile.driver_path + " is loaded"
-               : "; driver " + profile.driver_path + " not loaded";
+    out += probe.Exists(profile.driver_path) ? "; driver " + profile.driver_path + " is loaded"
+                                             : "; driver " + profile.driver_path + " not loaded";
   }
   return out;
 }
@@ -156,8 +154,7 @@ class SpecBuilder {
     if (spec_.node_rank >= spec_.nnodes) {
       return Error{(o_.node_rank ? o_.Source("node-rank") + " " + std::to_string(spec_.node_rank)
                                  : from_.node_rank) +
-                       ": must be below the number of nodes (" + std::to_string(spec_.nnodes) +
-                       ")",
+                       ": must be below the number of nodes (" + std::to_string(spec_.nnodes) + ")",
                    "node ranks run from 0 to " + std::to_string(spec_.nnodes - 1) +
                        "; check --node-rank and --nnodes"};
     }
@@ -250,11 +247,11 @@ class SpecBuilder {
     } else {
       spec_.master_addr = kDefaultMasterAddr;
       if (spec_.nnodes > 1) {
-        return Error{(o_.nnodes ? o_.Source("nnodes") + " " + std::to_string(spec_.nnodes)
-                                : from_.nnodes) +
-                         " needs the store's address: the default " + kDefaultMasterAddr +
-                         " is not reachable from other nodes",
-                     "give --master-addr HOST (node 0's address) on every node"};
+        return Error{
+            (o_.nnodes ? o_.Source("nnodes") + " " + std::to_string(spec_.nnodes) : from_.nnodes) +
+                " needs the store's address: the default " + kDefaultMasterAddr +
+                " is not reachable from other nodes",
+            "give --master-addr HOST (node 0's address) on every node"};
       }
     }
     if (o_.master_port) {
@@ -299,9 +296,10 @@ class SpecBuilder {
         from_.master_port = o_.Source("worker-port");
       } else if (spec_.nnodes > 1) {
         spec_.master_port = 0;  // node 0 picks a free port per restart and tells every node
-        Note("rank 0's store port is chosen at launch by node 0 (--no-agent-store without "
-             "--worker-port); MASTER_PORT " + std::to_string(spec_.agent_port) +
-             " stays node 0's gculaunch's");
+        Note(
+            "rank 0's store port is chosen at launch by node 0 (--no-agent-store without "
+            "--worker-port); MASTER_PORT " +
+            std::to_string(spec_.agent_port) + " stays node 0's gculaunch's");
       }
     }
     RendezvousTimeout();
@@ -349,8 +347,8 @@ class SpecBuilder {
       Note("device cpu: --device auto found no accelerator device files");
       return OkStatus();
     }
-    const bool is_file = value.find('/') != std::string::npos ||
-                         value.ends_with(".yaml") || value.ends_with(".yml");
+    const bool is_file =
+        value.find('/') != std::string::npos || value.ends_with(".yaml") || value.ends_with(".yml");
     if (is_file) {
       auto text = files_.ReadTextFile(value);
       if (!text.ok()) {
@@ -402,8 +400,7 @@ class SpecBuilder {
       const std::string value = env_.GetOr(var, "");
       if (Trim(value).empty()) {
         return Error{var + " is set but empty: no cards are visible",
-                     "unset " + var + " to use every card, or list cards such as " + var +
-                         "=0,1"};
+                     "unset " + var + " to use every card, or list cards such as " + var + "=0,1"};
       }
       std::set<std::string> seen;
       std::stringstream in(value);
@@ -427,8 +424,7 @@ class SpecBuilder {
                      "list each card once, e.g. " + var + "=0,1,2,3"};
       }
       spec_.pool_source = var + "=" + value;
-      Note("card pool " + Join(spec_.device_pool, ",") + " from " + var +
-           " in the environment");
+      Note("card pool " + Join(spec_.device_pool, ",") + " from " + var + " in the environment");
       return OkStatus();
     }
     if (profile.has_devices()) {
@@ -437,8 +433,8 @@ class SpecBuilder {
         // Runtime indices restart at 0 inside a container even when the
         // device files keep the host's minors (gcu4..gcu7): hand out indices.
         spec_.device_pool = Indices(static_cast<int>(found.size()));
-        spec_.pool_source = std::to_string(found.size()) + " device files " +
-                            DescribeDeviceFiles(profile);
+        spec_.pool_source =
+            std::to_string(found.size()) + " device files " + DescribeDeviceFiles(profile);
         std::vector<std::string> names;
         for (const DeviceFile& file : found) names.push_back(file.path);
         Note("card pool " + DescribePool(spec_.device_pool) + ": indices of the " +
@@ -474,15 +470,16 @@ class SpecBuilder {
         break;
       case NprocPerNode::Kind::kAuto:
       case NprocPerNode::Kind::kGpu: {
-        const std::string what = source + " " + (n.kind == NprocPerNode::Kind::kAuto ? "auto" : "gpu");
+        const std::string what =
+            source + " " + (n.kind == NprocPerNode::Kind::kAuto ? "auto" : "gpu");
         if (!UsesCards()) {
           if (n.kind == NprocPerNode::Kind::kGpu) {
             return Error{what + ": the device profile " + spec_.profile.name + " has no cards",
                          "give a number, or choose a device with --device"};
           }
           spec_.nproc_per_node = probe_.CpuCount();
-          Note("nproc-per-node " + std::to_string(spec_.nproc_per_node) +
-               ": auto with device " + spec_.profile.name + " counts the CPUs available");
+          Note("nproc-per-node " + std::to_string(spec_.nproc_per_node) + ": auto with device " +
+               spec_.profile.name + " counts the CPUs available");
           break;
         }
         if (spec_.device_pool.empty()) return NoCards(what, /*suggest_number=*/true);
@@ -529,8 +526,8 @@ class SpecBuilder {
     if (nproc <= cards) return OkStatus();
     if (spec_.bind == DeviceBind::kRank) {
       Error error{o_.Source("bind") + " rank: " + std::to_string(nproc) + " ranks need " +
-                      std::to_string(nproc) + " cards but the pool has " +
-                      std::to_string(cards) + " (" + spec_.pool_source + ")",
+                      std::to_string(nproc) + " cards but the pool has " + std::to_string(cards) +
+                      " (" + spec_.pool_source + ")",
                   "use --nproc-per-node " + std::to_string(cards) + " or fewer, or --bind all"};
       if (!spec_.dry_run) return error;
       Note(error.what + "; a real launch stops here");
@@ -548,9 +545,8 @@ class SpecBuilder {
     if (pool.empty() || !spec_.profile.has_devices()) return cards;
     const std::vector<DeviceFile> found = probe_.FindDevices(spec_.profile);
     for (int rank = 0; rank < spec_.nproc_per_node; ++rank) {
-      const size_t slot = spec_.bind == DeviceBind::kRank
-                              ? static_cast<size_t>(rank)
-                              : static_cast<size_t>(rank) % pool.size();
+      const size_t slot = spec_.bind == DeviceBind::kRank ? static_cast<size_t>(rank)
+                                                          : static_cast<size_t>(rank) % pool.size();
       if (slot >= pool.size()) continue;
       const std::string& id = pool[slot];
       // Card ids that are not small numbers (DRS-<uuid>) name no device file.
@@ -623,8 +619,8 @@ class SpecBuilder {
       Error missing{"python3 was not found on PATH", "install Python 3, or give --python PATH"};
       if (!source.empty()) {
         const bool has_slash = name.find('/') != std::string::npos;
-        missing = Error{source + " '" + name + "': " +
-                            (has_slash ? "not an executable file" : "not found on PATH"),
+        missing = Error{source + " '" + name +
+                            "': " + (has_slash ? "not an executable file" : "not found on PATH"),
                         source == "PYTHON_EXEC" ? "fix or unset PYTHON_EXEC"
                                                 : "give the path of a Python interpreter"};
       }
@@ -632,7 +628,8 @@ class SpecBuilder {
       if (!python.ok()) return python.error();
       spec_.python = *python;
       spec_.executable = *python;
-      Note("interpreter " + *python + (source.empty() ? " (python3 on PATH)" : " (" + source + ")"));
+      Note("interpreter " + *python +
+           (source.empty() ? " (python3 on PATH)" : " (" + source + ")"));
       argv = {*python, "-u"};
       if (o_.module) argv.push_back("-m");
       argv.push_back(o_.script);
@@ -642,8 +639,8 @@ class SpecBuilder {
     if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
     // A job file's config for this card count replaces "{config}".
     std::string config_note;
-    auto args = SelectConfig(o_, spec_.world_size, spec_.nnodes, spec_.nproc_per_node,
-                             &config_note);
+    auto args =
+        SelectConfig(o_, spec_.world_size, spec_.nnodes, spec_.nproc_per_node, &config_note);
     if (!args.ok()) return args.error();
     if (!config_note.empty()) Note(config_note);
     argv.insert(argv.end(), args->begin(), args->end());
@@ -659,22 +656,25 @@ class SpecBuilder {
     spec_.backend_fallback = !o_.no_backend_fallback;
     if (!o_.python_shim) return OkStatus();
     const DeviceProfile& profile = spec_.profile;
-    std::string note = "--python-shim: each rank loads gculaunch's sitecustomize (first on "
-                       "PYTHONPATH), which calls init_process_group('" + profile.backend + "')";
+    std::string note =
+        "--python-shim: each rank loads gculaunch's sitecustomize (first on "
+        "PYTHONPATH), which calls init_process_group('" +
+        profile.backend + "')";
     if (profile.backend != "nccl") {
       note += profile.python_module.empty()
                   ? ", makes torch.cuda.set_device/current_device/device_count harmless"
                   : ", sends torch.cuda.set_device/current_device/device_count to " +
                         profile.python_module;
     }
-    note += spec_.backend_fallback ? " and falls back to gloo if '" + profile.backend +
-                                         "' is missing; it acts only in the ranks themselves"
-                                   : "; a missing '" + profile.backend +
-                                         "' stops the rank (--no-backend-fallback)";
+    note += spec_.backend_fallback
+                ? " and falls back to gloo if '" + profile.backend +
+                      "' is missing; it acts only in the ranks themselves"
+                : "; a missing '" + profile.backend + "' stops the rank (--no-backend-fallback)";
     Note(note);
     if (o_.no_python) {
-      Note("--python-shim with --no-python: the shim acts only if SCRIPT execs Python itself "
-           "(the interpreter's parent must be gculaunch)");
+      Note(
+          "--python-shim with --no-python: the shim acts only if SCRIPT execs Python itself "
+          "(the interpreter's parent must be gculaunch)");
     }
     return OkStatus();
   }
@@ -717,15 +717,17 @@ class SpecBuilder {
     spec_.extra_env = o_.env;
     bool has_omp = env_.Has("OMP_NUM_THREADS");
     for (const auto& [key, value] : o_.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
-    for (const auto& [key, value] : spec_.profile.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
+    for (const auto& [key, value] : spec_.profile.env)
+      has_omp = has_omp || key == "OMP_NUM_THREADS";
     if (!has_omp && spec_.cpu_affinity != CpuAffinity::kNone) {
       Note("OMP_NUM_THREADS = each rank's CPU count (--cpu-affinity " +
            std::string(CpuAffinityName(spec_.cpu_affinity)) +
            "; set OMP_NUM_THREADS to choose another value)");
     } else if (!has_omp && spec_.nproc_per_node > 1) {
       spec_.omp_num_threads_default = "1";
-      Note("OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one rank per "
-           "node; set OMP_NUM_THREADS to choose another value)");
+      Note(
+          "OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one rank per "
+          "node; set OMP_NUM_THREADS to choose another value)");
     }
     spec_.error_file_parent = env_.GetOr("TORCHELASTIC_ERROR_FILE", "");
     return OkStatus();
@@ -787,7 +789,6 @@ class SpecBuilder {
   LayoutSources from_;  ///< where the layout line says each value came from
 };
 
-
 }  // namespace
 
 namespace {
@@ -814,9 +815,9 @@ Result<MergedOptions> MergeJobFile(const CliOptions& options, const FileAccess& 
   if (!notes.ok()) return notes.error();
   merged.notes = std::move(*notes);
   if (merged.options.script.empty()) {
-    return OneLine(Error{"no SCRIPT given: neither the command line nor " + *options.job +
-                             " names one",
-                         "add script: to the job file, or give SCRIPT after the flags"});
+    return OneLine(
+        Error{"no SCRIPT given: neither the command line nor " + *options.job + " names one",
+              "add script: to the job file, or give SCRIPT after the flags"});
   }
   return merged;
 }

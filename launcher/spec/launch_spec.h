@@ -26,11 +26,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/env_map.h"
+#include "base/error.h"
 #include "launcher/spec/cpu_affinity.h"
 #include "launcher/spec/device_profile.h"
 #include "launcher/spec/platform.h"
-#include "base/env_map.h"
-#include "base/error.h"
 #include "launcher/spec/types.h"
 
 namespace gculaunch {
@@ -40,10 +40,10 @@ struct CliOptions;  // cli.h
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
   int nnodes = 1;
-  int node_rank = 0;           ///< GROUP_RANK
-  int nproc_per_node = 1;      ///< LOCAL_WORLD_SIZE
-  int rank_offset = 0;         ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
-  int world_size = 1;          ///< WORLD_SIZE (all nodes: nnodes * nproc_per_node)
+  int node_rank = 0;       ///< GROUP_RANK
+  int nproc_per_node = 1;  ///< LOCAL_WORLD_SIZE
+  int rank_offset = 0;     ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
+  int world_size = 1;      ///< WORLD_SIZE (all nodes: nnodes * nproc_per_node)
   std::string master_addr = "127.0.0.1";
   /// The port the ranks get as MASTER_PORT.  0: chosen at launch (kAgent:
   /// gculaunch binds port 0 and keeps the socket; kRank0: a free port is
@@ -82,10 +82,10 @@ struct LaunchSpec {
   /// The file to execute: argv[0] resolved on PATH (an absolute path, or the
   /// user's own path when it contains '/').  The spawner execs this with argv.
   std::string executable;
-  bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
-  std::string python;           ///< interpreter used; empty with --no-python
-  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
-  bool backend_fallback = true; ///< false with --no-backend-fallback (python_shim.h)
+  bool local_rank_arg = false;   ///< --local-rank-arg was given (see argv)
+  std::string python;            ///< interpreter used; empty with --no-python
+  bool python_shim = false;      ///< --python-shim: the ranks load gculaunch's sitecustomize
+  bool backend_fallback = true;  ///< false with --no-backend-fallback (python_shim.h)
 
   // ---- devices ----
   DeviceProfile profile;
@@ -103,17 +103,17 @@ struct LaunchSpec {
   std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none
 
   // ---- supervision and output ----
-  double grace_period_s = 25.0;         ///< SIGTERM -> SIGKILL, on every stop path
-  std::string log_dir;                  ///< per-rank log files; empty: none
-  StdStreams redirects;                 ///< --redirects: streams that go to the log files only
-  StdStreams tee;                       ///< --tee: streams that go to the log files and the console
-  std::vector<int> console_local_ranks; ///< --local-ranks-filter; empty: all ranks
+  double grace_period_s = 25.0;  ///< SIGTERM -> SIGKILL, on every stop path
+  std::string log_dir;           ///< per-rank log files; empty: none
+  StdStreams redirects;          ///< --redirects: streams that go to the log files only
+  StdStreams tee;                ///< --tee: streams that go to the log files and the console
+  std::vector<int> console_local_ranks;  ///< --local-ranks-filter; empty: all ranks
   StdinMode stdin_mode = StdinMode::kNull;
-  std::string summary_json;             ///< --summary-json PATH; empty: none
-  std::string error_file_parent;        ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
+  std::string summary_json;       ///< --summary-json PATH; empty: none
+  std::string error_file_parent;  ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
 
   // ---- what to do ----
-  bool dry_run = false;                 ///< --dry-run: print, start nothing
+  bool dry_run = false;  ///< --dry-run: print, start nothing
   DryRunFormat dry_run_format = DryRunFormat::kTable;
 
   /// Explanations for the dry run and the start-up log ("no cards found,

@@ -1,10 +1,11 @@
 #include "launcher/spec/platform.h"
-#include "base/text.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <optional>
+
+#include "base/text.h"
 
 namespace gculaunch {
 namespace {

@@ -51,9 +51,9 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/spec/cli.h"
 #include "base/env_map.h"
 #include "base/error.h"
+#include "launcher/spec/cli.h"
 #include "launcher/spec/types.h"
 
 namespace gculaunch {

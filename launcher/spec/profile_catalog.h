@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/spec/device_profile.h"
 #include "base/env_map.h"
 #include "base/error.h"
+#include "launcher/spec/device_profile.h"
 #include "launcher/spec/launch_spec.h"
 
 namespace gculaunch {

@@ -36,8 +36,7 @@ std::string SubstituteLocalRank(const std::string& arg, const std::string& value
       i = end;
     } else if (next == '{') {
       const size_t close = arg.find('}', i + 2);
-      const std::string name =
-          close == std::string::npos ? "" : arg.substr(i + 2, close - i - 2);
+      const std::string name = close == std::string::npos ? "" : arg.substr(i + 2, close - i - 2);
       if (name == "local_rank") {
         out += value;
         i = close + 1;
@@ -80,24 +79,33 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
 }
 
 std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
-  std::vector<std::string> owned = {
-      "LOCAL_RANK",           "RANK",
-      "GROUP_RANK",           "ROLE_RANK",
-      "ROLE_NAME",            "LOCAL_WORLD_SIZE",
-      "WORLD_SIZE",           "GROUP_WORLD_SIZE",
-      "ROLE_WORLD_SIZE",      "MASTER_ADDR",
-      "MASTER_PORT",          "TORCHELASTIC_RESTART_COUNT",
-      "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-      "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-      "GCULAUNCH_DEVICE",     "GCULAUNCH_DEVICE_INDEX",
-      "GCULAUNCH_BACKEND",    "GCULAUNCH_CPUS"};
+  std::vector<std::string> owned = {"LOCAL_RANK",
+                                    "RANK",
+                                    "GROUP_RANK",
+                                    "ROLE_RANK",
+                                    "ROLE_NAME",
+                                    "LOCAL_WORLD_SIZE",
+                                    "WORLD_SIZE",
+                                    "GROUP_WORLD_SIZE",
+                                    "ROLE_WORLD_SIZE",
+                                    "MASTER_ADDR",
+                                    "MASTER_PORT",
+                                    "TORCHELASTIC_RESTART_COUNT",
+                                    "TORCHELASTIC_MAX_RESTARTS",
+                                    "TORCHELASTIC_RUN_ID",
+                                    "TORCHELASTIC_USE_AGENT_STORE",
+                                    "TORCHELASTIC_ERROR_FILE",
+                                    "GCULAUNCH_DEVICE",
+                                    "GCULAUNCH_DEVICE_INDEX",
+                                    "GCULAUNCH_BACKEND",
+                                    "GCULAUNCH_CPUS"};
   owned.insert(owned.end(), PythonShimVariables().begin(), PythonShimVariables().end());
   owned.insert(owned.end(), profile.visible_env.begin(), profile.visible_env.end());
   return owned;
 }
 
-EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
-                    int restart_count, const RankRuntime& runtime) {
+EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, int restart_count,
+                    const RankRuntime& runtime) {
   // Layers, lowest first: profile, the user's environment, --env.
   EnvMap env;
   for (const auto& [key, value] : spec.profile.env) env.Set(key, value);
@@ -135,8 +143,7 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
   env.Set("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
   env.Set("TORCHELASTIC_MAX_RESTARTS", std::to_string(spec.max_restarts));
   env.Set("TORCHELASTIC_RUN_ID", runtime.run_id);
-  env.Set("TORCHELASTIC_USE_AGENT_STORE",
-          spec.store_mode == StoreMode::kAgent ? "True" : "False");
+  env.Set("TORCHELASTIC_USE_AGENT_STORE", spec.store_mode == StoreMode::kAgent ? "True" : "False");
   env.Set("TORCHELASTIC_ERROR_FILE", RankErrorFile(runtime, restart_count, local_rank));
 
   // Devices.

@@ -46,10 +46,10 @@ namespace gculaunch {
 /// Values known only when a launch happens.  The dry run fills them with
 /// stated placeholders such as "<port chosen at launch>" (dry_run.h).
 struct RankRuntime {
-  std::string master_port;     ///< MASTER_PORT as exported
-  std::string run_id;          ///< TORCHELASTIC_RUN_ID
-  std::string error_file_root; ///< error files go to <root>/attempt_<n>/<local_rank>/error.json
-  std::string launcher_pid;    ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
+  std::string master_port;      ///< MASTER_PORT as exported
+  std::string run_id;           ///< TORCHELASTIC_RUN_ID
+  std::string error_file_root;  ///< error files go to <root>/attempt_<n>/<local_rank>/error.json
+  std::string launcher_pid;     ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
 };
 
 /// What the launch decided at run time; each is used only when the spec left
@@ -69,8 +69,8 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
 /// Everything the rank with `local_rank` gets in attempt `restart_count`.
 /// `base` is gculaunch's own environment (as read by main).
 /// REQUIRES: 0 <= local_rank < spec.nproc_per_node.
-EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank,
-                    int restart_count, const RankRuntime& runtime);
+EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, int restart_count,
+                    const RankRuntime& runtime);
 
 /// The rank's argv: spec.argv with ${local_rank} substituted in argv[1..]
 /// (which includes the --local_rank=${local_rank} that MakeLaunchSpec placed

@@ -10,14 +10,14 @@
 
 namespace gculaunch {
 
-enum class DeviceBind { kAll, kRank };      ///< --bind all|rank
-enum class StdinMode { kNull, kRank0 };     ///< --stdin null|rank0
+enum class DeviceBind { kAll, kRank };   ///< --bind all|rank
+enum class StdinMode { kNull, kRank0 };  ///< --stdin null|rank0
 enum class StoreMode {
   kAgent,  ///< gculaunch hosts the TCPStore; TORCHELASTIC_USE_AGENT_STORE=True
   kRank0,  ///< rank 0 hosts it (torch 1.13 --standalone); TORCHELASTIC_USE_AGENT_STORE=False
 };
-enum class DryRunFormat { kTable, kJson, kEnv };  ///< --format table|json|env
-enum class PlatformWorldSize { kNodes, kProcs };  ///< --platform-world-size nodes|procs
+enum class DryRunFormat { kTable, kJson, kEnv };   ///< --format table|json|env
+enum class PlatformWorldSize { kNodes, kProcs };   ///< --platform-world-size nodes|procs
 enum class CpuAffinity { kNone, kNuma, kSpread };  ///< --cpu-affinity none|numa|spread
 
 /// torchrun's --redirects / --tee value: which of a rank's streams go to its
@@ -27,8 +27,8 @@ enum class CpuAffinity { kNone, kNuma, kSpread };  ///< --cpu-affinity none|numa
 struct StdStreams {
   static constexpr int kStdout = 1;
   static constexpr int kStderr = 2;
-  int all = 0;                   ///< used when per_rank is empty
-  std::map<int, int> per_rank;   ///< local rank -> bits; if non-empty, `all` is ignored
+  int all = 0;                  ///< used when per_rank is empty
+  std::map<int, int> per_rank;  ///< local rank -> bits; if non-empty, `all` is ignored
   /// The bits for one local rank.
   int For(int local_rank) const;
   bool any() const { return all != 0 || !per_rank.empty(); }

@@ -34,10 +34,10 @@
 namespace gculaunch::sys {
 
 struct ChildSetupParams {
-  pid_t parent_pid = 0;     ///< getpid() of gculaunch, recorded before fork
-  int stdin_fd = -1;        ///< dup2'ed onto 0; -1 keeps the inherited stdin
-  int stdout_fd = -1;       ///< dup2'ed onto 1
-  int stderr_fd = -1;       ///< dup2'ed onto 2
+  pid_t parent_pid = 0;        ///< getpid() of gculaunch, recorded before fork
+  int stdin_fd = -1;           ///< dup2'ed onto 0; -1 keeps the inherited stdin
+  int stdout_fd = -1;          ///< dup2'ed onto 1
+  int stderr_fd = -1;          ///< dup2'ed onto 2
   bool take_terminal = false;  ///< make the child's group the terminal's foreground group
   bool pin_cpus = false;       ///< step 7: restrict the child to `cpus`
   cpu_set_t cpus{};            ///< built by the parent (no allocation in the child)

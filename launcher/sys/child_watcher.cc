@@ -4,12 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <vector>
-
-#include <boost/asio/post.hpp>
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

@@ -42,8 +42,8 @@ struct CommandOutcome {
   };
   Kind kind = Kind::kExited;
   int code = 0;
-  std::string out;    ///< stdout (at most kMaxOutput bytes kept)
-  std::string err;    ///< stderr (at most kMaxOutput bytes kept)
+  std::string out;  ///< stdout (at most kMaxOutput bytes kept)
+  std::string err;  ///< stderr (at most kMaxOutput bytes kept)
   /// kSpawnFailed: the reason, e.g. "No such file or directory" (or, never in
   /// practice, why the child's status was lost).  Other kinds: empty, or why
   /// waiting or killing the group failed.

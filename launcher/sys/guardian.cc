@@ -51,8 +51,8 @@ void SleepMs(long ms) {
 sigset_t IgnoredSignals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN,
-                  SIGTTOU}) {
+  for (int sig :
+       {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) {
     sigaddset(&set, sig);
   }
   return set;

@@ -49,15 +49,24 @@ bool SignalProcess(pid_t pid, int sig) {
 
 std::string ProcStateName(char state) {
   switch (state) {
-    case 'R': return "R (running)";
-    case 'S': return "S (sleeping)";
-    case 'D': return "D (disk sleep: uninterruptible)";
-    case 'Z': return "Z (zombie)";
-    case 'T': return "T (stopped)";
-    case 't': return "t (tracing stop)";
-    case 'X': return "X (dead)";
-    case 'I': return "I (idle)";
-    default: return std::string(1, state);
+    case 'R':
+      return "R (running)";
+    case 'S':
+      return "S (sleeping)";
+    case 'D':
+      return "D (disk sleep: uninterruptible)";
+    case 'Z':
+      return "Z (zombie)";
+    case 'T':
+      return "T (stopped)";
+    case 't':
+      return "t (tracing stop)";
+    case 'X':
+      return "X (dead)";
+    case 'I':
+      return "I (idle)";
+    default:
+      return std::string(1, state);
   }
 }
 
@@ -82,7 +91,7 @@ bool ReadProcInfo(pid_t pid, ProcInfo* info) {
   const char* rest = stat.c_str() + close + 2;
   info->state = rest[0];
   char* end = nullptr;
-  std::strtol(rest + 1, &end, 10);                             // ppid
+  std::strtol(rest + 1, &end, 10);                              // ppid
   info->pgid = static_cast<pid_t>(std::strtol(end, &end, 10));  // pgrp
   std::string wchan;
   if (ReadSmallFile(dir + "/wchan", &wchan)) {

@@ -41,9 +41,7 @@ bool SignalIgnored(int sig) {
 
 bool StdinIsTerminal() { return ::isatty(STDIN_FILENO) == 1; }
 
-bool OwnsTerminal() {
-  return StdinIsTerminal() && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
-}
+bool OwnsTerminal() { return StdinIsTerminal() && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp(); }
 
 void ReclaimTerminal() {
   if (!StdinIsTerminal() || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) return;

@@ -5,13 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <exception>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/process/v2/posix/default_launcher.hpp>
 #include <boost/process/v2/process.hpp>
+#include <cerrno>
+#include <cstring>
+#include <exception>
 
 #include "launcher/sys/child_setup.h"
 #include "launcher/sys/process_group.h"
@@ -37,10 +36,14 @@ struct ChildSetupInit {
 
 std::string ExecErrorHint(int err) {
   switch (err) {
-    case ENOENT: return "check the path, or put the program on PATH";
-    case EACCES: return "make it executable (chmod +x) or run it through an interpreter";
-    case ENOEXEC: return "add a #! line, or drop --no-python so that python runs it";
-    default: return "";
+    case ENOENT:
+      return "check the path, or put the program on PATH";
+    case EACCES:
+      return "make it executable (chmod +x) or run it through an interpreter";
+    case ENOEXEC:
+      return "add a #! line, or drop --no-python so that python runs it";
+    default:
+      return "";
   }
 }
 
@@ -112,9 +115,9 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
     }
   }
   const int err = ec.value();
-  return fail(Error{"cannot start '" + request.program + "': " + std::strerror(err),
-                    ExecErrorHint(err)},
-              err);
+  return fail(
+      Error{"cannot start '" + request.program + "': " + std::strerror(err), ExecErrorHint(err)},
+      err);
 }
 
 Result<std::string> ResolveProgram(const std::string& name, const std::string& path_env) {
@@ -148,8 +151,8 @@ Result<std::string> ResolveProgram(const std::string& name, const std::string& p
   size_t start = 0;
   for (;;) {
     const size_t colon = path_env.find(':', start);
-    std::string dir = path_env.substr(start, colon == std::string::npos ? std::string::npos
-                                                                        : colon - start);
+    std::string dir =
+        path_env.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (dir.empty()) dir = ".";
     const std::string candidate = dir + "/" + name;
     if (check(candidate, &err)) return candidate;
@@ -161,8 +164,8 @@ Result<std::string> ResolveProgram(const std::string& name, const std::string& p
     return Error{"rank program '" + name + "' was not found on PATH",
                  "install it, give its full path, or fix PATH"};
   }
-  return Error{"rank program '" + name + "' was found on PATH but cannot be executed: " +
-                   std::strerror(first_err),
+  return Error{"rank program '" + name +
+                   "' was found on PATH but cannot be executed: " + std::strerror(first_err),
                "make it executable (chmod +x)"};
 }
 

@@ -36,8 +36,8 @@ struct SpawnRequest {
   int stdin_fd = -1;              ///< -1: keep gculaunch's stdin (--stdin rank0)
   int stdout_fd = -1;
   int stderr_fd = -1;
-  bool take_terminal = false;     ///< see ChildSetupParams
-  std::vector<int> cpus;          ///< non-empty: the child pins itself to these CPUs
+  bool take_terminal = false;  ///< see ChildSetupParams
+  std::vector<int> cpus;       ///< non-empty: the child pins itself to these CPUs
 };
 
 /// Why a spawn failed; `error_number` is the errno (ENOENT, EACCES, ...).

@@ -19,6 +19,7 @@
 // processes of one machine.  Everything runs until done; the caller bounds it in time.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -35,8 +36,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "rendezvous/client.h"
 
@@ -103,8 +102,8 @@ void NoteFailure(int& failed, const std::string& what) {
   if (failed++ == 0) std::fprintf(stderr, "store_load: %s\n", what.c_str());
 }
 
-asio::awaitable<void> MixOne(Client& c, std::string tag, int rounds, std::vector<std::uint32_t>& lat,
-                             Latch& latch, int& failed) {
+asio::awaitable<void> MixOne(Client& c, std::string tag, int rounds,
+                             std::vector<std::uint32_t>& lat, Latch& latch, int& failed) {
   const std::string key = "/bench/" + tag;
   const std::string counter = "/bench/n/" + tag;
   auto timed = [&lat](Clock::time_point t0) {
@@ -184,8 +183,8 @@ asio::awaitable<void> Main(Load& load, std::size_t count) {
     }
     co_await latch.Wait();
     std::ostringstream out;
-    out << R"({"event": "connected", "t_begin": )" << std::fixed << t_begin
-        << R"(, "t_end": )" << Now() << R"(, "failed": )" << failed << "}";
+    out << R"({"event": "connected", "t_begin": )" << std::fixed << t_begin << R"(, "t_end": )"
+        << Now() << R"(, "failed": )" << failed << "}";
     Print(out.str());
   }
   asio::posix::stream_descriptor input(ex, ::dup(STDIN_FILENO));
@@ -216,17 +215,16 @@ asio::awaitable<void> Main(Load& load, std::size_t count) {
       for (std::size_t i = 0; i < live.size(); ++i) {
         lat[i].reserve(static_cast<std::size_t>(rounds) * 4);
         asio::co_spawn(ex,
-                       MixOne(*live[i], std::to_string(load.pid) + "-" + std::to_string(i),
-                              rounds, lat[i], latch, failed),
+                       MixOne(*live[i], std::to_string(load.pid) + "-" + std::to_string(i), rounds,
+                              lat[i], latch, failed),
                        asio::detached);
       }
       co_await latch.Wait();
       const double t_end = Now();
       std::ostringstream out;
-      out << R"({"event": "mix", "requests": )" << live.size() * 5 * rounds
-          << R"(, "ops": )" << live.size() * 4 * rounds << R"(, "failed": )" << failed
-          << R"(, "t_begin": )" << std::fixed << t_begin << R"(, "t_end": )" << t_end
-          << R"(, "latencies_us": [)";
+      out << R"({"event": "mix", "requests": )" << live.size() * 5 * rounds << R"(, "ops": )"
+          << live.size() * 4 * rounds << R"(, "failed": )" << failed << R"(, "t_begin": )"
+          << std::fixed << t_begin << R"(, "t_end": )" << t_end << R"(, "latencies_us": [)";
       bool first = true;
       for (const auto& v : lat) {
         for (auto us : v) {
@@ -242,7 +240,8 @@ asio::awaitable<void> Main(Load& load, std::size_t count) {
       Latch latch(ex, live.size());
       int failed = 0;
       const double t_begin = Now();
-      for (Client* c : live) asio::co_spawn(ex, NumKeysOne(*c, rounds, latch, failed), asio::detached);
+      for (Client* c : live)
+        asio::co_spawn(ex, NumKeysOne(*c, rounds, latch, failed), asio::detached);
       co_await latch.Wait();
       std::ostringstream out;
       out << R"({"event": "numkeys", "requests": )" << live.size() * rounds << R"(, "failed": )"

@@ -56,8 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t ncuts = data[3] % 16;
   if (size < 4 + ncuts) return 0;
   const std::string_view cuts(reinterpret_cast<const char*>(data + 4), ncuts);
-  const std::string_view payload(reinterpret_cast<const char*>(data + 4 + ncuts),
-                                 size - 4 - ncuts);
+  const std::string_view payload(reinterpret_cast<const char*>(data + 4 + ncuts), size - 4 - ncuts);
 
   Limits limits;
   if (control & 1) {  // small limits, so that they are hit
@@ -82,8 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (whole.malformed != cut.malformed || whole.mid_request != cut.mid_request) {
       Fail("final state differs between splits");
     }
-    if (whole.malformed && (whole.error.offset != cut.error.offset ||
-                            whole.error.reason != cut.error.reason)) {
+    if (whole.malformed &&
+        (whole.error.offset != cut.error.offset || whole.error.reason != cut.error.reason)) {
       Fail("malformed report differs between splits");
     }
     // Re-encoding reproduces the bytes of the decoded requests exactly.

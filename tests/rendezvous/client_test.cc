@@ -9,7 +9,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
-
 #include <optional>
 #include <thread>
 
@@ -203,7 +202,8 @@ TEST_CASE("client: giving up names host, port, attempts and elapsed time", "[cli
   INFO(what);
   CHECK(what.starts_with("could not connect to the store at 127.0.0.1:" + std::to_string(port) +
                          " after "));
-  CHECK_THAT(what, Catch::Matches(".* after [0-9]+ attempts in [0-9]+\\.[0-9] s: Connection refused"));
+  CHECK_THAT(what,
+             Catch::Matches(".* after [0-9]+ attempts in [0-9]+\\.[0-9] s: Connection refused"));
   CHECK(failures >= 2);
   CHECK_THAT(what, Catch::Contains(" after " + std::to_string(failures) + " attempts"));
   CHECK_THAT(c.error().hint, Catch::Contains("MASTER_ADDR"));

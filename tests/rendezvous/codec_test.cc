@@ -4,7 +4,6 @@
 #include "rendezvous/codec.h"
 
 #include <catch2/catch.hpp>
-
 #include <random>
 #include <set>
 
@@ -268,8 +267,8 @@ TEST_CASE("a large value split over many reads is assembled exactly", "[codec]")
   std::string value(8u << 20, '\0');
   for (std::size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 7919 % 251);
   const std::string stream = Encode(Dialect::kV1, Req(Op::kSet, {"/big"}, {value}));
-  const auto decoded =
-      testing::DecodeStream(stream, [](std::size_t left) { return std::min<std::size_t>(left, 1000); });
+  const auto decoded = testing::DecodeStream(
+      stream, [](std::size_t left) { return std::min<std::size_t>(left, 1000); });
   REQUIRE(decoded.requests.size() == 1);
   CHECK(decoded.requests[0].values[0] == value);
 }
@@ -302,17 +301,16 @@ TEST_CASE("malformed and over-limit inputs are reported with offset and reason",
       {"too many keys", Encode(Dialect::kV1, Req(Op::kWait, {"a", "b", "c", "d", "e"})), 1,
        "WAIT with 5 keys exceeds the limit of 4 keys per request"},
       {"request too large",
-       v2 + Encode(Dialect::kV2, Req(Op::kMultiSet, {"/a", "/b"},
-                                     {std::string(30, 'x'), std::string(30, 'y')})),
+       v2 + Encode(Dialect::kV2,
+                   Req(Op::kMultiSet, {"/a", "/b"}, {std::string(30, 'x'), std::string(30, 'y')})),
        5 + 1 + 8 + (8 + 2) + (8 + 30) + (8 + 2), "request of more than 48 bytes"},
       {"2.x handshake parsed as a huge v1 SET key",  // what 1.13 saw (spec section 6.1)
        FromHex("00cef785000dd2040000"), 1, "SET key length"},
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    for (const auto& decoded :
-         {DecodeWhole(c.stream, small), DecodeBytewise(c.stream, small),
-          DecodeRandomSplits(c.stream, 7, small)}) {
+    for (const auto& decoded : {DecodeWhole(c.stream, small), DecodeBytewise(c.stream, small),
+                                DecodeRandomSplits(c.stream, 7, small)}) {
       REQUIRE(decoded.malformed);
       CHECK(decoded.error.offset == c.offset);
       CHECK_THAT(decoded.error.reason, Catch::Contains(c.reason));
@@ -324,8 +322,7 @@ TEST_CASE("forced v2 mode enforces the handshake", "[codec]") {
   const auto no_validate = DecodeWhole(FromHex("07"), {}, DialectMode::kV2);
   REQUIRE(no_validate.malformed);
   CHECK(no_validate.error.offset == 0);
-  CHECK_THAT(no_validate.error.reason,
-             Catch::Contains("must open with VALIDATE, not GETNUMKEYS"));
+  CHECK_THAT(no_validate.error.reason, Catch::Contains("must open with VALIDATE, not GETNUMKEYS"));
   const auto bad_magic = DecodeWhole(FromHex("0078563412"), {}, DialectMode::kV2);
   REQUIRE(bad_magic.malformed);
   CHECK(bad_magic.error.offset == 1);

@@ -64,12 +64,14 @@ Decoded DecodeStream(std::string_view stream, ChunkFn next_chunk, const Limits& 
 
 inline Decoded DecodeWhole(std::string_view stream, const Limits& limits = {},
                            DialectMode mode = DialectMode::kAuto) {
-  return DecodeStream(stream, [](std::size_t left) { return left; }, limits, mode);
+  return DecodeStream(
+      stream, [](std::size_t left) { return left; }, limits, mode);
 }
 
 inline Decoded DecodeBytewise(std::string_view stream, const Limits& limits = {},
                               DialectMode mode = DialectMode::kAuto) {
-  return DecodeStream(stream, [](std::size_t) { return std::size_t{1}; }, limits, mode);
+  return DecodeStream(
+      stream, [](std::size_t) { return std::size_t{1}; }, limits, mode);
 }
 
 inline Decoded DecodeRandomSplits(std::string_view stream, std::uint32_t seed,

@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "tests/rendezvous/decode_util.h"
@@ -48,9 +47,12 @@ TEST_CASE("server: both dialects on one port", "[server]") {
   v2.Send(V2(Req(Op::kAdd, {"init/"}, {}, 1)));
   CHECK(AsI64(v2.Read(8)) == 2);
   // Pipelined in one write: SET + GET + GETNUMKEYS + PING.
-  v2.Send(V2(Req(Op::kSet, {"/p"}, {"p"})) + V2(Req(Op::kGet, {"/p"})) +
-          V2(Req(Op::kGetNumKeys)) + V2(Req(Op::kPing, {}, {}, 0, 7)));
-  CHECK(ToHex(v2.Read(9 + 8 + 4)) == "010000000000000070" "0200000000000000" "07000000");
+  v2.Send(V2(Req(Op::kSet, {"/p"}, {"p"})) + V2(Req(Op::kGet, {"/p"})) + V2(Req(Op::kGetNumKeys)) +
+          V2(Req(Op::kPing, {}, {}, 0, 7)));
+  CHECK(ToHex(v2.Read(9 + 8 + 4)) ==
+        "010000000000000070"
+        "0200000000000000"
+        "07000000");
   // A silent connection (the 1.x callback socket) is simply kept.
   RawClient silent(f.port());
   v1.Send(V1(Req(Op::kGetNumKeys)));
@@ -58,8 +60,7 @@ TEST_CASE("server: both dialects on one port", "[server]") {
   CHECK(f.OnIo([&] { return f.server().num_sessions(); }) == 3);
 }
 
-TEST_CASE("server: garbage on one connection does not disturb another's pending WAIT",
-          "[server]") {
+TEST_CASE("server: garbage on one connection does not disturb another's pending WAIT", "[server]") {
   ServerFixture f;
   RawClient waiter(f.port());
   waiter.Send(V1(Req(Op::kWait, {"/k"})));
@@ -79,7 +80,8 @@ TEST_CASE("server: garbage on one connection does not disturb another's pending 
       {"second VALIDATE", kHandshake + kHandshake, "at byte 5: VALIDATE is only allowed"},
       {"garbage after good requests", V1(Req(Op::kGetNumKeys)) + FromHex("ff"),
        "at byte 1: unknown query code 0xFF"},
-      {"ADD on a non-number", V1(Req(Op::kSet, {"/nan"}, {"abc"})) + V1(Req(Op::kAdd, {"/nan"}, {}, 1)),
+      {"ADD on a non-number",
+       V1(Req(Op::kSet, {"/nan"}, {"abc"})) + V1(Req(Op::kAdd, {"/nan"}, {}, 1)),
        "is not a number"},
   };
   for (const Bad& bad : cases) {
@@ -125,7 +127,7 @@ TEST_CASE("server: Stop() with live clients makes run() return", "[server]") {
     return 0;
   });
   CHECK(f.WaitStopped());  // io_context::run() returned by itself
-  CHECK(waited);            // the in-process wait completed with false
+  CHECK(waited);           // the in-process wait completed with false
   CHECK(idle.ReadsEof());
   CHECK(parked.ReadsEof());
   CHECK(half.ReadsEof());
@@ -242,7 +244,8 @@ TEST_CASE("server: a new attempt closes old connections, old keys and the backlo
   CHECK(f.log().Contains({"restart attempt 1 begins", "closed 1 connections", "1 still waiting"}));
 
   RawClient fresh(f.port());
-  fresh.Send(V1(Req(Op::kCheck, {"/default_pg/0//cpu//0/0"})) + V1(Req(Op::kGet, {"gculaunch/run"})));
+  fresh.Send(V1(Req(Op::kCheck, {"/default_pg/0//cpu//0/0"})) +
+             V1(Req(Op::kGet, {"gculaunch/run"})));
   CHECK(ToHex(fresh.Read(1)) == "01");  // the old attempt's key is gone, poison never landed
   CHECK(fresh.Read(10) == FromHex("0200000000000000") + "r1");  // launcher keys survive
   CHECK(f.OnIo([&] { return f.server().attempt(); }) == 1);
@@ -309,15 +312,16 @@ std::vector<std::string> ChildFdTargets() {
   const char* argv[] = {"/bin/sh", "-c", "for f in /proc/$$/fd/*; do readlink \"$f\"; done",
                         nullptr};
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char**>(argv),
-                               environ);
+  const int rc =
+      ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char**>(argv), environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);
   REQUIRE(rc == 0);
   std::string out;
   char buf[4096];
   ssize_t n;
-  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0)
+    out.append(buf, static_cast<std::size_t>(n));
   ::close(pipe_fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);

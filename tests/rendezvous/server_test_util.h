@@ -8,6 +8,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,8 +20,6 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,7 +116,8 @@ class RawClient {
     while (got < n) {
       const ssize_t r = ::recv(fd_, out.data() + got, n - got, 0);
       if (r <= 0) {
-        FAIL("expected " << n << " bytes, got " << got << (r == 0 ? " then EOF" : " then an error"));
+        FAIL("expected " << n << " bytes, got " << got
+                         << (r == 0 ? " then EOF" : " then an error"));
       }
       got += static_cast<std::size_t>(r);
     }

@@ -2,10 +2,9 @@
 // paths (malformed input, owner close, peer EOF) and output flow control.
 #include "rendezvous/session.h"
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
+#include <catch2/catch.hpp>
 
 #include "tests/rendezvous/decode_util.h"
 #include "tests/rendezvous/server_test_util.h"
@@ -60,7 +59,8 @@ class SessionFixture {
       ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDBUF, &server_sndbuf,
                    sizeof server_sndbuf);
     }
-    session_ = std::make_shared<Session>(std::move(socket), 7, "test-peer", Limits{}, owner_, *log_);
+    session_ =
+        std::make_shared<Session>(std::move(socket), 7, "test-peer", Limits{}, owner_, *log_);
     session_->Start();
     thread_ = std::thread([this] { io_.run(); });
   }
@@ -102,8 +102,8 @@ std::string V1(const Request& r) { return Encode(Dialect::kV1, r); }
 
 TEST_CASE("session: pipelined requests are handled in order", "[session]") {
   SessionFixture f;
-  f.client().Send(V1(Req(Op::kGet, {"a"})) + V1(Req(Op::kGet, {"b"})) +
-                  V1(Req(Op::kGetNumKeys)) + V1(Req(Op::kGet, {"c"})));
+  f.client().Send(V1(Req(Op::kGet, {"a"})) + V1(Req(Op::kGet, {"b"})) + V1(Req(Op::kGetNumKeys)) +
+                  V1(Req(Op::kGet, {"c"})));
   CHECK(f.client().Read(4) == "abxc");
   // A request split across writes.
   const std::string split = V1(Req(Op::kGet, {"dd"}));
@@ -113,8 +113,7 @@ TEST_CASE("session: pipelined requests are handled in order", "[session]") {
   CHECK(f.owner().Count() == 5);
 }
 
-TEST_CASE("session: malformed input flushes earlier replies, logs once, ends once",
-          "[session]") {
+TEST_CASE("session: malformed input flushes earlier replies, logs once, ends once", "[session]") {
   SessionFixture f;
   f.client().Send(V1(Req(Op::kGet, {"a"})) + std::string(1, '\x42'));
   CHECK(f.client().Read(1) == "a");

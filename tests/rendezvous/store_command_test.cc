@@ -27,10 +27,9 @@ TEST_CASE("store command: defaults and every flag", "[store_command]") {
   CHECK(defaults.limits.max_value_size == kDefaultMaxValueSize);
   CHECK(defaults.log_level == "info");
 
-  const auto all = Parse({"--host", "", "--port", "0", "--max-connections", "10",
-                          "--max-key-size", "4K", "--max-value-size", "2M",
-                          "--max-keys-per-request", "7", "--max-request-size", "1G",
-                          "--log-level", "debug"});
+  const auto all = Parse({"--host", "", "--port", "0", "--max-connections", "10", "--max-key-size",
+                          "4K", "--max-value-size", "2M", "--max-keys-per-request", "7",
+                          "--max-request-size", "1G", "--log-level", "debug"});
   CHECK(all.host.empty());
   CHECK(all.port == 0);
   CHECK(all.max_connections == 10);
@@ -52,8 +51,7 @@ TEST_CASE("store command: --help is text for stdout", "[store_command]") {
   CHECK_THAT(text, Catch::Contains("listening on HOST:PORT"));
 }
 
-TEST_CASE("store command: bad flags give one line naming the flag and the fix",
-          "[store_command]") {
+TEST_CASE("store command: bad flags give one line naming the flag and the fix", "[store_command]") {
   struct Row {
     std::vector<std::string> args;
     const char* names;

@@ -4,7 +4,6 @@
 #include "rendezvous/store.h"
 
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "tests/rendezvous/decode_util.h"
@@ -115,9 +114,15 @@ TEST_CASE("ADD follows strtoll rules and stores shortest decimal text", "[store]
     const char* stored;
   };
   const std::vector<Row> rows = {
-      {nullptr, 5, 5, "5"},      {"5", 3, 8, "8"},         {"8", -10, -2, "-2"},
-      {"-2", 0, -2, "-2"},       {"12abc", 1, 13, "13"},   {"  \t-7", 1, -6, "-6"},
-      {"+4", 0, 4, "4"},         {"007", 1, 8, "8"},       {"1e3", 0, 1, "1"},
+      {nullptr, 5, 5, "5"},
+      {"5", 3, 8, "8"},
+      {"8", -10, -2, "-2"},
+      {"-2", 0, -2, "-2"},
+      {"12abc", 1, 13, "13"},
+      {"  \t-7", 1, -6, "-6"},
+      {"+4", 0, 4, "4"},
+      {"007", 1, 8, "8"},
+      {"1e3", 0, 1, "1"},
       {"9223372036854775807", 1, INT64_MIN, "-9223372036854775808"},
       {"-9223372036854775808", 0, INT64_MIN, "-9223372036854775808"},
   };
@@ -349,8 +354,8 @@ TEST_CASE("APPEND, MULTI_GET, MULTI_SET, PING and VALIDATE", "[store]") {
         Blob("two") + Blob("one") + Blob("abcdef"));
   CHECK(h.Do(a, Req(Op::kMultiGet, {})).empty());  // zero values are zero bytes
   // Missing key: an empty blob in its place (libuv), not a partial reply and a close.
-  CHECK(h.Do(a, Req(Op::kMultiGet, {"/m1", "/nope", "/m2"})) == Blob("one") + Blob("") +
-                                                                   Blob("two"));
+  CHECK(h.Do(a, Req(Op::kMultiGet, {"/m1", "/nope", "/m2"})) ==
+        Blob("one") + Blob("") + Blob("two"));
   CHECK(h.Do(a, Req(Op::kValidate, {}, {}, 0, kValidateMagic)).empty());
   CHECK(ToHex(h.Do(a, Req(Op::kPing, {}, {}, 0, 13681))) == "71350000");
   CHECK(h.closed.empty());
@@ -461,10 +466,10 @@ TEST_CASE("attempts: a new attempt drops old connections and keys", "[store][att
 
 TEST_CASE("attempts: node agents' socket connections survive a new attempt", "[store][attempt]") {
   Harness h;
-  const ConnId agent = h.Open();   // first keyed request names only launcher keys
-  const ConnId rank = h.Open();    // first keyed request is a worker key
-  const ConnId mixed = h.Open();   // worker key first, launcher key later: still a rank
-  const ConnId unkeyed = h.Open(); // only VALIDATE/PING so far: not decided yet
+  const ConnId agent = h.Open();    // first keyed request names only launcher keys
+  const ConnId rank = h.Open();     // first keyed request is a worker key
+  const ConnId mixed = h.Open();    // worker key first, launcher key later: still a rank
+  const ConnId unkeyed = h.Open();  // only VALIDATE/PING so far: not decided yet
   h.Do(agent, Req(Op::kValidate));
   h.Do(agent, Set("gculaunch/job/node/1", "reg"));
   h.Do(rank, Set("/default_pg/0//cpu//0/0", "addr"));

@@ -27,10 +27,7 @@
 // A hidden test case ([.][trace-dir]) runs 1 to 3 over the traces in $GCULAUNCH_TRACE_DIR
 // with no deviation allowed; tests/integration/test_trace_recorder.py runs it on a fresh
 // short recording.
-#include "rendezvous/codec.h"
-
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +35,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "rendezvous/codec.h"
 #include "rendezvous/store.h"
 #include "tests/rendezvous/decode_util.h"
 
@@ -51,7 +49,7 @@ struct Event {
   int seq = 0;
   std::string kind;  // meta, note, open, close, chunk, msg, error, end
   int conn = 0;
-  std::string dir;   // c2s / s2c
+  std::string dir;  // c2s / s2c
   std::string bytes;
   std::string side;      // close: client / server / proxy
   std::string note_id;   // note: its id, if it has one
@@ -68,7 +66,7 @@ struct Conn {
 };
 
 struct Trace {
-  std::string name;  // file name without .jsonl
+  std::string name;                   // file name without .jsonl
   Dialect decoded_as = Dialect::kV1;  // the recorder's decoding dialect (meta record)
   std::vector<Event> events;
   std::map<int, Conn> conns;
@@ -166,11 +164,11 @@ bool Replayable(const Trace& t) {
 // or a preamble sent to a 1.13 server.  docs/tcpstore-protocol.md section 9: the dialect
 // is decided by the first five bytes.  Keyed by (trace, scenario the connection opened in).
 const std::set<std::pair<std::string, std::string>> kDialectDiffers = {
-    {"ops-torch1.13", "raw.v2_handshake"},       // 00 CE F7 85 3C: v2 for us
+    {"ops-torch1.13", "raw.v2_handshake"},            // 00 CE F7 85 3C: v2 for us
     {"ops-torch2.6", "raw.no_handshake_getnumkeys"},  // 07 first: a v1 WATCH_KEY prefix
-    {"ops-torch2.6", "raw.no_handshake_ping"},   // 0D first: an unknown v1 code
-    {"ops-torch2.6", "raw.wrong_magic"},         // 00 78 56 ..: a v1 SET prefix
-    {"ops-torch2.6", "raw.v1_client"},           // a 1.x client's ADD init/: v1 ADD
+    {"ops-torch2.6", "raw.no_handshake_ping"},        // 0D first: an unknown v1 code
+    {"ops-torch2.6", "raw.wrong_magic"},              // 00 78 56 ..: a v1 SET prefix
+    {"ops-torch2.6", "raw.v1_client"},                // a 1.x client's ADD init/: v1 ADD
 };
 
 // Where our replies differ from the captured ones on purpose.  While handling `request`
@@ -203,8 +201,7 @@ const std::vector<Deviation> kDeviations = {
      "a COMPARE_SET that creates a key wakes the parked WAIT before the client gives up and "
      "sends CANCEL_WAIT, as libuv does (docs/tcpstore-protocol.md section 5, COMPARE_SET, and "
      "section 6.2)"},
-    {"ops-torch2.6", "raw.split_set", "GETNUMKEYS", "1100000000000000", "1200000000000000",
-     false,
+    {"ops-torch2.6", "raw.split_set", "GETNUMKEYS", "1100000000000000", "1200000000000000", false,
      "a half-received SET does not stall the other clients: the GETNUMKEYS sent meanwhile is "
      "answered at once, without the key still arriving; the classic server blocked on the "
      "slow message and counted it (docs/tcpstore-protocol.md section 6.3)"},
@@ -303,8 +300,8 @@ std::pair<int, int> CheckDecoding(const std::vector<Trace>& traces) {
       const auto whole = testing::DecodeWhole(c.c2s);
       CHECK(testing::DecodeBytewise(c.c2s) == whole);
       std::size_t chunk = 0;
-      const auto recorded = testing::DecodeStream(
-          c.c2s, [&](std::size_t) { return c.c2s_chunks[chunk++].size(); });
+      const auto recorded =
+          testing::DecodeStream(c.c2s, [&](std::size_t) { return c.c2s_chunks[chunk++].size(); });
       CHECK(recorded == whole);
       ++connections;
       requests += static_cast<int>(whole.requests.size());
@@ -404,9 +401,8 @@ TEST_CASE("the golden traces are all there, with unique scenario ids", "[trace]"
   }
   for (const char* expected :
        {"ops-torch1.13", "ops-torch2.6", "gloo3-agent-store-torch1.13",
-        "gloo3-agent-store-torch2.6", "gloo3-rank0-hosted-torch1.13",
-        "gloo3-rank0-hosted-torch2.6", "cross-client1.13-server2.6",
-        "cross-client2.6-server1.13"}) {
+        "gloo3-agent-store-torch2.6", "gloo3-rank0-hosted-torch1.13", "gloo3-rank0-hosted-torch2.6",
+        "cross-client1.13-server2.6", "cross-client2.6-server1.13"}) {
     CHECK(names.count(expected) == 1);
   }
   CHECK(names.size() == 8);

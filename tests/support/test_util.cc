@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -14,16 +15,14 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <boost/asio/steady_timer.hpp>
-
 #include "tests/support/helpers/pidfd_filter.h"
 
 namespace gculaunch::testing {
 
 TempDir::TempDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                        "/gculaunch-unit-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/gculaunch-unit-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = pattern;
 }

@@ -6,12 +6,11 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
 
 namespace gculaunch::testing {
 

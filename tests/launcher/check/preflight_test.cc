@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/spec/cli.h"
+#include "launcher/sys/device_probe.h"
 #include "tests/support/fake_ld_cache.h"
 #include "tests/support/frontend_fakes.h"
-#include "launcher/sys/device_probe.h"
 
 namespace gculaunch {
 namespace {

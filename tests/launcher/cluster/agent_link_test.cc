@@ -1,16 +1,15 @@
 #include "launcher/cluster/agent_link.h"
 
 #include <netinet/in.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <optional>
-#include <sstream>
-
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
+#include <optional>
+#include <sstream>
 
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
@@ -107,8 +106,8 @@ TEST_CASE("agent link: a remote node registers, waits, heartbeats and notices th
   // connections (they address only launcher keys).
   std::optional<std::string> lost;
   link.StartHeartbeat([&](std::string what) { lost = what; });
-  REQUIRE(testing::RunUntil(
-      f.io, [&] { return std::stoll(server.Get("job/hb/1").value_or("0")) >= 3; }));
+  REQUIRE(testing::RunUntil(f.io,
+                            [&] { return std::stoll(server.Get("job/hb/1").value_or("0")) >= 3; }));
   REQUIRE(server.BeginAttempt(1).ok());
   std::optional<Status> set;
   link.Set("job/done/0/1", "1", [&](Status s) { set = s; });
@@ -145,16 +144,17 @@ TEST_CASE("agent link: an unreachable master gives one clear error after the dea
   const Error& e = connected->error();
   const std::string where = "127.0.0.1:" + std::to_string(refusing.port);
   CHECK_THAT(e.what, Catch::StartsWith("could not reach the master node's gculaunch at "
-                                       "MASTER_ADDR:MASTER_PORT " + where + " after "));
+                                       "MASTER_ADDR:MASTER_PORT " +
+                                       where + " after "));
   CHECK_THAT(e.what, Catch::Contains(" attempts in "));
   CHECK_THAT(e.what, Catch::Contains("--rdzv-timeout 0.6 s"));
   CHECK_THAT(e.what, Catch::Contains("Connection refused"));
   CHECK_THAT(e.hint, Catch::Contains("no firewall blocks the port"));
   CHECK(e.Format().find('\n') == std::string::npos);
   // Progress lines while it waited: whom, the resolved address, attempts, elapsed time.
-  CHECK_THAT(f.log_text.str(),
-             Catch::Contains("waiting for the master node at " + where + " (resolved to "
-                             "127.0.0.1): "));
+  CHECK_THAT(f.log_text.str(), Catch::Contains("waiting for the master node at " + where +
+                                               " (resolved to "
+                                               "127.0.0.1): "));
   CHECK_THAT(f.log_text.str(), Catch::Contains("node 0 may still be starting"));
 }
 

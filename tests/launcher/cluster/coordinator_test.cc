@@ -40,9 +40,8 @@ TEST_CASE("coordinator: a node whose connection ends without a bye is lost at on
   f.settings.heartbeat_timeout = std::chrono::hours(1);  // only the connection can tell
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
-  REQUIRE(f.Run([&] {
-    return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2));
-  }));
+  REQUIRE(f.Run(
+      [&] { return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2)); }));
   // Node 2's gculaunch dies without a word: the kernel closes its connections.
   f.nodes[2].link->Close();
   REQUIRE(f.Run([&] {
@@ -57,8 +56,7 @@ TEST_CASE("coordinator: a node whose connection ends without a bye is lost at on
   }
 }
 
-TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4",
-          "[coordinator]") {
+TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4", "[coordinator]") {
   JobFixture f(3);
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 1);

@@ -7,6 +7,12 @@
 // Thread safety: the test's thread only (one io_context, run with testing::RunUntil).
 #pragma once
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,16 +20,10 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <catch2/catch.hpp>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
-#include "launcher/run/job_planner.h"
 #include "launcher/cluster/node_agent.h"
+#include "launcher/run/job_planner.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
 #include "tests/support/test_util.h"

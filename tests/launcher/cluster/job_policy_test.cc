@@ -1,9 +1,8 @@
 #include "launcher/cluster/job_policy.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace gculaunch::job {
 namespace {
@@ -200,7 +199,8 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        5},
       {"a signal before the job started: bye with 128+S",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}}, {AE::SupervisorFinished(130), {"SayBye(130)", "Finish(130)"}}},
+       {{AE::Joined(), {"WaitPlan(0)"}},
+        {AE::SupervisorFinished(130), {"SayBye(130)", "Finish(130)"}}},
        P::kDone,
        130},
       {"a node that never joined has nobody to say bye to",
@@ -314,14 +314,13 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
   const std::vector<std::string> kFinish = {"Finish"};
   const std::vector<CoordinatorRow> rows = {
       {"every node joins, finishes and says bye",
-       Concat(Gathered(),
-              {{CE::Done(0, 0), kNothing},
-               {CE::Done(0, 2), kNothing},
-               {CE::Done(0, 1), {"PublishMarker(0)[success]"}},
-               {CE::Marker(Marker(K::kSuccess, 0, -1)), kNothing},
-               {CE::Bye(0, 0), kNothing},
-               {CE::Bye(1, 0), kNothing},
-               {CE::Bye(2, 0), kFinish}}),
+       Concat(Gathered(), {{CE::Done(0, 0), kNothing},
+                           {CE::Done(0, 2), kNothing},
+                           {CE::Done(0, 1), {"PublishMarker(0)[success]"}},
+                           {CE::Marker(Marker(K::kSuccess, 0, -1)), kNothing},
+                           {CE::Bye(0, 0), kNothing},
+                           {CE::Bye(1, 0), kNothing},
+                           {CE::Bye(2, 0), kFinish}}),
        P::kDone},
       {"who is missing is logged while gathering",
        {{CE::Registered(Reg(0)), kNothing},
@@ -373,18 +372,16 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
                {CE::Bye(1, 4), kFinish}}),
        P::kDone},
       {"a node lost while the others reap for a restart: the next epoch is aborted",
-       Concat(Gathered(),
-              {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
-               {CE::Reaped(0, 0), kNothing},
-               {CE::NodeSilent(1, "no heartbeat for 3.0 s"), {"PublishAbort(1)"}},
-               {CE::Reaped(0, 2), kNothing},
-               {CE::Bye(0, 4), kNothing},
-               {CE::Bye(2, 4), kFinish}}),
+       Concat(Gathered(), {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
+                           {CE::Reaped(0, 0), kNothing},
+                           {CE::NodeSilent(1, "no heartbeat for 3.0 s"), {"PublishAbort(1)"}},
+                           {CE::Reaped(0, 2), kNothing},
+                           {CE::Bye(0, 4), kNothing},
+                           {CE::Bye(2, 4), kFinish}}),
        P::kDone},
       {"a node already lost when a restartable failure comes: no restart",
-       Concat(Gathered(),
-              {{CE::NodeSilent(2, "no heartbeat"), {"PublishMarker(0)[node_lost]"}},
-               {CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), {"PublishAbort(1)"}}}),
+       Concat(Gathered(), {{CE::NodeSilent(2, "no heartbeat"), {"PublishMarker(0)[node_lost]"}},
+                           {CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), {"PublishAbort(1)"}}}),
        P::kFinishing},
       {"a node that leaves while gathering (signalled) aborts the job",
        {{CE::Registered(Reg(0)), kNothing},
@@ -393,8 +390,7 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
         {CE::Bye(0, 4), kFinish}},
        P::kDone},
       {"a node that says bye early while running is gone",
-       Concat(Gathered(), {{CE::Bye(2, 143), {"PublishMarker(0)[node_left]"}}}),
-       P::kRunning},
+       Concat(Gathered(), {{CE::Bye(2, 143), {"PublishMarker(0)[node_left]"}}}), P::kRunning},
       {"a node lost while finishing is only logged; silence after bye is not loss",
        Concat(Gathered(),
               {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
@@ -410,12 +406,11 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
                {CE::Bye(2, 7), kFinish}}),
        P::kDone},
       {"done reports of another epoch or after a marker do not publish success",
-       Concat(Gathered(),
-              {{CE::Done(1, 0), kNothing},
-               {CE::Marker(Marker(K::kNodeLeft, 0, 1, 143)), kNothing},
-               {CE::Done(0, 0), kNothing},
-               {CE::Done(0, 1), kNothing},
-               {CE::Done(0, 2), kNothing}}),
+       Concat(Gathered(), {{CE::Done(1, 0), kNothing},
+                           {CE::Marker(Marker(K::kNodeLeft, 0, 1, 143)), kNothing},
+                           {CE::Done(0, 0), kNothing},
+                           {CE::Done(0, 1), kNothing},
+                           {CE::Done(0, 2), kNothing}}),
        P::kFinishing},
   };
   for (const CoordinatorRow& row : rows) {
@@ -438,8 +433,7 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
   }
 }
 
-TEST_CASE("job policy: the coordinator's plans and aborts carry the details",
-          "[job_policy]") {
+TEST_CASE("job policy: the coordinator's plans and aborts carry the details", "[job_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.max_restarts = 1;

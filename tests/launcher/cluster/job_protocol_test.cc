@@ -71,8 +71,7 @@ TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_pro
   CHECK(*abort_back == abort);
 }
 
-TEST_CASE("job protocol: global ranks in node-rank order, heterogeneous nproc",
-          "[job_protocol]") {
+TEST_CASE("job protocol: global ranks in node-rank order, heterogeneous nproc", "[job_protocol]") {
   // Registrations arrive in any order; node 1 has 2 ranks, node 0 one, node 2 three.
   const JobPlan plan = MakePlan({Reg(2, 3), Reg(0, 1), Reg(1, 2)}, 0, 0);
   CHECK(plan.world_size == 6);

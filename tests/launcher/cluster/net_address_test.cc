@@ -105,8 +105,7 @@ TEST_CASE("net address: numeric text of socket addresses", "[net_address]") {
   CHECK_THAT(bad.error().what, Catch::Contains("neither IPv4 nor IPv6"));
 }
 
-TEST_CASE("net address: the local address of a connected socket, IPv4 and IPv6",
-          "[net_address]") {
+TEST_CASE("net address: the local address of a connected socket, IPv4 and IPv6", "[net_address]") {
   {
     LoopbackPair pair(AF_INET);
     auto addr = LocalAddressOf(pair.client);
@@ -124,8 +123,7 @@ TEST_CASE("net address: the local address of a connected socket, IPv4 and IPv6",
   CHECK_THAT(closed.error().what, Catch::Contains("getsockname failed"));
 }
 
-TEST_CASE("net address: the route towards the master, without sending anything",
-          "[net_address]") {
+TEST_CASE("net address: the route towards the master, without sending anything", "[net_address]") {
   auto v4 = RouteAddressTo("127.0.0.1", 29500);
   REQUIRE(v4.ok());
   CHECK(*v4 == "127.0.0.1");

@@ -42,9 +42,8 @@ TEST_CASE("node agent: two nodes join, restart together after a failure, then su
 
   n0.ranks->Succeed();
   n1.ranks->Succeed();
-  REQUIRE(f.Run([&] {
-    return n0.agent->finished() && n1.agent->finished() && f.coordinator->finished();
-  }));
+  REQUIRE(f.Run(
+      [&] { return n0.agent->finished() && n1.agent->finished() && f.coordinator->finished(); }));
   CHECK(n0.ranks->calls.back() == "exit 0");
   CHECK(n1.ranks->calls.back() == "exit 0");
   CHECK(n0.agent->exit_code() == 0);
@@ -85,16 +84,15 @@ TEST_CASE("node agent: a failure without restarts ends every node with the rank'
   CHECK(f.attempts.attempts.empty());
 }
 
-TEST_CASE("node agent: a node rank that is already taken is refused with exit 2",
-          "[node_agent]") {
+TEST_CASE("node agent: a node rank that is already taken is refused with exit 2", "[node_agent]") {
   JobFixture f(2);
   f.StartCoordinator();
   f.AddNode(0, 1);
   f.AddNode(1, 1);
   REQUIRE(f.Run([&] { return f.nodes[1].ranks->Called("start 0"); }));
   f.AddNode(2, 1, /*registered_as=*/1);  // a second node claiming rank 1
-  const bool finished = f.Run([&] { return f.nodes[2].agent->finished(); },
-                              std::chrono::seconds(5));
+  const bool finished =
+      f.Run([&] { return f.nodes[2].agent->finished(); }, std::chrono::seconds(5));
   INFO(f.log_text.str());
   REQUIRE(finished);
   CHECK(f.nodes[2].ranks->calls == std::vector<std::string>{"exit 2"});
@@ -105,8 +103,7 @@ TEST_CASE("node agent: a node rank that is already taken is refused with exit 2"
   CHECK(f.nodes[1].ranks->calls == std::vector<std::string>{"start 0"});  // undisturbed
 }
 
-TEST_CASE("node agent: a worker notices the master's store go away and exits 4",
-          "[node_agent]") {
+TEST_CASE("node agent: a worker notices the master's store go away and exits 4", "[node_agent]") {
   JobFixture f(2);
   f.StartCoordinator();
   f.AddNode(0, 1);

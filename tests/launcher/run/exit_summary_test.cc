@@ -1,14 +1,13 @@
 #include "launcher/run/exit_summary.h"
 
-#include <csignal>
-
 #include <catch2/catch.hpp>
+#include <csignal>
 
 namespace gculaunch {
 namespace {
 
-RankRecord Rec(int local_rank, std::optional<WorkerExit> exit, double exit_time,
-               bool while_running, std::vector<std::string> tail = {}, int restart = 0) {
+RankRecord Rec(int local_rank, std::optional<WorkerExit> exit, double exit_time, bool while_running,
+               std::vector<std::string> tail = {}, int restart = 0) {
   RankRecord r;
   r.restart_count = restart;
   r.local_rank = local_rank;
@@ -18,8 +17,8 @@ RankRecord Rec(int local_rank, std::optional<WorkerExit> exit, double exit_time,
   r.exit_time = exit_time;
   r.exited_while_running = while_running;
   r.stderr_tail = std::move(tail);
-  r.error_file = "/logs/run/attempt_" + std::to_string(restart) + "/" +
-                 std::to_string(local_rank) + "/error.json";
+  r.error_file = "/logs/run/attempt_" + std::to_string(restart) + "/" + std::to_string(local_rank) +
+                 "/error.json";
   return r;
 }
 
@@ -223,8 +222,9 @@ TEST_CASE("hints: libuv, a taken store port, stuck processes", "[exit_summary]")
   CHECK(st.json["outcome"] == "stuck");
   CHECK(st.json["stuck"][0]["wchan"] == "request_wait_answer");
   CHECK(st.json["ranks"][0]["state"] == "not_reaped");
-  CHECK(HasLine(st.text, "stuck: pid 77 (python3) state D (disk sleep: uninterruptible), wchan "
-                         "request_wait_answer"));
+  CHECK(HasLine(st.text,
+                "stuck: pid 77 (python3) state D (disk sleep: uninterruptible), wchan "
+                "request_wait_answer"));
   CHECK(HasLine(st.hints, "uninterruptible sleep"));
 }
 
@@ -261,8 +261,9 @@ TEST_CASE("multi-node: a node whose ranks were only stopped names where it happe
   in.final_state.cause = StopCause::kJob;
   in.records = {Rec(0, WorkerExit::Signaled(SIGTERM), 10, false)};
   in.job_outcome = "rank_failed";
-  in.job_cause = "the job stopped: rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed "
-                 "with exit code 7";
+  in.job_cause =
+      "the job stopped: rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed "
+      "with exit code 7";
   in.job_json = {{"kind", "rank_failed"}, {"node", 1}, {"rank", 3}, {"exit_code", 7}};
   const ExitSummary s = BuildExitSummary(in);
   CHECK_FALSE(s.root_cause.has_value());  // no local rank failed

@@ -1,8 +1,7 @@
 #include "launcher/run/job_planner.h"
 
-#include <filesystem>
-
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "tests/support/test_util.h"
 
@@ -80,7 +79,7 @@ TEST_CASE("JobPlanner: console routing, filter, redirects, stdin", "[job]") {
   CHECK_FALSE(r[1].stderr_to_console);
   CHECK_FALSE(r[2].stdout_to_console);  // redirected to its file
   CHECK(r[2].stderr_to_console);
-  CHECK(r[0].stdout_log.empty());       // no --log-dir: no files
+  CHECK(r[0].stdout_log.empty());  // no --log-dir: no files
   CHECK(r[0].inherit_stdin);
   CHECK(r[0].take_terminal);
   CHECK_FALSE(r[1].inherit_stdin);

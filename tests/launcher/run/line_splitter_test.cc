@@ -42,9 +42,8 @@ TEST_CASE("line splitter is independent of how bytes are chunked", "[line_splitt
 
 TEST_CASE("long lines are split in max_line pieces, nothing lost", "[line_splitter]") {
   // max_line 4: "abcdefghij" -> "abcd" split, "efgh" split, "ij" newline.
-  CHECK(SplitAll({"abcdefghij\n"}, 4) == Lines{{"abcd", LineEnd::kSplit},
-                                               {"efgh", LineEnd::kSplit},
-                                               {"ij", LineEnd::kNewline}});
+  CHECK(SplitAll({"abcdefghij\n"}, 4) ==
+        Lines{{"abcd", LineEnd::kSplit}, {"efgh", LineEnd::kSplit}, {"ij", LineEnd::kNewline}});
   // Exactly max_line: one whole line, no empty piece.
   CHECK(SplitAll({"abcd\n"}, 4) == Lines{{"abcd", LineEnd::kNewline}});
   CHECK(SplitAll({"ab", "cd", "\n"}, 4) == Lines{{"abcd", LineEnd::kNewline}});

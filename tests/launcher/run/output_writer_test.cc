@@ -3,10 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <future>
-
-#include <catch2/catch.hpp>
 
 #include "tests/support/test_util.h"
 
@@ -33,8 +32,7 @@ TEST_CASE("output writer writes every chunk in order, per target", "[output_writ
   CHECK(writer.bytes_written() == expect_a.size() + expect_b.size());
 }
 
-TEST_CASE("output writer reports congestion and calls back when there is room",
-          "[output_writer]") {
+TEST_CASE("output writer reports congestion and calls back when there is room", "[output_writer]") {
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
   std::promise<void> space;
@@ -68,7 +66,8 @@ TEST_CASE("output writer reports congestion and calls back when there is room",
 }
 
 TEST_CASE("a broken console is dropped, not fatal", "[output_writer]") {
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &old);  // gculaunch ignores SIGPIPE the same way
   int p[2];

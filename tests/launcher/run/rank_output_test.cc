@@ -38,8 +38,8 @@ TEST_CASE("a stream prefixes whole lines, logs raw bytes, keeps a tail", "[rank_
   LineTail tail(2);
   bool closed = false;
   auto stream = RankStream::Start(f.io, std::move(pipe->read),
-                                  StreamRoute{f.console, "[rank7]: ", f.log, &tail},
-                                  f.writer, f.flow, [&] { closed = true; });
+                                  StreamRoute{f.console, "[rank7]: ", f.log, &tail}, f.writer,
+                                  f.flow, [&] { closed = true; });
   WriteAll(pipe->write.get(), "one\ntw");
   WriteAll(pipe->write.get(), "o\r\nthree\nfour");
   pipe->write.Reset();  // EOF: the partial "four" is flushed
@@ -57,8 +57,8 @@ TEST_CASE("a stream not routed to the console still logs", "[rank_output]") {
   auto pipe = sys::MakePipe("test");
   REQUIRE(pipe.ok());
   bool closed = false;
-  RankStream::Start(f.io, std::move(pipe->read), StreamRoute{nullptr, "[rank0]: ", f.log},
-                    f.writer, f.flow, [&] { closed = true; });
+  RankStream::Start(f.io, std::move(pipe->read), StreamRoute{nullptr, "[rank0]: ", f.log}, f.writer,
+                    f.flow, [&] { closed = true; });
   WriteAll(pipe->write.get(), "hidden\n");
   pipe->write.Reset();
   REQUIRE(testing::RunUntil(f.io, [&] { return closed; }));
@@ -71,10 +71,10 @@ TEST_CASE("Close() stops reading and flushes the partial line once", "[rank_outp
   auto pipe = sys::MakePipe("test");
   REQUIRE(pipe.ok());
   int closed = 0;
-  auto stream = RankStream::Start(f.io, std::move(pipe->read),
-                                  StreamRoute{f.console, "[rank1]: ", nullptr, nullptr,
-                                              std::chrono::milliseconds(60000)},
-                                  f.writer, f.flow, [&] { ++closed; });
+  auto stream = RankStream::Start(
+      f.io, std::move(pipe->read),
+      StreamRoute{f.console, "[rank1]: ", nullptr, nullptr, std::chrono::milliseconds(60000)},
+      f.writer, f.flow, [&] { ++closed; });
   WriteAll(pipe->write.get(), "done\nhalf");
   // One handler: the read of both lines (the data is already in the pipe).
   REQUIRE(f.io.run_one() == 1);

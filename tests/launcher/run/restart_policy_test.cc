@@ -1,10 +1,9 @@
 #include "launcher/run/restart_policy.h"
 
+#include <catch2/catch.hpp>
 #include <csignal>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace gculaunch {
 namespace {

@@ -1,16 +1,15 @@
 #include "launcher/run/supervisor.h"
 
 #include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
-
-#include <functional>
-#include <sstream>
-#include <thread>
 
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
+#include <functional>
+#include <sstream>
+#include <thread>
 
 #include "launcher/sys/process_group.h"
 #include "tests/launcher/run/worker_fixture.h"
@@ -42,8 +41,8 @@ class CheckingObserver : public AttemptObserver {
     const pid_t rank = std::stoi(testing::ReadFile(pid_file));
     const pid_t grandchild = std::stoi(testing::ReadFile(grandchild_file));
     checked = true;
-    leftovers_seen = testing::ProcessAlive(rank) || testing::ProcessAlive(grandchild) ||
-                     sys::GroupAlive(rank);
+    leftovers_seen =
+        testing::ProcessAlive(rank) || testing::ProcessAlive(grandchild) || sys::GroupAlive(rank);
   }
   std::string pid_file, grandchild_file;
   std::vector<int> attempts;
@@ -96,11 +95,10 @@ TEST_CASE("supervisor: a failing rank stops the others and sets the exit code", 
   Fixture f;
   const std::string marker = f.dir.File("marker");
   const JobOutcome outcome = f.Run(3, [&](int) -> Result<std::vector<RankLaunch>> {
-    return std::vector<RankLaunch>{
-        f.Rank(0, {"trap", "TERM", marker, "0", "pause"}),
-        f.Rank(1, {"eprint", "Traceback (most recent call last):", "eprint", "ValueError: boom",
-                   "exit", "3"}),
-        f.Rank(2, {"pause"})};
+    return std::vector<RankLaunch>{f.Rank(0, {"trap", "TERM", marker, "0", "pause"}),
+                                   f.Rank(1, {"eprint", "Traceback (most recent call last):",
+                                              "eprint", "ValueError: boom", "exit", "3"}),
+                                   f.Rank(2, {"pause"})};
   });
   CHECK(outcome.exit_code == 3);
   REQUIRE(outcome.records.size() == 3);
@@ -229,8 +227,8 @@ TEST_CASE("supervisor: SIGINT is forwarded as SIGINT and gives 130", "[superviso
     ::raise(SIGINT);
   });
   const JobOutcome outcome = f.Run(1, [&](int) -> Result<std::vector<RankLaunch>> {
-    return std::vector<RankLaunch>{f.Rank(0, {"trap", "INT", marker, "0", "fifo", fifo, "a",
-                                              "pause"})};
+    return std::vector<RankLaunch>{
+        f.Rank(0, {"trap", "INT", marker, "0", "fifo", fifo, "a", "pause"})};
   });
   CHECK(outcome.exit_code == 130);
   CHECK(testing::ReadFile(marker) == "INT\n");
@@ -248,10 +246,9 @@ TEST_CASE("supervisor: SIGUSR1 is forwarded and stops nothing", "[supervisor]") 
   });
   // Each rank exits 0 on its own once USR1 reached it.
   const JobOutcome outcome = f.Run(2, [&](int) -> Result<std::vector<RankLaunch>> {
-    return std::vector<RankLaunch>{f.Rank(0, {"trap", "USR1", usr1, "0", "fifo", fifo, "a",
-                                              "pause"}),
-                                   f.Rank(1, {"trap", "USR1", usr1, "0", "fifo", fifo, "b",
-                                              "pause"})};
+    return std::vector<RankLaunch>{
+        f.Rank(0, {"trap", "USR1", usr1, "0", "fifo", fifo, "a", "pause"}),
+        f.Rank(1, {"trap", "USR1", usr1, "0", "fifo", fifo, "b", "pause"})};
   });
   CHECK(outcome.exit_code == 0);
   CHECK(testing::ReadFile(usr1) == "USR1\nUSR1\n");
@@ -332,8 +329,7 @@ class ScriptedJob : public JobLink {
 
 }  // namespace
 
-TEST_CASE("supervisor: job mode reports to the job and restarts only on its go",
-          "[supervisor]") {
+TEST_CASE("supervisor: job mode reports to the job and restarts only on its go", "[supervisor]") {
   Fixture f;
   ScriptedJob job;
   job.restarts_left = 1;
@@ -407,7 +403,10 @@ TEST_CASE("supervisor: job mode, a signal before the job starts ends the node at
                                         f.out, f.err, std::chrono::milliseconds(20)},
                         f.log, config, planner, nullptr, &job);
   job.supervisor = &supervisor;
-  boost::asio::post(f.io, [] { ::kill(::getpid(), SIGUSR2); ::kill(::getpid(), SIGTERM); });
+  boost::asio::post(f.io, [] {
+    ::kill(::getpid(), SIGUSR2);
+    ::kill(::getpid(), SIGTERM);
+  });
   const JobOutcome outcome = supervisor.Run();
   f.io.poll();
   f.writer.Finish(std::chrono::seconds(10));

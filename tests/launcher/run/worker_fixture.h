@@ -6,16 +6,15 @@
 // Thread safety: the test's thread only.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
 #include "launcher/run/output_writer.h"
+#include "launcher/run/worker_group.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/spawner.h"
-#include "launcher/run/worker_group.h"
 #include "tests/support/test_util.h"
 
 namespace gculaunch::testing {
@@ -28,8 +27,8 @@ struct WorkerFixture {
   }
 
   WorkerGroupDeps Deps() {
-    return WorkerGroupDeps{io, spawner, watcher, writer, flow, nullptr, out, err,
-                           std::chrono::milliseconds(20)};
+    return WorkerGroupDeps{
+        io, spawner, watcher, writer, flow, nullptr, out, err, std::chrono::milliseconds(20)};
   }
 
   /// Local rank `local_rank` (also its global rank) running test_child with `steps`.

@@ -4,13 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <map>
 #include <sstream>
 #include <thread>
-
-#include <boost/asio/io_context.hpp>
-#include <catch2/catch.hpp>
 
 #include "tests/launcher/run/worker_fixture.h"
 #include "tests/support/test_util.h"
@@ -61,7 +60,8 @@ TEST_CASE("a rank sees only fds 0, 1, 2 and its stdin is /dev/null", "[worker_gr
   Fixture f;
   int exited = 0;
   bool closed = false;
-  WorkerGroup group(f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, [&] { closed = true; });
+  WorkerGroup group(
+      f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, [&] { closed = true; });
   REQUIRE(group.Start({f.Rank(0, {"fds"})}).ok());
   REQUIRE(testing::RunUntil(f.io, [&] { return exited == 1 && closed; }));
   CHECK(f.ConsoleOut() == "[rank0]: fds: 0 1 2\n");
@@ -74,9 +74,11 @@ TEST_CASE("SignalAll reaches a rank's trap and the whole group", "[worker_group]
   const std::string marker = f.dir.File("marker");
   const std::string grandchild_file = f.dir.File("grandchild");
   std::map<int, WorkerExit> exits;
-  WorkerGroup group(f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); }, nullptr);
-  REQUIRE(group.Start({f.Rank(0, {"trap", "TERM", marker, "0", "grandchild", grandchild_file,
-                                  "fifo", fifo, "ready", "pause"})})
+  WorkerGroup group(
+      f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); }, nullptr);
+  REQUIRE(group
+              .Start({f.Rank(0, {"trap", "TERM", marker, "0", "grandchild", grandchild_file, "fifo",
+                                 fifo, "ready", "pause"})})
               .ok());
   REQUIRE(testing::ReadFifo(fifo) == "ready\n");  // trap installed, grandchild forked
   const pid_t grandchild = std::stoi(testing::ReadFile(grandchild_file));
@@ -100,7 +102,8 @@ TEST_CASE("a reaped rank's group stays non-empty while a grandchild lives", "[wo
   Fixture f;
   const std::string grandchild_file = f.dir.File("grandchild");
   int exited = 0;
-  WorkerGroup group(f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, nullptr);
+  WorkerGroup group(
+      f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, nullptr);
   REQUIRE(group.Start({f.Rank(0, {"grandchild", grandchild_file, "exit", "0"})}).ok());
   REQUIRE(testing::RunUntil(f.io, [&] { return exited == 1; }));
   const pid_t grandchild = std::stoi(testing::ReadFile(grandchild_file));
@@ -122,7 +125,8 @@ TEST_CASE("a reaped rank's group stays non-empty while a grandchild lives", "[wo
 TEST_CASE("a rank that cannot be started stops Start and names the rank", "[worker_group]") {
   Fixture f;
   int exited = 0;
-  WorkerGroup group(f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, nullptr);
+  WorkerGroup group(
+      f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, nullptr);
   auto bad = f.Rank(1, {});
   bad.program = f.dir.File("missing-program");
   int failed = -1;
@@ -138,17 +142,16 @@ TEST_CASE("a rank that cannot be started stops Start and names the rank", "[work
   CHECK(records[1].pid == -1);
 }
 
-TEST_CASE("log files get the raw bytes, the console gets visible whole lines",
-          "[worker_group]") {
+TEST_CASE("log files get the raw bytes, the console gets visible whole lines", "[worker_group]") {
   Fixture f;
   const std::string fifo = f.dir.File("ready");
   testing::MakeFifo(fifo);
   std::map<int, WorkerExit> exits;
   bool closed = false;
-  WorkerGroup group(f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); },
-                    [&] { closed = true; });
-  auto rank = f.Rank(0, {"raw", "a\\r\\nprogress 10%\\rprogress 20%", "eraw", "partial",
-                         "fifo", fifo, "ready", "pause"});
+  WorkerGroup group(
+      f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); }, [&] { closed = true; });
+  auto rank = f.Rank(0, {"raw", "a\\r\\nprogress 10%\\rprogress 20%", "eraw", "partial", "fifo",
+                         fifo, "ready", "pause"});
   rank.stdout_log = f.dir.File("stdout.log");
   rank.stderr_log = f.dir.File("stderr.log");
   REQUIRE(group.Start({rank}).ok());
@@ -173,8 +176,8 @@ TEST_CASE("a full console makes ranks wait, and no line is lost or torn", "[work
   f.out = OutputTarget::Borrowed(console[1], "console pipe");
   std::map<int, WorkerExit> exits;
   bool closed = false;
-  WorkerGroup group(f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); },
-                    [&] { closed = true; });
+  WorkerGroup group(
+      f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); }, [&] { closed = true; });
   constexpr int kLines = 3000;
   REQUIRE(group.Start({f.Rank(0, {"lines", std::to_string(kLines), "80", "L"})}).ok());
   REQUIRE(testing::RunUntil(f.io, [&] { return f.flow.parked() > 0; }));

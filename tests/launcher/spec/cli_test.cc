@@ -1,8 +1,7 @@
 #include "launcher/spec/cli.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 
 namespace gculaunch {
@@ -50,7 +49,9 @@ const std::vector<ValueCase>& ValueCases() {
       {"master-addr", "node0", [](const CliOptions& o) { return o.master_addr == "node0"; }},
       {"master-port", "29555", [](const CliOptions& o) { return o.master_port == 29555; }},
       {"rdzv-endpoint", "node0:29400",
-       [](const CliOptions& o) { return o.rdzv_endpoint == Endpoint{"node0", 29400}; }},
+       [](const CliOptions& o) {
+         return o.rdzv_endpoint == Endpoint{"node0", 29400};
+       }},
       {"rdzv-backend", "c10d", [](const CliOptions& o) { return o.rdzv_backend == "c10d"; }},
       {"rdzv-id", "job-7", [](const CliOptions& o) { return o.rdzv_id == "job-7"; }},
       {"run-id", "job-8", [](const CliOptions& o) { return o.run_id == "job-8"; }},
@@ -66,14 +67,15 @@ const std::vector<ValueCase>& ValueCases() {
       {"python", "/opt/py/bin/python3",
        [](const CliOptions& o) { return o.python == "/opt/py/bin/python3"; }},
       {"log-dir", "logs", [](const CliOptions& o) { return o.log_dir == "logs"; }},
-      {"redirects", "3",
-       [](const CliOptions& o) { return o.redirects && o.redirects->all == 3; }},
+      {"redirects", "3", [](const CliOptions& o) { return o.redirects && o.redirects->all == 3; }},
       {"tee", "0:1,1:2",
        [](const CliOptions& o) {
          return o.tee && o.tee->per_rank == std::map<int, int>{{0, 1}, {1, 2}};
        }},
       {"local-ranks-filter", "0,2",
-       [](const CliOptions& o) { return o.local_ranks_filter == std::vector<int>{0, 2}; }},
+       [](const CliOptions& o) {
+         return o.local_ranks_filter == std::vector<int>{0, 2};
+       }},
       {"device", "gcu", [](const CliOptions& o) { return o.device == "gcu"; }},
       {"bind", "rank", [](const CliOptions& o) { return o.bind == DeviceBind::kRank; }},
       {"env", "A=1",
@@ -82,7 +84,8 @@ const std::vector<ValueCase>& ValueCases() {
        }},
       {"grace-period", "10", [](const CliOptions& o) { return o.grace_period == 10.0; }},
       {"stdin", "rank0", [](const CliOptions& o) { return o.stdin_mode == StdinMode::kRank0; }},
-      {"summary-json", "out.json", [](const CliOptions& o) { return o.summary_json == "out.json"; }},
+      {"summary-json", "out.json",
+       [](const CliOptions& o) { return o.summary_json == "out.json"; }},
       {"worker-port", "29600", [](const CliOptions& o) { return o.worker_port == 29600; }},
       {"format", "json", [](const CliOptions& o) { return o.format == DryRunFormat::kJson; }},
       {"sysroot", "fake-root", [](const CliOptions& o) { return o.sysroot == "fake-root"; }},
@@ -171,7 +174,9 @@ TEST_CASE("cli: every flag falls back to its PET_ variable", "[cli]") {
 }
 
 TEST_CASE("cli: the command line wins over PET_ variables", "[cli]") {
-  EnvMap env{{"PET_NPROC_PER_NODE", "4"}, {"PET_NNODES", "3"}, {"PET_STANDALONE", "1"},
+  EnvMap env{{"PET_NPROC_PER_NODE", "4"},
+             {"PET_NNODES", "3"},
+             {"PET_STANDALONE", "1"},
              {"PET_ENV", "A=from-env"}};
   CliOptions o = Parse({"--nproc_per_node=2", "--standalone=false", "--env", "B=cli", "x.py"}, env);
   CHECK(o.nproc_per_node->count == 2);
@@ -182,8 +187,7 @@ TEST_CASE("cli: the command line wins over PET_ variables", "[cli]") {
   CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"B", "cli"}});
 }
 
-TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line, empty PET_ values count as unset",
-          "[cli]") {
+TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line, empty PET_ values count as unset", "[cli]") {
   CliOptions o = Parse({"x.py"}, EnvMap{{"PET_ENV", "A=1\nB=x y\n"}, {"PET_NNODES", ""}});
   CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "x y"}});
   CHECK_FALSE(o.nnodes.has_value());
@@ -191,10 +195,10 @@ TEST_CASE("cli: PET_ENV holds one KEY=VALUE per line, empty PET_ values count as
 }
 
 TEST_CASE("cli: --env is repeatable and keeps order, last single-value flag wins", "[cli]") {
-  CliOptions o = Parse({"--env", "A=1", "--env=B=2=3", "--env", "A=4", "--nnodes", "1",
-                        "--nnodes", "2", "x.py"});
-  CHECK(o.env == std::vector<std::pair<std::string, std::string>>{
-                     {"A", "1"}, {"B", "2=3"}, {"A", "4"}});
+  CliOptions o = Parse(
+      {"--env", "A=1", "--env=B=2=3", "--env", "A=4", "--nnodes", "1", "--nnodes", "2", "x.py"});
+  CHECK(o.env ==
+        std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "2=3"}, {"A", "4"}});
   CHECK(o.nnodes == 2);
 }
 
@@ -226,15 +230,13 @@ TEST_CASE("cli: value shapes", "[cli]") {
   CHECK(Parse({"--rdzv-endpoint", "[fd00::1]:29401", "x"}).rdzv_endpoint ==
         Endpoint{"fd00::1", 29401});
   CHECK(Parse({"--rdzv-endpoint", "[::1]", "x"}).rdzv_endpoint == Endpoint{"::1", std::nullopt});
-  CHECK(Parse({"--rdzv-endpoint", "node0", "x"}).rdzv_endpoint ==
-        Endpoint{"node0", std::nullopt});
+  CHECK(Parse({"--rdzv-endpoint", "node0", "x"}).rdzv_endpoint == Endpoint{"node0", std::nullopt});
   CHECK(Parse({"--master-addr", "[fd00::2]", "x"}).master_addr == "fd00::2");
   CHECK(Parse({"--bind", "all", "x"}).bind == DeviceBind::kAll);
   CHECK(Parse({"--stdin", "null", "x"}).stdin_mode == StdinMode::kNull);
   CHECK(Parse({"--format", "table", "x"}).format == DryRunFormat::kTable);
   CHECK(Parse({"--format", "env", "x"}).format == DryRunFormat::kEnv);
-  CHECK(Parse({"--local-ranks-filter", "3,1,3", "x"}).local_ranks_filter ==
-        std::vector<int>{1, 3});
+  CHECK(Parse({"--local-ranks-filter", "3,1,3", "x"}).local_ranks_filter == std::vector<int>{1, 3});
   StdStreams tee = *Parse({"--tee", "0:3,2:1", "x"}).tee;
   CHECK(tee.For(0) == 3);
   CHECK(tee.For(1) == 0);
@@ -268,22 +270,27 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{}, "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see "
-           "gculaunch --help)"},
-      {{"--standalone"}, "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT "
-                         "[SCRIPT_ARGS...]; see gculaunch --help)"},
+      {{},
+       "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see "
+       "gculaunch --help)"},
+      {{"--standalone"},
+       "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT "
+       "[SCRIPT_ARGS...]; see gculaunch --help)"},
       {{"--nproc-per-nod", "2", "x.py"},
        "gculaunch: unknown flag '--nproc-per-nod' (fix: did you mean --nproc-per-node? "
        "(gculaunch's flags go before SCRIPT))"},
       {{"--frobnicate=3", "x.py"},
        "gculaunch: unknown flag '--frobnicate' (fix: see gculaunch --help (gculaunch's flags go "
        "before SCRIPT))"},
-      {{"--nnodes"}, "gculaunch: --nnodes needs a value (fix: write it as --nnodes N; see "
-                     "gculaunch --help)"},
-      {{"--env"}, "gculaunch: --env needs a value (fix: write it as --env KEY=VALUE; see "
-                  "gculaunch --help)"},
-      {{"--nproc_per_node"}, "gculaunch: --nproc-per-node needs a value (fix: write it as "
-                             "--nproc-per-node N|auto|gpu|cpu; see gculaunch --help)"},
+      {{"--nnodes"},
+       "gculaunch: --nnodes needs a value (fix: write it as --nnodes N; see "
+       "gculaunch --help)"},
+      {{"--env"},
+       "gculaunch: --env needs a value (fix: write it as --env KEY=VALUE; see "
+       "gculaunch --help)"},
+      {{"--nproc_per_node"},
+       "gculaunch: --nproc-per-node needs a value (fix: write it as "
+       "--nproc-per-node N|auto|gpu|cpu; see gculaunch --help)"},
       {{"--dry-run=maybe", "x.py"},
        "gculaunch: --dry-run 'maybe': this flag takes no value (fix: write just --dry-run (or "
        "--dry-run=true / --dry-run=false))"},

@@ -7,8 +7,8 @@
 #include "launcher/spec/dry_run.h"
 #include "launcher/spec/launch_spec.h"
 #include "launcher/spec/rank_env.h"
-#include "tests/support/frontend_fakes.h"
 #include "launcher/sys/device_probe.h"
+#include "tests/support/frontend_fakes.h"
 
 namespace gculaunch {
 namespace {

@@ -1,11 +1,10 @@
 #include "launcher/spec/device_profile.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-
-#include "tests/support/frontend_fakes.h"
 #include "launcher/sys/device_probe.h"
+#include "tests/support/frontend_fakes.h"
 
 namespace gculaunch {
 namespace {
@@ -178,8 +177,7 @@ TEST_CASE("device profiles: strict parsing names file, line and key", "[device_p
         "backend: keys)");
 }
 
-TEST_CASE("device probe: finds device files below the root, sorted by number",
-          "[device_profile]") {
+TEST_CASE("device probe: finds device files below the root, sorted by number", "[device_profile]") {
   TempDir root;
   for (const char* name : {"gcu10", "gcu1", "gcu0", "gcuctl", "vgcu0", "gcu2x"}) {
     root.Write(std::string("dev/") + name);

@@ -1,7 +1,6 @@
 #include "launcher/spec/dry_run.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -37,9 +36,9 @@ bool Contains(const std::string& text, const std::string& part) {
 
 TEST_CASE("dry run: JSON has exactly the documented shape and the ranks' values", "[dry_run]") {
   Fixture f;
-  LaunchSpec spec = f.Spec({"--dry-run", "--format", "json", "--device", "gcu",
-                            "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "1",
-                            "--master-addr", "node0", "train.py", "--rank", "${local_rank}"});
+  LaunchSpec spec = f.Spec({"--dry-run", "--format", "json", "--device", "gcu", "--nproc-per-node",
+                            "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "node0",
+                            "train.py", "--rank", "${local_rank}"});
   const std::string text = RenderDryRun(spec, f.env);
   const auto json = nlohmann::ordered_json::parse(text);
 
@@ -106,8 +105,7 @@ TEST_CASE("dry run: with --master-port, --run-id and --log-dir nothing is a plac
   }
   const auto json = nlohmann::json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
   CHECK(json["master_port"] == 29555);
-  CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] ==
-        "/logs/job5/attempt_0/1/error.json");
+  CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] == "/logs/job5/attempt_0/1/error.json");
   CHECK(json["ranks"][0]["env"]["TORCHELASTIC_RUN_ID"] == "job5");
 }
 
@@ -138,10 +136,28 @@ std::map<std::string, std::string> SourceWithBash(const std::string& script) {
 TEST_CASE("dry run: the env format, sourced by bash, gives back every value", "[dry_run]") {
   Fixture f;
   f.env.Set("TOPS_VISIBLE_DEVICES", "4,5");
-  LaunchSpec spec = f.Spec(
-      {"--dry-run", "--format", "env", "--device", "gcu", "--nproc-per-node", "2", "--bind",
-       "rank", "--env", "QUOTES=it's \"quoted\"", "--env", "DOLLAR=$HOME `x` \\n $(y)", "--env",
-       "NEWLINE=a\nb", "--env", "UNICODE=T20 卡", "--env", "EMPTY=", "x.py", "--tag", "a'b\nc"});
+  LaunchSpec spec = f.Spec({"--dry-run",
+                            "--format",
+                            "env",
+                            "--device",
+                            "gcu",
+                            "--nproc-per-node",
+                            "2",
+                            "--bind",
+                            "rank",
+                            "--env",
+                            "QUOTES=it's \"quoted\"",
+                            "--env",
+                            "DOLLAR=$HOME `x` \\n $(y)",
+                            "--env",
+                            "NEWLINE=a\nb",
+                            "--env",
+                            "UNICODE=T20 卡",
+                            "--env",
+                            "EMPTY=",
+                            "x.py",
+                            "--tag",
+                            "a'b\nc"});
   const std::string text = RenderDryRun(spec, f.env);
   CHECK(text.rfind("# gculaunch dry run: 2 ranks on node 0, world size 2\n", 0) == 0);
 
@@ -199,8 +215,7 @@ TEST_CASE("dry run: the layout line and platform warnings come first in every fo
   REQUIRE(cli.ok());
   auto spec = MakeLaunchSpec(cli->options, f.env, f.probe, f.files);
   REQUIRE(spec.ok());
-  const std::string layout =
-      "layout: 1 node x 2 ranks, node 0, master 127.0.0.1:29500 (defaults)";
+  const std::string layout = "layout: 1 node x 2 ranks, node 0, master 127.0.0.1:29500 (defaults)";
   const std::string warning =
       "WORLD_SIZE=2, RANK=1 and MASTER_ADDR=jo-x-worker-0 are ignored: LOCAL_RANK is set, so "
       "they belong to the launcher that started this process (torchrun or gculaunch), not to a "

@@ -1,14 +1,13 @@
 #include "launcher/spec/launch_spec.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 
-#include <catch2/catch.hpp>
-
 #include "launcher/spec/cli.h"
-#include "tests/support/frontend_fakes.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
+#include "tests/support/frontend_fakes.h"
 
 namespace gculaunch {
 namespace {
@@ -117,8 +116,7 @@ TEST_CASE("launch spec: --standalone", "[launch_spec]") {
                             "--master_addr=10.1.1.1", "--master_port=29500", "x.py"});
   CHECK(seed.master_addr == "127.0.0.1");
   CHECK(seed.master_port == 29500);
-  CHECK(HasNote(seed,
-                "--master-addr is ignored with --standalone: the store is on 127.0.0.1"));
+  CHECK(HasNote(seed, "--master-addr is ignored with --standalone: the store is on 127.0.0.1"));
   CHECK(f.Spec({"--standalone", "--run-id", "r1", "x.py"}).run_id == "r1");
 }
 
@@ -137,8 +135,9 @@ TEST_CASE("launch spec: --rdzv-endpoint names the store", "[launch_spec]") {
   LaunchSpec mixed = f.Spec({"--rdzv-endpoint", "node0:29401", "x.py"});
   CHECK(mixed.master_addr == "node0");
   CHECK(mixed.master_port == 29401);
-  CHECK(HasNote(mixed, "PET_MASTER_ADDR is ignored: --rdzv-endpoint names the store (as "
-                       "torchrun does)"));
+  CHECK(HasNote(mixed,
+                "PET_MASTER_ADDR is ignored: --rdzv-endpoint names the store (as "
+                "torchrun does)"));
 }
 
 TEST_CASE("launch spec: store modes", "[launch_spec]") {
@@ -156,8 +155,8 @@ TEST_CASE("launch spec: store modes", "[launch_spec]") {
 
 TEST_CASE("launch spec: multi-node ports and the rendezvous timeout", "[launch_spec]") {
   Fixture f;
-  const std::vector<std::string> two = {"--nnodes", "2", "--node-rank", "1", "--master-addr",
-                                        "198.18.0.1", "--master-port", "29510"};
+  const std::vector<std::string> two = {"--nnodes",      "2",          "--node-rank",   "1",
+                                        "--master-addr", "198.18.0.1", "--master-port", "29510"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = two;
     args.insert(args.end(), extra.begin(), extra.end());
@@ -177,8 +176,9 @@ TEST_CASE("launch spec: multi-node ports and the rendezvous timeout", "[launch_s
   LaunchSpec picked = f.Spec(with({"--no-agent-store"}));
   CHECK(picked.agent_port == 29510);
   CHECK(picked.master_port == 0);
-  CHECK(HasNote(picked, "rank 0's store port is chosen at launch by node 0 (--no-agent-store "
-                        "without --worker-port); MASTER_PORT 29510 stays node 0's gculaunch's"));
+  CHECK(HasNote(picked,
+                "rank 0's store port is chosen at launch by node 0 (--no-agent-store "
+                "without --worker-port); MASTER_PORT 29510 stays node 0's gculaunch's"));
   CHECK(f.Err(with({"--no-agent-store", "--worker-port", "29510"})) ==
         "gculaunch: --worker-port 29510 is MASTER_PORT, where node 0's gculaunch meets the other "
         "nodes (fix: give rank 0's store another port, or drop --worker-port to let node 0 pick "
@@ -217,8 +217,7 @@ TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
         "or drop --worker-port)");
   CHECK(f.Err({"--format", "json", "x.py"}) ==
         "gculaunch: --format only applies to --dry-run (fix: add --dry-run, or drop --format)");
-  CHECK(f.Err({"--nnodes", "100000", "--master-addr", "n", "--nproc-per-node", "65536",
-               "x.py"}) ==
+  CHECK(f.Err({"--nnodes", "100000", "--master-addr", "n", "--nproc-per-node", "65536", "x.py"}) ==
         "gculaunch: 100000 nodes x 65536 ranks is more than 16777216 ranks (fix: check --nnodes "
         "and --nproc-per-node)");
   f.env.Set("PET_NNODES", "3");
@@ -227,8 +226,7 @@ TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
         "--standalone, or use --nnodes 1)");
 }
 
-TEST_CASE("launch spec: --device auto picks the first profile with device files",
-          "[launch_spec]") {
+TEST_CASE("launch spec: --device auto picks the first profile with device files", "[launch_spec]") {
   Fixture f;
   f.probe.AddCards("nvidia-cuda", "nvidia", {0, 1});
   LaunchSpec cuda = f.Spec({"x.py"});
@@ -276,8 +274,7 @@ TEST_CASE("launch spec: device files keep host minors, the pool holds runtime in
   CHECK(s.nproc_per_node == 4);
 }
 
-TEST_CASE("launch spec: a visible-devices list in the environment is the pool",
-          "[launch_spec]") {
+TEST_CASE("launch spec: a visible-devices list in the environment is the pool", "[launch_spec]") {
   Fixture f;
   f.probe.AddCards("enflame-gcu", "gcu", {0, 1, 2, 3, 4, 5, 6, 7});
   f.env.Set("TOPS_VISIBLE_DEVICES", "4, 5,6,7");
@@ -362,8 +359,9 @@ TEST_CASE("launch spec: no cards: a real launch stops, a dry run previews", "[la
   CHECK(s.nproc_per_node == 8);
   CHECK(s.device_pool == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7"});
   CHECK(s.pool_source == "assumed for the dry run");
-  CHECK(HasNote(s, "no enflame-gcu cards found (no /dev/gcuN; driver /sys/module/enflame is "
-                   "loaded): previewing as if cards 0-7 were present"));
+  CHECK(HasNote(s,
+                "no enflame-gcu cards found (no /dev/gcuN; driver /sys/module/enflame is "
+                "loaded): previewing as if cards 0-7 were present"));
 }
 
 TEST_CASE("launch spec: --bind rank needs a card per rank", "[launch_spec]") {
@@ -374,8 +372,9 @@ TEST_CASE("launch spec: --bind rank needs a card per rank", "[launch_spec]") {
         "(TOPS_VISIBLE_DEVICES=4,5,6,7) (fix: use --nproc-per-node 4 or fewer, or --bind all)");
   LaunchSpec dry =
       f.Spec({"--dry-run", "--device", "gcu", "--nproc-per-node", "8", "--bind", "rank", "x.py"});
-  CHECK(HasNote(dry, "--bind rank: 8 ranks need 8 cards but the pool has 4 "
-                     "(TOPS_VISIBLE_DEVICES=4,5,6,7); a real launch stops here"));
+  CHECK(HasNote(dry,
+                "--bind rank: 8 ranks need 8 cards but the pool has 4 "
+                "(TOPS_VISIBLE_DEVICES=4,5,6,7); a real launch stops here"));
   LaunchSpec shared = f.Spec({"--device", "gcu", "--nproc-per-node", "8", "x.py"});
   CHECK(HasNote(shared, "8 ranks on 4 cards: ranks share cards round-robin (GCULAUNCH_DEVICE)"));
   LaunchSpec cpu = f.Spec({"--device", "cpu", "--bind", "rank", "x.py"});
@@ -396,8 +395,8 @@ TEST_CASE("launch spec: device profile from a YAML file", "[launch_spec]") {
   CHECK(HasNote(s, "device site-accel from site/accel.yaml"));
 
   f.files.files["bad.yaml"] = "name: x\nbackend: gloo\ncolour: red\n";
-  CHECK(f.Err({"--device", "bad.yaml", "x.py"}).rfind(
-            "gculaunch: bad.yaml:3: unknown key 'colour' (fix: known keys: ", 0) == 0);
+  CHECK(f.Err({"--device", "bad.yaml", "x.py"})
+            .rfind("gculaunch: bad.yaml:3: unknown key 'colour' (fix: known keys: ", 0) == 0);
   CHECK(f.Err({"--device", "missing.yaml", "x.py"}) ==
         "gculaunch: --device: cannot read 'missing.yaml': No such file or directory (fix: give "
         "an existing profile file, or one of gcu, cuda, ascend, mlu, rocm, cpu)");
@@ -502,8 +501,8 @@ TEST_CASE("launch spec: --env may not set gculaunch's per-rank variables", "[lau
         "--nnodes, --node-rank and --nproc-per-node)");
   f.env.Erase("PET_ENV");
   // Another profile's visible-devices variable is an ordinary variable.
-  LaunchSpec s = f.Spec({"--device", "cpu", "--env", "CUDA_VISIBLE_DEVICES=", "--env", "A=1",
-                         "x.py"});
+  LaunchSpec s =
+      f.Spec({"--device", "cpu", "--env", "CUDA_VISIBLE_DEVICES=", "--env", "A=1", "x.py"});
   CHECK(s.extra_env ==
         std::vector<std::pair<std::string, std::string>>{{"CUDA_VISIBLE_DEVICES", ""}, {"A", "1"}});
 }
@@ -512,8 +511,9 @@ TEST_CASE("launch spec: OMP_NUM_THREADS default", "[launch_spec]") {
   Fixture f;
   LaunchSpec two = f.Spec({"--nproc-per-node", "2", "x.py"});
   CHECK(two.omp_num_threads_default == "1");
-  CHECK(HasNote(two, "OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one "
-                     "rank per node; set OMP_NUM_THREADS to choose another value)"));
+  CHECK(HasNote(two,
+                "OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one "
+                "rank per node; set OMP_NUM_THREADS to choose another value)"));
   CHECK(f.Spec({"--nproc-per-node", "1", "x.py"}).omp_num_threads_default.empty());
   CHECK(f.Spec({"--nproc-per-node", "2", "--env", "OMP_NUM_THREADS=5", "x.py"})
             .omp_num_threads_default.empty());
@@ -524,10 +524,27 @@ TEST_CASE("launch spec: OMP_NUM_THREADS default", "[launch_spec]") {
 TEST_CASE("launch spec: supervision and output settings", "[launch_spec]") {
   Fixture f;
   f.env.Set("TORCHELASTIC_ERROR_FILE", "/outer/error.json");
-  LaunchSpec s = f.Spec({"--nproc-per-node", "4", "--grace-period", "10", "--log-dir", "logs/",
-                         "--tee", "3", "--redirects", "0:2", "--local-ranks-filter", "0,3",
-                         "--stdin", "rank0", "--summary-json", "out.json", "--monitor-interval",
-                         "5", "--rdzv-conf", "join_timeout=60", "x.py"});
+  LaunchSpec s = f.Spec({"--nproc-per-node",
+                         "4",
+                         "--grace-period",
+                         "10",
+                         "--log-dir",
+                         "logs/",
+                         "--tee",
+                         "3",
+                         "--redirects",
+                         "0:2",
+                         "--local-ranks-filter",
+                         "0,3",
+                         "--stdin",
+                         "rank0",
+                         "--summary-json",
+                         "out.json",
+                         "--monitor-interval",
+                         "5",
+                         "--rdzv-conf",
+                         "join_timeout=60",
+                         "x.py"});
   CHECK(s.grace_period_s == 10.0);
   CHECK(s.log_dir == "logs");
   CHECK(RunLogRoot(s, "job") == "logs/job");
@@ -539,8 +556,9 @@ TEST_CASE("launch spec: supervision and output settings", "[launch_spec]") {
   CHECK(s.summary_json == "out.json");
   CHECK(s.error_file_parent == "/outer/error.json");
   CHECK(s.rdzv_conf == std::map<std::string, std::string>{{"join_timeout", "60"}});
-  CHECK(HasNote(s, "--monitor-interval is accepted for torchrun compatibility and ignored: "
-                   "gculaunch notices a rank's exit at once"));
+  CHECK(HasNote(s,
+                "--monitor-interval is accepted for torchrun compatibility and ignored: "
+                "gculaunch notices a rank's exit at once"));
   CHECK(RunLogRoot(f.Spec({"x.py"}), "job").empty());
   CHECK(f.Spec({"--shutdown-timeout", "3", "x.py"}).grace_period_s == 3.0);
 

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/spec/cli.h"
-#include "tests/support/frontend_fakes.h"
 #include "launcher/sys/local_files.h"
+#include "tests/support/frontend_fakes.h"
 
 namespace gculaunch {
 namespace {

@@ -44,8 +44,9 @@ TEST_CASE("python shim: the embedded text is launcher/spec/python_shim/sitecusto
           "[python_shim]") {
   REQUIRE(PythonShimFiles().size() == 1);
   CHECK(PythonShimFiles()[0].first == "sitecustomize.py");
-  CHECK(std::string(PythonShimFiles()[0].second) ==
-        ReadFile(std::string(GCULAUNCH_SOURCE_DIR) + "/launcher/spec/python_shim/sitecustomize.py"));
+  CHECK(
+      std::string(PythonShimFiles()[0].second) ==
+      ReadFile(std::string(GCULAUNCH_SOURCE_DIR) + "/launcher/spec/python_shim/sitecustomize.py"));
 }
 
 TEST_CASE("python shim: written into the run's directory", "[python_shim]") {

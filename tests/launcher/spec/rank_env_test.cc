@@ -29,8 +29,11 @@ LaunchSpec GcuSpec() {
 const RankRuntime kRuntime{"29500", "job7", "/logs/job7"};
 
 TEST_CASE("rank env: the complete environment of a GCU rank", "[rank_env]") {
-  const EnvMap base{{"PATH", "/usr/bin"}, {"HOME", "/root"}, {"RANK", "1"},
-                    {"WORLD_SIZE", "2"}, {"TOPS_VISIBLE_DEVICES", "4,5,6,7"}};
+  const EnvMap base{{"PATH", "/usr/bin"},
+                    {"HOME", "/root"},
+                    {"RANK", "1"},
+                    {"WORLD_SIZE", "2"},
+                    {"TOPS_VISIBLE_DEVICES", "4,5,6,7"}};
   const EnvMap env = BuildRankEnv(GcuSpec(), base, /*local_rank=*/2, /*restart_count=*/1, kRuntime);
   const EnvMap expected{
       {"PATH", "/usr/bin"},
@@ -121,8 +124,7 @@ TEST_CASE("rank env: --bind rank gives each rank its own card", "[rank_env]") {
         "<no card left in the pool>");
 }
 
-TEST_CASE("rank env: --bind all with more ranks than cards shares them round-robin",
-          "[rank_env]") {
+TEST_CASE("rank env: --bind all with more ranks than cards shares them round-robin", "[rank_env]") {
   LaunchSpec spec = GcuSpec();
   spec.device_pool = {"0", "1"};
   const EnvMap env = BuildRankEnv(spec, {}, 3, 0, kRuntime);
@@ -162,8 +164,8 @@ TEST_CASE("rank env: a CPU launch with rank 0 hosting the store", "[rank_env]") 
   spec.profile = *FindBuiltinProfile("cpu");
   spec.store_mode = StoreMode::kRank0;
   spec.role = "trainer";
-  const EnvMap base{{"GCULAUNCH_DEVICE", "3"}, {"GCULAUNCH_DEVICE_INDEX", "3"},
-                    {"CUDA_VISIBLE_DEVICES", "1"}};
+  const EnvMap base{
+      {"GCULAUNCH_DEVICE", "3"}, {"GCULAUNCH_DEVICE_INDEX", "3"}, {"CUDA_VISIBLE_DEVICES", "1"}};
   const EnvMap env = BuildRankEnv(spec, base, 1, 0, RankRuntime{"41234", "abc", "/scratch/r"});
   CHECK(env.Get("TORCHELASTIC_USE_AGENT_STORE") == "False");
   CHECK(env.Get("MASTER_PORT") == "41234");
@@ -171,7 +173,7 @@ TEST_CASE("rank env: a CPU launch with rank 0 hosting the store", "[rank_env]") 
   CHECK(env.Get("GCULAUNCH_BACKEND") == "gloo");
   CHECK_FALSE(env.Has("GCULAUNCH_DEVICE"));  // no cards: an outer launch's value is dropped
   CHECK_FALSE(env.Has("GCULAUNCH_DEVICE_INDEX"));
-  CHECK_FALSE(env.Has("OMP_NUM_THREADS"));   // spec has no default
+  CHECK_FALSE(env.Has("OMP_NUM_THREADS"));        // spec has no default
   CHECK(env.Get("CUDA_VISIBLE_DEVICES") == "1");  // not the cpu profile's variable
   CHECK(env.Get("TORCHELASTIC_ERROR_FILE") == "/scratch/r/attempt_0/1/error.json");
 }
@@ -182,13 +184,23 @@ TEST_CASE("rank env: argv substitutes ${local_rank} after argv(0), as torchrun d
   CHECK(BuildRankArgv(spec, 3) ==
         std::vector<std::string>{"/usr/bin/python3", "-u", "train.py", "--out=run3", "3"});
   // Python's string.Template.safe_substitute(local_rank=...) rules.
-  spec.argv = {"/bin/${local_rank}", "--local_rank=${local_rank}", "${local_rank}${local_rank}",
-               "${local_rank_x}", "$local_rank", "$local_rank.log", "$local_rankx", "$$", "$5",
-               "a$", "${unclosed", "$LOCAL_RANK", "${other}"};
+  spec.argv = {"/bin/${local_rank}",
+               "--local_rank=${local_rank}",
+               "${local_rank}${local_rank}",
+               "${local_rank_x}",
+               "$local_rank",
+               "$local_rank.log",
+               "$local_rankx",
+               "$$",
+               "$5",
+               "a$",
+               "${unclosed",
+               "$LOCAL_RANK",
+               "${other}"};
   CHECK(BuildRankArgv(spec, 12) ==
-        std::vector<std::string>{"/bin/${local_rank}", "--local_rank=12", "1212",
-                                 "${local_rank_x}", "12", "12.log", "$local_rankx", "$", "$5",
-                                 "a$", "${unclosed", "$LOCAL_RANK", "${other}"});
+        std::vector<std::string>{"/bin/${local_rank}", "--local_rank=12", "1212", "${local_rank_x}",
+                                 "12", "12.log", "$local_rankx", "$", "$5", "a$", "${unclosed",
+                                 "$LOCAL_RANK", "${other}"});
 }
 
 TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]") {
@@ -213,13 +225,28 @@ TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]")
 TEST_CASE("rank env: owned variables include the profile's visible-devices variables",
           "[rank_env]") {
   auto owned = OwnedRankVariables(*FindBuiltinProfile("gcu"));
-  for (const char* var : {"LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
-                          "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
-                          "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-                          "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-                          "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-                          "GCULAUNCH_DEVICE", "GCULAUNCH_DEVICE_INDEX", "GCULAUNCH_BACKEND",
-                          "GCULAUNCH_CPUS", "TOPS_VISIBLE_DEVICES", "ENFLAME_VISIBLE_DEVICES"}) {
+  for (const char* var : {"LOCAL_RANK",
+                          "RANK",
+                          "GROUP_RANK",
+                          "ROLE_RANK",
+                          "ROLE_NAME",
+                          "LOCAL_WORLD_SIZE",
+                          "WORLD_SIZE",
+                          "GROUP_WORLD_SIZE",
+                          "ROLE_WORLD_SIZE",
+                          "MASTER_ADDR",
+                          "MASTER_PORT",
+                          "TORCHELASTIC_RESTART_COUNT",
+                          "TORCHELASTIC_MAX_RESTARTS",
+                          "TORCHELASTIC_RUN_ID",
+                          "TORCHELASTIC_USE_AGENT_STORE",
+                          "TORCHELASTIC_ERROR_FILE",
+                          "GCULAUNCH_DEVICE",
+                          "GCULAUNCH_DEVICE_INDEX",
+                          "GCULAUNCH_BACKEND",
+                          "GCULAUNCH_CPUS",
+                          "TOPS_VISIBLE_DEVICES",
+                          "ENFLAME_VISIBLE_DEVICES"}) {
     INFO(var);
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
@@ -228,8 +255,7 @@ TEST_CASE("rank env: owned variables include the profile's visible-devices varia
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
   CHECK(owned.size() == 22 + PythonShimVariables().size());
-  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() ==
-        20 + PythonShimVariables().size());
+  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 20 + PythonShimVariables().size());
 }
 
 }  // namespace

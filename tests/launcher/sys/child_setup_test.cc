@@ -12,8 +12,8 @@ namespace gculaunch::sys {
 TEST_CASE("MarkAllCloexecAbove2 marks every descriptor above 2", "[child_setup]") {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const int a = ::open("/dev/null", O_RDONLY);         // not close-on-exec
-    const int b = ::fcntl(a, F_DUPFD, 300);              // a high number
+    const int a = ::open("/dev/null", O_RDONLY);  // not close-on-exec
+    const int b = ::fcntl(a, F_DUPFD, 300);       // a high number
     MarkAllCloexecAbove2();
     const bool ok = (::fcntl(a, F_GETFD) & FD_CLOEXEC) && (::fcntl(b, F_GETFD) & FD_CLOEXEC) &&
                     !(::fcntl(0, F_GETFD) & FD_CLOEXEC) && !(::fcntl(2, F_GETFD) & FD_CLOEXEC);
@@ -73,7 +73,8 @@ TEST_CASE("RunChildSetup leads a new group and resets the signal state", "[child
   ::close(p[0]);
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
-  INFO("exit " << WEXITSTATUS(status) << " (11 group, 12 disposition, 13 mask, 14 stdout, 15 cloexec)");
+  INFO("exit " << WEXITSTATUS(status)
+               << " (11 group, 12 disposition, 13 mask, 14 stdout, 15 cloexec)");
   CHECK(WEXITSTATUS(status) == 0);
 }
 

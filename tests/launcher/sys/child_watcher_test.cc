@@ -4,12 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <map>
 #include <optional>
-
-#include <boost/asio/io_context.hpp>
-#include <catch2/catch.hpp>
 
 #include "tests/support/test_util.h"
 

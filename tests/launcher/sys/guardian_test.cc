@@ -6,9 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
-
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/process_group.h"
@@ -54,8 +53,7 @@ void WaitGone(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("guardian kills recorded groups when gculaunch goes away without 'done'",
-          "[guardian]") {
+TEST_CASE("guardian kills recorded groups when gculaunch goes away without 'done'", "[guardian]") {
   auto guardian = Guardian::Start();
   REQUIRE(guardian.ok());
   CHECK(guardian->pid() > 0);

@@ -7,7 +7,6 @@
 
 #include <catch2/catch.hpp>
 
-
 namespace gculaunch::sys {
 
 TEST_CASE("EnsureStdioOpen puts /dev/null on closed standard descriptors", "[process_setup]") {
@@ -35,7 +34,8 @@ TEST_CASE("IgnoreSigpipe and SignalIgnored", "[process_setup]") {
 }
 
 TEST_CASE("DefaultSigchld undoes an inherited SIG_IGN", "[process_setup]") {
-  struct sigaction old {}, ignore {};
+  struct sigaction old {
+  }, ignore{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGCHLD, &ignore, &old);
   CHECK(SignalIgnored(SIGCHLD));

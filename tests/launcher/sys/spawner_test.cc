@@ -6,9 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <catch2/catch.hpp>
+#include <cerrno>
 
 #include "launcher/sys/unique_fd.h"
 #include "launcher/sys/worker_exit.h"
@@ -82,14 +81,14 @@ TEST_CASE("spawned rank leads its own process group", "[spawner]") {
   CHECK(out.substr(5, pid_at - 5) != std::to_string(::getpgrp()));
 }
 
-TEST_CASE("spawned rank starts with an empty signal mask and default dispositions",
-          "[spawner]") {
+TEST_CASE("spawned rank starts with an empty signal mask and default dispositions", "[spawner]") {
   Spawner spawner;
   sigset_t block, old_mask;
   sigemptyset(&block);
   sigaddset(&block, SIGUSR1);
   REQUIRE(::sigprocmask(SIG_BLOCK, &block, &old_mask) == 0);
-  struct sigaction ignore {}, old_int {};
+  struct sigaction ignore {
+  }, old_int{};
   ignore.sa_handler = SIG_IGN;
   REQUIRE(::sigaction(SIGINT, &ignore, &old_int) == 0);
   const Captured result = RunHelper(spawner, {"sigstate"});
@@ -141,8 +140,7 @@ TEST_CASE("ResolveProgram searches PATH like execvp", "[spawner]") {
 
   auto missing = ResolveProgram("gculaunch-no-such-tool", dir.path());
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.error().what ==
-        "rank program 'gculaunch-no-such-tool' was not found on PATH");
+  CHECK(missing.error().what == "rank program 'gculaunch-no-such-tool' was not found on PATH");
 
   auto not_exec = ResolveProgram(plain, "");
   REQUIRE_FALSE(not_exec.ok());

@@ -28,6 +28,7 @@
 //
 // Signals are named without the SIG prefix: TERM, INT, USR1, ...  Only
 // async-signal-safe calls are made in handlers.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -39,7 +40,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <dirent.h>
 #include <string>
 #include <vector>
 
@@ -118,8 +118,9 @@ std::string Unescape(const std::string& in) {
 }
 
 void SleepSeconds(double seconds) {
-  timespec ts{static_cast<time_t>(seconds),
-              static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
+  timespec ts{
+      static_cast<time_t>(seconds),
+      static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
   while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
