@@ -45,8 +45,8 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
       r.cpus = spec_.rank_cpus[static_cast<size_t>(lr)];
     }
 
-    // A fresh attempt directory; an error file found there is stale (an
-    // earlier run with the same --log-dir and run id) and goes.
+    // A fresh attempt directory; an error file found there is stale and goes (each run has
+    // its own <run_id>_<random> directory, so only a caller reusing a root can leave one).
     const fs::path dir = fs::path(r.error_file).parent_path();
     std::error_code ec;
     fs::create_directories(dir, ec);
