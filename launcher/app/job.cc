@@ -281,8 +281,16 @@ bool Job::ChooseAtLaunch() {
     PrintError(port.error());
     return false;
   }
-  if (spec_.log_dir.empty() && !MakeScratchDir(choices)) return false;
+  if (!WantsLogFiles(spec_) && !MakeScratchDir(choices)) return false;
   runtime_ = ResolveRankRuntime(spec_, choices);
+  if (WantsLogFiles(spec_)) {
+    auto root = MakeRunLogDir(runtime_.run_id);
+    if (!root.ok()) {
+      PrintError(root.error());
+      return false;
+    }
+    runtime_.error_file_root = *root;  // the dry run states it as RunLogRoot()
+  }
   LogLayout();
   if (spec_.python_shim) {
     // Once per run; every attempt's ranks load it from there.
@@ -315,7 +323,7 @@ Status Job::ReservePort(LaunchChoices& choices) {
   return OkStatus();
 }
 
-// Without --log-dir the ranks' error files go to a temporary directory, which the guardian
+// Without log files the ranks' error files go to a temporary directory, which the guardian
 // (or Teardown) removes.  False, with the reason logged, when it cannot be made.
 bool Job::MakeScratchDir(LaunchChoices& choices) {
   std::string pattern = env_.GetOr("TMPDIR", "");
@@ -332,6 +340,38 @@ bool Job::MakeScratchDir(LaunchChoices& choices) {
   choices.scratch_dir = scratch_;
   if (guardian_) guardian_->RemoveAtExit(scratch_);
   return true;
+}
+
+// torchrun's layout: a new "<log_dir>/<run_id>_<random>" per run, so that a second run into
+// the same --log-dir (or another node sharing it) never overwrites this one.  Without
+// --log-dir (--redirects/--tee given), the base is a new "torchelastic_" temporary
+// directory, kept after exit like torchrun's.
+Result<std::string> Job::MakeRunLogDir(const std::string& run_id) {
+  std::string base = spec_.log_dir;
+  if (base.empty()) {
+    base = env_.GetOr("TMPDIR", "");
+    if (base.empty()) base = "/tmp";
+    base += "/torchelastic_XXXXXX";
+    if (::mkdtemp(base.data()) == nullptr) {
+      return Error{"cannot create a log directory in " + fs::path(base).parent_path().string() +
+                       ": " + std::strerror(errno),
+                   "set TMPDIR to a writable directory, or pass --log-dir"};
+    }
+  } else {
+    std::error_code ec;
+    fs::create_directories(base, ec);
+    if (ec) {
+      return Error{"cannot create --log-dir " + base + ": " + ec.message(),
+                   "choose a writable --log-dir"};
+    }
+  }
+  std::string root = RunLogPattern(base, run_id);
+  if (::mkdtemp(root.data()) == nullptr) {
+    return Error{"cannot create a log directory in " + base + ": " + std::strerror(errno),
+                 "choose a writable --log-dir"};
+  }
+  log_.info("rank logs and error files: {}", root);
+  return root;
 }
 
 // The layout names the port as the dry run does; by now it is known.
@@ -376,8 +416,11 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
 
 int Job::Supervise(Loop& loop, Cluster& cluster) {
   Supervisor supervisor(
-      WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
-                      guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err},
+      WorkerGroupDeps{
+          loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
+          guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err,
+          std::chrono::milliseconds(250),
+          std::chrono::milliseconds(static_cast<long long>(spec_.progress_interval_s * 1000))},
       log_, loop.config, loop.planner, loop.store && !loop.multinode ? &*loop.store : nullptr,
       cluster.agent ? &*cluster.agent : nullptr);
   if (cluster.agent) {

@@ -83,6 +83,7 @@ class Job {
   bool ChooseAtLaunch();
   Status ReservePort(LaunchChoices& choices);
   bool MakeScratchDir(LaunchChoices& choices);
+  Result<std::string> MakeRunLogDir(const std::string& run_id);
   void LogLayout();
   int RunLoop();
   void AssembleCluster(Loop& loop, Cluster& cluster);
@@ -100,7 +101,7 @@ class Job {
 
   std::optional<sys::Guardian> guardian_;
   std::optional<rendezvous::ListenSocket> store_socket_;  ///< bound here, served by the Loop
-  std::string scratch_;  ///< the ranks' error files without --log-dir; empty otherwise
+  std::string scratch_;  ///< the ranks' error files without log files; empty otherwise
   RankRuntime runtime_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };

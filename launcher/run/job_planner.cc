@@ -45,30 +45,34 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
       r.cpus = spec_.rank_cpus[static_cast<size_t>(lr)];
     }
 
-    // A fresh attempt directory; an error file found there is stale (an
-    // earlier run with the same --log-dir and run id) and goes.
+    // A fresh attempt directory; an error file found there is stale and goes (each run has
+    // its own <run_id>_<random> directory, so only a caller reusing a root can leave one).
     const fs::path dir = fs::path(r.error_file).parent_path();
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
       return Error{"cannot create " + dir.string() + ": " + ec.message(),
-                   spec_.log_dir.empty() ? "check TMPDIR" : "choose a writable --log-dir"};
+                   WantsLogFiles(spec_) ? "choose a writable --log-dir" : "check TMPDIR"};
     }
     fs::remove(r.error_file, ec);
     if (ec) {
       return Error{"cannot remove the stale error file " + r.error_file + ": " + ec.message(),
                    "remove it by hand"};
     }
-    if (!spec_.log_dir.empty()) {
+    if (WantsLogFiles(spec_)) {
       r.stdout_log = (dir / "stdout.log").string();
       r.stderr_log = (dir / "stderr.log").string();
     }
     const bool shown = spec_.console_local_ranks.empty() ||
                        std::find(spec_.console_local_ranks.begin(), spec_.console_local_ranks.end(),
                                  lr) != spec_.console_local_ranks.end();
+    // torchrun's rule: a stream reaches the console unless it is redirected and not teed.
     const int redirected = spec_.redirects.For(lr);
-    r.stdout_to_console = shown && !(redirected & StdStreams::kStdout);
-    r.stderr_to_console = shown && !(redirected & StdStreams::kStderr);
+    const int teed = spec_.tee.For(lr);
+    r.stdout_to_console =
+        shown && (!(redirected & StdStreams::kStdout) || (teed & StdStreams::kStdout));
+    r.stderr_to_console =
+        shown && (!(redirected & StdStreams::kStderr) || (teed & StdStreams::kStderr));
     if (lr == 0 && spec_.stdin_mode == StdinMode::kRank0) {
       r.inherit_stdin = true;
       r.take_terminal = rank0_takes_terminal_;

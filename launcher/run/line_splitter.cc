@@ -42,6 +42,56 @@ void LineSplitter::FlushPartial(const Emit& emit) {
   emit(text, LineEnd::kFlushed);
 }
 
+void LineSplitter::CompactProgress() {
+  const size_t last = partial_.rfind('\r');
+  if (last == std::string::npos) return;
+  // "...\rA\rB" keeps "\rB"; "...\rA\r" keeps "\rA\r" (a trailing '\r' may be a CRLF's).
+  size_t from = last;
+  if (last + 1 == partial_.size()) {
+    if (last == 0) return;
+    const size_t before = partial_.rfind('\r', last - 1);
+    if (before == std::string::npos) return;
+    from = before;
+  }
+  if (from > 0) partial_.erase(0, from);
+}
+
+bool ProgressThrottle::Offer(std::string_view state, Clock::time_point now) {
+  if (state == shown_) {
+    pending_ = false;  // nothing new to show
+    return false;
+  }
+  if (now >= next_) {
+    Shown(state, now);
+    return true;
+  }
+  pending_ = true;
+  return false;
+}
+
+bool ProgressThrottle::TakeDue(std::string_view state, Clock::time_point now) {
+  if (!pending_ || now < next_) return false;
+  if (state == shown_) {
+    pending_ = false;
+    return false;
+  }
+  Shown(state, now);
+  return true;
+}
+
+bool ProgressThrottle::Final(std::string_view state) {
+  const bool show = state != shown_;
+  pending_ = false;
+  shown_.clear();
+  return show;
+}
+
+void ProgressThrottle::Shown(std::string_view state, Clock::time_point now) {
+  shown_.assign(state);
+  pending_ = false;
+  next_ = now + interval_;
+}
+
 std::string_view VisibleText(std::string_view text) {
   if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
   const size_t cr = text.rfind('\r');

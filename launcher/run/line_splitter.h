@@ -9,11 +9,13 @@
 // bytes, each but the last marked kSplit (the console shows a marker), so
 // nothing is ever dropped and memory stays bounded.  Bytes are not
 // interpreted except '\n'; VisibleText() applies terminal '\r' semantics for
-// the console.
+// the console, and ProgressThrottle decides which progress-bar states ('\r'
+// updates of a partial line) a console that is not a terminal gets.
 //
 // Thread safety: a plain value; one per stream.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -44,6 +46,13 @@ class LineSplitter {
   void FlushPartial(const Emit& emit);
   bool has_partial() const { return !partial_.empty(); }
   size_t partial_size() const { return partial_.size(); }
+  std::string_view partial() const { return partial_; }
+  /// True when the carried partial line holds a '\r' (a progress bar).
+  bool partial_is_progress() const { return partial_.find('\r') != std::string::npos; }
+  /// Drops what a terminal would no longer show of a progress partial (all but
+  /// its latest state), so that a bar that never ends its line stays small.
+  /// VisibleText() of the partial, and of whatever follows, is unchanged.
+  void CompactProgress();
 
  private:
   size_t max_line_;
@@ -53,6 +62,33 @@ class LineSplitter {
 /// What a terminal would show of `text`: a trailing '\r' (CRLF) is dropped,
 /// then only what follows the last '\r' remains (a progress bar's latest state).
 std::string_view VisibleText(std::string_view text);
+
+/// For a console that is not a terminal: shows a stream's progress states
+/// (a partial line rewritten with '\r') at most once per `interval`, a state
+/// that had to wait once the interval has passed (due()), and the final state
+/// when the line ends, unless it is the state shown last.  Pure: the caller
+/// passes the time.  interval 0: every state offered is shown.
+class ProgressThrottle {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit ProgressThrottle(std::chrono::milliseconds interval) : interval_(interval) {}
+
+  /// A new latest state at `now`; true: show it now.  Otherwise it is pending.
+  bool Offer(std::string_view state, Clock::time_point now);
+  /// When the pending state may be shown; Clock::time_point::max() if none.
+  Clock::time_point due() const { return pending_ ? next_ : Clock::time_point::max(); }
+  /// At due(): true (show `state`, the latest) if a state was pending and its time has come.
+  bool TakeDue(std::string_view state, Clock::time_point now);
+  /// The progress line ended (newline or end of stream) with `state`; true: show it.
+  bool Final(std::string_view state);
+
+ private:
+  void Shown(std::string_view state, Clock::time_point now);
+  std::chrono::milliseconds interval_;
+  Clock::time_point next_ = Clock::time_point::min();
+  std::string shown_;  ///< the state shown last for the current line
+  bool pending_ = false;
+};
 
 /// The last `max_lines` lines of a stream (each cut to `max_line_bytes`),
 /// kept for the exit summary: a Python traceback shows even without @record.

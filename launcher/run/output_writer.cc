@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -12,7 +14,13 @@
 namespace gculaunch {
 
 std::shared_ptr<OutputTarget> OutputTarget::Borrowed(int fd, std::string name) {
-  return std::shared_ptr<OutputTarget>(new OutputTarget(fd, sys::UniqueFd(), std::move(name)));
+  std::shared_ptr<OutputTarget> target(new OutputTarget(fd, sys::UniqueFd(), std::move(name)));
+  struct stat st {};
+  if (::isatty(fd) == 1 && ::fstat(fd, &st) == 0) {
+    target->terminal_ = true;
+    target->rdev_ = static_cast<uint64_t>(st.st_rdev);
+  }
+  return target;
 }
 
 Result<std::shared_ptr<OutputTarget>> OutputTarget::File(const std::string& path) {
@@ -29,20 +37,26 @@ OutputWriter::OutputWriter(Limits limits, std::function<void()> on_space)
 
 OutputWriter::~OutputWriter() { Finish(std::chrono::milliseconds(0)); }
 
-bool OutputWriter::Write(const TargetPtr& target, std::string bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  queued_bytes_ += bytes.size();
-  queue_.push_back({target, std::move(bytes)});
-  if (queued_bytes_ > limits_.high_water) congested_ = true;
-  wake_.notify_one();
-  return !congested_;
+bool OutputWriter::Write(const TargetPtr& target, std::string bytes, const void* owner) {
+  return Queue({target, std::move(bytes), owner, false}, false);
+}
+
+bool OutputWriter::WriteProgress(const TargetPtr& target, std::string bytes, const void* owner) {
+  return Queue({target, std::move(bytes), owner, true}, false);
 }
 
 void OutputWriter::Urgent(const TargetPtr& target, std::string bytes) {
+  Queue({target, std::move(bytes), nullptr, false}, true);
+}
+
+bool OutputWriter::Queue(Chunk chunk, bool urgent) {
   std::lock_guard<std::mutex> lock(mutex_);
-  queued_bytes_ += bytes.size();
-  queue_.push_back({target, std::move(bytes)});
+  // Counted as queued, not as written: a terminal's added bytes are not counted at all.
+  queued_bytes_ += chunk.bytes.size();
+  queue_.push_back(std::move(chunk));
+  if (!urgent && queued_bytes_ > limits_.high_water) congested_ = true;
   wake_.notify_one();
+  return !congested_;
 }
 
 bool OutputWriter::congested() const {
@@ -81,7 +95,7 @@ void OutputWriter::Run() {
     }
     size_t done = 0;
     for (const Chunk& chunk : batch) done += chunk.bytes.size();
-    WriteChunks(batch);
+    WriteChunks(batch);  // may add terminal control bytes, not counted in `done`
     batch.clear();
     bool notify_space = false;
     {
@@ -130,7 +144,53 @@ int WriteFully(int fd, std::vector<iovec>& iov) {
 
 }  // namespace
 
+namespace {
+
+// `text` cut to `columns` - 1 characters (UTF-8 code points), so a redraw never wraps.
+void FitWidth(int fd, std::string& text) {
+  winsize ws{};
+  if (::ioctl(fd, TIOCGWINSZ, &ws) != 0 || ws.ws_col < 2) return;
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;  // continuation byte
+    if (++chars == ws.ws_col) {
+      text.resize(i);
+      return;
+    }
+  }
+}
+
+constexpr std::string_view kRedraw = "\r\x1b[K";  // to the line's start, clear it
+
+}  // namespace
+
+// Writer thread: adds what a live progress bar needs on a terminal.
+void OutputWriter::ShapeForTerminal(Chunk& chunk) {
+  const bool bar_open = bar_target_ != nullptr && bar_target_->SameTerminal(*chunk.target);
+  const bool own_bar = bar_open && bar_owner_ == chunk.owner && chunk.owner != nullptr &&
+                       bar_target_ == chunk.target;
+  std::string head;
+  if (own_bar) {
+    head = kRedraw;  // a redraw, or the final state replacing the bar
+  } else if (bar_open) {
+    head = "\n";  // end the other bar's line first
+  }
+  if (chunk.progress) {
+    FitWidth(chunk.target->fd(), chunk.bytes);
+    if (!own_bar) head += kRedraw;
+    bar_target_ = chunk.target;
+    bar_owner_ = chunk.owner;
+  } else if (bar_open) {
+    bar_target_ = nullptr;
+    bar_owner_ = nullptr;
+  }
+  if (!head.empty()) chunk.bytes.insert(0, head);
+}
+
 void OutputWriter::WriteChunks(std::deque<Chunk>& chunks) {
+  for (Chunk& chunk : chunks) {
+    if (chunk.target->terminal() && !chunk.bytes.empty()) ShapeForTerminal(chunk);
+  }
   std::vector<iovec> iov;
   size_t i = 0;
   while (i < chunks.size()) {

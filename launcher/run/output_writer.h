@@ -19,6 +19,12 @@
 // lines, and only this thread writes to gculaunch's stdout and stderr, so
 // lines from different ranks are never torn or interleaved.
 //
+// A terminal shows progress bars live: a progress chunk (WriteProgress)
+// redraws its owner's bar in place while the last line on that terminal is
+// the owner's bar; any other chunk to the same terminal first ends the bar
+// line ("\n"), except the owner's next line, which replaces the bar (its
+// final state).  A redraw is cut to the terminal's width.
+//
 // A target whose write fails (EPIPE, EIO after a hang-up, disk full) is
 // marked failed and its later output is dropped and counted.
 //
@@ -53,6 +59,12 @@ class OutputTarget {
 
   int fd() const { return fd_; }
   const std::string& name() const { return name_; }
+  /// A terminal (isatty when borrowed); progress bars are drawn live on it.
+  bool terminal() const { return terminal_; }
+  /// Both are the same terminal device (stdout and stderr of one shell).
+  bool SameTerminal(const OutputTarget& other) const {
+    return this == &other || (terminal_ && other.terminal_ && rdev_ == other.rdev_);
+  }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   void MarkFailed() { failed_.store(true, std::memory_order_relaxed); }
 
@@ -62,6 +74,8 @@ class OutputTarget {
   int fd_;
   sys::UniqueFd owned_;
   std::string name_;
+  bool terminal_ = false;
+  uint64_t rdev_ = 0;
   std::atomic<bool> failed_{false};
 };
 using TargetPtr = std::shared_ptr<OutputTarget>;
@@ -81,7 +95,10 @@ class OutputWriter {
   /// Queues rank output.  Returns false when the queue is now congested (the
   /// bytes were still accepted; the caller should stop reading until
   /// on_space runs).
-  bool Write(const TargetPtr& target, std::string bytes);
+  bool Write(const TargetPtr& target, std::string bytes, const void* owner = nullptr);
+  /// Queues the latest state of `owner`'s progress bar (no newline) for a
+  /// terminal target; see the class comment.  Returns as Write().
+  bool WriteProgress(const TargetPtr& target, std::string bytes, const void* owner);
   /// Queues a message of gculaunch itself, regardless of congestion.
   void Urgent(const TargetPtr& target, std::string bytes);
   /// True while rank readers should stay paused.
@@ -99,9 +116,12 @@ class OutputWriter {
   struct Chunk {
     TargetPtr target;
     std::string bytes;
+    const void* owner = nullptr;  ///< the rank stream that wrote it; null: gculaunch
+    bool progress = false;        ///< a redraw of owner's progress bar
   };
-  void Enqueue(const TargetPtr& target, std::string bytes);
+  bool Queue(Chunk chunk, bool urgent);
   void Run();
+  void ShapeForTerminal(Chunk& chunk);
   void WriteChunks(std::deque<Chunk>& chunks);
 
   const Limits limits_;
@@ -114,6 +134,8 @@ class OutputWriter {
   bool congested_ = false;           // GUARDED_BY(mutex_)
   bool stopping_ = false;            // GUARDED_BY(mutex_)
   bool finished_ = false;            // only the owning thread
+  TargetPtr bar_target_;             ///< writer thread only: the terminal line that is a bar
+  const void* bar_owner_ = nullptr;  ///< writer thread only: whose bar it is
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<uint64_t> bytes_dropped_{0};
   std::thread thread_;

@@ -35,6 +35,8 @@ RankStream::RankStream(asio::io_context& io, int fd, StreamRoute route, OutputWr
                        OutputFlow& flow, std::function<void()> on_closed)
     : pipe_(io, fd),
       idle_timer_(io),
+      progress_timer_(io),
+      throttle_(route.progress_interval),
       route_(std::move(route)),
       writer_(writer),
       flow_(flow),
@@ -58,7 +60,7 @@ void RankStream::OnRead(const boost::system::error_code& ec, size_t n) {
     Close();
     return;
   }
-  if (splitter_.has_partial()) ArmIdleTimer();
+  ArmTimers();
   if (writer_.congested()) {
     paused_ = true;
     flow_.Park([weak = weak_from_this()] {
@@ -69,51 +71,96 @@ void RankStream::OnRead(const boost::system::error_code& ec, size_t n) {
   Read();
 }
 
+// One line for the console and the tail.  A line that ends a progress bar is its final state.
+void RankStream::EmitLine(std::string_view text, LineEnd end) {
+  const std::string_view visible = VisibleText(text);
+  if (route_.tail != nullptr) route_.tail->Add(visible);
+  const bool ends_bar = progress_open_;
+  progress_open_ = false;
+  if (!route_.console) return;
+  // On a terminal the final state replaces the live bar; elsewhere it is shown unless it
+  // is the state shown last.
+  if (ends_bar && !live_progress() && !throttle_.Final(visible)) return;
+  if (end == LineEnd::kFlushed && visible.empty()) return;
+  console_batch_ += route_.prefix;
+  console_batch_ += visible;
+  if (end == LineEnd::kSplit) console_batch_ += kSplitMarker;
+  console_batch_ += '\n';
+}
+
 void RankStream::Consume(const char* data, size_t n) {
   const std::string_view bytes(data, n);
   if (route_.log_file) writer_.Write(route_.log_file, std::string(bytes));
   console_batch_.clear();
-  splitter_.Feed(bytes, [this](std::string_view text, LineEnd end) {
-    const std::string_view visible = VisibleText(text);
-    if (route_.tail != nullptr) route_.tail->Add(visible);
-    if (!route_.console) return;
-    console_batch_ += route_.prefix;
-    console_batch_ += visible;
-    if (end == LineEnd::kSplit) console_batch_ += kSplitMarker;
-    console_batch_ += '\n';
-  });
-  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_));
+  splitter_.Feed(bytes, [this](std::string_view text, LineEnd end) { EmitLine(text, end); });
+  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_), this);
   console_batch_ = std::string();
+  if (splitter_.partial_is_progress()) {
+    progress_open_ = true;
+    splitter_.CompactProgress();
+    ShowProgress();
+  }
 }
 
-void RankStream::ArmIdleTimer() {
+// The bar's latest state: drawn live on a terminal, else as a line when the throttle allows.
+void RankStream::ShowProgress() {
+  if (!route_.console) return;
+  const std::string_view state = VisibleText(splitter_.partial());
+  if (live_progress()) {  // the writer redraws it in place
+    writer_.WriteProgress(route_.console, route_.prefix + std::string(state), this);
+    return;
+  }
+  if (throttle_.Offer(state, ProgressThrottle::Clock::now())) {
+    writer_.Write(route_.console, route_.prefix + std::string(state) + "\n", this);
+  }
+}
+
+void RankStream::ArmTimers() {
+  if (!splitter_.has_partial()) return;
+  if (progress_open_) {
+    ArmProgressTimer();
+    return;
+  }
   idle_timer_.expires_after(route_.idle_flush);
   idle_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
     if (ec) return;  // re-armed or closed
     auto self = weak.lock();
     if (!self || self->closed_ || self->paused_) return;  // Resume() re-arms
+    if (self->progress_open_) return;
     self->FlushPartial();
   });
 }
 
+// A state the throttle held back is shown when its interval has passed.
+void RankStream::ArmProgressTimer() {
+  if (!route_.console || live_progress()) return;
+  const auto due = throttle_.due();
+  if (due == ProgressThrottle::Clock::time_point::max()) return;
+  progress_timer_.expires_at(due);
+  progress_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto self = weak.lock();
+    if (!self || self->closed_ || self->paused_ || !self->progress_open_) return;
+    const std::string_view state = VisibleText(self->splitter_.partial());
+    if (self->throttle_.TakeDue(state, ProgressThrottle::Clock::now())) {
+      self->writer_.Write(self->route_.console, self->route_.prefix + std::string(state) + "\n",
+                          self.get());
+    }
+  });
+}
+
+// The carried partial line as a line of its own (idle plain text, or a bar's final state).
 void RankStream::FlushPartial() {
   console_batch_.clear();
-  splitter_.FlushPartial([this](std::string_view text, LineEnd) {
-    const std::string_view visible = VisibleText(text);
-    if (route_.tail != nullptr) route_.tail->Add(visible);
-    if (!route_.console || visible.empty()) return;
-    console_batch_ += route_.prefix;
-    console_batch_ += visible;
-    console_batch_ += '\n';
-  });
-  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_));
+  splitter_.FlushPartial([this](std::string_view text, LineEnd end) { EmitLine(text, end); });
+  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_), this);
   console_batch_ = std::string();
 }
 
 void RankStream::Resume() {
   if (closed_ || !paused_) return;
   paused_ = false;
-  if (splitter_.has_partial()) ArmIdleTimer();
+  ArmTimers();
   Read();
 }
 
@@ -123,6 +170,7 @@ void RankStream::Close() {
   FlushPartial();
   boost::system::error_code ignored;
   idle_timer_.cancel();
+  progress_timer_.cancel();
   pipe_.close(ignored);
   if (on_closed_) {
     auto callback = std::move(on_closed_);

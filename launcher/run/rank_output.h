@@ -8,7 +8,10 @@
 // Console prefix: "[rank<global rank>]: ", the form torch 2.x uses with
 // --local-ranks-filter; a piece of an over-long line ends with kSplitMarker.
 // A partial line (no newline yet) is shown once the stream has been idle for
-// `idle_flush` (progress bars updated with '\r' show their latest state).
+// `idle_flush`.  A partial line rewritten with '\r' is a progress bar: on a
+// terminal console each state is drawn live (OutputWriter::WriteProgress);
+// on a pipe or file, ProgressThrottle shows a state at most once per
+// `progress_interval`, and the final state when the line ends.
 //
 // Back-pressure: when the OutputWriter is congested the stream stops reading
 // and parks itself in the OutputFlow; OutputFlow::ResumeAll() (posted by the
@@ -63,6 +66,7 @@ struct StreamRoute {
   LineTail* tail = nullptr;  ///< null: no tail kept
   std::chrono::milliseconds idle_flush{250};
   size_t max_line = LineSplitter::kDefaultMaxLine;
+  std::chrono::milliseconds progress_interval{30000};  ///< console not a terminal
 };
 
 class RankStream : public std::enable_shared_from_this<RankStream> {
@@ -81,12 +85,19 @@ class RankStream : public std::enable_shared_from_this<RankStream> {
   void Read();
   void OnRead(const boost::system::error_code& ec, size_t n);
   void Consume(const char* data, size_t n);
-  void ArmIdleTimer();
+  void EmitLine(std::string_view text, LineEnd end);
+  void ShowProgress();
+  void ArmTimers();
+  void ArmProgressTimer();
   void FlushPartial();
   void Resume();
+  bool live_progress() const { return route_.console && route_.console->terminal(); }
 
   boost::asio::posix::stream_descriptor pipe_;
   boost::asio::steady_timer idle_timer_;
+  boost::asio::steady_timer progress_timer_;
+  ProgressThrottle throttle_;
+  bool progress_open_ = false;  ///< the partial line is a progress bar
   StreamRoute route_;
   OutputWriter& writer_;
   OutputFlow& flow_;

@@ -100,11 +100,13 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     open_streams_ += 2;
     r.out = RankStream::Start(deps_.io, std::move(out_pipe->read),
                               StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr,
-                                          prefix, out_log, nullptr, deps_.idle_flush},
+                                          prefix, out_log, nullptr, deps_.idle_flush,
+                                          LineSplitter::kDefaultMaxLine, deps_.progress_interval},
                               deps_.writer, deps_.flow, on_closed);
     r.err = RankStream::Start(deps_.io, std::move(err_pipe->read),
                               StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr,
-                                          prefix, err_log, &r.tail, deps_.idle_flush},
+                                          prefix, err_log, &r.tail, deps_.idle_flush,
+                                          LineSplitter::kDefaultMaxLine, deps_.progress_interval},
                               deps_.writer, deps_.flow, on_closed);
   }
   return OkStatus();

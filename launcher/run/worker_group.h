@@ -50,6 +50,7 @@ struct WorkerGroupDeps {
   TargetPtr console_out;              ///< gculaunch's stdout
   TargetPtr console_err;              ///< gculaunch's stderr
   std::chrono::milliseconds idle_flush{250};
+  std::chrono::milliseconds progress_interval{30000};  ///< --progress-interval
 };
 
 class WorkerGroup {

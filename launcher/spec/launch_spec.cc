@@ -735,11 +735,6 @@ class SpecBuilder {
 
   Status CheckStreams(const std::string& name, const std::optional<StdStreams>& streams) {
     if (!streams) return OkStatus();
-    if (streams->any() && !o_.log_dir) {
-      return Error{o_.Source(name) + " needs --log-dir",
-                   "add --log-dir DIR (the console shows every rank's output with a [rank N] "
-                   "prefix anyway)"};
-    }
     for (const auto& [rank, bits] : streams->per_rank) {
       if (rank >= spec_.nproc_per_node) {
         return Error{o_.Source(name) + ": local rank " + std::to_string(rank) +
@@ -855,7 +850,15 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
 
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
   if (spec.log_dir.empty()) return "";
-  return spec.log_dir + "/" + run_id;
+  return spec.log_dir + "/" + run_id + "_<random>";
+}
+
+std::string RunLogPattern(const std::string& log_dir, const std::string& run_id) {
+  return log_dir + "/" + run_id + "_XXXXXX";
+}
+
+bool WantsLogFiles(const LaunchSpec& spec) {
+  return !spec.log_dir.empty() || spec.redirects.any() || spec.tee.any();
 }
 
 }  // namespace gculaunch

@@ -103,10 +103,11 @@ struct LaunchSpec {
   std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none
 
   // ---- supervision and output ----
-  double grace_period_s = 25.0;  ///< SIGTERM -> SIGKILL, on every stop path
-  std::string log_dir;           ///< per-rank log files; empty: none
-  StdStreams redirects;          ///< --redirects: streams that go to the log files only
-  StdStreams tee;                ///< --tee: streams that go to the log files and the console
+  double grace_period_s = 25.0;       ///< SIGTERM -> SIGKILL, on every stop path
+  std::string log_dir;                ///< per-rank log files; empty: none
+  StdStreams redirects;               ///< --redirects: streams that go to the log files only
+  StdStreams tee;                     ///< --tee: streams that go to the log files and the console
+  double progress_interval_s = 30.0;  ///< --progress-interval: non-terminal console, \r updates
   std::vector<int> console_local_ranks;  ///< --local-ranks-filter; empty: all ranks
   StdinMode stdin_mode = StdinMode::kNull;
   std::string summary_json;       ///< --summary-json PATH; empty: none
@@ -161,9 +162,19 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
                                   const PlatformInfo& platform);
 
-/// Where this run's error files (and rank logs) go when --log-dir is given:
-/// "<log_dir>/<run_id>".  Empty without --log-dir (the launch then uses a
-/// temporary directory of its own).
+/// Where this run's error files and rank logs go, as the dry run states it:
+/// "<log_dir>/<run_id>_<random>" (torchrun's layout; the launch makes the
+/// directory with RunLogPattern, so a second run into the same --log-dir, or
+/// another node sharing it, never overwrites this one).  Empty without
+/// --log-dir.
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
+
+/// The mkdtemp(3) pattern of a run's log directory below `log_dir`:
+/// "<log_dir>/<run_id>_XXXXXX".
+std::string RunLogPattern(const std::string& log_dir, const std::string& run_id);
+
+/// True when the ranks' output is written to log files: --log-dir, or
+/// --redirects/--tee (without --log-dir, in a new kept torchelastic_ directory).
+bool WantsLogFiles(const LaunchSpec& spec);
 
 }  // namespace gculaunch

@@ -1,5 +1,6 @@
 """What `gculaunch --dry-run` prints is exactly what the real ranks get: the
 environment in /proc/<pid>/environ and the command line in /proc/<pid>/cmdline."""
+import glob
 import json
 import os
 import unittest
@@ -38,7 +39,10 @@ class DryRunMatchesRealEnv(unittest.TestCase):
             plan = json.loads(dry.stdout)
             self.assertEqual(plan["master_port"], port)
             text = json.dumps(plan)
-            self.assertNotIn("<", text, "the dry run still has placeholders: " + text)
+            # Only the run's log directory is random (torchrun's <run_id>_<random>).
+            stated_root = os.path.join(log_dir, "dryrun-check_<random>")
+            self.assertNotIn("<", text.replace(stated_root, ""),
+                             "the dry run still has placeholders: " + text)
 
             with gltest.Job(flags, tag=tag) as job:
                 job.wait_for(lambda out, err: out.count("ready ") == nproc, what="ranks ready")
@@ -52,6 +56,10 @@ class DryRunMatchesRealEnv(unittest.TestCase):
                     pid = ready[entry["local_rank"]]
                     expected = dict(env)
                     expected.update(entry["env"])
+                    roots = glob.glob(os.path.join(log_dir, "dryrun-check_*"))
+                    self.assertEqual(len(roots), 1, roots)
+                    expected["TORCHELASTIC_ERROR_FILE"] = expected[
+                        "TORCHELASTIC_ERROR_FILE"].replace(stated_root, roots[0])
                     actual = gltest.read_environ(pid)
                     self.assertEqual(actual, expected,
                                      "rank %d: environ differs from the dry run"
@@ -65,9 +73,9 @@ class DryRunMatchesRealEnv(unittest.TestCase):
             # The error-file root the dry run named exists, per attempt and rank.
             for entry in plan["ranks"]:
                 err_file = entry["env"]["TORCHELASTIC_ERROR_FILE"]
-                self.assertTrue(os.path.isdir(os.path.dirname(err_file)), err_file)
-                self.assertTrue(err_file.startswith(os.path.join(log_dir, "dryrun-check",
-                                                                 "attempt_0")))
+                self.assertTrue(err_file.startswith(os.path.join(stated_root, "attempt_0")))
+                real = err_file.replace(stated_root, roots[0])
+                self.assertTrue(os.path.isdir(os.path.dirname(real)), real)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 names the rank and shows its traceback, writes --summary-json and, when
 nested under another launcher, that launcher's TORCHELASTIC_ERROR_FILE.
 Nothing is left running."""
+import glob
 import json
 import os
 import signal
@@ -85,7 +86,9 @@ class Failure(unittest.TestCase):
                             extra_env={"TORCHELASTIC_ERROR_FILE": parent}) as job:
                 code = job.wait(timeout=120)
                 self.assertEqual(code, 1, job.stderr)
-                rank_file = os.path.join(log_dir, "rec", "attempt_0", "2", "error.json")
+                roots = glob.glob(os.path.join(log_dir, "rec_*"))  # <run_id>_<random>
+                self.assertEqual(len(roots), 1, roots)
+                rank_file = os.path.join(roots[0], "attempt_0", "2", "error.json")
                 self.assertIn("error file %s: KeyError: 'recorded failure'" % rank_file,
                               job.stderr)
                 self.assertIn("traceback from the error file:", job.stderr)

@@ -43,8 +43,11 @@ class Output(unittest.TestCase):
                 self.assertEqual(sorted(job.stdout.splitlines()), ["[rank0]: out of 0"])
                 err_lines = [l for l in job.stderr.splitlines() if l.startswith("[rank")]
                 self.assertEqual(sorted(err_lines), ["[rank0]: err of 0", "[rank2]: err of 2"])
+            roots = os.listdir(log_dir)
+            self.assertEqual(len(roots), 1, roots)
+            self.assertRegex(roots[0], r"^outrun_\w{6}$")
             for rank in range(3):
-                d = os.path.join(log_dir, "outrun", "attempt_0", str(rank))
+                d = os.path.join(log_dir, roots[0], "attempt_0", str(rank))
                 with open(os.path.join(d, "stdout.log")) as f:
                     self.assertEqual(f.read(), "out of %d\n" % rank)
                 with open(os.path.join(d, "stderr.log")) as f:

@@ -1,5 +1,6 @@
 """--max-restarts: the whole group restarts after a failure, with
 TORCHELASTIC_RESTART_COUNT incremented and a fresh attempt directory."""
+import glob
 import json
 import os
 import unittest
@@ -35,7 +36,9 @@ class Restart(unittest.TestCase):
                 self.assertIn("restarting all ranks (restart 1 of 1) after rank 1 failed with "
                               "exit code 3", job.stderr)
                 self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
-            root = os.path.join(log_dir, "flaky")
+            roots = glob.glob(os.path.join(log_dir, "flaky_*"))  # <run_id>_<random>
+            self.assertEqual(len(roots), 1, roots)
+            root = roots[0]
             self.assertEqual(sorted(os.listdir(root)), ["attempt_0", "attempt_1"])
             self.assertTrue(os.path.exists(os.path.join(root, "attempt_0", "1", "error.json")))
             self.assertFalse(os.path.exists(os.path.join(root, "attempt_1", "1", "error.json")))

@@ -79,10 +79,51 @@ TEST_CASE("JobPlanner: console routing, filter, redirects, stdin", "[job]") {
   CHECK_FALSE(r[1].stderr_to_console);
   CHECK_FALSE(r[2].stdout_to_console);  // redirected to its file
   CHECK(r[2].stderr_to_console);
-  CHECK(r[0].stdout_log.empty());  // no --log-dir: no files
+  CHECK_FALSE(r[0].stdout_log.empty());  // --redirects without --log-dir: files all the same
   CHECK(r[0].inherit_stdin);
   CHECK(r[0].take_terminal);
   CHECK_FALSE(r[1].inherit_stdin);
+}
+
+TEST_CASE("JobPlanner: torchrun's --tee rule, a stream is shown unless redirected and not teed",
+          "[job]") {
+  testing::TempDir dir;
+  const EnvMap base;
+  struct Case {
+    std::string redirects, tee;
+    bool out, err;  // on the console
+  };
+  for (const Case& c : std::vector<Case>{{"3", "3", true, true},
+                                         {"3", "1", true, false},
+                                         {"3", "2", false, true},
+                                         {"3", "0", false, false},
+                                         {"0", "3", true, true},
+                                         {"1", "0", false, true},
+                                         {"2", "1", true, false}}) {
+    LaunchSpec spec = Spec("");
+    spec.redirects.all = std::stoi(c.redirects);
+    spec.tee.all = std::stoi(c.tee);
+    JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("logs")}, false);
+    auto plan = planner.PlanAttempt(0);
+    REQUIRE(plan.ok());
+    INFO("-r " << c.redirects << " -t " << c.tee);
+    CHECK((*plan)[0].stdout_to_console == c.out);
+    CHECK((*plan)[0].stderr_to_console == c.err);
+    CHECK_FALSE((*plan)[0].stdout_log.empty());
+  }
+  // Per local rank: "0:1,1:2" teed over redirects 3.
+  LaunchSpec spec = Spec("");
+  spec.redirects.all = 3;
+  spec.tee.per_rank = {{0, StdStreams::kStdout}, {1, StdStreams::kStderr}};
+  JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("logs2")}, false);
+  auto plan = planner.PlanAttempt(0);
+  REQUIRE(plan.ok());
+  CHECK((*plan)[0].stdout_to_console);
+  CHECK_FALSE((*plan)[0].stderr_to_console);
+  CHECK_FALSE((*plan)[1].stdout_to_console);
+  CHECK((*plan)[1].stderr_to_console);
+  CHECK_FALSE((*plan)[2].stdout_to_console);
+  CHECK_FALSE((*plan)[2].stderr_to_console);
 }
 
 TEST_CASE("JobPlanner: a directory that cannot be created is an error", "[job]") {

@@ -88,4 +88,69 @@ TEST_CASE("LineTail keeps the last lines, oldest first", "[line_splitter]") {
   CHECK(none.lines().empty());
 }
 
+TEST_CASE(
+    "ProgressThrottle: a state at most once per interval, pending ones when due, the final "
+    "one",
+    "[line_splitter]") {
+  using std::chrono::seconds;
+  const ProgressThrottle::Clock::time_point t0{};  // the fake clock
+  ProgressThrottle p(std::chrono::seconds(30));
+  CHECK(p.due() == ProgressThrottle::Clock::time_point::max());
+  CHECK(p.Offer(" 5%", t0));  // the first state shows at once
+  CHECK_FALSE(p.Offer("10%", t0 + seconds(1)));
+  CHECK_FALSE(p.Offer("15%", t0 + seconds(2)));
+  CHECK(p.due() == t0 + seconds(30));  // the latest waits for the interval
+  CHECK_FALSE(p.TakeDue("15%", t0 + seconds(29)));
+  CHECK(p.TakeDue("15%", t0 + seconds(30)));
+  CHECK(p.due() == ProgressThrottle::Clock::time_point::max());
+  CHECK_FALSE(p.TakeDue("15%", t0 + seconds(90)));  // nothing pending
+  CHECK_FALSE(p.Offer("15%", t0 + seconds(95)));    // the same state again: nothing new
+  CHECK(p.Offer("20%", t0 + seconds(95)));          // the interval has passed
+  CHECK(p.Final("100%"));                           // the line ends: its final state shows
+  CHECK(p.due() == ProgressThrottle::Clock::time_point::max());
+  // A bar whose final state was shown last is not shown twice.
+  CHECK_FALSE(p.Offer("1/2", t0 + seconds(100)));  // within the interval of "20%"
+  CHECK(p.TakeDue("2/2", t0 + seconds(125)));
+  CHECK_FALSE(p.Final("2/2"));
+  // An empty state (a bar cleared with "\r   \r") is not shown.
+  ProgressThrottle fresh(std::chrono::seconds(30));
+  CHECK_FALSE(fresh.Offer("", t0));
+  CHECK_FALSE(fresh.Final(""));
+  // Interval 0: every new state.
+  ProgressThrottle every(std::chrono::milliseconds(0));
+  for (int i = 0; i < 20; ++i) CHECK(every.Offer(std::to_string(i), t0 + seconds(i / 4)));
+  CHECK_FALSE(every.Final("19"));
+}
+
+TEST_CASE("CompactProgress keeps only what the terminal shows, whatever follows",
+          "[line_splitter]") {
+  const std::vector<std::string> partials = {"epoch\r 1%\r 2%", "a\rb\r", "\rx\ry\r",
+                                             "no cr",           "\r",     "x\r"};
+  const std::vector<std::string> tails = {"", "\n", "z\n", "\r\n", "\rq\n", "w\rv"};
+  for (const std::string& partial : partials) {
+    for (const std::string& tail : tails) {
+      LineSplitter plain, compact;
+      auto none = [](std::string_view, LineEnd) {};
+      plain.Feed(partial, none);
+      compact.Feed(partial, none);
+      compact.CompactProgress();
+      CHECK(compact.partial_size() <= plain.partial_size());
+      std::vector<std::string> a, b;
+      plain.Feed(tail, [&](std::string_view t, LineEnd) { a.emplace_back(VisibleText(t)); });
+      plain.FlushPartial([&](std::string_view t, LineEnd) { a.emplace_back(VisibleText(t)); });
+      compact.Feed(tail, [&](std::string_view t, LineEnd) { b.emplace_back(VisibleText(t)); });
+      compact.FlushPartial([&](std::string_view t, LineEnd) { b.emplace_back(VisibleText(t)); });
+      INFO("partial " << partial << " tail " << tail);
+      CHECK(a == b);
+    }
+  }
+  // A bar that never ends its line stays small.
+  LineSplitter bar(64);
+  for (int i = 0; i < 1000; ++i) {
+    bar.Feed("\r step " + std::to_string(i), [](std::string_view, LineEnd) { FAIL("no line"); });
+    bar.CompactProgress();
+  }
+  CHECK(VisibleText(bar.partial()) == " step 999");
+}
+
 }  // namespace gculaunch

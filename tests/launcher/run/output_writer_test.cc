@@ -1,6 +1,11 @@
 #include "launcher/run/output_writer.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -82,6 +87,73 @@ TEST_CASE("a broken console is dropped, not fatal", "[output_writer]") {
   CHECK(writer.bytes_dropped() == 8);
   ::close(p[1]);
   ::sigaction(SIGPIPE, &old, nullptr);
+}
+
+namespace {
+
+// A pseudo-terminal in raw mode: what the writer writes to `terminal` is read back unchanged.
+struct Pty {
+  Pty() {
+    master = ::posix_openpt(O_RDWR | O_NOCTTY);
+    REQUIRE(master >= 0);
+    REQUIRE(::grantpt(master) == 0);
+    REQUIRE(::unlockpt(master) == 0);
+    slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+    REQUIRE(slave >= 0);
+    termios t{};
+    REQUIRE(::tcgetattr(slave, &t) == 0);
+    ::cfmakeraw(&t);
+    REQUIRE(::tcsetattr(slave, TCSANOW, &t) == 0);
+    winsize ws{};
+    ws.ws_col = 12;
+    ws.ws_row = 24;
+    REQUIRE(::ioctl(slave, TIOCSWINSZ, &ws) == 0);
+  }
+  ~Pty() {
+    ::close(slave);
+    ::close(master);
+  }
+  std::string Read() {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      pollfd p{master, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) return out;
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) return out;
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  int master = -1, slave = -1;
+};
+
+}  // namespace
+
+TEST_CASE("a terminal shows a progress bar live and ends its line before other output",
+          "[output_writer]") {
+  Pty pty;
+  auto tty = OutputTarget::Borrowed(pty.slave, "tty");
+  REQUIRE(tty->terminal());
+  int a = 0, b = 0;  // two rank streams
+  OutputWriter writer({}, nullptr);
+  writer.WriteProgress(tty, "[r0]: 1/3", &a);
+  writer.WriteProgress(tty, "[r0]: 2/3", &a);             // redrawn in place
+  writer.Write(tty, "[r1]: hello\n", &b);                 // the bar's line is ended first
+  writer.WriteProgress(tty, "[r0]: 3/3 0123456789", &a);  // a new bar line, cut to 11 columns
+  writer.Urgent(tty, "gculaunch: note\n");                // gculaunch's own line ends it too
+  writer.WriteProgress(tty, "[r0]: 3/3", &a);
+  writer.Write(tty, "[r0]: done\n[r0]: next\n", &a);  // its final state replaces the bar
+  writer.Write(tty, "[r1]: plain\n", &b);
+  REQUIRE(writer.Finish(std::chrono::seconds(10)));
+  const std::string clear = "\r\x1b[K";
+  CHECK(pty.Read() == clear + "[r0]: 1/3" + clear + "[r0]: 2/3" + "\n[r1]: hello\n" + clear +
+                          "[r0]: 3/3 0" + "\ngculaunch: note\n" + clear + "[r0]: 3/3" + clear +
+                          "[r0]: done\n[r0]: next\n[r1]: plain\n");
+  // Files get no terminal control bytes.
+  testing::TempDir dir;
+  auto file = OutputTarget::File(dir.File("f"));
+  REQUIRE(file.ok());
+  CHECK_FALSE((*file)->terminal());
 }
 
 }  // namespace gculaunch

@@ -84,4 +84,46 @@ TEST_CASE("Close() stops reading and flushes the partial line once", "[rank_outp
   CHECK(f.Console() == "[rank1]: done\n[rank1]: half\n");
 }
 
+TEST_CASE("a progress bar on a console that is not a terminal: throttled, final state, raw log",
+          "[rank_output]") {
+  Fixture f;
+  auto pipe = sys::MakePipe("test");
+  REQUIRE(pipe.ok());
+  bool closed = false;
+  StreamRoute route{f.console, "[rank0]: ", f.log};
+  route.progress_interval = std::chrono::hours(1);
+  auto stream = RankStream::Start(f.io, std::move(pipe->read), route, f.writer, f.flow,
+                                  [&] { closed = true; });
+  std::string raw;
+  for (int i = 0; i <= 20; ++i) {
+    const std::string update = "\r" + std::to_string(i) + "/20" + (i == 20 ? "\n" : "");
+    raw += update;
+    WriteAll(pipe->write.get(), update);
+    REQUIRE(f.io.run_one() == 1);  // one read per update, as with sleeps between them
+  }
+  WriteAll(pipe->write.get(), "after\n\r1/2\r2/2");
+  raw += "after\n\r1/2\r2/2";
+  pipe->write.Reset();  // end of stream: the bar's final state shows
+  REQUIRE(testing::RunUntil(f.io, [&] { return closed; }));
+  CHECK(stream->closed());
+  CHECK(f.Console() == "[rank0]: 0/20\n[rank0]: 20/20\n[rank0]: after\n[rank0]: 2/2\n");
+  CHECK(testing::ReadFile(f.dir.File("log")) == raw);
+}
+
+TEST_CASE("a held-back progress state shows when its interval has passed", "[rank_output]") {
+  Fixture f;
+  auto pipe = sys::MakePipe("test");
+  REQUIRE(pipe.ok());
+  StreamRoute route{f.console, "[rank0]: ", nullptr};
+  route.progress_interval = std::chrono::milliseconds(50);
+  auto stream = RankStream::Start(f.io, std::move(pipe->read), route, f.writer, f.flow, nullptr);
+  WriteAll(pipe->write.get(), "\rstep 1");
+  REQUIRE(f.io.run_one() == 1);  // shown
+  WriteAll(pipe->write.get(), "\rstep 2");
+  REQUIRE(f.io.run_one() == 1);  // held back
+  REQUIRE(f.io.run_one() == 1);  // the timer: shown now (the bar has stalled)
+  stream->Close();               // its final state is the one shown: not again
+  CHECK(f.Console() == "[rank0]: step 1\n[rank0]: step 2\n");
+}
+
 }  // namespace gculaunch

@@ -92,7 +92,7 @@ TEST_CASE("dry run: values unknown before a launch are stated placeholders", "[d
         "<temporary directory created at launch>/attempt_0/1/error.json");
 }
 
-TEST_CASE("dry run: with --master-port, --run-id and --log-dir nothing is a placeholder",
+TEST_CASE("dry run: with --master-port, --run-id and --log-dir only the log dir's <random> is left",
           "[dry_run]") {
   Fixture f;
   LaunchSpec spec = f.Spec({"--dry-run", "--standalone", "--master-port", "29555", "--run-id",
@@ -105,7 +105,8 @@ TEST_CASE("dry run: with --master-port, --run-id and --log-dir nothing is a plac
   }
   const auto json = nlohmann::json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
   CHECK(json["master_port"] == 29555);
-  CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] == "/logs/job5/attempt_0/1/error.json");
+  CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] ==
+        "/logs/job5_<random>/attempt_0/1/error.json");
   CHECK(json["ranks"][0]["env"]["TORCHELASTIC_RUN_ID"] == "job5");
 }
 

@@ -547,7 +547,9 @@ TEST_CASE("launch spec: supervision and output settings", "[launch_spec]") {
                          "x.py"});
   CHECK(s.grace_period_s == 10.0);
   CHECK(s.log_dir == "logs");
-  CHECK(RunLogRoot(s, "job") == "logs/job");
+  CHECK(RunLogRoot(s, "job") == "logs/job_<random>");
+  CHECK(RunLogPattern("logs", "job") == "logs/job_XXXXXX");
+  CHECK(WantsLogFiles(s));
   CHECK(s.tee.For(2) == 3);
   CHECK(s.redirects.For(0) == 2);
   CHECK(s.redirects.For(1) == 0);
@@ -562,9 +564,12 @@ TEST_CASE("launch spec: supervision and output settings", "[launch_spec]") {
   CHECK(RunLogRoot(f.Spec({"x.py"}), "job").empty());
   CHECK(f.Spec({"--shutdown-timeout", "3", "x.py"}).grace_period_s == 3.0);
 
-  CHECK(f.Err({"--tee", "3", "x.py"}) ==
-        "gculaunch: --tee needs --log-dir (fix: add --log-dir DIR (the console shows every "
-        "rank's output with a [rank N] prefix anyway))");
+  // torchrun: --redirects/--tee without --log-dir write to a new kept temporary directory.
+  const LaunchSpec teed = f.Spec({"--tee", "3", "x.py"});
+  CHECK(teed.tee.For(0) == 3);
+  CHECK(WantsLogFiles(teed));
+  CHECK(WantsLogFiles(f.Spec({"--redirects", "1", "x.py"})));
+  CHECK_FALSE(WantsLogFiles(f.Spec({"x.py"})));
   CHECK(f.Err({"--nproc-per-node", "2", "--log-dir", "l", "--redirects", "2:3", "x.py"}) ==
         "gculaunch: --redirects: local rank 2 does not exist (nproc-per-node is 2) (fix: use "
         "local ranks 0 to 1)");
