@@ -8,7 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,6 +37,23 @@ void CloseAllExcept(int keep) {
   const long max_fd = ::sysconf(_SC_OPEN_MAX);
   for (int fd = 3; fd < (max_fd > 0 ? max_fd : 65536); ++fd) {
     if (fd != keep) ::close(fd);
+  }
+}
+
+// Waits for the child `pid` to exit, at most `bound`; reaps it.  True when reaped (or not
+// ours any more).
+bool ReapWithin(pid_t pid, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  long pause_us = 50;  // short at first: the guardian usually exits within a millisecond
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (r < 0 && errno == EINTR) continue;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    timespec ts{0, pause_us * 1000L};
+    ::nanosleep(&ts, nullptr);
+    pause_us = std::min(pause_us * 2, 5000L);
   }
 }
 
@@ -166,7 +185,7 @@ Guardian::Guardian(Guardian&& other) noexcept
       pipe_(std::move(other.pipe_)),
       healthy_(other.healthy_) {}
 
-Guardian::~Guardian() { CloseAndReap(); }
+Guardian::~Guardian() { (void)CloseAndReap(kReapBound); }
 
 void Guardian::Send(char op, pid_t pgid) {
   char msg[32];
@@ -194,26 +213,19 @@ void Guardian::RemoveAtExit(const std::string& path) {
   SendRaw(msg.data(), msg.size());
 }
 
-void Guardian::Done(bool reap) {
+bool Guardian::Done(std::chrono::milliseconds bound) {
   SendRaw("done\n", 5);
-  if (!reap) {
-    pipe_.Reset();
-    pid_ = -1;  // not ours to wait for any more
-    return;
-  }
-  CloseAndReap();
+  return CloseAndReap(bound);
 }
 
-void Guardian::Abandon() { CloseAndReap(); }
+bool Guardian::Abandon(std::chrono::milliseconds bound) { return CloseAndReap(bound); }
 
-void Guardian::CloseAndReap() {
+bool Guardian::CloseAndReap(std::chrono::milliseconds bound) {
   pipe_.Reset();
-  if (pid_ > 0) {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
+  if (pid_ <= 0) return true;
+  if (!ReapWithin(pid_, bound)) return false;
+  pid_ = -1;
+  return true;
 }
 
 }  // namespace gculaunch::sys
