@@ -1,6 +1,7 @@
 #include "launcher/sys/guardian.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -20,6 +21,9 @@
 
 #include "launcher/sys/process_group.h"
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -41,20 +45,35 @@ void CloseAllExcept(int keep) {
 }
 
 // Waits for the child `pid` to exit, at most `bound`; reaps it.  True when reaped (or not
-// ours any more).
+// ours any more).  A pidfd wakes the wait the moment the guardian exits; without one
+// (kernels before 5.3, seccomp) it polls with short, growing pauses.
 bool ReapWithin(pid_t pid, std::chrono::milliseconds bound) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
-  long pause_us = 50;  // short at first: the guardian usually exits within a millisecond
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  long pause_us = 50;
+  bool reaped = false;
   for (;;) {
     int status = 0;
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      reaped = true;
+      break;
+    }
     if (r < 0 && errno == EINTR) continue;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      (void)::poll(&p, 1, static_cast<int>(left.count()) + 1);
+      continue;
+    }
     timespec ts{0, pause_us * 1000L};
     ::nanosleep(&ts, nullptr);
     pause_us = std::min(pause_us * 2, 5000L);
   }
+  if (pidfd >= 0) ::close(pidfd);
+  return reaped;
 }
 
 void SleepMs(long ms) {
