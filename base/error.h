@@ -26,6 +26,9 @@ namespace gculaunch {
 struct Error {
   std::string what;  ///< what went wrong, naming the flag, variable, file or peer
   std::string hint;  ///< how to fix it; may be empty when there is nothing to suggest
+  /// The exit code gculaunch ends with when this error stops it (e.g. 126, 127); 0: the
+  /// caller's own (2 for a bad command line or spec).
+  int exit_code = 0;
 
   /// "gculaunch: <what> (fix: <hint>)", or "gculaunch: <what>" without a hint.
   std::string Format() const {

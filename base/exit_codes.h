@@ -9,9 +9,11 @@
 //   4        a node of the job was lost (stopped heartbeating)
 //   5        ranks could not be killed (stuck in uninterruptible sleep): node unhealthy
 //   70       internal error in gculaunch (a bug: please report it)
-//   127      a rank's program could not be started (not found, not executable)
+//   126      a rank's program was found but cannot be run (not executable, unreadable
+//            script), as the shell says
+//   127      a rank's program (or the Python interpreter) was not found, as the shell says
 //
-// A rank that exits 2..5, 70 or 127 itself is indistinguishable by code alone;
+// A rank that exits 2..5, 70, 126 or 127 itself is indistinguishable by code alone;
 // --summary-json (and TORCHELASTIC_ERROR_FILE) always record which it was.
 #pragma once
 
@@ -23,6 +25,7 @@ inline constexpr int kRendezvousFailed = 3;
 inline constexpr int kNodeLost = 4;
 inline constexpr int kStuckProcesses = 5;
 inline constexpr int kInternal = 70;
+inline constexpr int kNotExecutable = 126;
 inline constexpr int kSpawnFailed = 127;
 inline constexpr int kSignalBase = 128;
 

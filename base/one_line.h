@@ -38,6 +38,8 @@ inline std::string OneLine(std::string_view text) {
 }
 
 /// The same error with OneLine() applied to both sentences.
-inline Error OneLine(const Error& error) { return Error{OneLine(error.what), OneLine(error.hint)}; }
+inline Error OneLine(const Error& error) {
+  return Error{OneLine(error.what), OneLine(error.hint), error.exit_code};
+}
 
 }  // namespace gculaunch

@@ -272,12 +272,19 @@ Decoder::Status Decoder::FixedFieldDone() {
 }
 
 Decoder::Status Decoder::BlobLengthDone(bool is_key, std::uint64_t length) {
-  const std::size_t limit = is_key ? limits_.max_key_size : limits_.max_value_size;
+  // Keys: the limit plus the '/' torch's client puts in front (saturating).
+  const std::size_t limit =
+      is_key
+          ? limits_.max_key_size + std::min(kClientKeyPrefixSize, SIZE_MAX - limits_.max_key_size)
+          : limits_.max_value_size;
   const char* what = is_key ? "key" : "value";
   if (length > limit) {
-    return Fail(field_offset_, std::string(OpName(request_.op)) + " " + what + " length " +
-                                   std::to_string(length) + " exceeds the limit of " +
-                                   std::to_string(limit) + " bytes");
+    return Fail(
+        field_offset_,
+        std::string(OpName(request_.op)) + " " + what + " length " + std::to_string(length) +
+            " exceeds the limit of " + std::to_string(limit) + " bytes" +
+            (is_key ? " (" + std::to_string(limits_.max_key_size) + " and the client's '/' prefix)"
+                    : std::string()));
   }
   if (length > limits_.max_request_size - request_bytes_) {
     return Fail(field_offset_, std::string(OpName(request_.op)) + " request of more than " +

@@ -61,7 +61,9 @@ std::string QuoteForLog(std::string_view bytes);
 
 /// Abuse limits (spec section 6.1).  A request that exceeds one is Malformed.
 struct Limits {
-  std::size_t max_key_size = kDefaultMaxKeySize;                 ///< bytes per key
+  /// Bytes per key as a torch client's caller gives it: the wire may carry
+  /// kClientKeyPrefixSize more (the client's '/'), so a key of exactly this size is accepted.
+  std::size_t max_key_size = kDefaultMaxKeySize;
   std::size_t max_value_size = kDefaultMaxValueSize;             ///< bytes per value
   std::size_t max_keys_per_request = kDefaultMaxKeysPerRequest;  ///< n of CHECK/WAIT/MULTI_*
   std::size_t max_request_size = kDefaultMaxRequestSize;         ///< sum of all blobs of a request

@@ -152,7 +152,10 @@ enum class WatchResponse : std::uint8_t {
 /// Default abuse limits.  The libuv server's (8 KiB keys, 8 MiB values, 131072 keys per
 /// request) are a floor (spec section 6.1); the classic 1.x server had none, so values get
 /// more room here.
-inline constexpr std::size_t kDefaultMaxKeySize = 1u << 20;     // 1 MiB
+inline constexpr std::size_t kDefaultMaxKeySize = 1u << 20;  // 1 MiB, as the user gives it
+/// torch's TCPStore client sends every key with a '/' in front (keyPrefix_): a key limit
+/// counts the key as the client's caller gave it, so the wire may carry this much more.
+inline constexpr std::size_t kClientKeyPrefixSize = 1;
 inline constexpr std::size_t kDefaultMaxValueSize = 64u << 20;  // 64 MiB
 inline constexpr std::size_t kDefaultMaxKeysPerRequest = 131072;
 inline constexpr std::size_t kDefaultMaxRequestSize = 128u << 20;  // all blobs of one request

@@ -30,6 +30,8 @@
 #   exit     last rank's exit -> launcher exit (all ranks exit 0; minus the
 #            same for the 8 direct Pythons: "overhead")
 #   failure  a rank exits 1 (the others sleep) -> launcher exit
+#   gone     the same failure -> no process the launcher started is alive (its guardian
+#            included: gculaunch reaps it before it exits)
 #   restart  a rank exits 1 in attempt 0 -> every rank of attempt 1 started
 #            (--max-restarts 1)
 #   rss      the launcher process's peak resident set (VmHWM), sampled
@@ -37,7 +39,9 @@
 # and prints medians and ratios (torchrun / gculaunch).
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS,
-# BENCH_NPROC, GCULAUNCH_CACHE_DIR (where the torch 2.6 root is).
+# BENCH_NPROC, GCULAUNCH_CACHE_DIR (where the torch 2.6 root is), BENCH_OLD_GCULAUNCH
+# (optional: a gculaunch built from an earlier commit, e.g. 2af4c24, whose guardian was left
+# running at exit; its failure runs are then measured too and printed on the "exit lag" line).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
@@ -48,12 +52,17 @@ in_root=$here/in_root.sh
 root2=$("$here/make_torch2_root.sh" | tail -n 1) ||
   { echo "bench: no torch 2.6 root (see the error above)" >&2; exit 2; }
 
+old_gculaunch=${BENCH_OLD_GCULAUNCH:-}
+[ -z "$old_gculaunch" ] || [ -x "$old_gculaunch" ] ||
+  { echo "bench: error: BENCH_OLD_GCULAUNCH '$old_gculaunch' is not executable (fix: give the path of an older gculaunch build, or unset it)" >&2; exit 2; }
+
 exec /usr/bin/python3 - "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" "${BENCH_NPROC:-8}" \
-  "$in_root" "$root2" <<'PY'
+  "$in_root" "$root2" "$old_gculaunch" <<'PY'
 import os, signal, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
 
 GCULAUNCH, TORCHRUN, REPS, NPROC = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 IN_ROOT, ROOT2 = sys.argv[5], sys.argv[6]
+OLD_GCULAUNCH = sys.argv[7]  # empty: not measured
 PYTHON = "/usr/bin/python3"
 # torch 2.6's torchrun: the root's python3 entered through in_root.sh, which also shows
 # this directory (with torchrun26.py) inside the root
@@ -112,6 +121,28 @@ def tagged_pids(tag):
     return pids
 
 
+def tagged_alive(tag):
+    """Whether a non-zombie process carries the tag."""
+    for pid in tagged_pids(tag):
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def all_gone_at(tag, bound=5.0):
+    """The time at which no process carrying the tag was alive (bounded)."""
+    deadline = time.time() + bound
+    while True:
+        t = time.time()
+        if not tagged_alive(tag) or t > deadline:
+            return t
+        time.sleep(0.001)
+
+
 class RssSampler(threading.Thread):
     def __init__(self, pid):
         super().__init__(daemon=True)
@@ -130,8 +161,8 @@ class RssSampler(threading.Thread):
 
 
 def command(launcher, mode, out, script):
-    if launcher == "gculaunch":
-        cmd = [GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
+    if launcher in ("gculaunch", "gculaunch-old"):
+        cmd = [GCULAUNCH if launcher == "gculaunch" else OLD_GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
                "--python", PYTHON]
         if mode == "restart":
             cmd += ["--max-restarts", "1"]
@@ -207,6 +238,7 @@ def run(launcher, mode, script):
         finally:
             sampler.stop = True
         t_exit = time.time()
+        t_gone = all_gone_at(tag)
         watchdog.cancel()
         sampler.join()
         drain.join(timeout=10)
@@ -225,6 +257,7 @@ def run(launcher, mode, script):
                 m["exit"] = t_exit - max(ends)
         elif mode == "fail" and "fail" in names:
             m["failure"] = t_exit - read(os.path.join(out, "fail"))
+            m["gone"] = t_gone - read(os.path.join(out, "fail"))
         elif mode == "restart" and "fail" in names:
             again = [read(os.path.join(out, n)) for n in names if n.startswith("start.1.")]
             if len(again) == NPROC and proc.returncode == 0:
@@ -262,7 +295,7 @@ def root_entry(n=10):
 def main():
     launchers = ["gculaunch", "torchrun", "torchrun-0.1", "torchrun-2.6"]
     modes = ["ok", "fail", "restart"]
-    results = {name: {} for name in launchers + ["direct"]}
+    results = {name: {} for name in launchers + ["direct", "gculaunch-old"]}
     workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
     script = os.path.join(workdir, "worker.py")
     with open(script, "w") as f:
@@ -270,8 +303,10 @@ def main():
     began = time.time()
     try:
         for rep in range(REPS):
-            for name in ["direct"] + launchers:
-                for mode in (["ok"] if name == "direct" else modes):
+            extra = ["gculaunch-old"] if OLD_GCULAUNCH else []
+            for name in ["direct"] + launchers + extra:
+                for mode in (["ok"] if name == "direct" else
+                             ["fail"] if name == "gculaunch-old" else modes):
                     if time.time() - began > TOTAL_BUDGET:
                         raise TimeoutError("time budget used up")
                     for key, value in run(name, mode, script).items():
@@ -308,6 +343,7 @@ def main():
         ("last rank exit -> launcher exit (ms)", "exit", 1e3, None),
         ("  exit overhead over direct (ms)", "exit", 1e3, base_exit),
         ("failure -> launcher exit (ms)", "failure", 1e3, None),
+        ("failure -> all its processes gone (ms)", "gone", 1e3, None),
         ("restart latency (ms)", "restart", 1e3, None),
         ("  restart minus direct start (ms)", "restart", 1e3, base),
         ("peak launcher RSS (MB)", "rss", 1.0, None),
@@ -335,6 +371,14 @@ def main():
           % (entry * 1e3, plain * 1e3, (entry - plain) * 1e3))
     print("gculaunch peak RSS: %.1f MB (target <= 8 MB); failure -> exit: %.1f ms "
           "(target <= 50 ms)" % (med("gculaunch", "rss"), med("gculaunch", "failure") * 1e3))
+    # The guardian is reaped before gculaunch exits (docs/runtime.md): exit and "gone" agree.
+    old = ("; old gculaunch (guardian left running) %.1f / %.1f ms"
+           % (med("gculaunch-old", "failure") * 1e3, med("gculaunch-old", "gone") * 1e3)
+           if OLD_GCULAUNCH else "; set BENCH_OLD_GCULAUNCH to an older build to compare")
+    print("exit lag, failure -> launcher exit / -> all its processes gone: gculaunch (guardian "
+          "reaped) %.1f / %.1f ms; torchrun 1.13 %.1f / %.1f ms%s"
+          % (med("gculaunch", "failure") * 1e3, med("gculaunch", "gone") * 1e3,
+             med("torchrun-0.1", "failure") * 1e3, med("torchrun-0.1", "gone") * 1e3, old))
 
 
 main()

@@ -48,10 +48,11 @@ Status CheckScript(const LaunchSpec& spec) {
       const int err = errno;
       if (err == ENOENT || err == ENOTDIR) {
         return Error{"SCRIPT '" + script + "' was not found",
-                     "check the path (a relative path starts in the current directory)"};
+                     "check the path (a relative path starts in the current directory)",
+                     exit_code::kSpawnFailed};
       }
       return Error{"SCRIPT '" + script + "' cannot be read: " + std::strerror(err),
-                   "check its permissions"};
+                   "check its permissions", exit_code::kNotExecutable};
     }
     if (script.find("${local_rank}") == std::string::npos &&
         script.find("$local_rank") == std::string::npos) {
@@ -174,6 +175,8 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
   in.master_port_given = spec.master_port != 0;
   in.rank0_hosts_store = spec.store_mode == StoreMode::kRank0;
   in.child_watcher = std::move(child_watcher);
+  in.python = spec.python;
+  in.python_origin = spec.python_origin;
   in.start_time = outcome.start_time;
   in.end_time = outcome.end_time;
   for (const RankRecord& r : outcome.records) {
@@ -183,6 +186,12 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
     std::stringstream text;
     text << file.rdbuf();
     in.error_files[{r.restart_count, r.local_rank}] = text.str();
+    // Nanoseconds: torch 1.13's own timestamp has whole seconds (exit_summary.h).
+    struct stat st {};
+    if (::stat(r.error_file.c_str(), &st) == 0) {
+      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] =
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    }
   }
   return in;
 }
@@ -244,7 +253,7 @@ int Job::Run() {
   SetUpProcess();
   if (auto script = CheckScript(spec_); !script.ok()) {
     PrintError(script.error());
-    return exit_code::kSpawnFailed;
+    return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
   }
   StartGuardian();
   if (!ChooseAtLaunch()) return exit_code::kUsage;
@@ -497,12 +506,16 @@ void Job::CloseLoop(Loop& loop) {
   }
 }
 
+// The guardian is reaped before gculaunch exits: when gculaunch's exit status is visible,
+// nothing it started is left (docs/runtime.md), except unkillable ranks (exit 5).
 void Job::Teardown() {
   if (guardian_) {
-    if (all_groups_empty_) {
-      guardian_->Done(/*reap=*/false);  // it removes the scratch directory after we are gone
-    } else {
-      guardian_->Abandon();  // it SIGKILLs what is left, once more, and cleans up
+    // "done": it removes the scratch directory and exits; else it SIGKILLs what is left,
+    // once more, and cleans up.
+    const bool reaped = all_groups_empty_ ? guardian_->Done() : guardian_->Abandon();
+    if (!reaped) {
+      log_.warn("the guardian process (pid {}) did not exit within {} ms; it finishes on its own",
+                guardian_->pid(), sys::Guardian::kReapBound.count());
     }
   } else if (!scratch_.empty()) {
     std::error_code ec;

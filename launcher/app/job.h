@@ -17,15 +17,16 @@
 //   7. Report           the exit summary: stderr text, --summary-json, the parent launcher's
 //                       TORCHELASTIC_ERROR_FILE
 //   8. CloseLoop        the terminal reclaimed, the log sink detached, the console drained
-//   9. Teardown         the guardian told "done" (every group empty) or abandoned; without a
-//                       guardian the scratch directory is removed here
+//   9. Teardown         the guardian told "done" (every group empty) or abandoned, and reaped
+//                       (bounded) before gculaunch exits; without a guardian the scratch
+//                       directory is removed here
 // A step that makes the launch impossible prints why; Run returns the exit code.
 //
 // Ownership and lifetimes, outermost first:
 //   * Job: the guardian, the store's bound socket (until the agent store takes it), the
 //     scratch directory's path and the ranks' runtime values, for the whole of Run.  On an
 //     early return or an exception the guardian's destructor closes it without "done", so it
-//     kills every group that was started.
+//     kills every group that was started, and reaps it.
 //   * Loop (a local of RunLoop): the io_context and every object that runs on it, declared in
 //     construction order and destroyed in reverse, the io_context last.  A new event-loop
 //     service (a status socket, metrics) becomes a member here.

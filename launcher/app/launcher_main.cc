@@ -52,7 +52,8 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
   auto spec = MakeLaunchSpec(options, env, probe, files);
   if (!spec.ok()) {
     PrintError(spec.error());
-    return exit_code::kUsage;
+    // 126/127 for a program that cannot be started, as the shell says; else a usage error.
+    return spec.error().exit_code != 0 ? spec.error().exit_code : exit_code::kUsage;
   }
   if (spec->dry_run) {
     WriteStdout(RenderDryRun(*spec, env));

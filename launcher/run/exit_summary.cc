@@ -72,7 +72,15 @@ std::optional<RootCause> CandidateOf(const RankRecord& r, const SummaryInput& in
     if (parsed.ok()) report = std::move(*parsed);
   }
   if (!r.exited_while_running && !report) return std::nullopt;  // stopped by gculaunch
+  const auto mtime = in.error_file_mtime_ns.find({r.restart_count, r.local_rank});
+  const bool has_mtime = report && mtime != in.error_file_mtime_ns.end() && mtime->second > 0;
+  // Reaped after the teardown signal, with an error file written after it: a consequence.
+  if (!r.exited_while_running && has_mtime && r.stop_signal_ns > 0 &&
+      mtime->second >= r.stop_signal_ns) {
+    return std::nullopt;
+  }
   RootCause c;
+  c.order_ns = has_mtime ? mtime->second : std::llround(r.exit_time * 1e9);
   c.restart_count = r.restart_count;
   c.local_rank = r.local_rank;
   c.rank = r.rank;
@@ -105,21 +113,86 @@ bool FailedInLastAttempt(const RankRecord& r, const SummaryInput& in) {
   return r.restart_count == in.restarts && r.exit && !r.exit->success();
 }
 
-// The candidate with the earliest timestamp (the first one on a tie).
+// Whether `a` failed before `b`: the error file's mtime (else the reap time), then the reap
+// time, then the one that exited while the attempt ran.
+bool Earlier(const RootCause& a, double a_reaped, bool a_running, const RootCause& b,
+             double b_reaped, bool b_running) {
+  if (a.order_ns != b.order_ns) return a.order_ns < b.order_ns;
+  if (a_reaped != b_reaped) return a_reaped < b_reaped;
+  return a_running && !b_running;
+}
+
+// The earliest candidate (the first one on a complete tie).
 std::optional<RootCause> FindRootCause(const SummaryInput& in) {
   std::optional<RootCause> best;
+  double best_reaped = 0;
+  bool best_running = false;
   for (const RankRecord& r : in.records) {
     if (!FailedInLastAttempt(r, in)) continue;
     std::optional<RootCause> c = CandidateOf(r, in);
-    if (c && (!best || c->timestamp < best->timestamp)) best = std::move(c);
+    if (!c) continue;
+    if (!best ||
+        Earlier(*c, r.exit_time, r.exited_while_running, *best, best_reaped, best_running)) {
+      best = std::move(c);
+      best_reaped = r.exit_time;
+      best_running = r.exited_while_running;
+    }
   }
   return best;
 }
 
 // ---- hints ----
 
+// "No module named 'torch'" in a failed rank's stderr tail or error file: the module's name.
+std::optional<std::string> MissingModule(const RankRecord& r, const SummaryInput& in) {
+  static constexpr std::string_view kNoModule = "No module named '";
+  std::vector<std::string> texts = r.stderr_tail;
+  auto file = in.error_files.find({r.restart_count, r.local_rank});
+  if (file != in.error_files.end()) {
+    if (auto parsed = ParseErrorFile(file->second); parsed.ok()) texts.push_back(parsed->message);
+  }
+  for (const std::string& line : texts) {
+    const size_t at = line.find(kNoModule);
+    if (at == std::string::npos) continue;
+    const size_t start = at + kNoModule.size();
+    const size_t end = line.find('\'', start);
+    if (end != std::string::npos && end > start) return line.substr(start, end - start);
+  }
+  return std::nullopt;
+}
+
+// Which interpreter ran the ranks, how it was chosen, and how to choose another.
+std::string ModuleHint(const SummaryInput& in, int rank, const std::string& module) {
+  std::string how;
+  std::string fix;
+  if (in.python_origin == "PYTHON_EXEC") {
+    how = "chosen by PYTHON_EXEC";
+    fix = "install it for that interpreter, or point PYTHON_EXEC (or --python) at one that has it";
+  } else if (in.python_origin == "python3 on PATH") {
+    how = "the python3 found on PATH";
+    fix =
+        "install it for that interpreter, or pass --python PATH (or set PYTHON_EXEC) to the "
+        "interpreter that has it, e.g. your virtual environment's bin/python";
+  } else {
+    how = "chosen by " + in.python_origin;
+    fix = "install it for that interpreter, or give " + in.python_origin +
+          " an interpreter that has it";
+  }
+  return "rank " + std::to_string(rank) + " found no module named '" + module + "': it ran " +
+         in.python + " (" + how + "); " + fix;
+}
+
 std::vector<std::string> Hints(const SummaryInput& in) {
   std::vector<std::string> hints;
+  if (!in.python.empty()) {
+    for (const RankRecord& r : in.records) {
+      if (!FailedInLastAttempt(r, in)) continue;
+      if (auto module = MissingModule(r, in)) {
+        hints.push_back(ModuleHint(in, r.rank, *module));
+        break;
+      }
+    }
+  }
   for (const RankRecord& r : in.records) {
     if (!FailedInLastAttempt(r, in)) continue;
     if (TailContains(r.stderr_tail, kNoLibuvMessage)) {

@@ -6,15 +6,23 @@
 //                                      the parent's error-file document}
 //
 // Root cause: among the last attempt's ranks that failed (non-zero exit or a
-// signal) either while the attempt was running or with an error file, the
-// one with the earliest timestamp: the TORCHELASTIC_ERROR_FILE timestamp the
-// rank wrote (torchrun's rule), else the moment gculaunch reaped it.  Both
+// signal) either while the attempt was running or with an error file written
+// before gculaunch signalled the attempt, the earliest one: by the modification
+// time of its TORCHELASTIC_ERROR_FILE in nanoseconds (torch 1.13's own
+// "timestamp" has whole seconds, and ranks failing together tie), else by the
+// moment gculaunch reaped it; on a tie the one reaped first.  A rank whose
+// error file appeared after gculaunch's teardown signal (it failed because it
+// was stopped, or because its peers were) is never the root cause.  Both
 // error-file forms are read (docs/worker-environment.md section 4):
 //   nested  {"message": {"message": "...", "extraInfo": {"py_callstack": "...",
 //                                                        "timestamp": "<secs>"}}}
 //   flat    {"message": "...", "timestamp": <secs>}
 // Without an error file the summary shows the last stderr lines gculaunch
 // kept (a Python traceback shows without @record).
+//
+// Hints name a likely fix: a PyTorch without libuv, a taken store port, stuck
+// processes, and for a rank that died of ModuleNotFoundError the interpreter
+// that ran it and how it was chosen (python3 on PATH, --python, PYTHON_EXEC).
 //
 // When gculaunch runs under another launcher (its own TORCHELASTIC_ERROR_FILE
 // is set), `parent_error` is the root cause in the nested form with
@@ -26,6 +34,7 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -63,6 +72,9 @@ struct SummaryInput {
   std::vector<RankRecord> records;  ///< every attempt
   /// Contents of the error files that existed, by (restart_count, local_rank).
   std::map<std::pair<int, int>, std::string> error_files;
+  /// Their modification times (stat st_mtim), unix nanoseconds; a file missing here is
+  /// ordered by its rank's reap time.
+  std::map<std::pair<int, int>, std::int64_t> error_file_mtime_ns;
   std::vector<sys::ProcInfo> stuck;
   std::optional<Error> start_error;
   int start_error_local_rank = -1;
@@ -70,6 +82,10 @@ struct SummaryInput {
   bool master_port_given = false;  ///< --master-port (not chosen at launch)
   bool rank0_hosts_store = false;  ///< --no-agent-store / torch 1.13 standalone mode
   std::string child_watcher;       ///< "pidfd" or "sigchld"
+  /// The ranks' Python interpreter and how it was chosen (LaunchSpec::python_origin); empty
+  /// with --no-python.  Named in the hint for a ModuleNotFoundError.
+  std::string python;
+  std::string python_origin;
   double start_time = 0;
   double end_time = 0;
   /// Multi-node: why the job ended, as every node tells it (job_protocol.h).  Empty on a
@@ -90,6 +106,7 @@ struct RootCause {
   int pid = -1;
   WorkerExit exit;
   double timestamp = 0;
+  std::int64_t order_ns = 0;  ///< what the root cause was chosen by (mtime or reap time)
   std::string message;
   std::string traceback;   ///< from the error file, else the stderr tail
   std::string error_file;  ///< path, when the rank wrote one

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct RankRecord {
   double start_time = 0;           ///< unix seconds
   double exit_time = 0;
   bool exited_while_running = false;  ///< exited before gculaunch began a teardown
+  /// When gculaunch sent this attempt's first teardown signal (SIGTERM after a failure, the
+  /// signal it received, a job stop), unix nanoseconds; 0: never signalled.
+  std::int64_t stop_signal_ns = 0;
   std::vector<std::string> stderr_tail;
 };
 

@@ -148,6 +148,8 @@ void Supervisor::Execute(const PolicyAction& action) {
   switch (action.kind) {
     case A::kSignalGroups:
       if (!group_) break;  // job mode, before the first attempt
+      // A teardown (not a forwarded USR1/USR2): nothing a rank does from now on is blamed.
+      if (state_.phase == Phase::kStopping) group_->NoteStopSignal();
       group_->SignalAll(action.signal);
       ScheduleDrainCheck();
       break;
@@ -315,6 +317,11 @@ void Supervisor::CancelTimers() {
 
 void Supervisor::Finish(int exit_code) {
   finished_ = true;
+  // A program that could not be started: 126 or 127 as the shell says (the spawner knows).
+  if (!config_.policy.job && state_.cause == StopCause::kSpawnFailed && outcome_.start_error &&
+      outcome_.start_error->exit_code != 0) {
+    exit_code = outcome_.start_error->exit_code;
+  }
   outcome_.exit_code = exit_code;
   outcome_.final_state = state_;
   if (group_) {

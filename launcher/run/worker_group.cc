@@ -13,6 +13,11 @@ double UnixNow() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+std::int64_t UnixNowNs() {
+  using namespace std::chrono;
+  return duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
+}
+
 struct WorkerGroup::Rank {
   RankRecord record;
   bool reaped = false;
@@ -203,6 +208,13 @@ std::vector<RankRecord> WorkerGroup::Records() const {
     records.push_back(std::move(record));
   }
   return records;
+}
+
+void WorkerGroup::NoteStopSignal() {
+  const std::int64_t now = UnixNowNs();
+  for (auto& rank : ranks_) {
+    if (rank->record.stop_signal_ns == 0) rank->record.stop_signal_ns = now;
+  }
 }
 
 void WorkerGroup::MarkExitedWhileRunning(int local_rank) {

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -86,6 +87,9 @@ class WorkerGroup {
   std::vector<RankRecord> Records() const;
   /// Marks a rank's exit as having happened while the attempt was running.
   void MarkExitedWhileRunning(int local_rank);
+  /// Notes, once per attempt, that gculaunch is about to send the teardown signal now (the
+  /// exit summary never blames a rank for what happened after it).
+  void NoteStopSignal();
   size_t size() const { return ranks_.size(); }
 
  private:
@@ -104,5 +108,7 @@ class WorkerGroup {
 
 /// Unix time in seconds, for records.
 double UnixNow();
+/// Unix time in nanoseconds (CLOCK_REALTIME, the clock of file modification times).
+std::int64_t UnixNowNs();
 
 }  // namespace gculaunch

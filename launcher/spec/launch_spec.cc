@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/exit_codes.h"
 #include "base/one_line.h"
 #include "base/text.h"
 #include "launcher/spec/cli.h"
@@ -580,10 +581,15 @@ class SpecBuilder {
   }
 
   // Finds `name`; in a dry run a missing program becomes a note.
-  Result<std::string> Resolve(const std::string& name, const Error& missing) {
+  // `missing` for a name not found (exit 127), `not_executable` for a path that exists but
+  // cannot be run (exit 126), as the shell says.
+  Result<std::string> Resolve(const std::string& name, Error missing, Error not_executable) {
     if (auto found = files_.FindExecutable(name, SearchPath())) return *found;
-    if (!spec_.dry_run) return missing;
-    Note(missing.what + "; a real launch stops here");
+    const bool exists = name.find('/') != std::string::npos && files_.FileExists(name);
+    Error error = exists ? std::move(not_executable) : std::move(missing);
+    error.exit_code = exists ? exit_code::kNotExecutable : exit_code::kSpawnFailed;
+    if (!spec_.dry_run) return error;
+    Note(error.what + "; a real launch stops here");
     return name;
   }
 
@@ -597,12 +603,14 @@ class SpecBuilder {
     std::vector<std::string>& argv = spec_.argv;
     if (o_.no_python) {
       const bool has_slash = o_.script.find('/') != std::string::npos;
-      auto exe = Resolve(o_.script,
-                         has_slash ? Error{"SCRIPT '" + o_.script + "' is not an executable file",
-                                           "make it executable (chmod +x), or drop --no-python "
-                                           "to run it with Python"}
-                                   : Error{"SCRIPT '" + o_.script + "' was not found on PATH",
-                                           "give its path, e.g. ./" + o_.script});
+      auto exe = Resolve(
+          o_.script,
+          has_slash ? Error{"SCRIPT '" + o_.script + "' was not found",
+                            "check the path (a relative path starts in the current directory)"}
+                    : Error{"SCRIPT '" + o_.script + "' was not found on PATH",
+                            "give its path, e.g. ./" + o_.script},
+          Error{"SCRIPT '" + o_.script + "' is not an executable file",
+                "make it executable (chmod +x), or drop --no-python to run it with Python"});
       if (!exe.ok()) return exe.error();
       spec_.executable = *exe;
       argv.push_back(o_.script);
@@ -616,20 +624,23 @@ class SpecBuilder {
         name = env_.GetOr("PYTHON_EXEC", "");
         source = "PYTHON_EXEC";
       }
-      Error missing{"python3 was not found on PATH", "install Python 3, or give --python PATH"};
-      if (!source.empty()) {
-        const bool has_slash = name.find('/') != std::string::npos;
-        missing = Error{source + " '" + name +
-                            "': " + (has_slash ? "not an executable file" : "not found on PATH"),
-                        source == "PYTHON_EXEC" ? "fix or unset PYTHON_EXEC"
-                                                : "give the path of a Python interpreter"};
-      }
-      auto python = Resolve(name, missing);
+      const std::string fix = source.empty()            ? "install Python 3, or give --python PATH"
+                              : source == "PYTHON_EXEC" ? "fix or unset PYTHON_EXEC"
+                                                        : "give the path of a Python interpreter";
+      const bool has_slash = name.find('/') != std::string::npos;
+      Error missing{source.empty() ? "python3 was not found on PATH"
+                                   : source + " '" + name +
+                                         "': " + (has_slash ? "not found" : "not found on PATH"),
+                    fix};
+      auto python = Resolve(
+          name, missing,
+          Error{(source.empty() ? "python3" : source) + " '" + name + "': not an executable file",
+                fix});
       if (!python.ok()) return python.error();
       spec_.python = *python;
+      spec_.python_origin = source.empty() ? "python3 on PATH" : source;
       spec_.executable = *python;
-      Note("interpreter " + *python +
-           (source.empty() ? " (python3 on PATH)" : " (" + source + ")"));
+      Note("interpreter " + *python + " (" + spec_.python_origin + ")");
       argv = {*python, "-u"};
       if (o_.module) argv.push_back("-m");
       argv.push_back(o_.script);

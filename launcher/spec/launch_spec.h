@@ -82,9 +82,10 @@ struct LaunchSpec {
   /// The file to execute: argv[0] resolved on PATH (an absolute path, or the
   /// user's own path when it contains '/').  The spawner execs this with argv.
   std::string executable;
-  bool local_rank_arg = false;   ///< --local-rank-arg was given (see argv)
-  std::string python;            ///< interpreter used; empty with --no-python
-  bool python_shim = false;      ///< --python-shim: the ranks load gculaunch's sitecustomize
+  bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
+  std::string python;           ///< interpreter used; empty with --no-python
+  std::string python_origin;    ///< how it was chosen: "python3 on PATH", "--python", "PYTHON_EXEC"
+  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
   bool backend_fallback = true;  ///< false with --no-backend-fallback (python_shim.h)
 
   // ---- devices ----
@@ -142,6 +143,9 @@ class FileAccess {
                                                     const std::string& path_var) const = 0;
   /// The whole content of a text file; the error names the file and errno.
   virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
+  /// Whether `path` names an existing file (of any kind, executable or not): tells "not
+  /// executable" (exit 126) from "not found" (exit 127).
+  virtual bool FileExists(const std::string& /*path*/) const { return false; }
   /// The entry names of a directory, sorted; empty when it cannot be read
   /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
   virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }

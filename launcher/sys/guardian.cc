@@ -1,6 +1,7 @@
 #include "launcher/sys/guardian.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -8,7 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +21,9 @@
 
 #include "launcher/sys/process_group.h"
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -36,6 +42,38 @@ void CloseAllExcept(int keep) {
   for (int fd = 3; fd < (max_fd > 0 ? max_fd : 65536); ++fd) {
     if (fd != keep) ::close(fd);
   }
+}
+
+// Waits for the child `pid` to exit, at most `bound`; reaps it.  True when reaped (or not
+// ours any more).  A pidfd wakes the wait the moment the guardian exits; without one
+// (kernels before 5.3, seccomp) it polls with short, growing pauses.
+bool ReapWithin(pid_t pid, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  long pause_us = 50;
+  bool reaped = false;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      reaped = true;
+      break;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      (void)::poll(&p, 1, static_cast<int>(left.count()) + 1);
+      continue;
+    }
+    timespec ts{0, pause_us * 1000L};
+    ::nanosleep(&ts, nullptr);
+    pause_us = std::min(pause_us * 2, 5000L);
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  return reaped;
 }
 
 void SleepMs(long ms) {
@@ -166,7 +204,7 @@ Guardian::Guardian(Guardian&& other) noexcept
       pipe_(std::move(other.pipe_)),
       healthy_(other.healthy_) {}
 
-Guardian::~Guardian() { CloseAndReap(); }
+Guardian::~Guardian() { (void)CloseAndReap(kReapBound); }
 
 void Guardian::Send(char op, pid_t pgid) {
   char msg[32];
@@ -194,26 +232,19 @@ void Guardian::RemoveAtExit(const std::string& path) {
   SendRaw(msg.data(), msg.size());
 }
 
-void Guardian::Done(bool reap) {
+bool Guardian::Done(std::chrono::milliseconds bound) {
   SendRaw("done\n", 5);
-  if (!reap) {
-    pipe_.Reset();
-    pid_ = -1;  // not ours to wait for any more
-    return;
-  }
-  CloseAndReap();
+  return CloseAndReap(bound);
 }
 
-void Guardian::Abandon() { CloseAndReap(); }
+bool Guardian::Abandon(std::chrono::milliseconds bound) { return CloseAndReap(bound); }
 
-void Guardian::CloseAndReap() {
+bool Guardian::CloseAndReap(std::chrono::milliseconds bound) {
   pipe_.Reset();
-  if (pid_ > 0) {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
+  if (pid_ <= 0) return true;
+  if (!ReapWithin(pid_, bound)) return false;
+  pid_ = -1;
+  return true;
 }
 
 }  // namespace gculaunch::sys

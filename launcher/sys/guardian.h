@@ -21,10 +21,15 @@
 //       "done"             clean shutdown: every group is empty
 //   - on end-of-file without "done": SIGKILLs every recorded group, re-checks
 //     them briefly;
-//   - in both cases removes the scratch directory, then exits.  Removing it
-//     here keeps that work off gculaunch's exit path (rmdir can take
-//     milliseconds per directory on disks mounted with discard) and also
+//   - in both cases removes the scratch directory, then exits.  It also
 //     cleans up after a gculaunch that was killed.
+//
+// On every exit of gculaunch's own choosing the guardian is reaped before
+// gculaunch exits (Done, Abandon, the destructor), so that "gculaunch has
+// exited" means "nothing it started is left" to a harness that runs it twice
+// in a row.  The wait is bounded (kReapBound): a guardian stuck removing the
+// scratch directory (a hung file system) is left to finish on its own.  Only
+// SIGKILL of gculaunch leaves the guardian running, by design.
 //
 // gculaunch writes with a non-blocking write end; a lost guardian is logged,
 // never fatal.  The destructor closes the pipe without "done" (so an early
@@ -35,6 +40,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 
 #include "base/error.h"
@@ -56,13 +62,16 @@ class Guardian {
   void GroupGone(pid_t pgid) { Send('-', pgid); }
   /// The guardian removes `path` (recursively) before it exits.
   void RemoveAtExit(const std::string& path);
-  /// Every group is empty: the guardian exits without killing.  With `reap`,
-  /// waits for it; without, gculaunch exits first and the guardian finishes
-  /// its clean-up on its own (it is re-parented like any orphan).
-  void Done(bool reap = true);
+  /// How long Done, Abandon and the destructor wait for the guardian to exit.
+  static constexpr std::chrono::milliseconds kReapBound{5000};
+
+  /// Every group is empty: the guardian removes the scratch directory and
+  /// exits without killing; waits for it (at most `bound`).  False when it
+  /// had not exited in time (it finishes on its own; pid() stays set).
+  bool Done(std::chrono::milliseconds bound = kReapBound);
   /// Closes the pipe without "done" (as if gculaunch had died) and reaps the
-  /// guardian after it killed the recorded groups.
-  void Abandon();
+  /// guardian after it killed the recorded groups (at most `bound`).
+  bool Abandon(std::chrono::milliseconds bound = kReapBound);
 
   pid_t pid() const { return pid_; }
   /// False once a message could not be delivered (the guardian is gone).
@@ -72,7 +81,7 @@ class Guardian {
   Guardian(pid_t pid, UniqueFd pipe) : pid_(pid), pipe_(std::move(pipe)) {}
   void Send(char op, pid_t pgid);
   void SendRaw(const char* data, size_t len);
-  void CloseAndReap();
+  bool CloseAndReap(std::chrono::milliseconds bound);
 
   pid_t pid_ = -1;
   UniqueFd pipe_;

@@ -20,6 +20,11 @@ std::optional<std::string> LocalFileAccess::FindExecutable(const std::string& na
   return *found;
 }
 
+bool LocalFileAccess::FileExists(const std::string& path) const {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 std::vector<std::string> LocalFileAccess::ListDir(const std::string& dir) const {
   std::vector<std::string> names;
   std::error_code ec;

@@ -18,6 +18,7 @@ class LocalFileAccess : public FileAccess {
                                             const std::string& path_var) const override;
   Result<std::string> ReadTextFile(const std::string& path) const override;
   std::vector<std::string> ListDir(const std::string& dir) const override;
+  bool FileExists(const std::string& path) const override;
 };
 
 }  // namespace gculaunch

@@ -115,9 +115,11 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
     }
   }
   const int err = ec.value();
-  return fail(
-      Error{"cannot start '" + request.program + "': " + std::strerror(err), ExecErrorHint(err)},
-      err);
+  // As the shell says: found but not runnable 126, else (not found, bad #! interpreter) 127.
+  const bool not_runnable = err == EACCES || err == ENOEXEC || err == EPERM || err == EISDIR;
+  return fail(Error{"cannot start '" + request.program + "': " + std::strerror(err),
+                    ExecErrorHint(err), not_runnable ? 126 : 127},
+              err);
 }
 
 Result<std::string> ResolveProgram(const std::string& name, const std::string& path_env) {

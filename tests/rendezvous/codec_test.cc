@@ -294,8 +294,8 @@ TEST_CASE("malformed and over-limit inputs are reported with offset and reason",
        "unknown query code 0xFF"},
       {"v2 unknown code", v2 + FromHex("ff"), 5, "unknown query code 0xFF (torch 2.x dialect)"},
       {"v2 VALIDATE again", v2 + v2, 5, "VALIDATE is only allowed as the first message"},
-      {"key too long", Encode(Dialect::kV1, Req(Op::kGet, {std::string(17, 'k')})), 1,
-       "GET key length 17 exceeds the limit of 16 bytes"},
+      {"key too long", Encode(Dialect::kV1, Req(Op::kGet, {std::string(18, 'k')})), 1,
+       "GET key length 18 exceeds the limit of 17 bytes (16 and the client's '/' prefix)"},
       {"value too long", Encode(Dialect::kV1, Req(Op::kSet, {"/k"}, {std::string(33, 'v')})), 11,
        "SET value length 33 exceeds the limit of 32 bytes"},
       {"too many keys", Encode(Dialect::kV1, Req(Op::kWait, {"a", "b", "c", "d", "e"})), 1,
@@ -340,6 +340,25 @@ TEST_CASE("a malformed decoder stays malformed and consumes nothing", "[codec]")
   CHECK(again.status == Decoder::Status::kMalformed);
   CHECK(again.consumed == 0);
   CHECK(d.malformed().offset == 0);
+}
+
+TEST_CASE("a key of exactly the limit, as torch's client sends it ('/' in front), is accepted",
+          "[codec]") {
+  Limits limits;  // the defaults: 1 MiB keys
+  const std::string user_key(kDefaultMaxKeySize, 'k');
+  for (Dialect d : {Dialect::kV1, Dialect::kV2}) {
+    const std::string v2 = d == Dialect::kV2 ? std::string(kHandshake) : std::string();
+    const std::string ok = v2 + Encode(d, Req(Op::kSet, {"/" + user_key}, {"v"}));
+    const auto decoded = DecodeWhole(ok, limits);
+    REQUIRE_FALSE(decoded.malformed);
+    REQUIRE(decoded.requests.size() == (d == Dialect::kV2 ? 2u : 1u));
+    CHECK(decoded.requests.back().keys.at(0).size() == kDefaultMaxKeySize + 1);
+    const std::string over = v2 + Encode(d, Req(Op::kSet, {"/" + user_key + "k"}, {"v"}));
+    const auto rejected = DecodeWhole(over, limits);
+    REQUIRE(rejected.malformed);
+    CHECK_THAT(rejected.error.reason,
+               Catch::Contains("SET key length 1048578 exceeds the limit of 1048577 bytes"));
+  }
 }
 
 TEST_CASE("bounded random inputs: no crash, and every split agrees", "[codec][random]") {

@@ -42,6 +42,7 @@ class FakeFileAccess : public FileAccess {
   /// name as asked (e.g. "python3" or "/opt/py/bin/python") -> path found
   std::map<std::string, std::string> executables;
   std::map<std::string, std::string> files;  ///< path -> content
+  std::set<std::string> other_files;         ///< exist, but are neither of the above
   mutable std::string last_path_var;
 
   std::optional<std::string> FindExecutable(const std::string& name,
@@ -50,6 +51,9 @@ class FakeFileAccess : public FileAccess {
     auto it = executables.find(name);
     if (it == executables.end()) return std::nullopt;
     return it->second;
+  }
+  bool FileExists(const std::string& path) const override {
+    return other_files.count(path) != 0 || files.count(path) != 0;
   }
   Result<std::string> ReadTextFile(const std::string& path) const override {
     auto it = files.find(path);

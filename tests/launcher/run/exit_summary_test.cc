@@ -103,6 +103,7 @@ TEST_CASE("an earlier error-file timestamp wins the root cause", "[exit_summary]
                 Rec(1, WorkerExit::Signaled(SIGTERM), 201.0, false),
                 Rec(2, WorkerExit::Exited(1), 202.0, false, {"ValueError: boom"})};
   in.error_files[{0, 2}] = kNested;
+  in.error_file_mtime_ns[{0, 2}] = 100'250'000'000;  // written at 100.25 s
   const ExitSummary s = BuildExitSummary(in);
   REQUIRE(s.root_cause.has_value());
   CHECK(s.root_cause->rank == 2);
@@ -116,6 +117,56 @@ TEST_CASE("an earlier error-file timestamp wins the root cause", "[exit_summary]
   CHECK((*s.parent_error)["message"]["message"] == "ValueError: boom");
   CHECK((*s.parent_error)["message"]["extraInfo"]["timestamp"] == "100");
   CHECK((*s.parent_error)["message"]["errorCode"] == 1);
+}
+
+TEST_CASE("same-second error files: the nanosecond mtimes decide", "[exit_summary]") {
+  // torch 1.13's @record writes whole seconds: both files say 100.  Rank 1 raised first
+  // (its file is older by 3 ms); rank 0's barrier failed because of it, and rank 0 was then
+  // killed by gculaunch's SIGTERM (143), listed first.
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Signaled(SIGTERM), 100.9, false),
+                Rec(1, WorkerExit::Exited(1), 100.5, true)};
+  in.records[0].stop_signal_ns = 100'600'000'000;
+  in.records[1].stop_signal_ns = 100'600'000'000;
+  in.error_files[{0, 0}] = kNested;
+  in.error_files[{0, 1}] = kNested;
+  in.error_file_mtime_ns[{0, 0}] = 100'403'000'001;
+  in.error_file_mtime_ns[{0, 1}] = 100'400'000'001;
+  ExitSummary s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 1);
+  CHECK(s.json["root_cause"]["rank"] == 1);
+  CHECK(s.text.front().rfind("rank 1 failed", 0) == 0);
+
+  // The same mtimes (one coarse clock tick): the one reaped first.
+  in.error_file_mtime_ns[{0, 0}] = 100'400'000'001;
+  s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 1);
+
+  // Rank 0's file appeared after gculaunch's SIGTERM: never the root cause, even when it is
+  // the only file left.
+  in.error_file_mtime_ns[{0, 0}] = 100'700'000'000;
+  in.error_files.erase({0, 1});
+  s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 1);
+  CHECK_FALSE(s.root_cause->from_error_file);
+}
+
+TEST_CASE("same-second error files without mtimes: the reap order decides", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Exited(1), 100.31, true),
+                Rec(1, WorkerExit::Exited(1), 100.3, true)};
+  in.error_files[{0, 0}] = kNested;
+  in.error_files[{0, 1}] = kNested;
+  ExitSummary s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 1);
+  std::swap(in.records[0].exit_time, in.records[1].exit_time);
+  s = BuildExitSummary(in);
+  REQUIRE(s.root_cause.has_value());
+  CHECK(s.root_cause->rank == 0);
 }
 
 TEST_CASE("a flat error file and a signal death", "[exit_summary]") {
@@ -226,6 +277,42 @@ TEST_CASE("hints: libuv, a taken store port, stuck processes", "[exit_summary]")
                 "stuck: pid 77 (python3) state D (disk sleep: uninterruptible), wchan "
                 "request_wait_answer"));
   CHECK(HasLine(st.hints, "uninterruptible sleep"));
+}
+
+TEST_CASE("hints: a missing module names the interpreter and how it was chosen", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Exited(1), 1.0, true,
+                    {"Traceback (most recent call last):", "  File \"t.py\", line 1",
+                     "ModuleNotFoundError: No module named 'torch'"})};
+  in.python = "/usr/bin/python3";
+  in.python_origin = "python3 on PATH";
+  ExitSummary s = BuildExitSummary(in);
+  CHECK(HasLine(s.text,
+                "hint: rank 0 found no module named 'torch': it ran /usr/bin/python3 (the "
+                "python3 found on PATH); install it for that interpreter, or pass --python PATH"));
+  CHECK(HasLine(s.hints, "/usr/bin/python3"));
+
+  in.python = "/opt/venv/bin/python";
+  in.python_origin = "PYTHON_EXEC";
+  s = BuildExitSummary(in);
+  CHECK(HasLine(s.hints,
+                "it ran /opt/venv/bin/python (chosen by PYTHON_EXEC); install it for "
+                "that interpreter, or point PYTHON_EXEC (or --python) at one"));
+  in.python_origin = "--python";
+  s = BuildExitSummary(in);
+  CHECK(HasLine(s.hints,
+                "(chosen by --python); install it for that interpreter, or give "
+                "--python an interpreter that has it"));
+
+  // From an error file (@record) as well; nothing with --no-python.
+  in.records[0].stderr_tail.clear();
+  in.error_files[{0, 0}] =
+      R"({"message": {"message": "ModuleNotFoundError: No module named 'apex.amp'"}})";
+  s = BuildExitSummary(in);
+  CHECK(HasLine(s.hints, "found no module named 'apex.amp'"));
+  in.python.clear();
+  in.python_origin.clear();
+  CHECK_FALSE(HasLine(BuildExitSummary(in).hints, "no module"));
 }
 
 TEST_CASE("binary rank output does not break the JSON documents", "[exit_summary]") {

@@ -417,8 +417,14 @@ TEST_CASE("launch spec: interpreter and command line", "[launch_spec]") {
         std::vector<std::string>{"/opt/py/bin/python3", "-u", "t.py", "a"});
   CHECK(f.Spec({"--python", "python3.8", "t.py"}).executable == "/usr/local/bin/python3.8");
   CHECK(f.Err({"--python", "/nope/python", "t.py"}) ==
-        "gculaunch: --python '/nope/python': not an executable file (fix: give the path of a "
-        "Python interpreter)");
+        "gculaunch: --python '/nope/python': not found (fix: give the path of a Python "
+        "interpreter)");
+  CHECK(f.Make({"--python", "/nope/python", "t.py"}).error().exit_code == 127);
+  f.files.other_files.insert("/opt/py/bin/python.txt");
+  CHECK(f.Err({"--python", "/opt/py/bin/python.txt", "t.py"}) ==
+        "gculaunch: --python '/opt/py/bin/python.txt': not an executable file (fix: give the "
+        "path of a Python interpreter)");
+  CHECK(f.Make({"--python", "/opt/py/bin/python.txt", "t.py"}).error().exit_code == 126);
   CHECK(f.Err({"--python", "python9", "t.py"}) ==
         "gculaunch: --python 'python9': not found on PATH (fix: give the path of a Python "
         "interpreter)");
@@ -434,17 +440,19 @@ TEST_CASE("launch spec: interpreter and command line", "[launch_spec]") {
   LaunchSpec exec = f.Spec({"t.py"});
   CHECK(exec.python == "/usr/local/bin/python3.8");
   CHECK(HasNote(exec, "interpreter /usr/local/bin/python3.8 (PYTHON_EXEC)"));
+  CHECK(exec.python_origin == "PYTHON_EXEC");
+  CHECK(f.Spec({"--python", "python3.8", "t.py"}).python_origin == "--python");
   CHECK(f.Spec({"--python", "/opt/py/bin/python3", "t.py"}).python == "/opt/py/bin/python3");
   f.env.Set("PYTHON_EXEC", "/gone/python");
   CHECK(f.Err({"t.py"}) ==
-        "gculaunch: PYTHON_EXEC '/gone/python': not an executable file (fix: fix or unset "
-        "PYTHON_EXEC)");
+        "gculaunch: PYTHON_EXEC '/gone/python': not found (fix: fix or unset PYTHON_EXEC)");
   f.env.Erase("PYTHON_EXEC");
 
   f.files.executables.erase("python3");
   CHECK(f.Err({"t.py"}) ==
         "gculaunch: python3 was not found on PATH (fix: install Python 3, or give --python "
         "PATH)");
+  CHECK(f.Make({"t.py"}).error().exit_code == 127);
   LaunchSpec dry = f.Spec({"--dry-run", "t.py"});
   CHECK(dry.argv == std::vector<std::string>{"python3", "-u", "t.py"});
   CHECK(HasNote(dry, "python3 was not found on PATH; a real launch stops here"));
@@ -463,15 +471,25 @@ TEST_CASE("launch spec: --no-python runs the program itself", "[launch_spec]") {
   CHECK(s.argv == std::vector<std::string>{"./run.sh", "--local_rank=${local_rank}", "x"});
   CHECK(s.executable == "./run.sh");
   CHECK(s.python.empty());
+  CHECK(s.python_origin.empty());
+  CHECK(f.Spec({"t.py"}).python_origin == "python3 on PATH");
   LaunchSpec bare = f.Spec({"--no-python", "hostname"});
   CHECK(bare.argv == std::vector<std::string>{"hostname"});
   CHECK(bare.executable == "/usr/bin/hostname");
+  // As the shell says: 127 not found, 126 found but not executable (not the usage code 2).
   CHECK(f.Err({"--no-python", "./missing.sh"}) ==
-        "gculaunch: SCRIPT './missing.sh' is not an executable file (fix: make it executable "
+        "gculaunch: SCRIPT './missing.sh' was not found (fix: check the path (a relative path "
+        "starts in the current directory))");
+  CHECK(f.Make({"--no-python", "./missing.sh"}).error().exit_code == 127);
+  f.files.other_files.insert("./plain.sh");
+  CHECK(f.Err({"--no-python", "./plain.sh"}) ==
+        "gculaunch: SCRIPT './plain.sh' is not an executable file (fix: make it executable "
         "(chmod +x), or drop --no-python to run it with Python)");
+  CHECK(f.Make({"--no-python", "./plain.sh"}).error().exit_code == 126);
   CHECK(f.Err({"--no-python", "trainer"}) ==
         "gculaunch: SCRIPT 'trainer' was not found on PATH (fix: give its path, e.g. "
         "./trainer)");
+  CHECK(f.Make({"--no-python", "trainer"}).error().exit_code == 127);
   CHECK(f.Err({"-m", "--no-python", "x"}) ==
         "gculaunch: --module and --no-python conflict (fix: drop one: -m runs SCRIPT as a Python "
         "module, --no-python runs SCRIPT as a program)");

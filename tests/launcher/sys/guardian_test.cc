@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 
 #include "launcher/sys/child_watcher.h"
@@ -102,13 +103,27 @@ TEST_CASE("guardian removes the scratch directory on both ways out", "[guardian]
     auto guardian = Guardian::Start();
     REQUIRE(guardian.ok());
     guardian->RemoveAtExit(scratch);
-    if (clean) {
-      guardian->Done();  // reaps: the removal is over when it returns
-    } else {
-      guardian->Abandon();
-    }
+    const pid_t pid = guardian->pid();
+    // Both reap: the removal is over, and the guardian gone, when they return.
+    CHECK((clean ? guardian->Done() : guardian->Abandon()));
     CHECK_FALSE(std::filesystem::exists(scratch));
+    CHECK(guardian->pid() == -1);
+    CHECK(::waitpid(pid, nullptr, WNOHANG) < 0);  // already reaped: not our child any more
   }
+}
+
+TEST_CASE("guardian: the wait for it is bounded", "[guardian]") {
+  auto guardian = Guardian::Start();
+  REQUIRE(guardian.ok());
+  const pid_t pid = guardian->pid();
+  REQUIRE(::kill(pid, SIGSTOP) == 0);  // a guardian that cannot finish in time
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(guardian->Done(std::chrono::milliseconds(100)));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+  CHECK(guardian->pid() == pid);
+  REQUIRE(::kill(pid, SIGCONT) == 0);
+  CHECK(guardian->Abandon());  // it finishes once it runs again
+  CHECK(guardian->pid() == -1);
 }
 
 TEST_CASE("guardian ignores the signals that stop gculaunch", "[guardian]") {
