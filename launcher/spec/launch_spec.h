@@ -72,6 +72,9 @@ struct LaunchSpec {
   /// Multi-node: how long a node waits for the master node to answer, and node 0 for every
   /// node to join (--rdzv-timeout, else --rdzv-conf join_timeout/timeout, else 900).
   double rdzv_timeout_s = 900;
+  /// Multi-node: the address this node publishes to the others (--local-addr); empty: the
+  /// address of the interface that routes to the master.
+  std::string local_addr;
 
   // ---- the ranks' program ----
   /// The command before per-rank substitution, e.g. {"/usr/bin/python3", "-u",
@@ -86,6 +89,9 @@ struct LaunchSpec {
   std::string python;            ///< interpreter used; empty with --no-python
   bool python_shim = false;      ///< --python-shim: the ranks load gculaunch's sitecustomize
   bool backend_fallback = true;  ///< false with --no-backend-fallback (python_shim.h)
+  /// The ranks get PYTHONFAULTHANDLER=1 unless the user set it (false with
+  /// --no-python-faulthandler): a crash in C code still prints the Python stack.
+  bool python_faulthandler = true;
 
   // ---- devices ----
   DeviceProfile profile;
@@ -103,10 +109,11 @@ struct LaunchSpec {
   std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none
 
   // ---- supervision and output ----
-  double grace_period_s = 25.0;  ///< SIGTERM -> SIGKILL, on every stop path
-  std::string log_dir;           ///< per-rank log files; empty: none
-  StdStreams redirects;          ///< --redirects: streams that go to the log files only
-  StdStreams tee;                ///< --tee: streams that go to the log files and the console
+  double grace_period_s = 25.0;       ///< SIGTERM -> SIGKILL, on every stop path
+  std::string log_dir;                ///< per-rank log files; empty: none
+  StdStreams redirects;               ///< --redirects: streams that go to the log files only
+  StdStreams tee;                     ///< --tee: streams that go to the log files and the console
+  double progress_interval_s = 30.0;  ///< --progress-interval: non-terminal console, \r updates
   std::vector<int> console_local_ranks;  ///< --local-ranks-filter; empty: all ranks
   StdinMode stdin_mode = StdinMode::kNull;
   std::string summary_json;       ///< --summary-json PATH; empty: none
