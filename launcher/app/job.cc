@@ -96,6 +96,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   reg.run_id = runtime.run_id;
   reg.host = sys::HostName();
   reg.pid = static_cast<int>(::getpid());
+  reg.addr = spec.local_addr;  // --local-addr; empty: the address that routes to the master
 
   m.agent.config.node_rank = spec.node_rank;
   m.agent.config.max_restarts = spec.max_restarts;

@@ -30,7 +30,7 @@ void NodeAgent::Start() {
       log_.warn("{}; publishing MASTER_ADDR {} as this node's address", addr.error().what,
                 settings_.master_addr);
     }
-    Register(addr.ok() ? *addr : settings_.master_addr);
+    Register(Advertised(addr.ok() ? *addr : settings_.master_addr));
     return;
   }
   remote_->Connect(lifetime_.Wrap([this](const Status& connected) {
@@ -38,7 +38,7 @@ void NodeAgent::Start() {
       JoinFailed(connected.error(), exit_code::kRendezvousFailed);
       return;
     }
-    Register(remote_->local_address());
+    Register(Advertised(remote_->local_address()));
   }));
 }
 
@@ -46,6 +46,11 @@ void NodeAgent::JoinFailed(Error error, int code) {
   log_.error("{}{}", error.what, error.hint.empty() ? "" : " (fix: " + error.hint + ")");
   join_error_ = std::move(error);
   supervisor_->JobExit(code);
+}
+
+std::string NodeAgent::Advertised(const std::string& found) const {
+  // --local-addr (preset in the registration) wins over the address the route names.
+  return settings_.registration.addr.empty() ? found : settings_.registration.addr;
 }
 
 void NodeAgent::Register(const std::string& addr) {

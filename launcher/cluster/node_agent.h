@@ -35,11 +35,12 @@
 namespace gculaunch {
 
 struct NodeAgentSettings {
-  job::AgentConfig config;             ///< node rank, max restarts, the master's name
-  job::NodeRegistration registration;  ///< what this node registers (addr filled at join)
-  bool is_master = false;              ///< node 0: in-process link, route address via UDP
-  std::string master_addr;             ///< MASTER_ADDR as given
-  int agent_port = 0;                  ///< the port the agents meet on
+  job::AgentConfig config;  ///< node rank, max restarts, the master's name
+  job::NodeRegistration
+      registration;         ///< what this node registers (addr: --local-addr, else filled at join)
+  bool is_master = false;   ///< node 0: in-process link, route address via UDP
+  std::string master_addr;  ///< MASTER_ADDR as given
+  int agent_port = 0;       ///< the port the agents meet on
   /// MASTER_PORT for the ranks when the plan leaves it to the node (agent store: the
   /// agent port; --no-agent-store --worker-port: that port).
   std::string ranks_port;
@@ -74,6 +75,8 @@ class NodeAgent : public JobLink {
   void Finished(int exit_code) override;
 
  private:
+  /// The address to publish: --local-addr when given, else `found`.
+  std::string Advertised(const std::string& found) const;
   void Register(const std::string& addr);
   void JoinFailed(Error error, int code);
   void Dispatch(const job::AgentEvent& event);

@@ -424,6 +424,76 @@ Status ApplyEnv(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
+// --start-method: torchrun's multiprocessing start method (kept for a note: ranks are
+// always new processes here).
+Status ApplyStartMethod(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "spawn" && c.value != "fork" && c.value != "forkserver") {
+    return BadValue(c.source, c.value, "expected spawn, fork or forkserver", "spawn");
+  }
+  o.start_method = c.value;
+  return OkStatus();
+}
+
+// --local-addr: this node's address as the other nodes see it.
+Status ApplyLocalAddr(const ApplyContext& c, CliOptions& o) {
+  std::string addr = c.value;
+  if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
+    addr = addr.substr(1, addr.size() - 2);
+  }
+  if (addr.empty() || HasSpace(addr)) {
+    return BadValue(c.source, c.value, "expected a host name or IP address", "10.0.0.2");
+  }
+  o.local_addr = addr;
+  return OkStatus();
+}
+
+// --logs-specs: torchrun's plugin entry point; only its built-in "default" (what gculaunch
+// does with --log-dir, --redirects and --tee) can be honoured.
+Status ApplyLogsSpecs(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "default") {
+    return Error{c.source + " '" + c.value +
+                     "': gculaunch cannot load torchrun.logs_specs plugins; only 'default' "
+                     "(torchrun's DefaultLogsSpecs) is supported",
+                 "drop " + c.source + " and use --log-dir, --redirects and --tee"};
+  }
+  o.logs_specs = c.value;
+  return OkStatus();
+}
+
+// --signals-to-handle SIGTERM,SIGINT,...: names as torchrun takes them.
+Status ApplySignalsToHandle(const ApplyContext& c, CliOptions& o) {
+  static const std::set<std::string> kKnown = {"SIGTERM", "SIGINT",  "SIGHUP",  "SIGQUIT",
+                                               "SIGUSR1", "SIGUSR2", "SIGABRT", "SIGALRM",
+                                               "SIGPIPE", "SIGCHLD", "SIGCONT", "SIGTSTP"};
+  std::vector<std::string> names;
+  for (std::string item : Split(c.value, ',')) {
+    item.erase(std::remove_if(item.begin(), item.end(),
+                              [](unsigned char ch) { return std::isspace(ch) != 0; }),
+               item.end());
+    if (item.empty()) continue;
+    if (kKnown.count(item) == 0) {
+      return BadValue(c.source, c.value, "'" + item + "' is not a signal name gculaunch knows",
+                      "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+    }
+    names.push_back(item);
+  }
+  if (names.empty()) {
+    return BadValue(c.source, c.value, "expected signal names", "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  }
+  o.signals_to_handle = names;
+  return OkStatus();
+}
+
+// --numa-binding: torch's affinity modes; MakeLaunchSpec maps them onto --cpu-affinity.
+Status ApplyNumaBinding(const ApplyContext& c, CliOptions& o) {
+  if (c.value != "node" && c.value != "socket" && c.value != "exclusive" &&
+      c.value != "core-complex") {
+    return BadValue(c.source, c.value, "expected node, socket, exclusive or core-complex", "node");
+  }
+  o.numa_binding = c.value;
+  return OkStatus();
+}
+
 template <bool CliOptions::*field>
 Status ApplySwitch(const ApplyContext& c, CliOptions& o) {
   o.*field = c.on;
@@ -442,14 +512,16 @@ using ApplyFn = Status (*)(const ApplyContext&, CliOptions&);
 struct FlagDef {
   // Every field is required: an entry without an apply function does not compile.
   constexpr FlagDef(const char* name_in, const char* aliases_in, Kind kind_in, const char* value_in,
-                    const char* group_in, const char* help_in, ApplyFn apply_in)
+                    const char* group_in, const char* help_in, ApplyFn apply_in,
+                    const char* torchrun_in)
       : name(name_in),
         aliases(aliases_in),
         kind(kind_in),
         value(value_in),
         group(group_in),
         help(help_in),
-        apply(apply_in) {}
+        apply(apply_in),
+        torchrun(torchrun_in) {}
 
   const char* name;     ///< canonical long name, without "--"
   const char* aliases;  ///< further CLI11 names, comma-separated ("" for none)
@@ -458,7 +530,12 @@ struct FlagDef {
   const char* group;
   const char* help;
   ApplyFn apply;  ///< kBool: gets ApplyContext::on; the others the value text
+  /// The torchrun flag this row implements, dashed ("nproc-per-node", "shutdown-timeout"),
+  /// or kGculaunchOnly.  Only torchrun's flags may be abbreviated (ResolvePrefixes).
+  const char* torchrun;
 };
+
+constexpr const char* kGculaunchOnly = "";
 
 // Every flag, in help order.  The '_' spelling of each name is added
 // automatically; `aliases` holds other names (short forms, torchrun's
@@ -468,127 +545,175 @@ constexpr FlagDef kFlags[] = {
     {"nproc-per-node", "", Kind::kValue, "N|auto|gpu|cpu", "Topology",
      "ranks on this node: a number, auto (cards in the pool; CPUs for --device cpu), gpu (cards "
      "in the pool) or cpu (CPUs); default 1",
-     &ApplyNprocPerNode},
+     &ApplyNprocPerNode, "nproc-per-node"},
     {"nnodes", "", Kind::kValue, "N", "Topology",
-     "number of nodes (N or N:N; elastic ranges are not supported); default 1", &ApplyNnodes},
+     "number of nodes (N or N:N; elastic ranges are not supported); default 1", &ApplyNnodes,
+     "nnodes"},
     {"node-rank", "", Kind::kValue, "N", "Topology", "this node's rank, 0..nnodes-1; default 0",
-     &ApplyNodeRank},
+     &ApplyNodeRank, "node-rank"},
     {"master-addr", "", Kind::kValue, "HOST", "Topology",
-     "address of the rendezvous store (MASTER_ADDR); default 127.0.0.1", &ApplyMasterAddr},
+     "address of the rendezvous store (MASTER_ADDR); default 127.0.0.1", &ApplyMasterAddr,
+     "master-addr"},
     {"master-port", "", Kind::kValue, "PORT", "Topology",
      "port of the rendezvous store (MASTER_PORT); default 29500, or chosen at launch with "
      "--standalone",
-     &ApplyPort<&CliOptions::master_port>},
+     &ApplyPort<&CliOptions::master_port>, "master-port"},
     {"rdzv-endpoint", "", Kind::kValue, "HOST:PORT", "Topology",
      "the store as HOST:PORT or [IPv6]:PORT (instead of --master-addr/--master-port; PORT "
      "defaults to 29400)",
-     &ApplyRdzvEndpoint},
+     &ApplyRdzvEndpoint, "rdzv-endpoint"},
     {"rdzv-backend", "", Kind::kValue, "static|c10d", "Topology",
-     "accepted for torchrun compatibility; both behave the same", &ApplyRdzvBackend},
+     "accepted for torchrun compatibility; both behave the same", &ApplyRdzvBackend,
+     "rdzv-backend"},
     {"rdzv-id", "", Kind::kValue, "ID", "Topology",
-     "run id (TORCHELASTIC_RUN_ID); same as --run-id", &ApplyRunId<&CliOptions::rdzv_id>},
+     "run id (TORCHELASTIC_RUN_ID); same as --run-id", &ApplyRunId<&CliOptions::rdzv_id>,
+     "rdzv-id"},
     {"run-id", "", Kind::kValue, "ID", "Topology",
      "run id (TORCHELASTIC_RUN_ID); default: generated with --standalone, else \"none\"",
-     &ApplyRunId<&CliOptions::run_id>},
+     &ApplyRunId<&CliOptions::run_id>, kGculaunchOnly},
     {"rdzv-conf", "", Kind::kValue, "K=V,...", "Topology",
      "rendezvous settings, kept for multi-node: timeout, join_timeout, last_call_timeout, "
      "close_timeout, read_timeout (seconds), is_host (true/false)",
-     &ApplyRdzvConf},
+     &ApplyRdzvConf, "rdzv-conf"},
     {"rdzv-timeout", "", Kind::kValue, "SECONDS", "Topology",
      "multi-node: how long nodes wait for the master node and for each other; default 900",
-     &ApplyRdzvTimeout},
+     &ApplyRdzvTimeout, kGculaunchOnly},
     {"standalone", "", Kind::kBool, "", "Topology",
      "single node: store on 127.0.0.1, port chosen at launch (or --master-port)",
-     &ApplySwitch<&CliOptions::standalone>},
+     &ApplySwitch<&CliOptions::standalone>, "standalone"},
     {"platform-world-size", "", Kind::kValue, "nodes|procs", "Topology",
      "how to read a job platform's WORLD_SIZE: nodes (default: Volcano, KubeBrain, older "
      "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)",
-     &ApplyPlatformWorldSize},
+     &ApplyPlatformWorldSize, kGculaunchOnly},
     {"max-restarts", "", Kind::kValue, "N", "Topology",
-     "restart all ranks up to N times after a failure; default 0", &ApplyMaxRestarts},
+     "restart all ranks up to N times after a failure; default 0", &ApplyMaxRestarts,
+     "max-restarts"},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
      "accepted for torchrun compatibility and ignored: gculaunch notices exits at once",
-     &ApplySeconds<&CliOptions::monitor_interval>},
+     &ApplySeconds<&CliOptions::monitor_interval>, "monitor-interval"},
     {"role", "", Kind::kValue, "NAME", "Topology", "ROLE_NAME of the ranks; default \"default\"",
-     &ApplyRole},
+     &ApplyRole, "role"},
+    {"start-method", "", Kind::kValue, "spawn|fork|forkserver", "Topology",
+     "accepted for torchrun compatibility and ignored: every rank is a new process (fork and "
+     "exec)",
+     &ApplyStartMethod, "start-method"},
+    {"local-addr", "", Kind::kValue, "HOST", "Topology",
+     "multi-node: the address this node publishes to the others; default the interface that "
+     "routes to the master",
+     &ApplyLocalAddr, "local-addr"},
     // program
     {"module", "-m", Kind::kBool, "", "Program",
-     "SCRIPT is a Python module: run python -u -m SCRIPT ARGS", &ApplySwitch<&CliOptions::module>},
+     "SCRIPT is a Python module: run python -u -m SCRIPT ARGS", &ApplySwitch<&CliOptions::module>,
+     "module"},
     {"no-python", "", Kind::kBool, "", "Program", "SCRIPT is a program: run SCRIPT ARGS directly",
-     &ApplySwitch<&CliOptions::no_python>},
+     &ApplySwitch<&CliOptions::no_python>, "no-python"},
+    {"run-path", "", Kind::kBool, "", "Program",
+     "accepted for torchrun compatibility: SCRIPT runs as python -u SCRIPT in each rank, as "
+     "without it (the interpreter is --python or PYTHON_EXEC)",
+     &ApplySwitch<&CliOptions::run_path>, "run-path"},
     {"python", "", Kind::kValue, "PATH", "Program",
-     "the interpreter; default $PYTHON_EXEC, else python3 on PATH",
-     &ApplyText<&CliOptions::python>},
+     "the interpreter; default $PYTHON_EXEC, else python3 on PATH", &ApplyText<&CliOptions::python>,
+     kGculaunchOnly},
     {"use-env", "", Kind::kBool, "", "Program", "accepted: LOCAL_RANK is always in the environment",
-     &ApplySwitch<&CliOptions::use_env>},
+     &ApplySwitch<&CliOptions::use_env>, kGculaunchOnly},
     {"local-rank-arg", "", Kind::kBool, "", "Program",
      "also pass --local_rank=N after SCRIPT (legacy torch.distributed.launch scripts)",
-     &ApplySwitch<&CliOptions::local_rank_arg>},
+     &ApplySwitch<&CliOptions::local_rank_arg>, kGculaunchOnly},
     {"python-shim", "", Kind::kBool, "", "Program",
      "load gculaunch's sitecustomize in each rank: init_process_group with the device's "
      "backend before your code, torch.cuda.set_device & co. redirected to the vendor module "
      "on non-CUDA devices, gloo if the backend is missing (for MMEngine and other CUDA-minded "
      "code)",
-     &ApplySwitch<&CliOptions::python_shim>},
+     &ApplySwitch<&CliOptions::python_shim>, kGculaunchOnly},
     {"no-backend-fallback", "", Kind::kBool, "", "Program",
      "with --python-shim: a missing backend stops the rank instead of falling back to gloo",
-     &ApplySwitch<&CliOptions::no_backend_fallback>},
+     &ApplySwitch<&CliOptions::no_backend_fallback>, kGculaunchOnly},
+    {"no-python-faulthandler", "", Kind::kBool, "", "Program",
+     "do not give ranks PYTHONFAULTHANDLER=1 (by default a rank that dies of SIGSEGV, SIGABRT, "
+     "SIGBUS, SIGFPE or SIGILL prints its Python stack)",
+     &ApplySwitch<&CliOptions::no_python_faulthandler>, kGculaunchOnly},
     {"job", "", Kind::kValue, "FILE.yaml", "Program",
      "a job file: script, args, flags, env and a training config per card count; flags and "
      "PET_* variables override it; SCRIPT may then be left out",
-     &ApplyText<&CliOptions::job>},
+     &ApplyText<&CliOptions::job>, kGculaunchOnly},
     // devices
     {"device", "", Kind::kValue, "NAME|auto|PATH.yaml", "Devices",
      "device profile: gcu, cuda, cpu, ascend, mlu, rocm, auto (first whose cards exist, else "
      "cpu), or a profile YAML file; default auto",
-     &ApplyText<&CliOptions::device>},
+     &ApplyText<&CliOptions::device>, kGculaunchOnly},
     {"bind", "", Kind::kValue, "all|rank", "Devices",
      "all: every rank sees the whole card pool (as torchrun); rank: each rank sees only its "
      "card; default all",
-     &ApplyBind},
+     &ApplyBind, kGculaunchOnly},
     {"cpu-affinity", "", Kind::kValue, "none|numa|spread", "Devices",
      "pin each rank to CPUs: numa: its card's NUMA node, split fairly among the ranks there; "
      "spread: all CPUs split fairly; also sets OMP_NUM_THREADS to the rank's share unless you "
      "set it; default none",
-     &ApplyCpuAffinity},
+     &ApplyCpuAffinity, kGculaunchOnly},
+    {"numa-binding", "", Kind::kValue, "node|socket|exclusive|core-complex", "Devices",
+     "torchrun's NUMA binding, done as --cpu-affinity numa (each rank pinned to CPUs of its "
+     "card's NUMA node)",
+     &ApplyNumaBinding, "numa-binding"},
+    {"virtual-local-rank", "", Kind::kBool, "", "Devices",
+     "torchrun's virtual local rank, done as --bind rank: each rank sees only its own card, "
+     "as device index 0",
+     &ApplySwitch<&CliOptions::virtual_local_rank>, "virtual-local-rank"},
     {"env", "", Kind::kRepeat, "KEY=VALUE", "Devices",
      "set a variable for every rank (repeatable; overrides your environment and the profile)",
-     &ApplyEnv},
+     &ApplyEnv, kGculaunchOnly},
     {"sysroot", "", Kind::kValue, "DIR", "Devices",
      "look for /dev and /sys below DIR (for tests and preflight checks)",
-     &ApplyText<&CliOptions::sysroot>},
+     &ApplyText<&CliOptions::sysroot>, kGculaunchOnly},
     // supervision and output
     {"grace-period", "shutdown-timeout", Kind::kValue, "SECONDS", "Supervision",
      "time between SIGTERM and SIGKILL when stopping ranks; default 25",
-     &ApplySeconds<&CliOptions::grace_period>},
+     &ApplySeconds<&CliOptions::grace_period>, "shutdown-timeout"},
     {"no-agent-store", "", Kind::kBool, "", "Supervision",
      "rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False) instead of gculaunch",
-     &ApplySwitch<&CliOptions::no_agent_store>},
+     &ApplySwitch<&CliOptions::no_agent_store>, kGculaunchOnly},
     {"worker-port", "", Kind::kValue, "PORT", "Supervision",
      "with --no-agent-store: the port rank 0 binds (MASTER_PORT)",
-     &ApplyPort<&CliOptions::worker_port>},
+     &ApplyPort<&CliOptions::worker_port>, kGculaunchOnly},
     {"log-dir", "", Kind::kValue, "DIR", "Supervision",
-     "write per-rank logs and error files below DIR/<run id>", &ApplyText<&CliOptions::log_dir>},
+     "write per-rank logs and error files below DIR/<run id>", &ApplyText<&CliOptions::log_dir>,
+     "log-dir"},
     {"redirects", "-r", Kind::kValue, "0-3|I:V,...", "Supervision",
      "send streams to the log files only: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
-     &ApplyStreams<&CliOptions::redirects>},
+     &ApplyStreams<&CliOptions::redirects>, "redirects"},
     {"tee", "-t", Kind::kValue, "0-3|I:V,...", "Supervision",
      "copy streams to the log files too: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
-     &ApplyStreams<&CliOptions::tee>},
+     &ApplyStreams<&CliOptions::tee>, "tee"},
     {"local-ranks-filter", "", Kind::kValue, "I,J,...", "Supervision",
-     "show only these local ranks' output on the console", &ApplyLocalRanksFilter},
+     "show only these local ranks' output on the console", &ApplyLocalRanksFilter,
+     "local-ranks-filter"},
     {"stdin", "", Kind::kValue, "null|rank0", "Supervision",
      "null: ranks read /dev/null; rank0: rank 0 gets gculaunch's stdin (for breakpoint())",
-     &ApplyStdin},
+     &ApplyStdin, kGculaunchOnly},
     {"summary-json", "", Kind::kValue, "PATH", "Supervision",
      "write the outcome of the run (exit codes, root cause) as JSON",
-     &ApplyText<&CliOptions::summary_json>},
+     &ApplyText<&CliOptions::summary_json>, kGculaunchOnly},
+    {"progress-interval", "", Kind::kValue, "SECONDS", "Supervision",
+     "when the console is not a terminal, show a rank's carriage-return (progress bar) updates "
+     "at most this often, plus its final state; 0: every update; default 30",
+     &ApplySeconds<&CliOptions::progress_interval>, kGculaunchOnly},
+    {"signals-to-handle", "", Kind::kValue, "SIG,...", "Supervision",
+     "accepted for torchrun compatibility: gculaunch always stops the ranks on SIGINT, SIGTERM, "
+     "SIGHUP and SIGQUIT and forwards SIGUSR1/SIGUSR2",
+     &ApplySignalsToHandle, "signals-to-handle"},
+    {"event-log-handler", "", Kind::kValue, "NAME", "Supervision",
+     "accepted for torchrun compatibility and ignored: gculaunch logs to stderr and "
+     "--summary-json",
+     &ApplyText<&CliOptions::event_log_handler>, "event-log-handler"},
+    {"logs-specs", "", Kind::kValue, "default", "Supervision",
+     "torchrun's logs-spec plugin: only default (--log-dir, --redirects, --tee) is supported",
+     &ApplyLogsSpecs, "logs-specs"},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start nothing",
-     &ApplySwitch<&CliOptions::dry_run>},
+     &ApplySwitch<&CliOptions::dry_run>, kGculaunchOnly},
     {"format", "", Kind::kValue, "table|json|env", "Dry run",
-     "--dry-run output: table (default), json, or env (shell export lines)", &ApplyFormat},
+     "--dry-run output: table (default), json, or env (shell export lines)", &ApplyFormat,
+     kGculaunchOnly},
 };
 
 constexpr bool EveryFlagApplies() {
@@ -717,6 +842,85 @@ const FlagDef* FlagNamed(const std::string& flag) {
   return nullptr;
 }
 
+// Every name a row answers to exactly: "--name", "--na_me", its aliases ("-m", "--x").
+std::vector<std::string> ExactNames(const FlagDef& def) {
+  std::vector<std::string> names = {"--" + std::string(def.name), "--" + Underscored(def.name)};
+  for (const std::string& alias : Split(def.aliases, ',')) {
+    if (alias.empty()) continue;
+    if (alias[0] == '-') {
+      names.push_back(alias);
+    } else {
+      names.push_back("--" + alias);
+      names.push_back("--" + Underscored(alias));
+    }
+  }
+  return names;
+}
+
+const FlagDef* ExactFlag(const std::string& flag) {
+  for (const FlagDef& def : kFlags) {
+    const std::vector<std::string> names = ExactNames(def);
+    if (std::find(names.begin(), names.end(), flag) != names.end()) return &def;
+  }
+  return nullptr;
+}
+
+// argparse's abbreviations, as torchrun users write them (--nnode=1, --nproc_per_nod 8):
+// `flag` ("--nproc_per_nod") is a prefix of torchrun flags in either spelling.  Only
+// torchrun's flags take part, so a new gculaunch flag never makes an old command line
+// ambiguous.  Returns the rows it matches (once each).
+std::vector<const FlagDef*> PrefixMatches(const std::string& flag) {
+  std::vector<const FlagDef*> matches;
+  if (flag.size() < 3) return matches;  // "--" alone is the end of the flags
+  for (const FlagDef& def : kFlags) {
+    const std::string torchrun = def.torchrun;
+    if (torchrun.empty()) continue;
+    for (const std::string& name : {"--" + torchrun, "--" + Underscored(torchrun)}) {
+      if (name.rfind(flag, 0) == 0) {
+        matches.push_back(&def);
+        break;
+      }
+    }
+  }
+  return matches;
+}
+
+// Rewrites abbreviated torchrun flags before SCRIPT to their canonical name; an ambiguous
+// abbreviation is an error naming the candidates.  Stops at SCRIPT, "--" or a flag it does
+// not know (the parser reports that one).
+Result<std::vector<std::string>> ResolvePrefixes(std::vector<std::string> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') break;
+    const size_t eq = arg.find('=');
+    const std::string flag = arg.substr(0, eq);
+    const bool has_value = eq != std::string::npos;
+    if (flag == "--help" || flag == "-h" || flag == "--version") continue;
+    const bool is_long = flag.rfind("--", 0) == 0;
+    // A short form may carry its value attached ("-r3").
+    const bool short_attached = !is_long && flag.size() > 2;
+    const FlagDef* def = ExactFlag(short_attached ? flag.substr(0, 2) : flag);
+    if (def == nullptr && is_long) {
+      const std::vector<const FlagDef*> matches = PrefixMatches(flag);
+      if (matches.size() > 1) {
+        std::string candidates;
+        for (const FlagDef* match : matches) {
+          candidates += (candidates.empty() ? "--" : ", --") + std::string(match->torchrun);
+        }
+        return Error{"ambiguous flag '" + flag + "': it could be " + candidates,
+                     "write the whole flag name"};
+      }
+      if (matches.size() == 1) {
+        def = matches.front();
+        args[i] = "--" + std::string(def->name) + (has_value ? arg.substr(eq) : "");
+      }
+    }
+    if (def == nullptr) break;
+    if (def->kind != Kind::kBool && !has_value && !short_attached) ++i;  // skip the value
+  }
+  return args;
+}
+
 // Converts a CLI11 parse error into our one-line Error.  CLI11 names the flag
 // by its first long name; the two messages users meet are reworded.
 Error FromCli11(const CLI::ParseError& e) {
@@ -815,7 +1019,9 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
   std::map<std::string, CLI::Option*> options;
 
   CliResult result;
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  auto resolved = ResolvePrefixes(args);
+  if (!resolved.ok()) return resolved.error();
+  std::vector<std::string> reversed(resolved->rbegin(), resolved->rend());
   try {
     app.formatter(std::make_shared<HelpFormatter>());
     app.get_formatter()->column_width(44);

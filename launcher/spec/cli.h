@@ -103,6 +103,19 @@ struct CliOptions {
   bool dry_run = false;
   std::optional<DryRunFormat> format;
   std::optional<std::string> sysroot;  ///< prefix for /dev and /sys look-ups (tests, preflight)
+  std::optional<double> progress_interval;  ///< --progress-interval SECONDS (>= 0)
+  bool no_python_faulthandler = false;      ///< --no-python-faulthandler
+
+  // torchrun flags that gculaunch maps onto its own notions or accepts with a note
+  // (MakeLaunchSpec decides; see docs/command-line.md).
+  std::optional<std::string> start_method;  ///< spawn|fork|forkserver: a note, no effect
+  bool run_path = false;                    ///< --run-path: a note (ranks are processes)
+  std::optional<std::string> local_addr;    ///< this node's advertised address
+  std::optional<std::string> logs_specs;    ///< only "default" is accepted
+  std::optional<std::vector<std::string>> signals_to_handle;  ///< "SIGTERM", ... (validated)
+  std::optional<std::string> event_log_handler;               ///< a note, no effect
+  bool virtual_local_rank = false;          ///< --virtual-local-rank: like --bind rank
+  std::optional<std::string> numa_binding;  ///< node|socket|exclusive|core-complex
 
   /// SCRIPT (or the module with -m); empty only with CliParseMode::script_optional.
   std::string script;

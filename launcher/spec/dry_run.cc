@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/text.h"
 #include "launcher/spec/cpu_list.h"
 
 namespace gculaunch {
@@ -15,7 +16,8 @@ struct RankView {
   int local_rank = 0;
   int rank = 0;
   std::vector<std::string> argv;
-  std::map<std::string, std::string> env;  ///< set or overridden by gculaunch
+  std::map<std::string, std::string> env;  ///< set or overridden by gculaunch, and the contract
+  std::vector<std::string> unchanged;      ///< contract variables the environment already held
 };
 
 std::vector<RankView> Ranks(const LaunchSpec& spec, const EnvMap& base) {
@@ -26,10 +28,40 @@ std::vector<RankView> Ranks(const LaunchSpec& spec, const EnvMap& base) {
     view.local_rank = local_rank;
     view.rank = spec.rank_offset + local_rank;
     view.argv = BuildRankArgv(spec, local_rank);
-    view.env = base.ChangedIn(BuildRankEnv(spec, base, local_rank, /*restart_count=*/0, runtime));
+    const EnvMap env = BuildRankEnv(spec, base, local_rank, /*restart_count=*/0, runtime);
+    view.env = base.ChangedIn(env);
+    // Every variable of the rank contract is shown, also when the environment already held
+    // that value: the printed environment is the rank's, and --format env reproduces it.
+    for (const std::string& var : RankContractVariables(spec)) {
+      auto value = env.Get(var);
+      if (!value || view.env.count(var) != 0) continue;
+      view.env[var] = *value;
+      view.unchanged.push_back(var);
+    }
     ranks.push_back(std::move(view));
   }
   return ranks;
+}
+
+// The note naming the contract variables that came from gculaunch's environment unchanged
+// ("MASTER_ADDR, RANK (rank 1)"); empty when there are none.
+std::string UnchangedNote(const std::vector<RankView>& ranks) {
+  std::map<std::string, std::vector<int>> ranks_of;
+  for (const RankView& view : ranks) {
+    for (const std::string& var : view.unchanged) ranks_of[var].push_back(view.rank);
+  }
+  if (ranks_of.empty()) return "";
+  std::vector<std::string> items;
+  for (const auto& [var, which] : ranks_of) {
+    if (which.size() == ranks.size()) {
+      items.push_back(var);
+      continue;
+    }
+    std::vector<std::string> numbers;
+    for (int rank : which) numbers.push_back(std::to_string(rank));
+    items.push_back(var + " (rank" + (which.size() > 1 ? "s " : " ") + Join(numbers, ",") + ")");
+  }
+  return "from gculaunch's environment unchanged (listed all the same): " + Join(items, ", ");
 }
 
 // Quotes only when the shell would otherwise split or expand the word.
@@ -92,9 +124,12 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   } else {
     out["master_port"] = kPortPlaceholder;
   }
-  out["notes"] = AllNotes(spec);
+  const std::vector<RankView> ranks = Ranks(spec, base);
+  std::vector<std::string> notes = AllNotes(spec);
+  if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
+  out["notes"] = notes;
   out["ranks"] = nlohmann::ordered_json::array();
-  for (const RankView& view : Ranks(spec, base)) {
+  for (const RankView& view : ranks) {
     nlohmann::ordered_json rank;
     rank["local_rank"] = view.local_rank;
     rank["rank"] = view.rank;
@@ -114,7 +149,9 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
   if (!spec.layout.empty()) out += Comment(spec.layout);
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
-  for (const RankView& view : Ranks(spec, base)) {
+  const std::vector<RankView> ranks = Ranks(spec, base);
+  if (std::string note = UnchangedNote(ranks); !note.empty()) out += Comment("note: " + note);
+  for (const RankView& view : ranks) {
     out += Comment("rank " + std::to_string(view.rank) + " (local rank " +
                    std::to_string(view.local_rank) + "): " + CommandLine(view.argv));
     for (const auto& [key, value] : view.env)
@@ -143,11 +180,14 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   }
   out += "  cards:   " + cards + "\n";
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
-  if (!spec.notes.empty()) {
+  const std::vector<RankView> ranks = Ranks(spec, base);
+  std::vector<std::string> notes = spec.notes;
+  if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
+  if (!notes.empty()) {
     out += "notes:\n";
-    for (const std::string& note : spec.notes) out += "  - " + note + "\n";
+    for (const std::string& note : notes) out += "  - " + note + "\n";
   }
-  for (const RankView& view : Ranks(spec, base)) {
+  for (const RankView& view : ranks) {
     out += "rank " + std::to_string(view.rank) + " (local rank " + std::to_string(view.local_rank) +
            "):\n";
     out += "  argv: " + CommandLine(view.argv) + "\n";

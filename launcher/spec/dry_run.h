@@ -1,7 +1,9 @@
 // RenderDryRun: what `gculaunch --dry-run` prints.
 //
 // For every local rank: its argv (BuildRankArgv) and every variable gculaunch
-// sets or overrides for it, i.e. base.ChangedIn(BuildRankEnv(...)) -- the same
+// sets or overrides for it, i.e. base.ChangedIn(BuildRankEnv(...)), plus every variable
+// of the rank contract (RankContractVariables) even when gculaunch's environment already
+// held that value (a note names those) -- the same
 // pure functions the real launch uses, fed with DryRunRuntime(spec).  Values
 // that only a launch can know are stated placeholders (kPortPlaceholder, ...);
 // when --master-port, --run-id and --log-dir are all given, there is none.

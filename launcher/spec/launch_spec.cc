@@ -115,7 +115,7 @@ class SpecBuilder {
          {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::StorePorts,
           &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards,
           &SpecBuilder::Affinity, &SpecBuilder::Program, &SpecBuilder::Environment,
-          &SpecBuilder::Output}) {
+          &SpecBuilder::Output, &SpecBuilder::Extras}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
@@ -188,16 +188,20 @@ class SpecBuilder {
   Status Master() {
     const bool addr_given = o_.master_addr.has_value();
     const bool port_given = o_.master_port.has_value();
-    if (o_.rdzv_endpoint && (addr_given || port_given)) {
-      const std::string other = addr_given ? "master-addr" : "master-port";
-      if (o_.FromCommandLine("rdzv-endpoint") && o_.FromCommandLine(other)) {
-        return Error{"--rdzv-endpoint and --" + other + " both name the store",
-                     "give only --rdzv-endpoint HOST:PORT, or only --master-addr/--master-port"};
+    if (o_.rdzv_endpoint && (addr_given || port_given) && !o_.standalone) {
+      // torchrun never refuses this: the endpoint names the store.
+      std::vector<std::string> ignored;
+      if (addr_given) ignored.push_back(DescribeFlag(o_, "master-addr", *o_.master_addr));
+      if (port_given) {
+        ignored.push_back(DescribeFlag(o_, "master-port", std::to_string(*o_.master_port)));
       }
-      if (!o_.standalone) {
-        Note(o_.Source(other) + " is ignored: " + o_.Source("rdzv-endpoint") +
-             " names the store (as torchrun does)");
-      }
+      const Endpoint& endpoint = *o_.rdzv_endpoint;
+      const std::string host =
+          endpoint.host.find(':') != std::string::npos ? "[" + endpoint.host + "]" : endpoint.host;
+      Note(Join(ignored, " and ") + (ignored.size() > 1 ? " are" : " is") + " ignored: " +
+           DescribeFlag(o_, "rdzv-endpoint",
+                        host + (endpoint.port ? ":" + std::to_string(*endpoint.port) : "")) +
+           " names the store (as torchrun does)");
     }
     if (o_.standalone) {
       StandaloneMaster();
@@ -503,6 +507,17 @@ class SpecBuilder {
 
   Status Cards() {
     spec_.bind = o_.bind.value_or(DeviceBind::kAll);
+    if (o_.virtual_local_rank) {
+      if (o_.bind == DeviceBind::kAll) {
+        return Error{o_.Source("virtual-local-rank") + " and " + o_.Source("bind") +
+                         " all conflict: a virtual local rank sees only its own card",
+                     "drop one of them"};
+      }
+      spec_.bind = DeviceBind::kRank;
+      Note(o_.Source("virtual-local-rank") +
+           " is done as --bind rank: each rank sees only its card, as device index 0 "
+           "(GCULAUNCH_DEVICE_INDEX); LOCAL_RANK keeps the rank's real local rank");
+    }
     const int nproc = spec_.nproc_per_node;
     if (!UsesCards()) {
       if (spec_.bind == DeviceBind::kRank) {
@@ -564,6 +579,17 @@ class SpecBuilder {
 
   Status Affinity() {
     spec_.cpu_affinity = o_.cpu_affinity.value_or(CpuAffinity::kNone);
+    if (o_.numa_binding) {
+      const std::string given = DescribeFlag(o_, "numa-binding", *o_.numa_binding);
+      if (o_.cpu_affinity) {
+        Note(given + " is ignored: " + o_.Source("cpu-affinity") + " decides the CPU binding");
+      } else {
+        spec_.cpu_affinity = CpuAffinity::kNuma;
+        Note(given +
+             " is done as --cpu-affinity numa: each rank is pinned to its share of the "
+             "CPUs of its card's NUMA node");
+      }
+    }
     if (spec_.cpu_affinity == CpuAffinity::kNone) return OkStatus();
     auto plan = PlanCpuAffinity(spec_.cpu_affinity, spec_.nproc_per_node, RankCards(), probe_);
     if (!plan.ok()) return plan.error();
@@ -783,6 +809,43 @@ class SpecBuilder {
                    "add --dry-run, or drop --format"};
     }
     spec_.dry_run_format = o_.format.value_or(DryRunFormat::kTable);
+    return OkStatus();
+  }
+
+  // gculaunch's own extras (the faulthandler, the progress interval) and the torchrun flags
+  // that have no effect here: each of those gets one note saying what gculaunch does.
+  Status Extras() {
+    spec_.python_faulthandler = !o_.no_python_faulthandler;
+    spec_.progress_interval_s = o_.progress_interval.value_or(30.0);
+    spec_.local_addr = o_.local_addr.value_or("");
+    if (o_.local_addr && spec_.nnodes == 1) {
+      Note(DescribeFlag(o_, "local-addr", *o_.local_addr) +
+           " has no effect on a single node (it is the address this node publishes to the "
+           "others)");
+    }
+    if (o_.start_method) {
+      Note(DescribeFlag(o_, "start-method", *o_.start_method) +
+           " is accepted for torchrun compatibility and ignored: every rank is a new process "
+           "(fork and exec of the interpreter), whatever the start method");
+    }
+    if (o_.run_path) {
+      Note(o_.Source("run-path") +
+           " is accepted for torchrun compatibility: torchrun would run SCRIPT inside its own "
+           "interpreter; gculaunch starts " +
+           (spec_.python.empty() ? std::string("SCRIPT itself (--no-python)")
+                                 : spec_.python + " -u SCRIPT") +
+           " in each rank, so --python, PYTHON_EXEC, -m and --no-python keep their meaning");
+    }
+    if (o_.signals_to_handle) {
+      Note(DescribeFlag(o_, "signals-to-handle", Join(*o_.signals_to_handle, ",")) +
+           " is accepted for torchrun compatibility: gculaunch always stops the ranks on SIGINT, "
+           "SIGTERM, SIGHUP and SIGQUIT and forwards SIGUSR1 and SIGUSR2 to them");
+    }
+    if (o_.event_log_handler) {
+      Note(DescribeFlag(o_, "event-log-handler", *o_.event_log_handler) +
+           " is accepted for torchrun compatibility and ignored: gculaunch reports events on "
+           "stderr and in --summary-json");
+    }
     return OkStatus();
   }
 

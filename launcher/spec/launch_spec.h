@@ -72,6 +72,9 @@ struct LaunchSpec {
   /// Multi-node: how long a node waits for the master node to answer, and node 0 for every
   /// node to join (--rdzv-timeout, else --rdzv-conf join_timeout/timeout, else 900).
   double rdzv_timeout_s = 900;
+  /// Multi-node: the address this node publishes to the others (--local-addr); empty: the
+  /// address of the interface that routes to the master.
+  std::string local_addr;
 
   // ---- the ranks' program ----
   /// The command before per-rank substitution, e.g. {"/usr/bin/python3", "-u",
@@ -87,6 +90,9 @@ struct LaunchSpec {
   std::string python_origin;    ///< how it was chosen: "python3 on PATH", "--python", "PYTHON_EXEC"
   bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
   bool backend_fallback = true;  ///< false with --no-backend-fallback (python_shim.h)
+  /// The ranks get PYTHONFAULTHANDLER=1 unless the user set it (false with
+  /// --no-python-faulthandler): a crash in C code still prints the Python stack.
+  bool python_faulthandler = true;
 
   // ---- devices ----
   DeviceProfile profile;

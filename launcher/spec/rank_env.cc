@@ -104,6 +104,19 @@ std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
   return owned;
 }
 
+std::vector<std::string> RankContractVariables(const LaunchSpec& spec) {
+  std::vector<std::string> vars = OwnedRankVariables(spec.profile);
+  for (const char* var : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                          "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "PYTHONFAULTHANDLER"}) {
+    vars.emplace_back(var);
+  }
+  for (const auto& [key, value] : spec.profile.env) vars.push_back(key);
+  for (const auto& [key, value] : spec.extra_env) vars.push_back(key);
+  std::sort(vars.begin(), vars.end());
+  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+  return vars;
+}
+
 EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, int restart_count,
                     const RankRuntime& runtime) {
   // Layers, lowest first: profile, the user's environment, --env.
@@ -117,6 +130,8 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   SetDefault(env, "NCCL_ASYNC_ERROR_HANDLING", "1");
   SetDefault(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   SetDefault(env, "PYTHONUNBUFFERED", "1");
+  // A crash in C code (SIGSEGV, SIGABRT, SIGBUS, ...) still prints the Python stack.
+  if (spec.python_faulthandler) SetDefault(env, "PYTHONFAULTHANDLER", "1");
   const bool pinned = static_cast<size_t>(local_rank) < spec.rank_cpus.size();
   if (pinned) {
     // --cpu-affinity: as many threads as the rank has CPUs.

@@ -9,7 +9,8 @@
 //   device profile env  <  the user's environment (`base`)  <  --env
 //   then defaults that apply only when that merged environment lacks them:
 //     NCCL_ASYNC_ERROR_HANDLING=1, TORCH_NCCL_ASYNC_ERROR_HANDLING=1,
-//     PYTHONUNBUFFERED=1, OMP_NUM_THREADS=<spec.omp_num_threads_default>
+//     PYTHONUNBUFFERED=1, OMP_NUM_THREADS=<spec.omp_num_threads_default>,
+//     PYTHONFAULTHANDLER=1 (unless spec.python_faulthandler is false)
 //   and then gculaunch's own per-rank variables (OwnedRankVariables(): LOCAL_RANK,
 //   RANK, ..., the visible-devices variables, GCULAUNCH_*), which nothing
 //   overrides: MakeLaunchSpec rejects --env for them.
@@ -88,6 +89,12 @@ std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int loc
 /// (torchrun's per-rank set, GCULAUNCH_*, the profile's visible-devices
 /// variables); --env may not set them.
 std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile);
+
+/// The rank contract: every variable a rank's environment holds because of gculaunch
+/// (OwnedRankVariables, the defaults above, the profile's variables and --env), whether or
+/// not gculaunch's own environment already had the same value.  The dry run lists all of
+/// them.
+std::vector<std::string> RankContractVariables(const LaunchSpec& spec);
 
 /// The text shown in a visible-devices variable for a rank that has no card
 /// left in the pool (dry run of --bind rank with too few cards only; a real

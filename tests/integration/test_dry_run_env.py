@@ -15,6 +15,15 @@ with open(sys.argv[1]) as f:   # the test holds the FIFO open, so this does not 
 """
 
 
+# torchrun's per-rank variables and gculaunch's defaults: always in the dry run.
+CONTRACT = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+            "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+            "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+            "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "PYTHONUNBUFFERED",
+            "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+            "GCULAUNCH_BACKEND"]
+
+
 class DryRunMatchesRealEnv(unittest.TestCase):
     def test_dry_run_env_equals_proc_environ(self):
         nproc = 3
@@ -32,7 +41,11 @@ class DryRunMatchesRealEnv(unittest.TestCase):
                      str(port), "--run-id", "dryrun-check", "--log-dir", log_dir,
                      "--python", gltest.PYTHON, "--env", "EXTRA_SETTING=42", script, fifo]
             tag = gltest.new_tag()
-            env = gltest.tagged_env(tag)
+            # Values the ranks get anyway, already in gculaunch's environment (as on a
+            # platform node): the dry run must still list them.
+            same = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                    "PYTHONUNBUFFERED": "1"}
+            env = gltest.tagged_env(tag, extra=same)
             dry = gltest.run([gltest.require_binary(), "--dry-run", "--format", "json"] + flags,
                              env)
             self.assertEqual(dry.returncode, 0, dry.stderr)
@@ -43,8 +56,24 @@ class DryRunMatchesRealEnv(unittest.TestCase):
             stated_root = os.path.join(log_dir, "dryrun-check_<random>")
             self.assertNotIn("<", text.replace(stated_root, ""),
                              "the dry run still has placeholders: " + text)
+            for entry in plan["ranks"]:
+                missing = [v for v in CONTRACT if v not in entry["env"]]
+                self.assertEqual(missing, [], "rank %d: the dry run leaves out %s"
+                                 % (entry["local_rank"], missing))
+                for key, value in same.items():
+                    self.assertEqual(entry["env"][key], value)
+            self.assertTrue(any(n.startswith("from gculaunch's environment unchanged")
+                                and "MASTER_ADDR" in n for n in plan["notes"]), plan["notes"])
+            # --format env holds every one of them for each rank, too.
+            env_text = gltest.run([gltest.require_binary(), "--dry-run", "--format", "env"]
+                                  + flags, env)
+            self.assertEqual(env_text.returncode, 0, env_text.stderr)
+            for rank_text in env_text.stdout.split("\n# rank ")[1:]:
+                exported = {line.split("=", 1)[0][len("export "):]
+                            for line in rank_text.splitlines() if line.startswith("export ")}
+                self.assertEqual([v for v in CONTRACT if v not in exported], [], rank_text)
 
-            with gltest.Job(flags, tag=tag) as job:
+            with gltest.Job(flags, tag=tag, extra_env=same) as job:
                 job.wait_for(lambda out, err: out.count("ready ") == nproc, what="ranks ready")
                 ready = {}
                 for line in job.stdout.splitlines():

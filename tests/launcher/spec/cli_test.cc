@@ -94,6 +94,18 @@ const std::vector<ValueCase>& ValueCases() {
       {"job", "job.yaml", [](const CliOptions& o) { return o.job == "job.yaml"; }},
       {"cpu-affinity", "numa",
        [](const CliOptions& o) { return o.cpu_affinity == CpuAffinity::kNuma; }},
+      {"progress-interval", "2.5", [](const CliOptions& o) { return o.progress_interval == 2.5; }},
+      {"start-method", "fork", [](const CliOptions& o) { return o.start_method == "fork"; }},
+      {"local-addr", "10.0.0.2", [](const CliOptions& o) { return o.local_addr == "10.0.0.2"; }},
+      {"logs-specs", "default", [](const CliOptions& o) { return o.logs_specs == "default"; }},
+      {"signals-to-handle", "SIGTERM,SIGINT",
+       [](const CliOptions& o) {
+         return o.signals_to_handle == std::vector<std::string>{"SIGTERM", "SIGINT"};
+       }},
+      {"event-log-handler", "console",
+       [](const CliOptions& o) { return o.event_log_handler == "console"; }},
+      {"numa-binding", "exclusive",
+       [](const CliOptions& o) { return o.numa_binding == "exclusive"; }},
   };
   return cases;
 }
@@ -114,6 +126,9 @@ const std::vector<BoolCase>& BoolCases() {
       {"dry-run", [](const CliOptions& o) { return o.dry_run; }},
       {"python-shim", [](const CliOptions& o) { return o.python_shim; }},
       {"no-backend-fallback", [](const CliOptions& o) { return o.no_backend_fallback; }},
+      {"run-path", [](const CliOptions& o) { return o.run_path; }},
+      {"virtual-local-rank", [](const CliOptions& o) { return o.virtual_local_rank; }},
+      {"no-python-faulthandler", [](const CliOptions& o) { return o.no_python_faulthandler; }},
   };
   return cases;
 }
@@ -152,6 +167,90 @@ TEST_CASE("cli: short forms and aliases", "[cli]") {
   CHECK(shutdown.grace_period == 7.5);
   CHECK(shutdown.Source("grace-period") == "--grace-period");
   CHECK(Parse({"--shutdown_timeout", "3", "x.py"}).grace_period == 3.0);
+}
+
+TEST_CASE("cli: argparse abbreviations of torchrun's flags", "[cli]") {
+  // As torchrun users write them (argparse resolves unique prefixes).
+  CHECK(Parse({"--nnode=1", "x.py"}).nnodes == 1);
+  CHECK(Parse({"--nproc_per_nod", "8", "x.py"}).nproc_per_node ==
+        NprocPerNode{NprocPerNode::Kind::kCount, 8});
+  CHECK(Parse({"--nproc-per", "2", "x.py"}).nproc_per_node ==
+        NprocPerNode{NprocPerNode::Kind::kCount, 2});
+  CliOptions abbreviated =
+      Parse({"--node_r", "1", "--max_re=2", "--stand", "--rdzv_endp", "n0:29400", "--log_d", "logs",
+             "--shutdown", "5", "--mod", "pkg.train", "arg"});
+  CHECK(abbreviated.node_rank == 1);
+  CHECK(abbreviated.max_restarts == 2);
+  CHECK(abbreviated.standalone);
+  CHECK(abbreviated.rdzv_endpoint == Endpoint{"n0", 29400});
+  CHECK(abbreviated.log_dir == "logs");
+  CHECK(abbreviated.grace_period == 5.0);
+  CHECK(abbreviated.module);
+  CHECK(abbreviated.script == "pkg.train");
+  CHECK(abbreviated.script_args == std::vector<std::string>{"arg"});
+  // The flags are recorded under their canonical names.
+  CHECK(abbreviated.Source("node-rank") == "--node-rank");
+  // Values are skipped: a value that looks like a prefix is not resolved.
+  CHECK(Parse({"--role", "--ro", "x.py"}).role == "--ro");
+  // Words after SCRIPT are the script's, abbreviations or not.
+  CHECK(Parse({"x.py", "--nnode=3"}).script_args == std::vector<std::string>{"--nnode=3"});
+  CHECK_FALSE(Parse({"x.py", "--nnode=3"}).nnodes.has_value());
+  // -r3 (value attached) does not stop the resolution of the next flags.
+  CliOptions shorts = Parse({"-r3", "-t", "1", "--nnod", "1", "x.py"});
+  CHECK(shorts.redirects->all == 3);
+  CHECK(shorts.nnodes == 1);
+}
+
+TEST_CASE(
+    "cli: abbreviations: ambiguous ones list the candidates, gculaunch's own flags "
+    "need their full name",
+    "[cli]") {
+  CHECK(ParseError({"--master", "h", "x.py"}) ==
+        "gculaunch: ambiguous flag '--master': it could be --master-addr, --master-port (fix: "
+        "write the whole flag name)");
+  CHECK(ParseError({"--local=1", "x.py"}) ==
+        "gculaunch: ambiguous flag '--local': it could be --local-addr, --local-ranks-filter "
+        "(fix: write the whole flag name)");
+  CHECK(
+      ParseError({"--rdzv_", "x", "x.py"})
+          .find("ambiguous flag '--rdzv_': it could be --rdzv-endpoint, --rdzv-backend, --rdzv-id, "
+                "--rdzv-conf") != std::string::npos);
+  // --no resolves to torchrun's --no-python: gculaunch's --no-agent-store and
+  // --no-backend-fallback take no part, so new gculaunch flags never break old lines.
+  CHECK(Parse({"--no-py", "./run.sh"}).no_python);
+  CHECK(ParseError({"--no", "./run.sh"}) ==
+        "gculaunch: ambiguous flag '--no': it could be --node-rank, --no-python (fix: write the "
+        "whole flag name)");
+  // gculaunch-only flags: full names only.
+  CHECK(
+      ParseError({"--summary", "s.json", "x.py"}).rfind("gculaunch: unknown flag '--summary'", 0) ==
+      0);
+  CHECK(ParseError({"--dry", "x.py"}).rfind("gculaunch: unknown flag '--dry'", 0) == 0);
+  CHECK(ParseError({"--progress", "1", "x.py"}).rfind("gculaunch: unknown flag '--progress'", 0) ==
+        0);
+  // A full gculaunch name that is also a prefix of a torchrun flag is itself.
+  CHECK(Parse({"--python", "/p/python3", "x.py"}).python == "/p/python3");
+}
+
+TEST_CASE("cli: torchrun flags gculaunch cannot honour or checks", "[cli]") {
+  CHECK(ParseError({"--logs-specs", "my_plugin", "x.py"}) ==
+        "gculaunch: --logs-specs 'my_plugin': gculaunch cannot load torchrun.logs_specs plugins; "
+        "only 'default' (torchrun's DefaultLogsSpecs) is supported (fix: drop --logs-specs and "
+        "use --log-dir, --redirects and --tee)");
+  CHECK(ParseError({"--start_method", "thread", "x.py"}) ==
+        "gculaunch: --start-method 'thread': expected spawn, fork or forkserver (fix: e.g. "
+        "--start-method spawn)");
+  CHECK(ParseError({"--numa-binding", "numa", "x.py"}) ==
+        "gculaunch: --numa-binding 'numa': expected node, socket, exclusive or core-complex (fix: "
+        "e.g. --numa-binding node)");
+  CHECK(ParseError({"--signals-to-handle", "SIGTERM,TERM", "x.py"}) ==
+        "gculaunch: --signals-to-handle 'SIGTERM,TERM': 'TERM' is not a signal name gculaunch "
+        "knows (fix: e.g. --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT)");
+  CHECK(ParseError({"--progress-interval=-1", "x.py"}) ==
+        "gculaunch: --progress-interval '-1': expected seconds (a number >= 0) (fix: e.g. "
+        "--progress-interval 25)");
+  CHECK(Parse({"--signals-to-handle", "SIGTERM, SIGINT,SIGHUP", "x.py"}).signals_to_handle ==
+        std::vector<std::string>{"SIGTERM", "SIGINT", "SIGHUP"});
 }
 
 TEST_CASE("cli: every flag falls back to its PET_ variable", "[cli]") {
@@ -276,8 +375,8 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
       {{"--standalone"},
        "gculaunch: no SCRIPT given (fix: gculaunch [OPTIONS] SCRIPT "
        "[SCRIPT_ARGS...]; see gculaunch --help)"},
-      {{"--nproc-per-nod", "2", "x.py"},
-       "gculaunch: unknown flag '--nproc-per-nod' (fix: did you mean --nproc-per-node? "
+      {{"--nproc-per-mode", "2", "x.py"},
+       "gculaunch: unknown flag '--nproc-per-mode' (fix: did you mean --nproc-per-node? "
        "(gculaunch's flags go before SCRIPT))"},
       {{"--frobnicate=3", "x.py"},
        "gculaunch: unknown flag '--frobnicate' (fix: see gculaunch --help (gculaunch's flags go "

@@ -290,6 +290,19 @@ TEST_CASE("cpu affinity: in the launch spec, the rank environment and the dry ru
     CHECK_FALSE(rank.Has("GCULAUNCH_CPUS"));
     CHECK(rank.GetOr("OMP_NUM_THREADS", "") == "1");
   }
+  SECTION("torchrun's --numa-binding is done as --cpu-affinity numa") {
+    for (const char* mode : {"node", "socket", "exclusive", "core-complex"}) {
+      INFO(mode);
+      const LaunchSpec numa = spec_of({"--device", "gcu", "--nproc-per-node", "8", "--numa-binding",
+                                       mode, "--dry-run", "train.py"});
+      CHECK(numa.cpu_affinity == CpuAffinity::kNuma);
+      CHECK(numa.rank_cpus == spec.rank_cpus);
+      CHECK(std::find(numa.notes.begin(), numa.notes.end(),
+                      "--numa-binding " + std::string(mode) +
+                          " is done as --cpu-affinity numa: each rank is pinned to its share of "
+                          "the CPUs of its card's NUMA node") != numa.notes.end());
+    }
+  }
   SECTION("bad values") {
     auto cli = ParseCli({"--cpu-affinity", "sockets", "train.py"}, env);
     REQUIRE_FALSE(cli.ok());

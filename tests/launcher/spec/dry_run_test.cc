@@ -1,5 +1,6 @@
 #include "launcher/spec/dry_run.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -232,6 +233,10 @@ TEST_CASE("dry run: the layout line and platform warnings come first in every fo
   const auto json = nlohmann::ordered_json::parse(RenderDryRun(*spec, f.env, DryRunFormat::kJson));
   std::vector<std::string> notes = {layout, "warning: " + warning};
   notes.insert(notes.end(), spec->notes.begin(), spec->notes.end());
+  // Then the contract variables the environment already held, listed all the same.
+  notes.push_back(
+      "from gculaunch's environment unchanged (listed all the same): LOCAL_RANK (rank 0), RANK "
+      "(rank 1), WORLD_SIZE");
   CHECK(json["notes"].get<std::vector<std::string>>() == notes);
 
   const std::string env = RenderDryRun(*spec, f.env, DryRunFormat::kEnv);
@@ -264,6 +269,104 @@ TEST_CASE("dry run: a multi-node layout from the platform", "[dry_run]") {
   CHECK(json["ranks"][7]["env"]["RANK"] == "15");
   CHECK(json["ranks"][7]["env"]["WORLD_SIZE"] == "16");
   CHECK(json["ranks"][7]["env"]["GROUP_RANK"] == "1");
+}
+
+TEST_CASE(
+    "dry run: every variable of the rank contract is listed, also when the environment "
+    "already holds its value",
+    "[dry_run]") {
+  Fixture f;
+  // A platform node: its variables equal what the ranks get.
+  f.env.Set("WORLD_SIZE", "2");
+  f.env.Set("RANK", "1");
+  f.env.Set("MASTER_ADDR", "127.0.0.1");
+  f.env.Set("MASTER_PORT", "29511");
+  f.env.Set("PYTHONUNBUFFERED", "1");
+  const std::string note =
+      "from gculaunch's environment unchanged (listed all the same): MASTER_ADDR, MASTER_PORT, "
+      "PYTHONUNBUFFERED, RANK, WORLD_SIZE";
+  const std::vector<std::string> contract = {"LOCAL_RANK",
+                                             "RANK",
+                                             "GROUP_RANK",
+                                             "ROLE_RANK",
+                                             "ROLE_NAME",
+                                             "LOCAL_WORLD_SIZE",
+                                             "WORLD_SIZE",
+                                             "GROUP_WORLD_SIZE",
+                                             "ROLE_WORLD_SIZE",
+                                             "MASTER_ADDR",
+                                             "MASTER_PORT",
+                                             "TORCHELASTIC_RESTART_COUNT",
+                                             "TORCHELASTIC_MAX_RESTARTS",
+                                             "TORCHELASTIC_RUN_ID",
+                                             "TORCHELASTIC_USE_AGENT_STORE",
+                                             "TORCHELASTIC_ERROR_FILE",
+                                             "PYTHONUNBUFFERED",
+                                             "PYTHONFAULTHANDLER",
+                                             "NCCL_ASYNC_ERROR_HANDLING",
+                                             "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                             "GCULAUNCH_BACKEND"};
+  const std::vector<std::string> args = {"--dry-run", "--device", "cpu", "x.py"};
+
+  SECTION("json") {
+    std::vector<std::string> json_args = args;
+    json_args.insert(json_args.begin(), {"--format", "json"});
+    const LaunchSpec spec = f.Spec(json_args);
+    REQUIRE(spec.world_size == 2);
+    const auto json = nlohmann::ordered_json::parse(RenderDryRun(spec, f.env));
+    REQUIRE(json["ranks"].size() == 1);
+    const auto& env = json["ranks"][0]["env"];
+    const EnvMap rank = BuildRankEnv(spec, f.env, 0, 0, DryRunRuntime(spec));
+    for (const std::string& var : contract) {
+      INFO(var);
+      REQUIRE(env.contains(var));
+      CHECK(env[var] == rank.GetOr(var, "<unset>"));
+    }
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["MASTER_PORT"] == "29511");
+    CHECK(env["WORLD_SIZE"] == "2");
+    CHECK(env["RANK"] == "1");
+    const auto notes = json["notes"].get<std::vector<std::string>>();
+    CHECK(std::find(notes.begin(), notes.end(), note) != notes.end());
+    // Variables outside the contract that gculaunch leaves alone are still not listed.
+    CHECK_FALSE(env.contains("HOME"));
+  }
+  SECTION("env: sourced into an empty environment, it is the rank's contract") {
+    std::vector<std::string> env_args = args;
+    env_args.insert(env_args.begin(), {"--format", "env"});
+    const LaunchSpec spec = f.Spec(env_args);
+    const std::string text = RenderDryRun(spec, f.env);
+    CHECK(Contains(text, "# note: " + note + "\n"));
+    const auto sourced = SourceWithBash(text);
+    const EnvMap rank = BuildRankEnv(spec, f.env, 0, 0, DryRunRuntime(spec));
+    for (const std::string& var : contract) {
+      INFO(var);
+      REQUIRE(sourced.count(var) == 1);
+      CHECK(sourced.at(var) == rank.GetOr(var, "<unset>"));
+    }
+  }
+  SECTION("table") {
+    const LaunchSpec spec = f.Spec(args);
+    const std::string text = RenderDryRun(spec, f.env);
+    CHECK(Contains(text, "    MASTER_ADDR=127.0.0.1\n"));
+    CHECK(Contains(text, "    MASTER_PORT=29511\n"));
+    CHECK(Contains(text, "    WORLD_SIZE=2\n"));
+    CHECK(Contains(text, "  - " + note + "\n"));
+  }
+}
+
+TEST_CASE("dry run: PYTHONFAULTHANDLER is shown, the user's value and the opt-out respected",
+          "[dry_run]") {
+  Fixture f;
+  const auto env_of = [&](const std::vector<std::string>& args) {
+    const LaunchSpec spec = f.Spec(args);
+    return nlohmann::ordered_json::parse(RenderDryRun(spec, f.env))["ranks"][0]["env"];
+  };
+  CHECK(env_of({"--dry-run", "--format", "json", "x.py"})["PYTHONFAULTHANDLER"] == "1");
+  CHECK_FALSE(env_of({"--dry-run", "--format", "json", "--no-python-faulthandler", "x.py"})
+                  .contains("PYTHONFAULTHANDLER"));
+  f.env.Set("PYTHONFAULTHANDLER", "");
+  CHECK(env_of({"--dry-run", "--format", "json", "x.py"})["PYTHONFAULTHANDLER"] == "");
 }
 
 TEST_CASE("dry run: shell quoting", "[dry_run]") {

@@ -136,8 +136,78 @@ TEST_CASE("launch spec: --rdzv-endpoint names the store", "[launch_spec]") {
   CHECK(mixed.master_addr == "node0");
   CHECK(mixed.master_port == 29401);
   CHECK(HasNote(mixed,
-                "PET_MASTER_ADDR is ignored: --rdzv-endpoint names the store (as "
+                "PET_MASTER_ADDR=other is ignored: --rdzv-endpoint node0:29401 names the store "
+                "(as torchrun does)"));
+}
+
+TEST_CASE("launch spec: --rdzv-endpoint wins over --master-addr/--master-port, as in torchrun",
+          "[launch_spec]") {
+  Fixture f;
+  LaunchSpec both = f.Spec({"--rdzv-endpoint", "node0:29401", "--master-addr", "node1",
+                            "--master-port", "29555", "x.py"});
+  CHECK(both.master_addr == "node0");
+  CHECK(both.master_port == 29401);
+  CHECK(HasNote(both,
+                "--master-addr node1 and --master-port 29555 are ignored: --rdzv-endpoint "
+                "node0:29401 names the store (as torchrun does)"));
+  LaunchSpec addr = f.Spec({"--rdzv_endpoint=[fd00::1]:29402", "--master_addr", "h", "x.py"});
+  CHECK(addr.master_addr == "fd00::1");
+  CHECK(HasNote(addr,
+                "--master-addr h is ignored: --rdzv-endpoint [fd00::1]:29402 names the store (as "
                 "torchrun does)"));
+  CHECK(addr.layout.find("--rdzv-endpoint") != std::string::npos);
+}
+
+TEST_CASE("launch spec: torchrun flags with no effect here get one note each", "[launch_spec]") {
+  Fixture f;
+  LaunchSpec s = f.Spec({"--start-method", "fork", "--run-path", "--signals-to-handle",
+                         "SIGTERM,SIGINT", "--event-log-handler", "console", "--logs-specs",
+                         "default", "--local-addr", "10.0.0.2", "x.py"});
+  const std::string notes = Notes(s);
+  CHECK(notes.find("--start-method fork is accepted for torchrun compatibility and ignored: "
+                   "every rank is a new process") != std::string::npos);
+  CHECK(notes.find("--run-path is accepted for torchrun compatibility: torchrun would run SCRIPT "
+                   "inside its own interpreter; gculaunch starts /usr/bin/python3 -u SCRIPT in "
+                   "each rank") != std::string::npos);
+  CHECK(notes.find("--signals-to-handle SIGTERM,SIGINT is accepted for torchrun compatibility: "
+                   "gculaunch always stops the ranks on SIGINT, SIGTERM, SIGHUP and SIGQUIT") !=
+        std::string::npos);
+  CHECK(notes.find("--event-log-handler console is accepted for torchrun compatibility and "
+                   "ignored") != std::string::npos);
+  CHECK(notes.find("--local-addr 10.0.0.2 has no effect on a single node") != std::string::npos);
+  CHECK(s.local_addr == "10.0.0.2");
+  // Several nodes: the node publishes --local-addr.
+  LaunchSpec multi = f.Spec({"--nnodes", "2", "--node-rank", "1", "--master-addr", "node0",
+                             "--local_addr", "10.0.0.3", "x.py"});
+  CHECK(multi.local_addr == "10.0.0.3");
+  CHECK(Notes(multi).find("local-addr") == std::string::npos);
+}
+
+TEST_CASE("launch spec: --virtual-local-rank is --bind rank, --numa-binding is --cpu-affinity",
+          "[launch_spec]") {
+  Fixture f;
+  LaunchSpec plain = f.Spec({"x.py"});
+  CHECK(plain.bind == DeviceBind::kAll);
+  LaunchSpec virt = f.Spec({"--virtual-local-rank", "x.py"});
+  CHECK(virt.bind == DeviceBind::kRank);
+  CHECK(Notes(virt).find("--virtual-local-rank is done as --bind rank") != std::string::npos);
+  CHECK(f.Err({"--virtual-local-rank", "--bind", "all", "x.py"}) ==
+        "gculaunch: --virtual-local-rank and --bind all conflict: a virtual local rank sees only "
+        "its own card (fix: drop one of them)");
+  CHECK(f.Spec({"--virtual-local-rank", "--bind", "rank", "x.py"}).bind == DeviceBind::kRank);
+  // --cpu-affinity given: it decides, and the note says --numa-binding is ignored.
+  LaunchSpec both = f.Spec({"--numa-binding", "node", "--cpu-affinity", "none", "x.py"});
+  CHECK(both.cpu_affinity == CpuAffinity::kNone);
+  CHECK(HasNote(both, "--numa-binding node is ignored: --cpu-affinity decides the CPU binding"));
+}
+
+TEST_CASE("launch spec: PYTHONFAULTHANDLER and the progress interval", "[launch_spec]") {
+  Fixture f;
+  CHECK(f.Spec({"x.py"}).python_faulthandler);
+  CHECK_FALSE(f.Spec({"--no-python-faulthandler", "x.py"}).python_faulthandler);
+  CHECK(f.Spec({"x.py"}).progress_interval_s == 30.0);
+  CHECK(f.Spec({"--progress-interval", "0", "x.py"}).progress_interval_s == 0.0);
+  CHECK(f.Spec({"--progress-interval=2.5", "x.py"}).progress_interval_s == 2.5);
 }
 
 TEST_CASE("launch spec: store modes", "[launch_spec]") {
@@ -209,9 +279,6 @@ TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
         "on every node, e.g. --master-port 29500)");
   CHECK(f.Err({"--run-id", "a", "--rdzv-id", "b", "x.py"}) ==
         "gculaunch: --run-id 'a' and --rdzv-id 'b' disagree (fix: give only one of them)");
-  CHECK(f.Err({"--rdzv-endpoint", "n:1", "--master-addr", "m", "x.py"}) ==
-        "gculaunch: --rdzv-endpoint and --master-addr both name the store (fix: give only "
-        "--rdzv-endpoint HOST:PORT, or only --master-addr/--master-port)");
   CHECK(f.Err({"--worker-port", "29600", "x.py"}) ==
         "gculaunch: --worker-port only applies with --no-agent-store (fix: add --no-agent-store, "
         "or drop --worker-port)");

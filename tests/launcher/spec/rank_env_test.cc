@@ -43,6 +43,7 @@ TEST_CASE("rank env: the complete environment of a GCU rank", "[rank_env]") {
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"PYTHONUNBUFFERED", "1"},
+      {"PYTHONFAULTHANDLER", "1"},
       {"OMP_NUM_THREADS", "1"},
       {"LOCAL_RANK", "2"},
       {"RANK", "6"},
@@ -85,6 +86,7 @@ TEST_CASE("rank env: the complete environment of a CPU --standalone rank", "[ran
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"PYTHONUNBUFFERED", "1"},
+      {"PYTHONFAULTHANDLER", "1"},
       {"LOCAL_RANK", "3"},
       {"RANK", "3"},
       {"GROUP_RANK", "0"},
@@ -104,6 +106,23 @@ TEST_CASE("rank env: the complete environment of a CPU --standalone rank", "[ran
       {"GCULAUNCH_BACKEND", "gloo"},
   };
   CHECK(env == expected);
+}
+
+TEST_CASE("rank env: PYTHONFAULTHANDLER=1 unless the user set it or opted out", "[rank_env]") {
+  LaunchSpec spec = GcuSpec();
+  CHECK(BuildRankEnv(spec, EnvMap{}, 0, 0, kRuntime).GetOr("PYTHONFAULTHANDLER", "") == "1");
+  // Any value of the user's counts, even an empty one (Python then leaves it off).
+  for (const char* value : {"", "0", "yes"}) {
+    const EnvMap base{{"PYTHONFAULTHANDLER", value}};
+    CHECK(BuildRankEnv(spec, base, 0, 0, kRuntime).GetOr("PYTHONFAULTHANDLER", "?") == value);
+  }
+  spec.extra_env = {{"PYTHONFAULTHANDLER", "0"}};  // --env wins as for every default
+  CHECK(BuildRankEnv(spec, EnvMap{}, 0, 0, kRuntime).GetOr("PYTHONFAULTHANDLER", "") == "0");
+  spec.extra_env.clear();
+  spec.python_faulthandler = false;  // --no-python-faulthandler
+  CHECK_FALSE(BuildRankEnv(spec, EnvMap{}, 0, 0, kRuntime).Has("PYTHONFAULTHANDLER"));
+  CHECK(BuildRankEnv(spec, EnvMap{{"PYTHONFAULTHANDLER", "1"}}, 0, 0, kRuntime)
+            .GetOr("PYTHONFAULTHANDLER", "") == "1");
 }
 
 TEST_CASE("rank env: --bind rank gives each rank its own card", "[rank_env]") {
