@@ -155,6 +155,7 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& 
   // a SIG_IGN inherited from nohup stays.
   config.hup = sys::StdinIsTerminal() ? HupMode::kTeardown : HupMode::kIgnore;
   config.catch_hup = !sys::SignalIgnored(SIGHUP);
+  config.extra_stop_signals = spec.extra_stop_signals;
   return config;
 }
 

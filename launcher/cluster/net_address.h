@@ -5,14 +5,14 @@
 //   * LocalAddressOf(fd): the local address of a connected socket (getsockname).  A node
 //     publishes this as "the address that routes to the master": it is the interface the
 //     kernel chose for the store connection, so it is reachable from the master whatever
-//     the host name says, and no reverse DNS is ever involved (launcher-pains #9);
+//     the host name says, and no reverse DNS is ever involved;
 //   * RouteAddressTo(host, port): the same for the master itself, which has no store
 //     connection of its own: a UDP socket connect()ed to MASTER_ADDR picks the route
 //     without sending a packet.
 // Text forms: IPv4 "198.18.0.1", IPv6 "fd00::1" (a link-local one keeps its scope as
 // "fe80::1%eth0"), an IPv4-mapped IPv6 address is shown as IPv4.  Endpoints put brackets
-// around IPv6 literals only: "198.18.0.1:29500", "[fd00::1]:29500", "node0:29500"
-// (launcher-pains #10).  MASTER_ADDR is exported to the ranks without brackets, which is
+// around IPv6 literals only: "198.18.0.1:29500", "[fd00::1]:29500", "node0:29500".
+// MASTER_ADDR is exported to the ranks without brackets, which is
 // what env:// expects.
 //
 // Thread safety: pure functions and stateless system calls.

@@ -1,5 +1,6 @@
 #include "launcher/run/restart_policy.h"
 
+#include <algorithm>
 #include <csignal>
 
 #include "base/exit_codes.h"
@@ -9,7 +10,10 @@ namespace gculaunch {
 using Phase = PolicyState::Phase;
 using Kind = PolicyEvent::Kind;
 
-SignalClass ClassifySignal(int sig, HupMode hup) {
+SignalClass ClassifySignal(int sig, HupMode hup, const std::vector<int>& extra_stop) {
+  if (std::find(extra_stop.begin(), extra_stop.end(), sig) != extra_stop.end()) {
+    return SignalClass::kTeardown;
+  }
   switch (sig) {
     case SIGINT:
     case SIGTERM:

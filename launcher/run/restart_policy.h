@@ -53,8 +53,9 @@ enum class SignalClass {
 enum class HupMode { kTeardown, kIgnore };
 
 /// The signal table: INT, TERM, QUIT -> teardown; HUP -> per `hup`;
-/// USR1, USR2 -> forward; anything else -> ignore.
-SignalClass ClassifySignal(int sig, HupMode hup);
+/// USR1, USR2 -> forward; anything else -> ignore.  A signal in `extra_stop`
+/// (--signals-to-handle) is a teardown signal.
+SignalClass ClassifySignal(int sig, HupMode hup, const std::vector<int>& extra_stop = {});
 
 enum class StopCause {
   kNone,

@@ -34,6 +34,9 @@ Supervisor::~Supervisor() = default;
 JobOutcome Supervisor::Run() {
   for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2}) signals_.add(sig);
   if (config_.catch_hup) signals_.add(SIGHUP);
+  for (int sig : config_.extra_stop_signals) {
+    if (sig != SIGUSR1 && sig != SIGUSR2) signals_.add(sig);
+  }
   ArmSignals();
   outcome_.start_time = UnixNow();
   if (!config_.policy.job) StartAttempt(0);  // job mode: the job sends JobStart(0)
@@ -239,7 +242,7 @@ void Supervisor::ArmSignals() {
 
 void Supervisor::OnSignal(int sig) {
   outcome_.signals.push_back(sig);
-  const SignalClass cls = ClassifySignal(sig, config_.hup);
+  const SignalClass cls = ClassifySignal(sig, config_.hup, config_.extra_stop_signals);
   switch (cls) {
     case SignalClass::kTeardown:
       if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {

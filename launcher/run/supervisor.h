@@ -85,6 +85,7 @@ struct SupervisorConfig {
   std::chrono::milliseconds drain_poll{20};      ///< re-check of groups with lingering members
   HupMode hup = HupMode::kIgnore;
   bool catch_hup = true;  ///< false: SIGHUP keeps the SIG_IGN gculaunch inherited (nohup)
+  std::vector<int> extra_stop_signals;  ///< --signals-to-handle: these stop the ranks too
   /// When gculaunch started, for the debug line that times each attempt's spawning.
   std::chrono::steady_clock::time_point launcher_start = std::chrono::steady_clock::now();
 };

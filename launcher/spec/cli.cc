@@ -675,8 +675,8 @@ constexpr FlagDef kFlags[] = {
      "with --no-agent-store: the port rank 0 binds (MASTER_PORT)",
      &ApplyPort<&CliOptions::worker_port>, kGculaunchOnly},
     {"log-dir", "", Kind::kValue, "DIR", "Supervision",
-     "write per-rank logs and error files below DIR/<run id>", &ApplyText<&CliOptions::log_dir>,
-     "log-dir"},
+     "write per-rank logs and error files below DIR/<run id>_<random>",
+     &ApplyText<&CliOptions::log_dir>, "log-dir"},
     {"redirects", "-r", Kind::kValue, "0-3|I:V,...", "Supervision",
      "send streams to the log files only: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
      &ApplyStreams<&CliOptions::redirects>, "redirects"},
@@ -697,8 +697,8 @@ constexpr FlagDef kFlags[] = {
      "at most this often, plus its final state; 0: every update; default 30",
      &ApplySeconds<&CliOptions::progress_interval>, kGculaunchOnly},
     {"signals-to-handle", "", Kind::kValue, "SIG,...", "Supervision",
-     "accepted for torchrun compatibility: gculaunch always stops the ranks on SIGINT, SIGTERM, "
-     "SIGHUP and SIGQUIT and forwards SIGUSR1/SIGUSR2",
+     "signals that stop the ranks: SIGINT, SIGTERM, SIGHUP, SIGQUIT always do; a listed "
+     "SIGUSR1, SIGUSR2 or SIGALRM does too (unlisted USR1/USR2 are forwarded)",
      &ApplySignalsToHandle, "signals-to-handle"},
     {"event-log-handler", "", Kind::kValue, "NAME", "Supervision",
      "accepted for torchrun compatibility and ignored: gculaunch logs to stderr and "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -836,17 +837,49 @@ class SpecBuilder {
                                  : spec_.python + " -u SCRIPT") +
            " in each rank, so --python, PYTHON_EXEC, -m and --no-python keep their meaning");
     }
-    if (o_.signals_to_handle) {
-      Note(DescribeFlag(o_, "signals-to-handle", Join(*o_.signals_to_handle, ",")) +
-           " is accepted for torchrun compatibility: gculaunch always stops the ranks on SIGINT, "
-           "SIGTERM, SIGHUP and SIGQUIT and forwards SIGUSR1 and SIGUSR2 to them");
-    }
+    if (o_.signals_to_handle) SignalsToHandle(*o_.signals_to_handle);
     if (o_.event_log_handler) {
       Note(DescribeFlag(o_, "event-log-handler", *o_.event_log_handler) +
            " is accepted for torchrun compatibility and ignored: gculaunch reports events on "
            "stderr and in --summary-json");
     }
     return OkStatus();
+  }
+
+  // --signals-to-handle: torchrun's agent stops its workers on each listed signal.  gculaunch
+  // always stops the ranks on SIGINT, SIGTERM, SIGHUP and SIGQUIT (an unlisted one would kill
+  // torchrun and orphan its workers; gculaunch never leaves ranks behind), forwards SIGUSR1/2
+  // unless listed, and keeps its own handling of the signals it needs (SIGCHLD, ...).
+  void SignalsToHandle(const std::vector<std::string>& names) {
+    static const std::pair<const char*, int> kStoppable[] = {
+        {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGALRM", SIGALRM}};
+    static const std::set<std::string> kAlways = {"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"};
+    std::vector<std::string> stop;
+    std::vector<std::string> kept;
+    std::vector<std::string> missing(kAlways.begin(), kAlways.end());
+    for (const std::string& name : names) {
+      missing.erase(std::remove(missing.begin(), missing.end(), name), missing.end());
+      if (kAlways.count(name) != 0) continue;
+      auto it = std::find_if(std::begin(kStoppable), std::end(kStoppable),
+                             [&](const auto& entry) { return name == entry.first; });
+      if (it == std::end(kStoppable)) {
+        kept.push_back(name);
+      } else if (std::find(spec_.extra_stop_signals.begin(), spec_.extra_stop_signals.end(),
+                           it->second) == spec_.extra_stop_signals.end()) {
+        spec_.extra_stop_signals.push_back(it->second);
+        stop.push_back(name);
+      }
+    }
+    const std::string flag = DescribeFlag(o_, "signals-to-handle", Join(names, ","));
+    if (!stop.empty()) Note(flag + ": " + Join(stop, ", ") + " also stop the ranks");
+    if (!missing.empty()) {
+      Note(flag + ": gculaunch still stops the ranks on " + Join(missing, ", ") +
+           " (torchrun would die of it and leave its workers running)");
+    }
+    if (!kept.empty()) {
+      Note(flag + ": " + Join(kept, ", ") +
+           " keep gculaunch's own handling (they do not stop the ranks)");
+    }
   }
 
   const CliOptions& o_;
@@ -923,8 +956,9 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
 }
 
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
-  if (spec.log_dir.empty()) return "";
-  return spec.log_dir + "/" + run_id + "_<random>";
+  if (!spec.log_dir.empty()) return spec.log_dir + "/" + run_id + "_<random>";
+  if (!WantsLogFiles(spec)) return "";
+  return "<TMPDIR>/torchelastic_<random>/" + run_id + "_<random>";
 }
 
 std::string RunLogPattern(const std::string& log_dir, const std::string& run_id) {

@@ -110,7 +110,10 @@ struct LaunchSpec {
   std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none
 
   // ---- supervision and output ----
-  double grace_period_s = 25.0;       ///< SIGTERM -> SIGKILL, on every stop path
+  double grace_period_s = 25.0;  ///< SIGTERM -> SIGKILL, on every stop path
+  /// --signals-to-handle: signal numbers that stop the ranks besides SIGINT, SIGTERM, SIGHUP
+  /// and SIGQUIT (which always do): SIGUSR1, SIGUSR2 (otherwise forwarded), SIGALRM.
+  std::vector<int> extra_stop_signals;
   std::string log_dir;                ///< per-rank log files; empty: none
   StdStreams redirects;               ///< --redirects: streams that go to the log files only
   StdStreams tee;                     ///< --tee: streams that go to the log files and the console
@@ -175,8 +178,10 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
 /// Where this run's error files and rank logs go, as the dry run states it:
 /// "<log_dir>/<run_id>_<random>" (torchrun's layout; the launch makes the
 /// directory with RunLogPattern, so a second run into the same --log-dir, or
-/// another node sharing it, never overwrites this one).  Empty without
-/// --log-dir.
+/// another node sharing it, never overwrites this one).  With --redirects or
+/// --tee but no --log-dir: "<TMPDIR>/torchelastic_<random>/<run_id>_<random>"
+/// (a kept temporary directory, as torchrun makes).  Empty when no log files
+/// are written (WantsLogFiles).
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
 
 /// The mkdtemp(3) pattern of a run's log directory below `log_dir`:

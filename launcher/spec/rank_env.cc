@@ -73,7 +73,7 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
       spec.master_port != 0 ? std::to_string(spec.master_port) : choices.chosen_port;
   runtime.run_id = !spec.run_id.empty() ? spec.run_id : choices.generated_run_id;
   runtime.error_file_root =
-      !spec.log_dir.empty() ? RunLogRoot(spec, runtime.run_id) : choices.scratch_dir;
+      WantsLogFiles(spec) ? RunLogRoot(spec, runtime.run_id) : choices.scratch_dir;
   runtime.launcher_pid = choices.launcher_pid;
   return runtime;
 }

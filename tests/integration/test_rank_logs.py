@@ -178,6 +178,24 @@ class ProgressBars(unittest.TestCase):
             self.assertTrue(raw.startswith("before\n\rtraining:   0%"), raw[:80])
             self.assertTrue(raw.endswith("%d/%d\nafter\n" % (self.STEPS, self.STEPS)), raw[-80:])
 
+    def test_progress_interval_sets_how_often_a_pipe_gets_the_bar(self):
+        # --progress-interval 0: every update reaches the pipe; 1 s: one per second at most.
+        with gltest.TempDir() as tmp:
+            script = write_script(tmp, "bar.py", BAR)
+            counts = {}
+            for interval in ("0", "1"):
+                args = ["--nproc-per-node", "1", "--python", gltest.PYTHON,
+                        "--progress-interval", interval, script, str(self.STEPS),
+                        str(self.PAUSE)]
+                with gltest.Job(args) as job:
+                    self.assertEqual(job.wait(timeout=60), 0, job.stderr)
+                    counts[interval] = len([l for l in job.stderr.splitlines()
+                                            if l.startswith("[rank0]") and "training:" in l])
+            # Updates 0.3 s apart: some may coalesce in one read, most arrive on their own.
+            self.assertGreaterEqual(counts["0"], self.STEPS // 2, counts)
+            self.assertLess(counts["1"], counts["0"], counts)
+            self.assertLessEqual(counts["1"], self.STEPS * self.PAUSE + 2, counts)
+
     def test_a_terminal_redraws_the_bar_in_place(self):
         steps = 8
         with gltest.TempDir() as tmp:

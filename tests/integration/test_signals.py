@@ -92,6 +92,22 @@ class Signals(unittest.TestCase):
                 self.assertEqual(job.wait(timeout=60), 128 + signal.SIGINT, job.stderr)
                 self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
 
+    def test_signals_to_handle_makes_sigusr1_stop_the_ranks(self):
+        # torchrun's --signals-to-handle: a listed SIGUSR1 stops the job instead of being
+        # forwarded only (the ranks get it, then SIGKILL after the grace period).
+        with gltest.TempDir() as tmp:
+            script = write(tmp, "usr.py", USR_RANK)
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--python",
+                             gltest.PYTHON, "--grace-period", "1", "--signals-to-handle",
+                             "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", script]) as job:
+                job.wait_for(ready_count(2), what="2 ranks ready")
+                job.signal(signal.SIGUSR1)
+                self.assertEqual(job.wait(timeout=60), 128 + signal.SIGUSR1, job.stderr)
+                self.assertIn("received SIGUSR1: forwarding it to every rank", job.stderr)
+                for rank in range(2):
+                    self.assertIn("[rank%d]: got SIGUSR1" % rank, job.stdout)
+                self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
+
     def test_sighup_is_ignored_without_a_terminal_and_sigquit_tears_down(self):
         with gltest.Job(["--nproc-per-node", "2"] +
                         gltest.child_args("print", "ready", "pause")) as job:

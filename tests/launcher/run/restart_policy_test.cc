@@ -262,6 +262,15 @@ TEST_CASE("restart policy: the signal table", "[restart_policy]") {
   CHECK(ClassifySignal(SIGWINCH, HupMode::kTeardown) == SignalClass::kIgnore);
 }
 
+TEST_CASE("restart policy: --signals-to-handle makes a signal stop the ranks", "[restart_policy]") {
+  const std::vector<int> extra = {SIGUSR1, SIGALRM};
+  CHECK(ClassifySignal(SIGUSR1, HupMode::kIgnore, extra) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGALRM, HupMode::kIgnore, extra) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGUSR2, HupMode::kIgnore, extra) == SignalClass::kForward);
+  CHECK(ClassifySignal(SIGTERM, HupMode::kIgnore, extra) == SignalClass::kTeardown);
+  CHECK(ClassifySignal(SIGALRM, HupMode::kIgnore) == SignalClass::kIgnore);
+}
+
 TEST_CASE("restart policy: exit codes", "[restart_policy]") {
   PolicyState s;
   s.cause = StopCause::kSuccess;

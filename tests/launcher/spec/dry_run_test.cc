@@ -93,6 +93,17 @@ TEST_CASE("dry run: values unknown before a launch are stated placeholders", "[d
         "<temporary directory created at launch>/attempt_0/1/error.json");
 }
 
+TEST_CASE("dry run: --redirects without --log-dir states the kept torchelastic_ directory",
+          "[dry_run]") {
+  Fixture f;
+  LaunchSpec spec = f.Spec({"--dry-run", "--standalone", "--run-id", "job6", "--redirects", "3",
+                            "--nproc-per-node", "2", "x.py"});
+  const auto json = nlohmann::json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
+  CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] ==
+        "<TMPDIR>/torchelastic_<random>/job6_<random>/attempt_0/1/error.json");
+  CHECK_FALSE(Contains(RenderDryRun(spec, f.env, DryRunFormat::kTable), kScratchPlaceholder));
+}
+
 TEST_CASE("dry run: with --master-port, --run-id and --log-dir only the log dir's <random> is left",
           "[dry_run]") {
   Fixture f;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 
 #include "launcher/spec/cli.h"
@@ -158,6 +159,18 @@ TEST_CASE("launch spec: --rdzv-endpoint wins over --master-addr/--master-port, a
   CHECK(addr.layout.find("--rdzv-endpoint") != std::string::npos);
 }
 
+TEST_CASE("launch spec: --signals-to-handle adds the signals that stop the ranks",
+          "[launch_spec]") {
+  Fixture f;
+  LaunchSpec s =
+      f.Spec({"--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGCHLD", "x.py"});
+  CHECK(s.extra_stop_signals == std::vector<int>{SIGUSR1});
+  const std::string notes = Notes(s);
+  CHECK(notes.find(": SIGUSR1 also stop the ranks") != std::string::npos);
+  CHECK(notes.find(": SIGCHLD keep gculaunch's own handling") != std::string::npos);
+  CHECK(notes.find("still stops the ranks") == std::string::npos);
+}
+
 TEST_CASE("launch spec: torchrun flags with no effect here get one note each", "[launch_spec]") {
   Fixture f;
   LaunchSpec s = f.Spec({"--start-method", "fork", "--run-path", "--signals-to-handle",
@@ -169,9 +182,10 @@ TEST_CASE("launch spec: torchrun flags with no effect here get one note each", "
   CHECK(notes.find("--run-path is accepted for torchrun compatibility: torchrun would run SCRIPT "
                    "inside its own interpreter; gculaunch starts /usr/bin/python3 -u SCRIPT in "
                    "each rank") != std::string::npos);
-  CHECK(notes.find("--signals-to-handle SIGTERM,SIGINT is accepted for torchrun compatibility: "
-                   "gculaunch always stops the ranks on SIGINT, SIGTERM, SIGHUP and SIGQUIT") !=
+  CHECK(notes.find("--signals-to-handle SIGTERM,SIGINT: gculaunch still stops the ranks on "
+                   "SIGHUP, SIGQUIT (torchrun would die of it and leave its workers running)") !=
         std::string::npos);
+  CHECK(s.extra_stop_signals.empty());
   CHECK(notes.find("--event-log-handler console is accepted for torchrun compatibility and "
                    "ignored") != std::string::npos);
   CHECK(notes.find("--local-addr 10.0.0.2 has no effect on a single node") != std::string::npos);
