@@ -224,16 +224,22 @@ Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o) {
   return ApplyCount(c, "3", o.max_restarts);
 }
 
-Status ApplyMasterAddr(const ApplyContext& c, CliOptions& o) {
+// A host name or IP address (an IPv6 literal may come in brackets, which are dropped) into
+// `field`; `example` is the hint's value.
+Status ApplyHost(const ApplyContext& c, std::optional<std::string>& field, const char* example) {
   std::string addr = c.value;
   if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
     addr = addr.substr(1, addr.size() - 2);
   }
   if (addr.empty() || HasSpace(addr)) {
-    return BadValue(c.source, c.value, "expected a host name or IP address", "10.0.0.1");
+    return BadValue(c.source, c.value, "expected a host name or IP address", example);
   }
-  o.master_addr = addr;
+  field = addr;
   return OkStatus();
+}
+
+Status ApplyMasterAddr(const ApplyContext& c, CliOptions& o) {
+  return ApplyHost(c, o.master_addr, "10.0.0.1");
 }
 
 template <std::optional<int> CliOptions::*field>
@@ -436,15 +442,7 @@ Status ApplyStartMethod(const ApplyContext& c, CliOptions& o) {
 
 // --local-addr: this node's address as the other nodes see it.
 Status ApplyLocalAddr(const ApplyContext& c, CliOptions& o) {
-  std::string addr = c.value;
-  if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
-    addr = addr.substr(1, addr.size() - 2);
-  }
-  if (addr.empty() || HasSpace(addr)) {
-    return BadValue(c.source, c.value, "expected a host name or IP address", "10.0.0.2");
-  }
-  o.local_addr = addr;
-  return OkStatus();
+  return ApplyHost(c, o.local_addr, "10.0.0.2");
 }
 
 // --logs-specs: torchrun's plugin entry point; only its built-in "default" (what gculaunch
