@@ -14,7 +14,7 @@ using Phase = PolicyState::Phase;
 
 namespace {}  // namespace
 
-Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
+Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const SupervisorConfig& config,
                        AttemptPlanner& planner, AttemptObserver* observer, JobLink* job)
     : deps_(std::move(deps)),
       log_(log),

@@ -107,7 +107,7 @@ struct JobOutcome {
 class Supervisor : public JobControl {
  public:
   /// `job` is required in job mode (config.policy.job) and ignored otherwise.
-  Supervisor(WorkerGroupDeps deps, spdlog::logger& log, SupervisorConfig config,
+  Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const SupervisorConfig& config,
              AttemptPlanner& planner, AttemptObserver* observer, JobLink* job = nullptr);
   ~Supervisor() override;
   Supervisor(const Supervisor&) = delete;
