@@ -154,9 +154,21 @@ class MultiNode(unittest.TestCase):
                 for i in range(2)]
         self.assertEqual(self.wait_all(jobs), [0, 0], [j.stderr for j in jobs])
         self.assertIn("rank 3 fails on purpose in attempt 0", jobs[1].stdout)
+        # Every node restarts once, for the same stop.  The stop names the first failure a
+        # node published: normally rank 3, but node 0's ranks can see their gloo peer close
+        # and fail before node 1's report arrives (the cross-node race noted in
+        # docs/multinode.md); then it names a rank of node 0 that lost its connection.
+        stops = []
         for job in jobs:
-            self.assertIn("rank 3 (local rank 1) on node 1", job.stderr)
-            self.assertIn("every node restarts its ranks (restart 1 of 1)", job.stderr)
+            lines = [l for l in job.stderr.splitlines()
+                     if "every node restarts its ranks (restart 1 of 1)" in l]
+            self.assertEqual(len(lines), 1, job.stderr)
+            stops.append(lines[0].split(": ", 1)[-1])
+        self.assertEqual(stops[0].split(" failed with")[0], stops[1].split(" failed with")[0],
+                         stops)
+        if "rank 3 (local rank 1) on node 1" not in stops[0]:
+            self.assertRegex(stops[0], r"rank [01] \(local rank [01]\) on node 0", stops)
+            self.assertRegex(jobs[0].stderr, r"Connection (closed|reset) by peer")
         self.assert_sums(jobs[0], 1, [0, 1], 4)
         self.assert_sums(jobs[1], 1, [2, 3], 4)
         for rank in range(4):
