@@ -268,6 +268,44 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   supervisor_->JobStart(plan.epoch);
 }
 
+// A node that stayed in the job: the next epoch's plan (or its abort).
+void NodeAgent::WaitPlan(int epoch) {
+  ArmProgress();
+  board_.WaitPlan(epoch, Current([this, epoch](Result<std::string> text) {
+                    if (!text.ok()) {
+                      Dispatch(AgentEvent::MasterLost(text.error().what));
+                      return;
+                    }
+                    auto plan = job::DecodePlan(*text);
+                    if (!plan.ok()) plan = Unreadable(epoch, plan.error().what);
+                    if (plan->abort) {
+                      outcome_ = *plan->abort;
+                      LogMarker(*plan->abort);
+                    }
+                    Dispatch(AgentEvent::Plan(std::move(*plan)));
+                  }));
+}
+
+// The epoch's stop marker, whoever writes it first.
+void NodeAgent::WatchMarker(int epoch) {
+  board_.WaitMarker(
+      epoch, Current([this](Result<std::string> text) {
+        if (!text.ok()) {
+          Dispatch(AgentEvent::MasterLost(text.error().what));
+          return;
+        }
+        auto marker = job::DecodeMarker(*text);
+        if (!marker.ok()) {
+          Dispatch(AgentEvent::MasterLost("unreadable stop marker: " + marker.error().what));
+          return;
+        }
+        stop_seen_ = Clock::now();
+        LogMarker(*marker);
+        outcome_ = *marker;
+        Dispatch(AgentEvent::Marker(std::move(*marker)));
+      }));
+}
+
 void NodeAgent::Execute(const AgentAction& action) {
   using K = AgentAction::Kind;
   auto lost_on_error = Current([this](const Status& s) {
@@ -277,44 +315,14 @@ void NodeAgent::Execute(const AgentAction& action) {
     case K::kJoin:
       Join();
       break;
-    case K::kWaitPlan: {
-      const int epoch = action.epoch;
-      ArmProgress();
-      board_.WaitPlan(epoch, Current([this, epoch](Result<std::string> text) {
-                        if (!text.ok()) {
-                          Dispatch(AgentEvent::MasterLost(text.error().what));
-                          return;
-                        }
-                        auto plan = job::DecodePlan(*text);
-                        if (!plan.ok()) plan = Unreadable(epoch, plan.error().what);
-                        if (plan->abort) {
-                          outcome_ = *plan->abort;
-                          LogMarker(*plan->abort);
-                        }
-                        Dispatch(AgentEvent::Plan(std::move(*plan)));
-                      }));
+    case K::kWaitPlan:
+      WaitPlan(action.epoch);
       break;
-    }
     case K::kStartRanks:
       StartRanks(action);
       break;
     case K::kWatchMarker:
-      board_.WaitMarker(
-          action.epoch, Current([this](Result<std::string> text) {
-            if (!text.ok()) {
-              Dispatch(AgentEvent::MasterLost(text.error().what));
-              return;
-            }
-            auto marker = job::DecodeMarker(*text);
-            if (!marker.ok()) {
-              Dispatch(AgentEvent::MasterLost("unreadable stop marker: " + marker.error().what));
-              return;
-            }
-            stop_seen_ = Clock::now();
-            LogMarker(*marker);
-            outcome_ = *marker;
-            Dispatch(AgentEvent::Marker(std::move(*marker)));
-          }));
+      WatchMarker(action.epoch);
       break;
     case K::kPublishMarker: {
       job::StopMarker m = action.marker;

@@ -90,6 +90,8 @@ class NodeAgent : public JobLink {
   void Dispatch(const job::AgentEvent& event);
   void Execute(const job::AgentAction& action);
   void StartRanks(const job::AgentAction& action);
+  void WaitPlan(int epoch);
+  void WatchMarker(int epoch);
   void LogMarker(const job::StopMarker& marker);
   void ArmProgress();
   /// Wraps a board callback: it is dropped when the agent is gone or joined again since.
