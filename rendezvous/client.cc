@@ -144,7 +144,9 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
           continue;
         }
         asio::steady_timer timer(ex);
-        timer.expires_at(deadline);
+        timer.expires_at(options.attempt_timeout.count() > 0
+                             ? std::min(deadline, Clock::now() + options.attempt_timeout)
+                             : deadline);
         boost::system::error_code timer_ec;
         auto done = co_await (socket.async_connect(entry.endpoint(), Nothrow(ec)) ||
                               timer.async_wait(Nothrow(timer_ec)));

@@ -42,6 +42,10 @@ struct ClientOptions {
   Dialect dialect = Dialect::kV2;
   /// Deadline for connecting (all attempts and the v2 handshake together).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
+  /// The longest one TCP connect may take before the next attempt; 0: until the deadline.
+  /// A host whose packets vanish (a cut link) answers no SYN, and the kernel's own SYN
+  /// back-off would notice a healed link only tens of seconds late.
+  std::chrono::milliseconds attempt_timeout{0};
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(2)};
   /// Seed of the back-off jitter; 0 draws one from std::random_device.

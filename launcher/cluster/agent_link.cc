@@ -106,6 +106,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     o.port = static_cast<std::uint16_t>(options_.port);
     o.dialect = rendezvous::Dialect::kV2;
     o.connect_timeout = timeout;
+    o.attempt_timeout = std::chrono::seconds(2);
     o.initial_backoff = options_.initial_backoff;
     o.max_backoff = options_.max_backoff;
     o.keepalive = true;

@@ -164,9 +164,10 @@ void Coordinator::Track() {
     auto beat = beats_.find(node);
     if (beat != beats_.end() && beat->second.seq == m.seq) continue;
     beats_[node] = Beat{m.seq, "", now};
+    const int who = node;  // a structured binding cannot be captured (clang 14)
     const int seq = m.seq;
-    board_.WatchBye(node, seq, lifetime_.Wrap([this, node, seq](int code) {
-      Dispatch(CoordinatorEvent::Bye(node, seq, code));
+    board_.WatchBye(who, seq, lifetime_.Wrap([this, who, seq](int code) {
+      Dispatch(CoordinatorEvent::Bye(who, seq, code));
     }));
   }
   std::erase_if(beats_, [&](const auto& b) { return present.count(b.first) == 0; });
