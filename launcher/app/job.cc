@@ -22,11 +22,14 @@
 #include "launcher/cluster/node_agent.h"
 #include "launcher/run/agent_store.h"
 #include "launcher/run/exit_summary.h"
+#include "launcher/run/hang_watch.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
+#include "launcher/run/stack_report.h"
 #include "launcher/spec/dry_run.h"
 #include "launcher/spec/python_shim.h"
+#include "launcher/spec/stack_hook.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
@@ -325,6 +328,12 @@ bool Job::ChooseAtLaunch() {
       return false;
     }
   }
+  if (spec_.stack_dumps) {
+    if (Status written = WriteStackHook(StackHookDir(runtime_)); !written.ok()) {
+      PrintError(written.error());
+      return false;
+    }
+  }
   if (!spec_.omp_num_threads_default.empty()) {
     log_.info("OMP_NUM_THREADS={} for every rank (not set in the environment; set it to choose)",
               spec_.omp_num_threads_default);
@@ -455,12 +464,54 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     if (cluster.coordinator) cluster.coordinator->Start();
     cluster.agent->Start();
   }
+  StackDumper dumper(loop.io, StackDumper::Options{});
+  std::unique_ptr<ControlSocket> control = ListenForControl(loop, supervisor, dumper);
+  std::optional<HangWatch> hang;
+  if (spec_.hang_timeout_s > 0) {
+    hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
+                 HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
+                                 WantsLogFiles(spec_) ? runtime_.error_file_root : ""});
+    hang->Start();
+  }
   const JobOutcome outcome = supervisor.Run();
   if (cluster.agent) WaitForByes(loop, cluster);
   if (loop.store) loop.store->Stop();
   all_groups_empty_ = outcome.stuck.empty();
   Report(loop, cluster, outcome);
   return outcome.exit_code;
+}
+
+// `gculaunch stacks` reaches this launch here (control_socket.h).  The answer's first line
+// is "dumped <n> of <m>", the report follows.  Multi-node gathering (node 0 asking every
+// node's agent through the cluster protocol) would plug in here: today each node answers
+// for its own ranks.
+std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, Supervisor& supervisor,
+                                                     StackDumper& dumper) {
+  const std::string title = "stacks of run " + runtime_.run_id + ", node " +
+                            std::to_string(spec_.node_rank) + " (" + sys::HostName() +
+                            "), gculaunch pid " + std::to_string(::getpid());
+  auto handler = [&supervisor, &dumper, title](const std::string& command,
+                                               const ControlSocket::Reply& reply) {
+    if (command != "stacks") {
+      reply("error: unknown command '" + command + "' (fix: send 'stacks')\n");
+      return;
+    }
+    std::vector<StackTarget> targets;
+    if (supervisor.group() != nullptr) targets = supervisor.group()->StackTargets();
+    dumper.Dump(std::move(targets), [reply, title](const std::vector<StackDump>& dumps) {
+      const auto dumped =
+          std::count_if(dumps.begin(), dumps.end(), [](const StackDump& d) { return d.ok; });
+      reply("dumped " + std::to_string(dumped) + " of " + std::to_string(dumps.size()) + "\n" +
+            FormatStackReport(title, dumps));
+    });
+  };
+  auto control = ControlSocket::Listen(loop.io, std::move(handler));
+  if (!control.ok()) {
+    log_.warn("{} (fix: {})", control.error().what, control.error().hint);
+    return nullptr;
+  }
+  log_.debug("control socket @{}", (*control)->name());
+  return std::move(*control);
 }
 
 // The agent says bye; node 0 keeps the store up until every node said bye or was lost (they

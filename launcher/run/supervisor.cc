@@ -104,6 +104,13 @@ void Supervisor::JobStop() {
   Dispatch(PolicyEvent::JobStop());
 }
 
+void Supervisor::Hang(bool restart) {
+  if (finished_ || state_.phase != Phase::kRunning) return;
+  log_.warn("stopping the ranks after a hang (SIGTERM, SIGKILL after {}){}",
+            Seconds(config_.grace, -1), restart ? "; they restart if restarts are left" : "");
+  Dispatch(PolicyEvent::Hang(restart));
+}
+
 void Supervisor::JobExit(int exit_code) {
   if (!finished_) Dispatch(PolicyEvent::JobExit(exit_code));
 }

@@ -120,6 +120,10 @@ class Supervisor : public JobControl {
   void JobStart(int restart_count) override;
   void JobStop() override;
   void JobExit(int exit_code) override;
+  /// --hang-timeout found the attempt hung (hang_watch.h): stop the ranks; with `restart`,
+  /// restart them if restarts are left (as after a failure), else exit 6.  Ignored unless
+  /// the attempt is running.
+  void Hang(bool restart);
   /// The current phase (tests, the agent's logs).
   PolicyState::Phase phase() const { return state_.phase; }
 

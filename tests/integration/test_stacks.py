@@ -1,0 +1,193 @@
+"""--stack-dumps and `gculaunch stacks`: every rank's Python stacks of a running job, without
+stopping it (real gloo ranks, Debian torch 1.13).
+
+`gculaunch stacks` is always given --pid: other launches may run on this machine in the same
+network namespace, and a test asks only its own."""
+import os
+import re
+import signal
+import subprocess
+import time
+import unittest
+
+import gltest
+
+# 4 ranks: rank 1 never enters the all_reduce the others wait in (gloo's own timeout is 30
+# minutes).
+HANG = r"""
+import os, time
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+
+def stuck_in_my_own_function():
+    print("rank %d is stuck" % rank, flush=True)
+    while True:
+        time.sleep(0.2)
+
+if rank == 1:
+    stuck_in_my_own_function()
+print("rank %d enters all_reduce" % rank, flush=True)
+dist.all_reduce(torch.ones(1))
+"""
+
+# One rank iterating a DataLoader with two forked workers, slowly.
+LOADER = r"""
+import os, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 120
+    def __getitem__(self, i):
+        time.sleep(0.05)
+        return i
+
+def consume_batches():
+    it = iter(DataLoader(Slow(), batch_size=1, num_workers=2, multiprocessing_context="fork"))
+    n = 0
+    for _ in it:
+        n += 1
+        if n == 3:
+            print("workers: %s" % " ".join(str(w.pid) for w in it._workers), flush=True)
+    print("consumed %d" % n, flush=True)
+
+consume_batches()
+"""
+
+# A --no-python wrapper that runs Python as a child instead of exec'ing it: the rank (the
+# shell) has no hook.
+WRAPPER = """#!/bin/sh
+/usr/bin/python3 -c 'import time; print("child up", flush=True); time.sleep(60)'
+echo wrapper done
+"""
+
+
+def stacks(pid, timeout=60):
+    return gltest.run([gltest.require_binary(), "stacks", "--pid", str(pid)],
+                      env=gltest.tagged_env(gltest.new_tag()), timeout=timeout)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+class Stacks(unittest.TestCase):
+    def write(self, tmp, name, text):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        return path
+
+    def test_every_rank_dumped_and_the_odd_one_named_while_the_job_runs(self):
+        with gltest.TempDir() as tmp:
+            script = self.write(tmp, "hang.py", HANG)
+            with gltest.Job(["--standalone", "--nproc-per-node", "4", "--device", "cpu",
+                             "--python", gltest.PYTHON, "--stack-dumps", script]) as job:
+                job.wait_for(lambda out, err: out.count("enters all_reduce") == 3
+                             and "rank 1 is stuck" in out, timeout=120, what="4 ranks up")
+                time.sleep(1)  # into the all_reduce
+                started = time.monotonic()
+                res = stacks(job.pid)
+                took = time.monotonic() - started
+                self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+                out = res.stdout
+                self.assertIn("gculaunch: stacks of run ", out)
+                self.assertIn("gculaunch pid %d" % job.pid, out)
+                for rank in range(4):
+                    self.assertRegex(out, r"---- rank %d \(local rank %d, pid \d+\) ----\n"
+                                     r"(Current thread|Thread) 0x" % (rank, rank))
+                sections = re.split(r"---- rank \d+ ", out)
+                self.assertIn("in stuck_in_my_own_function", sections[2])
+                for i in (1, 3, 4):
+                    self.assertIn("in all_reduce", sections[i])
+                self.assertRegex(out, r"rank 1 differs from the majority: in "
+                                 r"stuck_in_my_own_function \(.*hang\.py:\d+\)")
+                self.assertNotIn("not dumped", out)
+                gltest.eprint("gculaunch stacks took %.2f s for 4 ranks" % took)
+                # Nothing stopped: gculaunch and its 4 ranks run on.
+                self.assertIsNone(job.proc.poll())
+                self.assertEqual(len(gltest.pids_of_ranks(job.tag, "python3")), 4)
+                job.signal(signal.SIGTERM)
+                self.assertEqual(job.wait(timeout=60), 128 + signal.SIGTERM)
+
+    def test_ranks_without_the_hook_are_reported_not_signalled(self):
+        with gltest.TempDir() as tmp:
+            wrapper = self.write(tmp, "wrapper.sh", WRAPPER)
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--stack-dumps",
+                             "--no-python", wrapper]) as job:
+                job.wait_for(lambda out, err: out.count("child up") == 2, timeout=60,
+                             what="2 ranks up")
+                res = stacks(job.pid)
+                self.assertEqual(res.returncode, 1, res.stdout + res.stderr)
+                for rank in range(2):
+                    self.assertRegex(res.stdout, r"---- rank %d \(local rank %d, pid \d+\): not "
+                                     r"dumped: the hook is not loaded: pid \d+ does not catch "
+                                     r"signal \d+ .*; not signalled ----" % (rank, rank))
+                time.sleep(0.5)
+                self.assertIsNone(job.proc.poll(), job.stderr)
+                # A script run through its #! line has the script's name as its command name.
+                self.assertEqual(len(gltest.pids_of_ranks(job.tag, "wrapper.sh")), 2)
+                job.signal(signal.SIGTERM)
+                self.assertEqual(job.wait(timeout=60), 128 + signal.SIGTERM)
+                self.assertNotIn("wrapper done", job.stdout)
+
+    def test_without_stack_dumps_every_rank_is_named_with_the_reason(self):
+        with gltest.TempDir() as tmp:
+            wrapper = self.write(tmp, "wrapper.sh", WRAPPER)
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--no-python",
+                             wrapper]) as job:
+                job.wait_for(lambda out, err: out.count("child up") == 2, timeout=60,
+                             what="2 ranks up")
+                res = stacks(job.pid)
+                self.assertEqual(res.returncode, 1, res.stdout + res.stderr)
+                self.assertEqual(res.stdout.count("not dumped: started without the stack-dump "
+                                                  "hook (run with --stack-dumps)"), 2, res.stdout)
+                job.signal(signal.SIGTERM)
+                job.wait(timeout=60)
+
+    def test_forked_dataloader_workers_are_not_disturbed(self):
+        with gltest.TempDir() as tmp:
+            script = self.write(tmp, "loader.py", LOADER)
+            with gltest.Job(["--nproc-per-node", "1", "--device", "cpu", "--python",
+                             gltest.PYTHON, "--stack-dumps", script]) as job:
+                job.wait_for(lambda out, err: "workers: " in out, timeout=120, what="workers")
+                workers = [int(p) for p in
+                           re.search(r"workers: ([\d ]+)", job.stdout).group(1).split()]
+                self.assertEqual(len(workers), 2)
+                for _ in range(2):
+                    res = stacks(job.pid)
+                    self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+                    self.assertIn("in consume_batches", res.stdout)
+                    # One process's dump: the rank's main thread only, no worker's.
+                    self.assertEqual(res.stdout.count(" in <module>\n"), 1, res.stdout)
+                    for pid in workers:
+                        self.assertTrue(alive(pid), "worker %d was disturbed" % pid)
+                self.assertEqual(job.wait(timeout=120), 0, job.stderr)
+                self.assertIn("[rank0]: consumed 120", job.stdout)
+
+    def test_usage_and_no_job(self):
+        res = gltest.run([gltest.require_binary(), "stacks", "--pid", "x"],
+                         env=gltest.tagged_env(gltest.new_tag()))
+        self.assertEqual(res.returncode, 2)
+        self.assertEqual(res.stderr, "gculaunch: gculaunch stacks: --pid 'x' is not a process id "
+                         "(fix: give the pid of a running gculaunch, e.g. --pid 4242)\n")
+        # A pid that is certainly not a gculaunch: this test's own.
+        res = stacks(os.getpid())
+        self.assertEqual(res.returncode, 1)
+        self.assertIn("no running gculaunch with pid %d on this node" % os.getpid(), res.stderr)
+        res = gltest.run([gltest.require_binary(), "stacks", "--help"],
+                         env=gltest.tagged_env(gltest.new_tag()))
+        self.assertEqual(res.returncode, 0)
+        self.assertIn("usage: gculaunch stacks", res.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
