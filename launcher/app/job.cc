@@ -22,6 +22,7 @@
 #include "launcher/cluster/node_agent.h"
 #include "launcher/run/agent_store.h"
 #include "launcher/run/exit_summary.h"
+#include "launcher/run/file_timer.h"
 #include "launcher/run/hang_watch.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/run/output_writer.h"
@@ -33,8 +34,10 @@
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
+#include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
 #include "launcher/sys/spawner.h"
+#include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
 
@@ -466,6 +469,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   }
   StackDumper dumper(loop.io, StackDumper::Options{});
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, supervisor, dumper);
+  std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
   std::optional<HangWatch> hang;
   if (spec_.hang_timeout_s > 0) {
     hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
@@ -479,6 +483,43 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   all_groups_empty_ = outcome.stuck.empty();
   Report(loop, cluster, outcome);
   return outcome.exit_code;
+}
+
+// TORCHELASTIC_ENABLE_FILE_TIMER=1 (file_timer.h).  An expired timer's signal goes only to a
+// running rank or a process in a running rank's group (torchrun signals any pid it is sent).
+std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& supervisor) {
+  if (!spec_.file_timer) return nullptr;
+  const std::string path = FileTimerPath(spec_, runtime_);
+  auto reaper = [this, &supervisor](const FileTimerRequest& expired) {
+    int rank = -1;
+    if (supervisor.group() != nullptr) {
+      sys::ProcInfo info;
+      const bool known = sys::ReadProcInfo(expired.pid, &info);
+      for (const StackTarget& t : supervisor.group()->StackTargets()) {
+        if (t.pid > 0 && known && (t.pid == expired.pid || t.pid == info.pgid)) rank = t.rank;
+      }
+    }
+    if (rank < 0) {
+      log_.warn(
+          "TORCHELASTIC_ENABLE_FILE_TIMER: timer '{}' of pid {} expired, but that pid is "
+          "not a rank of this job (or in a rank's process group): not signalled",
+          expired.scope_id, expired.pid);
+      return;
+    }
+    log_.warn(
+        "TORCHELASTIC_ENABLE_FILE_TIMER: timer '{}' of pid {} (rank {}) expired: sending "
+        "it {}",
+        expired.scope_id, expired.pid, rank, SignalName(expired.signal));
+    sys::SignalProcess(expired.pid, expired.signal);
+  };
+  auto server = FileTimerServer::Start(loop.io, path, std::move(reaper));
+  if (!server.ok()) {
+    log_.warn("{} (fix: {}); the ranks' timers will not fire", server.error().what,
+              server.error().hint);
+    return nullptr;
+  }
+  log_.info("TORCHELASTIC_ENABLE_FILE_TIMER: serving the ranks' timers on {}", path);
+  return std::move(*server);
 }
 
 // `gculaunch stacks` reaches this launch here (control_socket.h).  The answer's first line

@@ -48,6 +48,7 @@
 
 #include "base/env_map.h"
 #include "launcher/run/control_socket.h"
+#include "launcher/run/file_timer.h"
 #include "launcher/run/logging.h"
 #include "launcher/run/stack_dumper.h"
 #include "launcher/run/supervisor.h"
@@ -92,6 +93,7 @@ class Job {
   int RunLoop();
   void AssembleCluster(Loop& loop, Cluster& cluster);
   int Supervise(Loop& loop, Cluster& cluster);
+  std::unique_ptr<FileTimerServer> ServeFileTimer(Loop& loop, Supervisor& supervisor);
   std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, Supervisor& supervisor,
                                                   StackDumper& dumper);
   void WaitForByes(Loop& loop, Cluster& cluster);

@@ -142,7 +142,7 @@ Result<std::unique_ptr<ControlSocket>> ControlSocket::Listen(asio::io_context& i
 }
 
 ControlSocket::ControlSocket(asio::io_context& io, Handler handler, std::string name)
-    : io_(io), handler_(std::move(handler)), name_(std::move(name)), acceptor_(io) {}
+    : handler_(std::move(handler)), name_(std::move(name)), acceptor_(io) {}
 
 ControlSocket::~ControlSocket() { Stop(); }
 
@@ -159,8 +159,10 @@ void ControlSocket::Accept() {
           const int fd = peer.native_handle();
           ::fcntl(fd, F_SETFD, FD_CLOEXEC);
           if (PeerAllowed(fd)) {
-            ControlSocket::Handler handler = lifetime_.Wrap(
-                [this](const std::string& command, Reply reply) { handler_(command, reply); });
+            ControlSocket::Handler handler =
+                lifetime_.Wrap([this](const std::string& command, Reply reply) {
+                  handler_(command, std::move(reply));
+                });
             std::make_shared<Session>(std::move(peer), std::move(handler))->Start();
           }
         }

@@ -66,7 +66,6 @@ class ControlSocket {
   ControlSocket(boost::asio::io_context& io, Handler handler, std::string name);
   void Accept();
 
-  boost::asio::io_context& io_;
   Handler handler_;
   std::string name_;
   boost::asio::local::stream_protocol::acceptor acceptor_;

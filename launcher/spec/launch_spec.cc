@@ -828,6 +828,16 @@ class SpecBuilder {
           "node; set OMP_NUM_THREADS to choose another value)");
     }
     spec_.error_file_parent = env_.GetOr("TORCHELASTIC_ERROR_FILE", "");
+    // torchrun's watchdog contract: only the exact value 1 turns it on.
+    spec_.file_timer = env_.GetOr("TORCHELASTIC_ENABLE_FILE_TIMER", "") == "1";
+    if (spec_.file_timer) {
+      spec_.file_timer_path = env_.GetOr("TORCHELASTIC_TIMER_FILE", "");
+      Note("TORCHELASTIC_ENABLE_FILE_TIMER=1: gculaunch serves torch's file-timer watchdog on " +
+           (spec_.file_timer_path.empty() ? std::string("<run directory>/watchdog_timer")
+                                          : spec_.file_timer_path) +
+           " (TORCHELASTIC_TIMER_FILE of every rank): a rank's expired timer sends its signal "
+           "to that process, as torchrun does");
+    }
     return OkStatus();
   }
 

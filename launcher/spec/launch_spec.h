@@ -102,6 +102,11 @@ struct LaunchSpec {
   double hang_timeout_s = 0;
   double hang_grace_s = 600;  ///< --hang-grace: before an attempt's first progress
   OnHang on_hang = OnHang::kStop;
+  /// TORCHELASTIC_ENABLE_FILE_TIMER=1 in gculaunch's environment: gculaunch serves torch's
+  /// file-timer watchdog (launcher/run/file_timer.h) on file_timer_path, which every rank
+  /// gets as TORCHELASTIC_TIMER_FILE (FileTimerPath in rank_env.h).
+  bool file_timer = false;
+  std::string file_timer_path;  ///< TORCHELASTIC_TIMER_FILE as given; empty: chosen at launch
 
   // ---- devices ----
   DeviceProfile profile;

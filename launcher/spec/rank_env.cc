@@ -200,6 +200,8 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   } else {
     for (const std::string& var : PythonShimVariables()) env.Erase(var);
   }
+  // torchrun propagates TORCHELASTIC_TIMER_FILE; with the watchdog on, it names the FIFO.
+  if (spec.file_timer) env.Set("TORCHELASTIC_TIMER_FILE", FileTimerPath(spec, runtime));
   // After the shim: the hook comes first on PYTHONPATH and chains to the shim.
   if (spec.stack_dumps) {
     AddStackHookEnv(spec, runtime, local_rank, restart_count, env);
@@ -207,6 +209,12 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
     for (const std::string& var : StackHookVariables()) env.Erase(var);
   }
   return env;
+}
+
+std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime) {
+  if (!spec.file_timer) return "";
+  return spec.file_timer_path.empty() ? runtime.error_file_root + "/watchdog_timer"
+                                      : spec.file_timer_path;
 }
 
 std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank) {

@@ -125,15 +125,15 @@ TEST_CASE("stack dumper: requests are served one after the other", "[stack_dumpe
   StackDumper dumper(io, StackDumper::Options{});
   std::vector<int> order;
   StackTarget gone{0, 5, -1, "", 44, "not started"};
-  dumper.Dump({gone}, [&](std::vector<StackDump> d) {
+  dumper.Dump({gone}, [&](const std::vector<StackDump>& d) {
     order.push_back(1);
     CHECK(d.at(0).rank == 5);
-    dumper.Dump({}, [&](std::vector<StackDump> e) {
+    dumper.Dump({}, [&](const std::vector<StackDump>& e) {
       CHECK(e.empty());
       order.push_back(3);
     });
   });
-  dumper.Dump({gone, gone}, [&](std::vector<StackDump> d) {
+  dumper.Dump({gone, gone}, [&](const std::vector<StackDump>& d) {
     CHECK(d.size() == 2);
     order.push_back(2);
   });
