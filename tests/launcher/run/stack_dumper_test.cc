@@ -72,7 +72,7 @@ std::vector<StackDump> RunDump(std::vector<StackTarget> targets) {
 
 }  // namespace
 
-TEST_CASE("stack dumper: a hooked process is dumped and keeps running; others are reported",
+TEST_CASE("stack dumper: a hooked process is dumped and keeps running, others are reported",
           "[stack_dumper]") {
   TempDir tmp;
   const int sig = SIGRTMIN + 10;
