@@ -57,6 +57,17 @@ def consume_batches():
 consume_batches()
 """
 
+# What a rank sees of the sitecustomize chain: the hook, the shim and the user's own.
+CHAIN_PROBE = r"""
+import os, sys
+import torch.distributed as dist
+left = sorted(k for k in os.environ if k.startswith(("GCULAUNCH_STACKS_", "GCULAUNCH_SHIM_")))
+print("user site ran %s, stacks hook %s, shim %s, group %s, leftovers %s, path %s" % (
+    os.environ.get("USER_SITE_RAN"), "gculaunch_stacks" in sys.modules,
+    "gculaunch_shim" in sys.modules, dist.is_initialized(), left,
+    os.environ.get("PYTHONPATH", "").split(os.pathsep)), flush=True)
+"""
+
 # A --no-python wrapper that runs Python as a child instead of exec'ing it: the rank (the
 # shell) has no hook.
 WRAPPER = """#!/bin/sh
@@ -172,6 +183,23 @@ class Stacks(unittest.TestCase):
                         self.assertTrue(alive(pid), "worker %d was disturbed" % pid)
                 self.assertEqual(job.wait(timeout=120), 0, job.stderr)
                 self.assertIn("[rank0]: consumed 120", job.stdout)
+
+    def test_the_hook_chains_to_the_shim_and_the_users_sitecustomize(self):
+        with gltest.TempDir() as tmp:
+            user_site = os.path.join(tmp, "usersite")
+            os.makedirs(user_site)
+            self.write(user_site, "sitecustomize.py",
+                       "import os\nos.environ['USER_SITE_RAN'] = "
+                       "str(int(os.environ.get('USER_SITE_RAN', '0')) + 1)\n")
+            script = self.write(tmp, "probe.py", CHAIN_PROBE)
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--python",
+                             gltest.PYTHON, "--stack-dumps", "--python-shim", "--env",
+                             "PYTHONPATH=" + user_site, script]) as job:
+                self.assertEqual(job.wait(timeout=120), 0, job.stderr)
+                for rank in range(2):
+                    self.assertIn("[rank%d]: user site ran 1, stacks hook True, shim True, "
+                                  "group True, leftovers [], path ['%s']"
+                                  % (rank, user_site), job.stdout)
 
     def test_usage_and_no_job(self):
         res = gltest.run([gltest.require_binary(), "stacks", "--pid", "x"],
