@@ -1,5 +1,6 @@
 """--stack-dumps and `gculaunch stacks`: every rank's Python stacks of a running job, without
-stopping it (real gloo ranks, Debian torch 1.13).
+stopping it (real gloo ranks, Debian torch 1.13), also on each node of a two-node job in
+network namespaces.
 
 `gculaunch stacks` is always given --pid: other launches may run on this machine in the same
 network namespace, and a test asks only its own."""
@@ -66,6 +67,15 @@ print("user site ran %s, stacks hook %s, shim %s, group %s, leftovers %s, path %
     os.environ.get("USER_SITE_RAN"), "gculaunch_stacks" in sys.modules,
     "gculaunch_shim" in sys.modules, dist.is_initialized(), left,
     os.environ.get("PYTHONPATH", "").split(os.pathsep)), flush=True)
+"""
+
+# A rank that only holds (no collective): for the two-node test.
+HOLD = r"""
+import time
+def holding_on_a_node():
+    print("holding", flush=True)
+    time.sleep(120)
+holding_on_a_node()
 """
 
 # A --no-python wrapper that runs Python as a child instead of exec'ing it: the rank (the
@@ -200,6 +210,43 @@ class Stacks(unittest.TestCase):
                     self.assertIn("[rank%d]: user site ran 1, stacks hook True, shim True, "
                                   "group True, leftovers [], path ['%s']"
                                   % (rank, user_site), job.stdout)
+
+    def test_each_node_of_a_two_node_job_answers_for_its_own_ranks(self):
+        # Two simulated hosts (network namespaces): `gculaunch stacks` without --pid, run in a
+        # host's namespace, finds exactly that host's gculaunch and dumps its ranks.
+        hosts = gltest.SimulatedHosts(2)
+        self.addCleanup(hosts.close)
+        tag = gltest.new_tag()
+        self.addCleanup(gltest.kill_tagged, tag)
+        with gltest.TempDir() as tmp:
+            os.chmod(tmp, 0o755)
+            script = self.write(tmp, "hold.py", HOLD)
+            jobs = [gltest.NodeJob(hosts, i, 2, 29500,
+                                   ["--nproc-per-node", "2", "--device", "cpu", "--python",
+                                    gltest.PYTHON, "--stack-dumps", "--grace-period", "5",
+                                    script], tag)
+                    for i in range(2)]
+            for job in jobs:
+                self.addCleanup(job.__exit__, None, None, None)
+            for job in jobs:
+                job.wait_for(lambda out, err: out.count("holding") == 2, timeout=120,
+                             what="2 ranks up")
+            for i in range(2):
+                res = subprocess.run(hosts.command_prefix(i) + [gltest.require_binary(), "stacks"],
+                                     env=gltest.tagged_env(gltest.new_tag()), capture_output=True,
+                                     text=True, timeout=60)
+                self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+                self.assertEqual(res.stdout.count("gculaunch: stacks of run "), 1, res.stdout)
+                self.assertIn(", node %d (" % i, res.stdout)
+                for rank in range(4):
+                    mine = rank // 2 == i
+                    self.assertEqual("---- rank %d (local rank %d, pid" % (rank, rank % 2)
+                                     in res.stdout, mine, res.stdout)
+                self.assertEqual(res.stdout.count("in holding_on_a_node"), 2, res.stdout)
+            for job in jobs:
+                job.signal(signal.SIGTERM)
+            for job in jobs:
+                job.wait(timeout=60)
 
     def test_usage_and_no_job(self):
         res = gltest.run([gltest.require_binary(), "stacks", "--pid", "x"],
