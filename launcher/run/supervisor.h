@@ -166,6 +166,7 @@ class Supervisor : public JobControl {
   /// Bumped per attempt: a timer or posted check of an older attempt is ignored.
   uint64_t generation_ = 0;
   int teardown_signals_ = 0;
+  bool hang_stop_ = false;  ///< the current teardown came from Hang() (for the restart log)
   LifetimeGuard lifetime_;  ///< last member: expires first
 };
 

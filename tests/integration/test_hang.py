@@ -120,6 +120,8 @@ class Hang(unittest.TestCase):
                 code = job.wait(timeout=240)
                 self.assertEqual(code, 0, job.stderr)
                 self.assertIn("rank 1 differs from the majority", job.stderr)
+                self.assertIn("restarting all ranks (restart 1 of 1) after a hang "
+                              "(--hang-timeout)", job.stderr)
                 for rank in range(4):
                     self.assertIn("[rank%d]: rank %d done: 4" % (rank, rank), job.stdout)
 

@@ -2,8 +2,9 @@
 stopping it (real gloo ranks, Debian torch 1.13), also on each node of a two-node job in
 network namespaces.
 
-`gculaunch stacks` is always given --pid: other launches may run on this machine in the same
-network namespace, and a test asks only its own."""
+`gculaunch stacks` is given --pid in the host's network namespace: other launches may run on
+this machine there, and a test asks only its own.  Inside the test's own namespaces it runs
+without --pid."""
 import os
 import re
 import signal
