@@ -650,18 +650,6 @@ def add_host(hosts):
     return i
 
 
-def unplug_inside(hosts, i):
-    """Host i's own end of its cable goes down (eth0 inside its namespace): the host's routes
-    to the others disappear, as when a host loses its link.  SimulatedHosts.unplug downs the
-    switch's end instead, which the host itself does not notice."""
-    hosts._ip("-n", hosts.hosts[i], "link", "set", "eth0", "down")
-
-
-def plug_inside(hosts, i):
-    """Undoes unplug_inside: eth0 up again; its address and subnet route come back with it."""
-    hosts._ip("-n", hosts.hosts[i], "link", "set", "eth0", "up")
-
-
 class HostsFileNames:
     """Host names that only the simulated hosts know: `ip netns exec NS` bind-mounts
     /etc/netns/NS/hosts over /etc/hosts for the process it starts, so writing that file for
