@@ -10,8 +10,8 @@ host); node 0 back at a new address behind the same name (a hosts-file name only
 know); SIGTERM to node 1 (an eviction) and node 1 started again; a host unplugged and plugged
 back; a node that never comes back (every other node exits 4 at the deadline and names it); a
 replacement for node 1 at another address; the old node 1 returning after its replacement
-(refused); restarts exhausted by repeated losses (exit 4); strangers from another job (refused,
-the job undisturbed).
+(refused); restarts exhausted by repeated losses (exit 4); a stranger from another job claiming
+a node rank that is taken here, or one this job does not have (refused, the job undisturbed).
 """
 import json
 import os
@@ -276,23 +276,33 @@ class Rejoin(unittest.TestCase):
         self.assertFalse(os.path.exists(self.result), "the job cannot have finished")
         self.assert_nothing_left(hosts)
 
-    def test_j_strangers_from_another_job_are_refused(self):
-        # Two gculaunch of job "other" reach this job's node 0: one claims node rank 1 (taken
-        # here), one node rank 2 of 3 nodes (a shape this job does not have).  Both are
-        # refused with exit 2 and a line naming both jobs; this job runs on, undisturbed.
+    def check_stranger_refused(self, node_rank, nnodes):
+        """A gculaunch of job "rejoin-other" (node `node_rank` of `nnodes`) reaches this job's
+        node 0 while it runs: refused with exit 2 and a line naming both jobs; this job runs
+        on, undisturbed (no restart)."""
         hosts = self.hosts(2, spares=1)
         mine = ["--rdzv-id", "rejoin-mine"]
         n0 = self.node(hosts, 0, 0, extra_args=mine)
         n1 = self.node(hosts, 1, 1, extra_args=mine)
         self.wait_checkpoint([n0, n1])
-        for node_rank, nnodes in ((1, 2), (2, 3)):
-            stranger = self.node(hosts, 2, node_rank, nnodes=nnodes,
-                                 extra_args=["--rdzv-id", "rejoin-other"])
-            self.assertEqual(stranger.wait(timeout=30), 2, stranger.stderr)
-            self.assertIn("rejoin-other", stranger.stderr)
-            self.assertIn("rejoin-mine", stranger.stderr)
+        stranger = self.node(hosts, 2, node_rank, nnodes=nnodes,
+                             extra_args=["--rdzv-id", "rejoin-other"])
+        code = stranger.wait(timeout=40)
+        for job in (n0, n1):
+            job.wait(timeout=60)
+        self.assertEqual(code, 2, "--- the stranger:\n%s--- node 0:\n%s"
+                         % (stranger.stderr, n0.stderr))
+        self.assertIn("rejoin-other", stranger.stderr)
+        self.assertIn("rejoin-mine", stranger.stderr)
         self.assert_finished_like_undisturbed([n0, n1], restarts=0)
         self.assert_nothing_left(hosts)
+
+    def test_j1_stranger_claiming_a_taken_node_rank_is_refused(self):
+        self.check_stranger_refused(1, 2)
+
+    def test_j2_stranger_with_a_node_rank_this_job_lacks_is_refused(self):
+        # Node 2 of 3: a shape this 2-node job does not have.
+        self.check_stranger_refused(2, 3)
 
 
 if __name__ == "__main__":
