@@ -658,7 +658,9 @@ def print_rejoin(g, tj):
     for key, label in (("node 1 back", "node 1 restarted"),
                        ("node 0 back", "node 0 (the store host) restarted")):
         med, p90, cnt = stats(g[key])
-        print("  gculaunch %-34s %6s / %6s  (%d)" % (label, ms(med), ms(p90), cnt))
+        floor = stats(g["baseline"])[0]
+        over = "" if med is None or floor is None else "  %s over the floor" % ms(med - floor)
+        print("  gculaunch %-34s %6s / %6s  (%d)%s" % (label, ms(med), ms(p90), cnt, over))
         print_outcomes(g[key + " what"], len(g[key]))
     for (victim, interval), label in (((1, None), "node 1 restarted, monitor 5 s"),
                                       ((1, 0.1), "node 1 restarted, monitor 0.1 s"),
