@@ -8,6 +8,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +78,16 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return OkStatus();
 }
 
+// A fresh id per gculaunch start: the job tells a restarted node from its old self by it.
+std::string NewIncarnation() {
+  std::random_device random;
+  const std::uint64_t id = (static_cast<std::uint64_t>(random()) << 32) ^ random() ^
+                           static_cast<std::uint64_t>(::getpid());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
 struct MultiNodeSettings {
   NodeAgentSettings agent;
   RemoteLinkOptions remote;
@@ -97,10 +108,13 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   reg.host = sys::HostName();
   reg.pid = static_cast<int>(::getpid());
   reg.addr = spec.local_addr;  // --local-addr; empty: the address that routes to the master
+  reg.incarnation = NewIncarnation();
 
   m.agent.config.node_rank = spec.node_rank;
   m.agent.config.max_restarts = spec.max_restarts;
   m.agent.config.master_addr = spec.master_addr;
+  m.agent.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
+  m.agent.rdzv_timeout = timeout;
   m.agent.registration = reg;
   m.agent.is_master = spec.node_rank == 0;
   m.agent.master_addr = spec.master_addr;
@@ -111,7 +125,6 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.remote.host = spec.master_addr;
   m.remote.port = spec.agent_port;
   m.remote.connect_timeout = timeout;
-  m.remote.node_rank = spec.node_rank;
 
   m.coordinator.config.nnodes = spec.nnodes;
   m.coordinator.config.max_restarts = spec.max_restarts;
@@ -226,6 +239,8 @@ struct Job::Loop {
 struct Job::Cluster {
   std::optional<LocalAgentLink> local_link;    ///< node 0: the store is in this process
   std::optional<RemoteAgentLink> remote_link;  ///< other nodes: node 0's store over TCP
+  std::optional<StoreAgentBoard> agent_board;
+  std::optional<StoreCoordinatorBoard> coordinator_board;  ///< node 0 only
   std::optional<NodeAgent> agent;
   std::optional<Coordinator> coordinator;  ///< node 0 only
 };
@@ -414,15 +429,16 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
   if (loop.store) {
     cluster.local_link.emplace(loop.io, loop.store->server());
     link = &*cluster.local_link;
-    cluster.coordinator.emplace(loop.io, loop.store->server(), *loop.store, settings.coordinator,
-                                log_);
-    loop.hooks->target = &*cluster.coordinator;
+    cluster.coordinator_board.emplace(loop.store->server(), *loop.store, spec_.nnodes);
+    loop.hooks->target = &*cluster.coordinator_board;
+    cluster.coordinator.emplace(loop.io, *cluster.coordinator_board, settings.coordinator, log_);
   } else {
     cluster.remote_link.emplace(loop.io, settings.remote, log_);
     link = &*cluster.remote_link;
   }
-  cluster.agent.emplace(loop.io, *link, cluster.remote_link ? &*cluster.remote_link : nullptr,
-                        loop.planner, settings.agent, log_);
+  cluster.agent_board.emplace(*link, cluster.remote_link ? &*cluster.remote_link : nullptr,
+                              spec_.node_rank);
+  cluster.agent.emplace(loop.io, *cluster.agent_board, loop.planner, settings.agent, log_);
 }
 
 int Job::Supervise(Loop& loop, Cluster& cluster) {

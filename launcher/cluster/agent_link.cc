@@ -55,6 +55,16 @@ void LocalAgentLink::Get(const std::string& key, Value done) {
   asio::post(io_, [done = std::move(done), value = std::move(value)] { done(value); });
 }
 
+void LocalAgentLink::Add(const std::string& key, std::int64_t delta, Value done) {
+  Result<std::string> sum = Error{"the store is closed", ""};
+  if (open_) {
+    auto added = server_.Add(key, delta);
+    sum = added.ok() ? Result<std::string>(std::to_string(*added))
+                     : Result<std::string>(added.error());
+  }
+  asio::post(io_, [done = std::move(done), sum = std::move(sum)] { done(sum); });
+}
+
 void LocalAgentLink::WaitGet(const std::string& key, Value done) {
   server_.AsyncWait({key}, lifetime_.Wrap([this, key, done = std::move(done)](bool ok) {
     if (!ok || !open_) {
@@ -73,10 +83,11 @@ void LocalAgentLink::Close() { open_ = false; }
 class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
  public:
   RemoteLinkCore(asio::io_context& io, RemoteLinkOptions options, spdlog::logger& log)
-      : io_(io), options_(std::move(options)), log_(log), wake_(io), progress_timer_(io) {
-    beat_ = [key = job::KeyForSocket(job::HeartbeatKey(options_.node_rank))](
-                rendezvous::Client& c) -> Task<Result<std::string>> {
-      auto n = co_await c.Add(key, 1);
+      : io_(io), options_(std::move(options)), log_(log), wake_(io), progress_timer_(io) {}
+
+  void SetBeatKey(const std::string& key) {
+    beat_ = [wire = job::KeyForSocket(key)](rendezvous::Client& c) -> Task<Result<std::string>> {
+      auto n = co_await c.Add(wire, 1);
       if (!n.ok()) co_return n.error();
       co_return std::to_string(*n);
     };
@@ -147,6 +158,18 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       co_return;
     }
     watch_.emplace(std::move(*watch));
+    // The store keeps agent connections across the ranks' attempts once their first request
+    // names only launcher keys: say so now, before a restart can begin (a new node 0 begins
+    // one as soon as every node joined).
+    for (rendezvous::Client* c : {&*control_, &*watch_}) {
+      auto hello = co_await c->Get(job::KeyForSocket(job::kMissingKey));
+      if (!hello.ok()) {
+        done(Error{"connected to the master node at " + endpoint() +
+                       " but it did not answer: " + hello.error().what,
+                   "check the master node's gculaunch and the network between the nodes"});
+        co_return;
+      }
+    }
     log_.info(
         "connected to the master node at {} after {} in {} (this node's address on that "
         "route: {})",
@@ -329,7 +352,20 @@ void RemoteAgentLink::Connect(Done done) {
 std::string RemoteAgentLink::local_address() const { return core_->local_address_; }
 std::string RemoteAgentLink::endpoint() const { return core_->endpoint(); }
 
-void RemoteAgentLink::StartHeartbeat(std::function<void(std::string)> on_lost) {
+void RemoteAgentLink::Reset(std::chrono::milliseconds connect_timeout) {
+  RemoteLinkOptions options = core_->options_;
+  options.connect_timeout = connect_timeout;
+  // Node 0 coming back is awaited: try often (a handful of nodes, each a few times a second).
+  options.max_backoff = std::min(options.max_backoff, std::chrono::milliseconds(250));
+  options.initial_backoff = std::min(options.initial_backoff, std::chrono::milliseconds(50));
+  auto fresh = std::make_shared<RemoteLinkCore>(core_->io_, std::move(options), core_->log_);
+  core_->Close();
+  core_ = std::move(fresh);
+}
+
+void RemoteAgentLink::StartHeartbeat(const std::string& key,
+                                     std::function<void(std::string)> on_lost) {
+  core_->SetBeatKey(key);
   core_->on_lost_ = std::move(on_lost);
   core_->beating_ = true;
   core_->beat_now_ = true;  // the first beat at once: it names the control connection
@@ -363,6 +399,16 @@ void RemoteAgentLink::Get(const std::string& key, Value done) {
   core_->Enqueue(
       {[key = job::KeyForSocket(key)](rendezvous::Client& c) -> Task<Result<std::string>> {
          co_return co_await c.Get(key);
+       },
+       std::move(done)});
+}
+
+void RemoteAgentLink::Add(const std::string& key, std::int64_t delta, Value done) {
+  core_->Enqueue(
+      {[key = job::KeyForSocket(key), delta](rendezvous::Client& c) -> Task<Result<std::string>> {
+         auto n = co_await c.Add(key, delta);
+         if (!n.ok()) co_return n.error();
+         co_return std::to_string(*n);
        },
        std::move(done)});
 }

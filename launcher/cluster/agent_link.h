@@ -27,6 +27,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +58,8 @@ class AgentLink {
                           const std::string& desired, Value done) = 0;
   /// GET (a missing key reads as "").
   virtual void Get(const std::string& key, Value done) = 0;
+  /// ADD; the value is the sum afterwards, in decimal.
+  virtual void Add(const std::string& key, std::int64_t delta, Value done) = 0;
   /// Waits until `key` exists, then reads it.  At most one at a time.
   virtual void WaitGet(const std::string& key, Value done) = 0;
   virtual void Close() = 0;
@@ -70,6 +73,7 @@ class LocalAgentLink : public AgentLink {
   void CompareSet(const std::string& key, const std::string& expected, const std::string& desired,
                   Value done) override;
   void Get(const std::string& key, Value done) override;
+  void Add(const std::string& key, std::int64_t delta, Value done) override;
   void WaitGet(const std::string& key, Value done) override;
   void Close() override;
 
@@ -94,7 +98,6 @@ struct RemoteLinkOptions {
   std::chrono::seconds keepalive_interval{1};
   int keepalive_probes = 3;
   std::chrono::milliseconds user_timeout{5000};
-  int node_rank = 1;  ///< whose heartbeat key to bump
 };
 
 class RemoteLinkCore;
@@ -114,9 +117,13 @@ class RemoteAgentLink : public AgentLink {
   std::string local_address() const;
   /// "198.18.0.1:29500" or "[fd00::1]:29500".
   std::string endpoint() const;
-  /// Starts the heartbeat; `on_lost(what)` is called once when either connection fails or
-  /// the master stops answering (also for failures of ordinary operations).
-  void StartHeartbeat(std::function<void(std::string)> on_lost);
+  /// Drops both connections (pending operations fail) so that Connect() can start over,
+  /// with `connect_timeout` as its new deadline: node 0 went away and may come back.
+  void Reset(std::chrono::milliseconds connect_timeout);
+  /// Starts the heartbeat (ADD 1 to `key`, named as in job_protocol.h); `on_lost(what)` is
+  /// called once when either connection fails or the master stops answering (also for
+  /// failures of ordinary operations).
+  void StartHeartbeat(const std::string& key, std::function<void(std::string)> on_lost);
   /// Stops heartbeating (the node said bye); the connections stay for pending operations.
   void StopHeartbeat();
 
@@ -124,6 +131,7 @@ class RemoteAgentLink : public AgentLink {
   void CompareSet(const std::string& key, const std::string& expected, const std::string& desired,
                   Value done) override;
   void Get(const std::string& key, Value done) override;
+  void Add(const std::string& key, std::int64_t delta, Value done) override;
   void WaitGet(const std::string& key, Value done) override;
   void Close() override;
 

@@ -1,7 +1,8 @@
 #include "launcher/cluster/coordinator.h"
 
-#include <cstdlib>
-#include <string_view>
+#include <cstdio>
+#include <set>
+#include <vector>
 
 #include "launcher/sys/free_port.h"
 
@@ -11,19 +12,18 @@ using job::CoordinatorAction;
 using job::CoordinatorEvent;
 using Phase = job::CoordinatorState::Phase;
 using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::duration<double, std::milli>;
 
-Coordinator::Coordinator(boost::asio::io_context& io, rendezvous::Server& server,
-                         AttemptObserver& attempts, CoordinatorSettings settings,
-                         spdlog::logger& log)
-    : server_(server),
-      attempts_(attempts),
+Coordinator::Coordinator(boost::asio::io_context& io, CoordinatorBoard& board,
+                         CoordinatorSettings settings, spdlog::logger& log)
+    : board_(board),
       settings_(std::move(settings)),
       log_(log),
       missing_timer_(io),
       deadline_timer_(io),
       heartbeat_timer_(io) {}
 
-Coordinator::~Coordinator() = default;
+Coordinator::~Coordinator() { board_.OnHangUp(nullptr); }
 
 rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
   rendezvous::ServerOptions options;
@@ -36,57 +36,50 @@ rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<Connect
   return options;
 }
 
-void Coordinator::OnRequest(rendezvous::ConnId id, const rendezvous::Request& request) {
-  // Only a node that joined heartbeats; its heartbeat names its control connection.
-  static constexpr std::string_view kBeat = "gculaunch/job/hb/";
-  if (request.op != rendezvous::Op::kAdd || request.keys.size() != 1) return;
-  const std::string& key = request.keys[0];
-  if (!key.starts_with(kBeat) || control_conns_.count(id) != 0) return;
-  const int node = std::atoi(key.c_str() + kBeat.size());
-  if (node > 0 && node < settings_.config.nnodes) control_conns_[id] = node;
-}
-
-void Coordinator::OnConnectionEnd(rendezvous::ConnId id) {
-  auto it = control_conns_.find(id);
-  if (it == control_conns_.end()) return;
-  const int node = it->second;
-  control_conns_.erase(it);
-  if (finished() || server_.Get(job::ByeKey(node))) return;  // it said bye first
-  Dispatch(CoordinatorEvent::NodeSilent(
-      node, "its gculaunch closed its connection without a bye (killed?)"));
-}
-
 void Coordinator::Start() {
   started_ = Clock::now();
-  const int nnodes = settings_.config.nnodes;
-  for (int k = 0; k < nnodes; ++k) {
-    server_.AsyncWait({job::NodeKey(k)}, lifetime_.Wrap([this, k](bool ok) {
-      if (!ok) return;
-      auto reg = job::DecodeRegistration(server_.Get(job::NodeKey(k)).value_or(""));
-      if (!reg.ok()) {
-        Dispatch(CoordinatorEvent::BadRegistration(k, reg.error().what));
-        return;
-      }
-      if (reg->node_rank != k) {
-        Dispatch(CoordinatorEvent::BadRegistration(
-            k, "registration naming node " + std::to_string(reg->node_rank)));
-        return;
-      }
-      beats_[k] = {"", Clock::now()};
-      Dispatch(CoordinatorEvent::Registered(std::move(*reg)));
-    }));
-    server_.AsyncWait({job::ByeKey(k)}, lifetime_.Wrap([this, k](bool ok) {
-      if (!ok) return;
-      const int code = std::atoi(server_.Get(job::ByeKey(k)).value_or("0").c_str());
-      Dispatch(CoordinatorEvent::Bye(k, code));
-    }));
-  }
+  board_.OnHangUp(lifetime_.Wrap([this](int node, int seq) {
+    if (finished() || board_.SaidBye(node, seq)) return;  // it said bye first
+    Dispatch(CoordinatorEvent::NodeSilent(
+        node, seq, "its gculaunch closed its connection without a bye (killed?)"));
+  }));
+  for (int k = 0; k < settings_.config.nnodes; ++k) WatchJoins(k, 1);
   deadline_timer_.expires_after(settings_.rdzv_timeout);
   deadline_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (!ec) Dispatch(CoordinatorEvent::RendezvousTimeout());
   }));
   ArmMissing();
   ArmHeartbeatCheck();
+}
+
+// Join requests of `node`, one after the other, from number `seq` on.
+void Coordinator::WatchJoins(int node, int seq) {
+  next_join_[node] = seq;
+  board_.WatchJoin(node, seq, lifetime_.Wrap([this, node, seq](Result<std::string> text) {
+    if (!text.ok() || next_join_[node] != seq || finished()) return;
+    WatchJoins(node, seq + 1);
+    auto reg = job::DecodeRegistration(*text);
+    if (!reg.ok()) {
+      Dispatch(CoordinatorEvent::BadJoin(node, seq, reg.error().what));
+    } else if (reg->node_rank != node) {
+      Dispatch(CoordinatorEvent::BadJoin(
+          node, seq, "registration naming node " + std::to_string(reg->node_rank)));
+    } else {
+      Dispatch(CoordinatorEvent::Join(seq, std::move(*reg)));
+    }
+  }));
+}
+
+// A node that numbered a join request and died before writing it leaves a gap: the next
+// request must not wait behind it.
+void Coordinator::CheckJoinGaps() {
+  for (auto& [node, seq] : next_join_) {
+    if (board_.JoinsNumbered(node) > seq && !board_.JoinExists(node, seq) &&
+        board_.JoinExists(node, seq + 1)) {
+      WatchJoins(node, seq + 1);
+      return;  // next_join_ changed: check again at the next tick
+    }
+  }
 }
 
 void Coordinator::ArmMissing() {
@@ -103,11 +96,13 @@ void Coordinator::ArmHeartbeatCheck() {
   heartbeat_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (ec || finished()) return;
     CheckHeartbeats();
+    if (!finished()) CheckJoinGaps();
     ArmHeartbeatCheck();
   }));
 }
 
-// A node beats by bumping job/hb/<k>; the value changing is all that matters.
+// A node beats by bumping job/hb/<k>/<join>; the value changing is all that matters.  A node
+// away for --rdzv-timeout ends the job.
 void Coordinator::CheckHeartbeats() {
   const auto now = Clock::now();
   // This process itself did not run for a while (a stopped or starved gculaunch): heartbeats
@@ -115,13 +110,14 @@ void Coordinator::CheckHeartbeats() {
   const bool was_away = last_check_ != Clock::time_point{} &&
                         now - last_check_ > settings_.heartbeat_check + std::chrono::seconds(1);
   last_check_ = now;
+  std::vector<CoordinatorEvent> events;
   for (auto& [node, beat] : beats_) {
     if (was_away) {
       beat.changed = now;
       continue;
     }
-    if (node == 0 || state_.bye.count(node) != 0 || state_.lost.count(node) != 0) continue;
-    std::string value = server_.Get(job::HeartbeatKey(node)).value_or("");
+    if (node == 0 || state_.bye.count(node) != 0) continue;
+    std::string value = board_.Heartbeat(node, beat.seq);
     if (value != beat.value) {
       beat.value = std::move(value);
       beat.changed = now;
@@ -132,9 +128,17 @@ void Coordinator::CheckHeartbeats() {
       char text[96];
       std::snprintf(text, sizeof text, "no heartbeat for %.1f s",
                     std::chrono::duration<double>(silent).count());
-      Dispatch(CoordinatorEvent::NodeSilent(node, text));
-      if (finished()) return;
+      events.push_back(CoordinatorEvent::NodeSilent(node, beat.seq, text));
     }
+  }
+  for (const auto& [node, since] : away_) {
+    if (now - since >= settings_.rdzv_timeout) {
+      events.push_back(CoordinatorEvent::RejoinTimeout(node));
+    }
+  }
+  for (const CoordinatorEvent& event : events) {
+    if (finished()) return;
+    Dispatch(event);
   }
 }
 
@@ -142,12 +146,37 @@ void Coordinator::Dispatch(const CoordinatorEvent& event) {
   job::CoordinatorStep step = job::Step(state_, settings_.config, event);
   state_ = step.state;
   for (const CoordinatorAction& action : step.actions) Execute(action);
+  Track();
+}
+
+// Heartbeats, byes and deadlines follow the members the policy keeps.
+void Coordinator::Track() {
+  const auto now = Clock::now();
+  std::set<int> present;
+  for (const auto& [node, m] : state_.members) {
+    if (m.away) {
+      beats_.erase(node);
+      away_.try_emplace(node, now);
+      continue;
+    }
+    present.insert(node);
+    away_.erase(node);
+    auto beat = beats_.find(node);
+    if (beat != beats_.end() && beat->second.seq == m.seq) continue;
+    beats_[node] = Beat{m.seq, "", now};
+    const int seq = m.seq;
+    board_.WatchBye(node, seq, lifetime_.Wrap([this, node, seq](int code) {
+      Dispatch(CoordinatorEvent::Bye(node, seq, code));
+    }));
+  }
+  std::erase_if(beats_, [&](const auto& b) { return present.count(b.first) == 0; });
+  std::erase_if(away_, [&](const auto& a) { return state_.members.count(a.first) == 0; });
 }
 
 void Coordinator::WatchEpoch(int epoch) {
-  server_.AsyncWait({job::StopKey(epoch)}, lifetime_.Wrap([this, epoch](bool ok) {
-    if (!ok) return;
-    auto marker = job::DecodeMarker(server_.Get(job::StopKey(epoch)).value_or(""));
+  board_.WatchMarker(epoch, lifetime_.Wrap([this, epoch](Result<std::string> text) {
+    if (!text.ok()) return;
+    auto marker = job::DecodeMarker(*text);
     if (!marker.ok()) {
       log_.error("unreadable stop marker for epoch {}: {}", epoch, marker.error().what);
       return;
@@ -156,67 +185,74 @@ void Coordinator::WatchEpoch(int epoch) {
     Dispatch(CoordinatorEvent::Marker(std::move(*marker)));
   }));
   for (int k = 0; k < settings_.config.nnodes; ++k) {
-    server_.AsyncWait({job::DoneKey(epoch, k)}, lifetime_.Wrap([this, epoch, k](bool ok) {
-      if (ok) Dispatch(CoordinatorEvent::Done(epoch, k));
-    }));
-    server_.AsyncWait({job::ReapedKey(epoch, k)}, lifetime_.Wrap([this, epoch, k](bool ok) {
-      if (ok) Dispatch(CoordinatorEvent::Reaped(epoch, k));
+    board_.WatchDone(
+        epoch, k, lifetime_.Wrap([this, epoch, k] { Dispatch(CoordinatorEvent::Done(epoch, k)); }));
+    board_.WatchReaped(epoch, k, lifetime_.Wrap([this, epoch, k] {
+      Dispatch(CoordinatorEvent::Reaped(epoch, k));
     }));
   }
+}
+
+void Coordinator::PublishPlan(job::JobPlan plan) {
+  if (!plan.abort) {  // an abort is logged by every node's agent
+    if (settings_.ranks_port > 0) {
+      plan.ranks_port = settings_.ranks_port;
+    } else if (settings_.ranks_port < 0) {
+      // --no-agent-store: rank 0 (on this node) hosts the ranks' store; a port free now,
+      // fresh per epoch so that the previous attempt's sockets cannot be in the way.
+      auto port = sys::PickFreePort();
+      if (!port.ok()) {
+        log_.error("no free port for rank 0's store: {}", port.error().what);
+      } else {
+        plan.ranks_port = *port;
+      }
+    }
+    if (plans_.empty()) {
+      std::string nodes;
+      for (const job::PlanNode& n : plan.nodes) {
+        if (!nodes.empty()) nodes += ", ";
+        nodes += job::NodeName(n.node_rank, n.host, n.addr) + " x" + std::to_string(n.nproc);
+      }
+      log_.info("rendezvous complete in {:.0f} ms: {}", Ms(Clock::now() - started_).count(), nodes);
+    }
+  }
+  std::string text = job::Encode(plan);
+  plans_[plan.epoch] = text;
+  board_.PublishPlan(plan.epoch, text);
 }
 
 void Coordinator::Execute(const CoordinatorAction& action) {
   using K = CoordinatorAction::Kind;
   switch (action.kind) {
-    case K::kPublishPlan: {
-      job::JobPlan plan = action.plan;
-      if (!plan.abort) {  // an abort is logged by every node's agent
-        if (settings_.ranks_port > 0) {
-          plan.ranks_port = settings_.ranks_port;
-        } else if (settings_.ranks_port < 0) {
-          // --no-agent-store: rank 0 (on this node) hosts the ranks' store; a port free now,
-          // fresh per epoch so that the previous attempt's sockets cannot be in the way.
-          auto port = sys::PickFreePort();
-          if (!port.ok()) {
-            log_.error("no free port for rank 0's store: {}", port.error().what);
-          } else {
-            plan.ranks_port = *port;
-          }
-        }
-        if (plan.epoch == 0) {
-          std::string nodes;
-          for (const job::PlanNode& n : plan.nodes) {
-            if (!nodes.empty()) nodes += ", ";
-            nodes += job::NodeName(n.node_rank, n.host, n.addr) + " x" + std::to_string(n.nproc);
-          }
-          using Ms = std::chrono::duration<double, std::milli>;
-          log_.info("rendezvous complete in {:.0f} ms: {}", Ms(Clock::now() - started_).count(),
-                    nodes);
-        }
+    case K::kAdmit: {
+      auto plan = plans_.find(action.plan.epoch);
+      const bool same = !action.plan.abort && plan != plans_.end();
+      board_.Admit(action.node, action.seq, same ? plan->second : job::Encode(action.plan));
+      break;
+    }
+    case K::kPublishPlan:
+      PublishPlan(action.plan);
+      break;
+    case K::kBeginAttempt:
+      if (stopped_ != Clock::time_point{}) {
+        log_.info(
+            "every node reaped its ranks of epoch {} ({:.0f} ms after the stop); restart {} "
+            "begins",
+            action.epoch - 1, Ms(Clock::now() - stopped_).count(), action.epoch);
       }
-      server_.Set(job::PlanKey(plan.epoch), job::Encode(plan));
+      board_.BeginAttempt(action.epoch);
       break;
-    }
-    case K::kBeginAttempt: {
-      using Ms = std::chrono::duration<double, std::milli>;
-      log_.info(
-          "every node reaped its ranks of epoch {} ({:.0f} ms after the stop); restart {} "
-          "begins",
-          action.epoch - 1, Ms(Clock::now() - stopped_).count(), action.epoch);
-      attempts_.BeginAttempt(action.epoch);
-      break;
-    }
     case K::kPublishMarker:
-      server_.CompareSet(job::StopKey(action.epoch), "", job::Encode(action.marker));
+      board_.PublishMarker(action.epoch, job::Encode(action.marker));
       break;
     case K::kWatchEpoch:
       WatchEpoch(action.epoch);
       break;
     case K::kLogMissing:
       log_.info("{}", action.text);
-      server_.Set(job::kMissingKey, action.text);
+      board_.SetMissing(action.text);
       break;
-    case K::kLogLost:
+    case K::kLog:
       log_.warn("{}", action.text);
       break;
     case K::kFinish:

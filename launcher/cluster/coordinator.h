@@ -1,22 +1,22 @@
 // Coordinator: the job-wide half of a multi-node job, run by node 0's gculaunch next to the
 // store it hosts.
 //
-// The thin executor of job::CoordinatorStep (job_policy.h).  Its inputs are the store's own
-// keys, read in-process (rendezvous::Server::AsyncWait never polls): registrations, done /
-// reaped reports, the epochs' stop markers and the nodes' byes; plus three timers:
-//   every `missing_period` (10 s)  which nodes are still missing, logged and published as
-//                                  job/missing for the other nodes' progress lines
-//   `rdzv_timeout`                 nodes that never joined end the job (exit code 3)
-//   every `heartbeat_check`        a node whose job/hb/<k> did not change for
+// The thin executor of job::CoordinatorStep (job_policy.h).  Its inputs come from the job
+// board (job_board.h; never polled): join requests, done / reaped reports, the epochs' stop
+// markers and the nodes' byes, and a node's control connection hanging up without a bye (its
+// gculaunch was killed: lost at once, not after the heartbeat timeout); plus timers:
+//   every `missing_period` (10 s)  what is still missing (nodes to join, nodes to come back),
+//                                  logged and published for the other nodes' progress lines
+//   `rdzv_timeout`                 nodes that never joined end the job (exit code 3); a lost
+//                                  node that did not come back this long ends it (exit 4)
+//   every `heartbeat_check`        a node whose heartbeat did not change for
 //                                  `heartbeat_timeout` is lost
-// and the store's connection hooks (ConnectionHooks): a node's heartbeat names its control
-// connection, and that connection ending without a bye (its gculaunch was killed) makes the
-// node lost at once instead of after the heartbeat timeout.
-// Its outputs: plans, markers, and BeginAttempt on the store's key space for the ranks,
-// which happens only after every node reported its ranks of the old epoch reaped.
+// Its outputs: admissions, plans, markers, and BeginAttempt on the ranks' key space, which
+// happens only after every node reported its ranks of the old epoch reaped.
 //
-// Lifetime: Start(), then run the io_context until finished() (every node said bye or was
-// lost); the store must stay up until then.  `server`, `attempts` and `log` outlive it.
+// Lifetime: Start(), then run the io_context until finished() (every node said bye or is
+// away, or node 0 itself left); the store must stay up until then.  `board` and `log`
+// outlive it.
 // Thread safety: the io_context's thread only.
 #pragma once
 
@@ -30,9 +30,8 @@
 #include <string>
 
 #include "base/lifetime.h"
+#include "launcher/cluster/job_board.h"
 #include "launcher/cluster/job_policy.h"
-#include "launcher/run/supervisor.h"
-#include "rendezvous/server.h"
 
 namespace gculaunch {
 
@@ -48,51 +47,52 @@ struct CoordinatorSettings {
   int ranks_port = 0;
 };
 
-class Coordinator;
-
-/// The store's hooks for the Coordinator.  The store is built before the Coordinator (which
-/// needs the store), so the hooks forward to whatever `target` is set to later.
+/// The store's hooks for the board.  The store is built before the board (which needs the
+/// store), so the hooks forward to whatever `target` is set to later.
 struct ConnectionHooks {
-  Coordinator* target = nullptr;
+  StoreCoordinatorBoard* target = nullptr;
   /// Server options whose observers forward to `hooks->target`.
   static rendezvous::ServerOptions Options(const std::shared_ptr<ConnectionHooks>& hooks);
 };
 
 class Coordinator {
  public:
-  Coordinator(boost::asio::io_context& io, rendezvous::Server& server, AttemptObserver& attempts,
-              CoordinatorSettings settings, spdlog::logger& log);
+  Coordinator(boost::asio::io_context& io, CoordinatorBoard& board, CoordinatorSettings settings,
+              spdlog::logger& log);
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
   void Start();
-  /// From the store's observers (ConnectionHooks).
-  void OnRequest(rendezvous::ConnId id, const rendezvous::Request& request);
-  void OnConnectionEnd(rendezvous::ConnId id);
   bool finished() const { return state_.phase == job::CoordinatorState::Phase::kDone; }
   const job::CoordinatorState& state() const { return state_; }
 
  private:
+  void WatchJoins(int node, int seq);
   void Dispatch(const job::CoordinatorEvent& event);
   void Execute(const job::CoordinatorAction& action);
+  void Track();
   void WatchEpoch(int epoch);
+  void PublishPlan(job::JobPlan plan);
   void ArmMissing();
   void ArmHeartbeatCheck();
   void CheckHeartbeats();
+  void CheckJoinGaps();
 
   struct Beat {
+    int seq = 0;
     std::string value;
     std::chrono::steady_clock::time_point changed;
   };
 
-  rendezvous::Server& server_;
-  AttemptObserver& attempts_;
+  CoordinatorBoard& board_;
   CoordinatorSettings settings_;
   spdlog::logger& log_;
   job::CoordinatorState state_;
-  std::map<int, Beat> beats_;
-  std::map<rendezvous::ConnId, int> control_conns_;  ///< a node's heartbeating connection
+  std::map<int, Beat> beats_;                                  ///< members not away
+  std::map<int, std::chrono::steady_clock::time_point> away_;  ///< since when
+  std::map<int, int> next_join_;                               ///< the join watched per node
+  std::map<int, std::string> plans_;  ///< encoded plan per epoch, as admissions repeat it
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer heartbeat_timer_;

@@ -75,44 +75,71 @@ void Leave(AgentStep& step, int code) {
   step.actions.push_back(a);
 }
 
-// The epoch's marker is known and its ranks are gone: restart or leave.
+// Back to kJoining: a new join request, which reports the last epoch this node ran.
+void Rejoin(AgentStep& step) {
+  AgentState& s = step.state;
+  s.phase = APhase::kJoining;
+  s.stopping = false;
+  s.drained = false;
+  s.marker_published = false;
+  s.master_lost = false;
+  s.marker.reset();
+  step.actions.push_back(Act(AK::kJoin, s.last_epoch));
+}
+
+// Whether the marker says that the job lost this very node (it was silent, e.g. stopped or
+// cut off): node 0 no longer counts it, so it must join again to take part.
+bool LostMe(const StopMarker& m, const AgentConfig& config) {
+  return m.kind == StopMarker::Kind::kNodeLost && m.node == config.node_rank;
+}
+
+// The epoch's marker is known and its ranks are gone: restart, rejoin or leave.
 void Verdict(AgentStep& step, const AgentConfig& config) {
   AgentState& s = step.state;
   if (s.signalled_code) {
     Leave(step, *s.signalled_code);
     return;
   }
-  if (Restartable(*s.marker, config.max_restarts)) {
-    step.actions.push_back(Act(AK::kReportReaped, s.epoch));
-    s.epoch += 1;
-    s.phase = APhase::kWaitingPlan;
-    s.stopping = false;
-    s.drained = false;
-    s.marker_published = false;
-    s.marker.reset();
-    step.actions.push_back(Act(AK::kWaitPlan, s.epoch));
+  if (!Restartable(*s.marker, config.max_restarts)) {
+    Leave(step, ExitCodeFor(*s.marker, config.node_rank));
     return;
   }
-  Leave(step, ExitCodeFor(*s.marker, config.node_rank));
+  if (s.master_lost || LostMe(*s.marker, config)) {
+    Rejoin(step);
+    return;
+  }
+  step.actions.push_back(Act(AK::kReportReaped, s.epoch));
+  s.epoch += 1;
+  s.phase = APhase::kWaitingPlan;
+  s.stopping = false;
+  s.drained = false;
+  s.marker_published = false;
+  s.marker.reset();
+  step.actions.push_back(Act(AK::kWaitPlan, s.epoch));
 }
 
-void OnJoined(AgentStep& step) {
-  AgentState& s = step.state;
-  if (s.phase != APhase::kJoining) return;
-  s.phase = APhase::kWaitingPlan;
-  s.epoch = 0;
-  step.actions.push_back(Act(AK::kWaitPlan, 0));
+void OnStart(AgentStep& step) {
+  if (step.state.phase != APhase::kJoining) return;
+  step.actions.push_back(Act(AK::kJoin, step.state.last_epoch));
 }
 
 void OnPlan(AgentStep& step, const AgentConfig& config, const JobPlan& plan) {
   AgentState& s = step.state;
-  if (s.phase != APhase::kWaitingPlan || plan.epoch != s.epoch) return;
+  const bool admitted = s.phase == APhase::kJoining;
+  if (!admitted && (s.phase != APhase::kWaitingPlan || plan.epoch != s.epoch)) return;
   if (plan.abort) {
     s.marker = *plan.abort;
     Leave(step, ExitCodeFor(*plan.abort, config.node_rank));
     return;
   }
   s.phase = APhase::kRunning;
+  s.epoch = plan.epoch;
+  s.last_epoch = plan.epoch;
+  s.stopping = false;
+  s.drained = false;
+  s.marker_published = false;
+  s.master_lost = false;
+  s.marker.reset();
   AgentAction start = Act(AK::kStartRanks, s.epoch);
   start.plan = plan;
   step.actions.push_back(std::move(start));
@@ -124,7 +151,7 @@ void OnLocalStop(AgentStep& step, const AgentConfig& config, const LocalStopRepo
   if (s.phase != APhase::kRunning || s.drained) return;
   s.stopping = true;
   if (stop.cause == StopCause::kSignal) s.signalled_code = stop.exit_code;
-  if (!s.marker && !s.marker_published) {
+  if (!s.marker && !s.marker_published && !s.master_lost) {
     AgentAction publish = Act(AK::kPublishMarker, s.epoch);
     publish.marker = MarkerFor(stop, s.epoch, config.node_rank);
     step.actions.push_back(std::move(publish));
@@ -162,7 +189,7 @@ void OnDrained(AgentStep& step, const AgentConfig& config, bool success) {
 
 void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_code) {
   AgentState& s = step.state;
-  if (s.phase == APhase::kRunning && !s.marker && !s.marker_published) {
+  if (s.phase == APhase::kRunning && !s.marker && !s.marker_published && !s.master_lost) {
     // The node leaves on its own (a signal during the drain, ranks that SIGKILL could
     // not stop): the others must not wait for it.
     AgentAction publish = Act(AK::kPublishMarker, s.epoch);
@@ -171,11 +198,12 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
     publish.marker.node = config.node_rank;
     publish.marker.exit_code = exit_code;
     publish.marker.what = "its gculaunch exited with code " + std::to_string(exit_code);
+    publish.marker.restartable = s.signalled_code.has_value();  // stuck ranks: no return
     step.actions.push_back(std::move(publish));
     s.marker_published = true;
   }
-  // A node that never joined is no member: it has nobody to say bye to.
-  const bool member = s.phase != APhase::kJoining;
+  // A node that is not admitted (joining) is no member now: nobody to say bye to.
+  const bool member = s.phase != APhase::kJoining && !s.master_lost;
   s.phase = APhase::kDone;
   s.exit_code = exit_code;
   if (member) {
@@ -190,9 +218,27 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
 
 void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string& what) {
   AgentState& s = step.state;
-  if (s.phase == APhase::kJoining || s.phase == APhase::kLeaving) return;
-  // A final verdict is already known: the teardown needs no master.
-  if (s.phase == APhase::kRunning && s.marker && !Restartable(*s.marker, config.max_restarts)) {
+  switch (s.phase) {
+    case APhase::kJoining:
+      // The store went away while this node was joining: join again (the executor keeps
+      // its deadline).
+      step.actions.push_back(Act(AK::kJoin, s.last_epoch));
+      return;
+    case APhase::kWaitingPlan:
+      // The epoch before already re-forms the job; node 0 must come back for it.
+      Rejoin(step);
+      return;
+    case APhase::kRunning:
+      break;
+    case APhase::kLeaving:
+    case APhase::kDone:
+      return;
+  }
+  s.master_lost = true;
+  if (s.marker) {
+    // A restart was already decided: the next epoch needs node 0 back.  A final verdict
+    // needs no master for its teardown.
+    if (s.drained && Restartable(*s.marker, config.max_restarts)) Rejoin(step);
     return;
   }
   StopMarker lost;
@@ -202,11 +248,6 @@ void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string&
   lost.host = config.master_host;
   lost.addr = config.master_addr;
   lost.what = what;
-  if (s.phase == APhase::kWaitingPlan) {
-    s.marker = lost;
-    Leave(step, exit_code::kNodeLost);
-    return;
-  }
   MarkerKnown(step, config, lost);
 }
 
@@ -216,8 +257,8 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
   AgentStep step{state, {}};
   if (step.state.phase == APhase::kDone) return step;
   switch (event.kind) {
-    case AgentEvent::Kind::kJoined:
-      OnJoined(step);
+    case AgentEvent::Kind::kStart:
+      OnStart(step);
       break;
     case AgentEvent::Kind::kPlan:
       OnPlan(step, config, event.plan);
@@ -244,6 +285,8 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
 std::string ActionName(const AgentAction& a) {
   const std::string e = "(" + std::to_string(a.epoch) + ")";
   switch (a.kind) {
+    case AK::kJoin:
+      return "Join" + e;
     case AK::kWaitPlan:
       return "WaitPlan" + e;
     case AK::kStartRanks:
@@ -270,15 +313,17 @@ std::string ActionName(const AgentAction& a) {
 
 // ================================= coordinator =================================
 
-CoordinatorEvent CoordinatorEvent::Registered(NodeRegistration reg) {
-  CoordinatorEvent e{Kind::kRegistered};
+CoordinatorEvent CoordinatorEvent::Join(int seq, NodeRegistration reg) {
+  CoordinatorEvent e{Kind::kJoin};
   e.node = reg.node_rank;
+  e.seq = seq;
   e.reg = std::move(reg);
   return e;
 }
-CoordinatorEvent CoordinatorEvent::BadRegistration(int node, std::string what) {
-  CoordinatorEvent e{Kind::kBadRegistration};
+CoordinatorEvent CoordinatorEvent::BadJoin(int node, int seq, std::string what) {
+  CoordinatorEvent e{Kind::kBadJoin};
   e.node = node;
+  e.seq = seq;
   e.what = std::move(what);
   return e;
 }
@@ -300,16 +345,23 @@ CoordinatorEvent CoordinatorEvent::Marker(StopMarker marker) {
   e.marker = std::move(marker);
   return e;
 }
-CoordinatorEvent CoordinatorEvent::Bye(int node, int exit_code) {
+CoordinatorEvent CoordinatorEvent::Bye(int node, int seq, int exit_code) {
   CoordinatorEvent e{Kind::kBye};
   e.node = node;
+  e.seq = seq;
   e.exit_code = exit_code;
   return e;
 }
-CoordinatorEvent CoordinatorEvent::NodeSilent(int node, std::string what) {
+CoordinatorEvent CoordinatorEvent::NodeSilent(int node, int seq, std::string what) {
   CoordinatorEvent e{Kind::kNodeSilent};
   e.node = node;
+  e.seq = seq;
   e.what = std::move(what);
+  return e;
+}
+CoordinatorEvent CoordinatorEvent::RejoinTimeout(int node) {
+  CoordinatorEvent e{Kind::kRejoinTimeout};
+  e.node = node;
   return e;
 }
 
@@ -330,31 +382,64 @@ CoordinatorAction CAct(CK kind, int epoch = 0) {
   return a;
 }
 
-std::vector<NodeRegistration> Registrations(const CoordinatorState& s) {
-  std::vector<NodeRegistration> regs;
-  for (const auto& [node, reg] : s.regs) regs.push_back(reg);
-  return regs;
+void Log(CoordinatorStep& step, std::string text) {
+  CoordinatorAction log = CAct(CK::kLog, step.state.epoch);
+  log.text = std::move(text);
+  step.actions.push_back(std::move(log));
 }
 
-// Every registered node said bye or is lost: the store may stop.
+void Admit(CoordinatorStep& step, int node, int seq, const JobPlan& plan) {
+  CoordinatorAction a = CAct(CK::kAdmit, plan.epoch);
+  a.node = node;
+  a.seq = seq;
+  a.plan = plan;
+  step.actions.push_back(std::move(a));
+}
+
+std::string NameOf(const Member& m) { return NodeName(m.reg.node_rank, m.reg.host, m.reg.addr); }
+
+// Every member said bye or is away: the store may stop.
 void MaybeFinish(CoordinatorStep& step) {
   CoordinatorState& s = step.state;
-  for (const auto& [node, reg] : s.regs) {
-    if (s.bye.count(node) == 0 && s.lost.count(node) == 0) return;
+  for (const auto& [node, m] : s.members) {
+    if (s.bye.count(node) == 0 && !m.away) return;
   }
   s.phase = CPhase::kDone;
   step.actions.push_back(CAct(CK::kFinish, s.epoch));
 }
 
-// Epoch `epoch` will never run: its plan carries the reason, and the job ends.
-void AbortPlan(CoordinatorStep& step, int epoch, StopMarker reason) {
+// Epoch `epoch` will never run: its plan, and the admission of every node still waiting for
+// one, carry the reason; the job ends.
+void AbortAll(CoordinatorStep& step, int epoch, StopMarker reason) {
+  CoordinatorState& s = step.state;
   reason.epoch = epoch;
+  reason.restartable = false;
+  JobPlan abort;
+  abort.epoch = epoch;
+  abort.abort = std::move(reason);
   CoordinatorAction a = CAct(CK::kPublishPlan, epoch);
-  a.plan.epoch = epoch;
-  a.plan.abort = std::move(reason);
+  a.plan = abort;
   step.actions.push_back(std::move(a));
-  step.state.phase = CPhase::kFinishing;
+  for (auto& [node, m] : s.members) {
+    if (m.admitted || m.away) continue;
+    Admit(step, node, m.seq, abort);
+    m.admitted = true;
+  }
+  s.phase = CPhase::kFinishing;
   MaybeFinish(step);
+}
+
+// A join request answered with "no": the node exits with code 2, the job goes on.
+void Refuse(CoordinatorStep& step, int node, int seq, const Error& why) {
+  JobPlan refusal;
+  refusal.epoch = step.state.epoch;
+  refusal.abort = StopMarker{};
+  refusal.abort->kind = StopMarker::Kind::kJobError;
+  refusal.abort->exit_code = exit_code::kUsage;
+  refusal.abort->restartable = false;
+  refusal.abort->what = "refused: " + why.what + " (fix: " + why.hint + ")";
+  Admit(step, node, seq, refusal);
+  Log(step, "refused a join request for node " + std::to_string(node) + ": " + why.what);
 }
 
 StopMarker JobError(int code, const std::string& what) {
@@ -369,44 +454,92 @@ StopMarker JobError(int code, const std::string& what) {
 void StartEpoch(CoordinatorStep& step, int epoch) {
   CoordinatorState& s = step.state;
   s.epoch = epoch;
+  s.ran = true;
   s.done.clear();
   s.reaped.clear();
   s.marker.reset();
   s.marker_published = false;
   s.phase = CPhase::kRunning;
+  std::vector<NodeRegistration> regs;
+  for (const auto& [node, m] : s.members) regs.push_back(m.reg);
   CoordinatorAction plan = CAct(CK::kPublishPlan, epoch);
-  plan.plan = MakePlan(Registrations(s), epoch, 0);
-  step.actions.push_back(std::move(plan));
+  plan.plan = MakePlan(std::move(regs), epoch, 0);
+  step.actions.push_back(plan);
+  for (auto& [node, m] : s.members) {
+    if (m.admitted) continue;
+    Admit(step, node, m.seq, plan.plan);
+    m.admitted = true;
+  }
   step.actions.push_back(CAct(CK::kWatchEpoch, epoch));
 }
 
-// In kRestarting: once every node reaped the epoch's ranks, the next epoch starts.
-void MaybeRestart(CoordinatorStep& step) {
+// Whether every node 0..n-1 is a member that is not away.
+bool AllPresent(const CoordinatorState& s, int nnodes) {
+  for (int k = 0; k < nnodes; ++k) {
+    auto m = s.members.find(k);
+    if (m == s.members.end() || m->second.away) return false;
+  }
+  return true;
+}
+
+// kGathering: everyone is in.  A new node 0 resumes after the highest epoch any node ran.
+void MaybeStart(CoordinatorStep& step, const CoordinatorConfig& config) {
   CoordinatorState& s = step.state;
-  for (const auto& [node, reg] : s.regs) {
-    if (s.reaped.count(node) == 0) return;
+  if (!AllPresent(s, config.nnodes)) return;
+  const int first = s.adopted + 1;
+  if (first == 0) {
+    StartEpoch(step, 0);
+    return;
+  }
+  if (first > config.max_restarts) {
+    StopMarker m;
+    m.kind = StopMarker::Kind::kNodeLost;
+    m.node = 0;
+    m.host = config.master.host;
+    m.addr = config.master.addr;
+    m.what = "it came back, but the job has used all " + std::to_string(config.max_restarts) +
+             " restart(s)";
+    AbortAll(step, first, std::move(m));
+    return;
+  }
+  Log(step, "node 0 came back: resuming the job at epoch " + std::to_string(first) +
+                " (the nodes ran epoch " + std::to_string(s.adopted) +
+                " with the previous node 0)");
+  step.actions.push_back(CAct(CK::kBeginAttempt, first));
+  StartEpoch(step, first);
+}
+
+// In kRestarting: once every node is back and reaped its ranks, the next epoch starts.
+void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
+  CoordinatorState& s = step.state;
+  for (int k = 0; k < config.nnodes; ++k) {
+    auto m = s.members.find(k);
+    if (m == s.members.end() || m->second.away) return;
+    // A node admitted for this epoch reports its reap; one that came back has none running.
+    if (m->second.admitted && s.reaped.count(k) == 0) return;
   }
   const int next = s.epoch + 1;
   step.actions.push_back(CAct(CK::kBeginAttempt, next));
   StartEpoch(step, next);
 }
 
-// Node `node` is gone (silent, or left before the job was over), described by `m`.
+// Member `node` is gone (silent, hung up, or left), described by `m`.
 void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
   CoordinatorState& s = step.state;
-  s.lost.insert(node);
-  auto reg = s.regs.find(node);
-  if (reg != s.regs.end()) {
-    m.host = reg->second.host;
-    m.addr = reg->second.addr;
-  }
+  auto it = s.members.find(node);
+  if (it == s.members.end() || it->second.away) return;
+  Member& member = it->second;
   m.node = node;
-  m.restartable = false;
+  m.host = member.reg.host;
+  m.addr = member.reg.addr;
   switch (s.phase) {
     case CPhase::kGathering:
-      AbortPlan(step, 0, std::move(m));
-      break;
+      Log(step, Describe(m) + " before the job started; waiting for it to join again");
+      s.members.erase(it);
+      return;
     case CPhase::kRunning:
+      member.away = true;
+      member.gone = m;
       if (!s.marker && !s.marker_published) {
         m.epoch = s.epoch;
         CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
@@ -414,27 +547,35 @@ void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
         step.actions.push_back(std::move(publish));
         s.marker_published = true;
       }
-      break;
-    case CPhase::kRestarting:
-      AbortPlan(step, s.epoch + 1, std::move(m));
-      break;
-    case CPhase::kFinishing: {
-      // Every node logs markers and aborts itself; only this case has no other voice.
-      CoordinatorAction log = CAct(CK::kLogLost, s.epoch);
-      log.text = Describe(m) + " before it said bye";
-      step.actions.push_back(std::move(log));
-      MaybeFinish(step);
-      break;
+      return;
+    case CPhase::kRestarting: {
+      member.away = true;
+      member.gone = m;
+      std::string text = Describe(m) + " while the job re-forms; it waits for it to come back";
+      if (s.marker && s.marker->kind == StopMarker::Kind::kRankFailed) {
+        // Survivors' ranks fail first when a node dies mid-collective (their peer is gone).
+        text +=
+            " (" + Describe(*s.marker) + " first: taken as a consequence, one restart for both)";
+      }
+      Log(step, text);
+      return;
     }
+    case CPhase::kFinishing:
+      member.away = true;
+      member.gone = m;
+      // Every node logs markers and aborts itself; only this case has no other voice.
+      Log(step, Describe(m) + " before it said bye");
+      MaybeFinish(step);
+      return;
     case CPhase::kDone:
-      break;
+      return;
   }
 }
 
-std::vector<int> Missing(const CoordinatorState& s, int nnodes, const std::set<int>& have) {
+std::vector<int> Unjoined(const CoordinatorState& s, int nnodes) {
   std::vector<int> missing;
   for (int k = 0; k < nnodes; ++k) {
-    if (have.count(k) == 0 && s.lost.count(k) == 0) missing.push_back(k);
+    if (s.members.count(k) == 0) missing.push_back(k);
   }
   return missing;
 }
@@ -444,47 +585,108 @@ std::string NodesNamed(const std::vector<int>& nodes) {
   return std::string(nodes.size() == 1 ? "node " : "nodes ") + JoinNodes(nodes);
 }
 
-// The nodes that have not registered and are not known to be lost.
-std::vector<int> Unregistered(const CoordinatorState& s, int nnodes) {
-  std::set<int> present;
-  for (const auto& [node, reg] : s.regs) present.insert(node);
-  return Missing(s, nnodes, present);
+// A join request from a node whose node rank has a member that is not away.
+// Returns whether the request may go on (as a return after an unnoticed loss).
+bool Occupied(CoordinatorStep& step, int seq, const NodeRegistration& reg) {
+  CoordinatorState& s = step.state;
+  Member& cur = s.members.at(reg.node_rank);
+  if (cur.reg.incarnation != reg.incarnation) {
+    std::string what = "node rank " + std::to_string(reg.node_rank) + " is already taken by " +
+                       NameOf(cur) + " (pid " + std::to_string(cur.reg.pid) + ")";
+    if (reg.last_epoch >= 0) what += ": this gculaunch was replaced while it was away";
+    Refuse(step, reg.node_rank, seq,
+           Error{what, "give every node a distinct node rank (RANK / --node-rank)"});
+    return false;
+  }
+  if (!cur.admitted) {  // the same gculaunch asks again before the job started
+    cur.seq = seq;
+    cur.reg = reg;
+    return false;
+  }
+  // The same gculaunch joins again: it lost node 0 before node 0 noticed.
+  StopMarker m;
+  m.kind = StopMarker::Kind::kNodeLost;
+  m.what = "its connection to node 0 broke";
+  NodeGone(step, reg.node_rank, std::move(m));
+  return true;
 }
 
-void OnRegistered(CoordinatorStep& step, const CoordinatorConfig& config,
-                  const NodeRegistration& reg) {
+void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
+            const NodeRegistration& reg) {
   CoordinatorState& s = step.state;
-  if (s.phase != CPhase::kGathering) return;
+  const int node = reg.node_rank;
   // Node 0's own registration (with its address) once it is in, for the messages.
-  const NodeRegistration& master = s.regs.count(0) != 0 ? s.regs.at(0) : config.master;
-  if (auto ok = CheckRegistration(reg, master); !ok.ok()) {
-    s.regs[reg.node_rank] = reg;  // it waits for plan 0 and must say bye
-    AbortPlan(step, 0,
-              JobError(exit_code::kUsage, ok.error().what + " (fix: " + ok.error().hint + ")"));
+  const NodeRegistration& master = s.members.count(0) != 0 ? s.members.at(0).reg : config.master;
+  if (auto id = CheckIdentity(reg, master); !id.ok()) {
+    Refuse(step, node, seq, id.error());
     return;
   }
-  s.regs[reg.node_rank] = reg;
-  if (static_cast<int>(s.regs.size()) == config.nnodes) StartEpoch(step, 0);
+  if (s.phase == CPhase::kFinishing) {
+    JobPlan over;
+    over.epoch = s.epoch;
+    over.abort = s.marker ? *s.marker : JobError(exit_code::kNodeLost, "the job is ending");
+    over.abort->restartable = false;
+    Admit(step, node, seq, over);
+    return;
+  }
+  auto cur = s.members.find(node);
+  if (cur != s.members.end() && !cur->second.away && !Occupied(step, seq, reg)) return;
+  if (auto fits = CheckRegistration(reg, master); !fits.ok()) {
+    if (s.phase == CPhase::kGathering && !s.ran && s.adopted < 0 && reg.last_epoch < 0) {
+      // A misconfigured member at the start ends the job on every node (exit code 2).
+      s.members[node] = Member{reg, seq};
+      AbortAll(
+          step, 0,
+          JobError(exit_code::kUsage, fits.error().what + " (fix: " + fits.error().hint + ")"));
+      return;
+    }
+    Refuse(step, node, seq, fits.error());
+    return;
+  }
+  cur = s.members.find(node);
+  if (cur != s.members.end() && cur->second.away) {
+    Log(step, NameOf(cur->second) + " is back" +
+                  (cur->second.reg.incarnation == reg.incarnation
+                       ? " (the same gculaunch)"
+                       : " (a new gculaunch, pid " + std::to_string(reg.pid) + ", " +
+                             (reg.addr.empty() ? std::string("address unknown") : reg.addr) + ")"));
+  }
+  s.members[node] = Member{reg, seq};
+  s.bye.erase(node);
+  if (s.phase == CPhase::kGathering) {
+    s.adopted = std::max(s.adopted, reg.last_epoch);
+    MaybeStart(step, config);
+  } else if (s.phase == CPhase::kRestarting) {
+    MaybeRestart(step, config);
+  }
 }
 
-void OnBadRegistration(CoordinatorStep& step, int node, const std::string& what) {
-  CoordinatorState& s = step.state;
-  if (s.phase != CPhase::kGathering) return;
-  s.regs[node].node_rank = node;  // it waits for plan 0 and must say bye
-  AbortPlan(step, 0,
-            JobError(exit_code::kUsage,
-                     "node " + std::to_string(node) + " registered with an unreadable " + what));
+void OnBadJoin(CoordinatorStep& step, int node, int seq, const std::string& what) {
+  Refuse(step, node, seq,
+         Error{"node " + std::to_string(node) + " sent an unreadable " + what,
+               "run the same gculaunch version on every node"});
 }
 
 void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config) {
   if (step.state.phase != CPhase::kGathering) return;
-  const std::vector<int> missing = Unregistered(step.state, config.nnodes);
-  AbortPlan(step, 0,
-            JobError(exit_code::kRendezvousFailed,
-                     NodesNamed(missing) + " of " + std::to_string(config.nnodes) +
-                         " did not join within " + std::to_string(config.rdzv_timeout_s) +
-                         " s (fix: start gculaunch on every node with the same "
-                         "MASTER_ADDR and MASTER_PORT, or raise --rdzv-timeout)"));
+  const std::vector<int> missing = Unjoined(step.state, config.nnodes);
+  AbortAll(step, step.state.adopted + 1,
+           JobError(exit_code::kRendezvousFailed,
+                    NodesNamed(missing) + " of " + std::to_string(config.nnodes) +
+                        " did not join within " + std::to_string(config.rdzv_timeout_s) +
+                        " s (fix: start gculaunch on every node with the same "
+                        "MASTER_ADDR and MASTER_PORT, or raise --rdzv-timeout)"));
+}
+
+std::string AwayText(const CoordinatorState& s, const CoordinatorConfig& config) {
+  std::string text;
+  for (const auto& [node, m] : s.members) {
+    if (!m.away) continue;
+    if (!text.empty()) text += "; ";
+    text += "waiting for " + NameOf(m) + " to come back (" + Describe(m.gone) + "), at most " +
+            std::to_string(config.rdzv_timeout_s) + " s after the loss (--rdzv-timeout)";
+  }
+  return text;
 }
 
 // Every 10 s: what the current phase still waits for, if anything.
@@ -493,16 +695,24 @@ void OnMissingTick(CoordinatorStep& step, const CoordinatorConfig& config) {
   std::vector<int> missing;
   std::string text;
   if (s.phase == CPhase::kGathering) {
-    missing = Unregistered(s, config.nnodes);
-    text = "waiting for " + NodesNamed(missing) + " to join (" + std::to_string(s.regs.size()) +
+    missing = Unjoined(s, config.nnodes);
+    text = "waiting for " + NodesNamed(missing) + " to join (" + std::to_string(s.members.size()) +
            " of " + std::to_string(config.nnodes) + " present)";
-  } else if (s.phase == CPhase::kRestarting) {
-    missing = Missing(s, config.nnodes, s.reaped);
-    text = "waiting for " + NodesNamed(missing) + " to stop their ranks before restart " +
-           std::to_string(s.epoch + 1);
+  } else if (s.phase == CPhase::kRestarting || s.phase == CPhase::kRunning) {
+    text = AwayText(s, config);
+    for (const auto& [node, m] : s.members) {
+      if (!m.away && m.admitted && s.reaped.count(node) == 0 && s.phase == CPhase::kRestarting) {
+        missing.push_back(node);
+      }
+    }
+    if (!missing.empty()) {
+      text += std::string(text.empty() ? "" : "; ") + "waiting for " + NodesNamed(missing) +
+              " to stop their ranks before restart " + std::to_string(s.epoch + 1);
+    }
+    if (!text.empty()) missing.push_back(-1);
   } else if (s.phase == CPhase::kFinishing) {
-    for (const auto& [node, reg] : s.regs) {
-      if (s.bye.count(node) == 0 && s.lost.count(node) == 0) missing.push_back(node);
+    for (const auto& [node, m] : s.members) {
+      if (s.bye.count(node) == 0 && !m.away) missing.push_back(node);
     }
     text = "waiting for " + NodesNamed(missing) + " to finish";
   }
@@ -527,51 +737,62 @@ void OnDone(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, i
   }
 }
 
-void OnReaped(CoordinatorStep& step, int epoch, int node) {
+void OnReaped(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int node) {
   CoordinatorState& s = step.state;
   if (epoch != s.epoch) return;
   if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) return;
   s.reaped.insert(node);
-  if (s.phase == CPhase::kRestarting) MaybeRestart(step);
+  if (s.phase == CPhase::kRestarting) MaybeRestart(step, config);
 }
 
 void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const StopMarker& marker) {
   CoordinatorState& s = step.state;
   if (s.phase != CPhase::kRunning || marker.epoch != s.epoch || s.marker) return;
   s.marker = marker;
+  if (marker.kind == StopMarker::Kind::kNodeLeft && marker.node > 0) {
+    // It leaves (its bye follows); the job waits for it like for a lost node.
+    if (auto m = s.members.find(marker.node); m != s.members.end()) {
+      m->second.away = true;
+      m->second.gone = marker;
+    }
+  }
   if (!Restartable(marker, config.max_restarts)) {
     s.phase = CPhase::kFinishing;
     MaybeFinish(step);
     return;
   }
+  if (marker.kind == StopMarker::Kind::kRankFailed) {
+    for (const auto& [node, m] : s.members) {
+      if (!m.away) continue;
+      Log(step, Describe(marker) + " before " + NameOf(m) +
+                    " was known lost: taken as a consequence, one restart for both");
+      break;
+    }
+  }
   s.phase = CPhase::kRestarting;
-  if (s.lost.empty()) {
-    MaybeRestart(step);
-    return;
-  }
-  // A node went away while the epoch stopped: the job cannot re-form.
-  const int node = *s.lost.begin();
-  StopMarker m;
-  m.kind = StopMarker::Kind::kNodeLost;
-  m.node = node;
-  if (auto reg = s.regs.find(node); reg != s.regs.end()) {
-    m.host = reg->second.host;
-    m.addr = reg->second.addr;
-  }
-  m.what = "it went away before the restart";
-  m.restartable = false;
-  AbortPlan(step, s.epoch + 1, std::move(m));
+  MaybeRestart(step, config);
 }
 
-void OnBye(CoordinatorStep& step, int node, int exit_code) {
+bool CurrentJoin(const CoordinatorState& s, int node, int seq) {
+  auto m = s.members.find(node);
+  return m != s.members.end() && m->second.seq == seq;
+}
+
+void OnBye(CoordinatorStep& step, int node, int seq, int exit_code) {
   CoordinatorState& s = step.state;
-  if (s.bye.count(node) != 0) return;
+  if (!CurrentJoin(s, node, seq) || s.bye.count(node) != 0) return;
   s.bye.insert(node);
   if (s.phase == CPhase::kFinishing) {
     MaybeFinish(step);
     return;
   }
-  if (s.lost.count(node) != 0) return;
+  if (node == 0) {
+    // Node 0 itself leaves while the job goes on: the store stops, and the other nodes wait
+    // for a new node 0 at MASTER_ADDR:MASTER_PORT.
+    s.phase = CPhase::kDone;
+    step.actions.push_back(CAct(CK::kFinish, s.epoch));
+    return;
+  }
   StopMarker m;
   m.kind = StopMarker::Kind::kNodeLeft;
   m.exit_code = exit_code;
@@ -579,13 +800,25 @@ void OnBye(CoordinatorStep& step, int node, int exit_code) {
   NodeGone(step, node, std::move(m));
 }
 
-void OnNodeSilent(CoordinatorStep& step, int node, const std::string& what) {
+void OnNodeSilent(CoordinatorStep& step, int node, int seq, const std::string& what) {
   const CoordinatorState& s = step.state;
-  if (s.bye.count(node) != 0 || s.lost.count(node) != 0) return;
+  if (!CurrentJoin(s, node, seq) || s.bye.count(node) != 0) return;
   StopMarker m;
   m.kind = StopMarker::Kind::kNodeLost;
   m.what = what;
   NodeGone(step, node, std::move(m));
+}
+
+void OnRejoinTimeout(CoordinatorStep& step, const CoordinatorConfig& config, int node) {
+  CoordinatorState& s = step.state;
+  auto m = s.members.find(node);
+  if (m == s.members.end() || !m->second.away) return;
+  if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) return;
+  StopMarker gone = m->second.gone;
+  gone.what += "; it did not come back within " + std::to_string(config.rdzv_timeout_s) +
+               " s (--rdzv-timeout)";
+  m->second.gone = gone;
+  AbortAll(step, s.epoch + 1, std::move(gone));
 }
 
 }  // namespace
@@ -595,11 +828,11 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
   CoordinatorStep step{state, {}};
   if (step.state.phase == CPhase::kDone) return step;
   switch (event.kind) {
-    case CoordinatorEvent::Kind::kRegistered:
-      OnRegistered(step, config, event.reg);
+    case CoordinatorEvent::Kind::kJoin:
+      OnJoin(step, config, event.seq, event.reg);
       break;
-    case CoordinatorEvent::Kind::kBadRegistration:
-      OnBadRegistration(step, event.node, event.what);
+    case CoordinatorEvent::Kind::kBadJoin:
+      OnBadJoin(step, event.node, event.seq, event.what);
       break;
     case CoordinatorEvent::Kind::kRendezvousTimeout:
       OnRendezvousTimeout(step, config);
@@ -611,16 +844,19 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
       OnDone(step, config, event.epoch, event.node);
       break;
     case CoordinatorEvent::Kind::kReaped:
-      OnReaped(step, event.epoch, event.node);
+      OnReaped(step, config, event.epoch, event.node);
       break;
     case CoordinatorEvent::Kind::kMarker:
       OnMarker(step, config, event.marker);
       break;
     case CoordinatorEvent::Kind::kBye:
-      OnBye(step, event.node, event.exit_code);
+      OnBye(step, event.node, event.seq, event.exit_code);
       break;
     case CoordinatorEvent::Kind::kNodeSilent:
-      OnNodeSilent(step, event.node, event.what);
+      OnNodeSilent(step, event.node, event.seq, event.what);
+      break;
+    case CoordinatorEvent::Kind::kRejoinTimeout:
+      OnRejoinTimeout(step, config, event.node);
       break;
   }
   return step;
@@ -629,6 +865,9 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
 std::string ActionName(const CoordinatorAction& a) {
   const std::string e = "(" + std::to_string(a.epoch) + ")";
   switch (a.kind) {
+    case CK::kAdmit:
+      return std::string(a.plan.abort ? "Refuse" : "Admit") + "(" + std::to_string(a.node) + "/" +
+             std::to_string(a.seq) + ")" + e;
     case CK::kPublishPlan:
       return std::string(a.plan.abort ? "PublishAbort" : "PublishPlan") + e;
     case CK::kBeginAttempt:
@@ -639,8 +878,8 @@ std::string ActionName(const CoordinatorAction& a) {
       return "WatchEpoch" + e;
     case CK::kLogMissing:
       return "LogMissing[" + a.text + "]";
-    case CK::kLogLost:
-      return "LogLost[" + a.text + "]";
+    case CK::kLog:
+      return "Log[" + a.text + "]";
     case CK::kFinish:
       return "Finish";
   }

@@ -4,27 +4,34 @@
 //   CoordinatorStep(state, config, event) -> {state, actions}  node 0 only, for the job
 //
 // No Asio, no clock, no store: the executors (node_agent.h, coordinator.h) turn what the
-// store, the Supervisor and the timers report into events and carry out the actions.  The
-// keys and messages are in job_protocol.h; docs/multinode.md has the whole protocol and
-// tests/launcher/cluster/job_policy_test.cc the tables.
+// job board (job_board.h), the Supervisor and the timers report into events and carry out the
+// actions.  The keys and messages are in job_protocol.h; docs/multinode.md has the whole
+// protocol and tests/launcher/cluster/job_policy_test.cc the tables.
 //
 // One epoch, seen by an agent:
-//   kWaitingPlan --Plan(e)--> kRunning: StartRanks(e), WatchMarker(e)
+//   kJoining --Plan(e)--> kRunning: StartRanks(e), WatchMarker(e)   (the join's admission)
+//   kWaitingPlan --Plan(e)--> the same                               (the nodes that stayed)
 //   a local failure (LocalStop)        -> PublishMarker(e, what failed) (first writer wins)
 //   the epoch's marker arrives (Marker) -> StopRanks unless the ranks already stopped
 //   the ranks drained (Drained)        -> ReportDone(e) when they all succeeded and no
 //                                         marker is known yet (the coordinator publishes
 //                                         the success marker once every node is done)
-//   marker known and ranks drained     -> Restartable: ReportReaped(e), WaitPlan(e+1)
+//   marker known and ranks drained     -> Restartable: ReportReaped(e), WaitPlan(e+1); or,
+//                                         when node 0 is gone or the marker says this node
+//                                         was lost, Join again (-> kJoining)
 //                                         otherwise:   ExitRanks(code) -> kLeaving
+//   node 0 lost (MasterLost)           -> a node_lost marker of its own; Join again once the
+//                                         ranks are gone (while the budget allows)
 //   the Supervisor finished            -> SayBye(code) (a member only), Finish(code)
 // and by the coordinator:
-//   kGathering: every registration checked against node 0's; all present -> PublishPlan(0)
-//   kRunning(e): every node done -> PublishMarker(e, success); a node silent or gone ->
-//                PublishMarker(e, lost/left); the marker decides:
-//   kRestarting(e): every node reaped -> BeginAttempt(e+1) (the store's key space), then
-//                PublishPlan(e+1); a node lost meanwhile -> PublishPlan(e+1, abort)
-//   kFinishing: every registered node said bye or was lost -> Finish (the store may stop)
+//   kGathering: join requests checked (identity, settings, node rank free); all present ->
+//               PublishPlan(first epoch), Admit every joined node (the first epoch is 0, or
+//               the highest epoch a node reports + 1 when node 0 itself came back)
+//   kRunning(e): every node done -> PublishMarker(e, success); a node silent, gone or left ->
+//               it is away, PublishMarker(e, lost/left); the marker decides:
+//   kRestarting(e): every node back and reaped -> BeginAttempt(e+1), PublishPlan(e+1), Admit
+//               the returned nodes; a node away longer than the deadline -> abort everywhere
+//   kFinishing: every node said bye or is away -> Finish (the store may stop)
 //
 // Thread safety: pure functions over values.
 #pragma once
@@ -45,23 +52,26 @@ namespace gculaunch::job {
 struct AgentConfig {
   int node_rank = 0;
   int max_restarts = 0;
-  std::string master_host;  ///< for a lost master's marker ("node 0 (MASTER_ADDR)")
+  int rdzv_timeout_s = 900;  ///< how long the job waits for a lost node (messages)
+  std::string master_host;   ///< for a lost master's marker ("node 0 (MASTER_ADDR)")
   std::string master_addr;
 };
 
 struct AgentState {
   enum class Phase {
-    kJoining,      ///< connecting and registering (the executor's preamble)
-    kWaitingPlan,  ///< waiting for the plan of `epoch`
+    kJoining,      ///< (re)connecting, joining, waiting for the admission
+    kWaitingPlan,  ///< stayed in the job: waiting for the plan of `epoch`
     kRunning,      ///< the ranks of `epoch` run, or were stopped and are draining
     kLeaving,      ///< the job is over for this node; the Supervisor is finishing
     kDone,         ///< bye said; the executor is finished
   };
   Phase phase = Phase::kJoining;
   int epoch = 0;
+  int last_epoch = -1;    ///< the last epoch whose ranks this node started; -1: none
   bool stopping = false;  ///< the ranks of `epoch` were told to stop, or stop by themselves
   bool drained = false;   ///< every rank of `epoch` is gone
   bool marker_published = false;
+  bool master_lost = false;          ///< node 0's store went away during `epoch`
   std::optional<StopMarker> marker;  ///< the marker of `epoch` once read
   /// A teardown signal stopped this node: it leaves with this code, whatever the marker says.
   std::optional<int> signalled_code;
@@ -71,8 +81,8 @@ struct AgentState {
 
 struct AgentEvent {
   enum class Kind {
-    kJoined,              ///< registered; the job's plan comes next
-    kPlan,                ///< `plan` of the awaited epoch (or its abort)
+    kStart,               ///< the executor is ready: join the job
+    kPlan,                ///< `plan`: the admission, or the awaited epoch's plan (or abort)
     kMarker,              ///< `marker` of the current epoch
     kLocalStop,           ///< the Supervisor began a local teardown: `stop`
     kDrained,             ///< the ranks drained; `success`: all exited 0
@@ -87,7 +97,7 @@ struct AgentEvent {
   int exit_code = 0;
   std::string what;
 
-  static AgentEvent Joined() { return {Kind::kJoined}; }
+  static AgentEvent Start() { return {Kind::kStart}; }
   static AgentEvent Plan(JobPlan plan);
   static AgentEvent Marker(StopMarker marker);
   static AgentEvent LocalStop(LocalStopReport stop);
@@ -98,6 +108,8 @@ struct AgentEvent {
 
 struct AgentAction {
   enum class Kind {
+    kJoin,           ///< (re)connect, send a join request with `epoch` as the last epoch run,
+                     ///< wait for the admission, deliver Plan
     kWaitPlan,       ///< wait for the plan of `epoch`, deliver Plan
     kStartRanks,     ///< start the ranks of `epoch` laid out by `plan`
     kWatchMarker,    ///< wait for the marker of `epoch`, deliver Marker
@@ -106,7 +118,7 @@ struct AgentAction {
     kReportDone,     ///< SET done/<epoch>/<node>
     kReportReaped,   ///< SET reaped/<epoch>/<node>
     kExitRanks,      ///< Supervisor::JobExit(exit_code)
-    kSayBye,         ///< SET bye/<node> = exit_code
+    kSayBye,         ///< SET bye/<node>/<join> = exit_code
     kFinish,         ///< the agent is finished; gculaunch exits with exit_code
   };
   Kind kind;
@@ -131,24 +143,35 @@ struct CoordinatorConfig {
   int nnodes = 1;
   int max_restarts = 0;
   NodeRegistration master;   ///< node 0's own registration: the reference for the others
-  int rdzv_timeout_s = 900;  ///< for the "did not join" message
+  int rdzv_timeout_s = 900;  ///< for the "did not join" / "did not come back" messages
+};
+
+/// A node of the job, as its latest accepted join request describes it.
+struct Member {
+  NodeRegistration reg;
+  int seq = 0;            ///< the join request accepted
+  bool admitted = false;  ///< its admission (first plan) was written
+  bool away = false;      ///< lost, or left: the job waits for it to come back
+  StopMarker gone;        ///< why it is away
+  bool operator==(const Member&) const = default;
 };
 
 struct CoordinatorState {
   enum class Phase {
-    kGathering,   ///< waiting for every node's registration
+    kGathering,   ///< waiting for every node's join (first start, or a new node 0)
     kRunning,     ///< epoch `epoch` runs; its marker is not known yet
-    kRestarting,  ///< the marker of `epoch` restarts the job: waiting for every node's reap
+    kRestarting,  ///< the marker of `epoch` re-forms the job: waiting for reaps and returns
     kFinishing,   ///< the job is over: waiting for every node's bye
     kDone,        ///< the store may stop
   };
   Phase phase = Phase::kGathering;
   int epoch = 0;
-  std::map<int, NodeRegistration> regs;
-  std::set<int> done;    ///< of `epoch`
-  std::set<int> reaped;  ///< of `epoch`
-  std::set<int> bye;
-  std::set<int> lost;                ///< silent nodes (and nodes that left early)
+  bool ran = false;  ///< an epoch started (a misfit arriving now is refused, not fatal)
+  int adopted = -1;  ///< kGathering: the highest last epoch the joined nodes report
+  std::map<int, Member> members;
+  std::set<int> done;                ///< of `epoch`
+  std::set<int> reaped;              ///< of `epoch`
+  std::set<int> bye;                 ///< members whose current join said bye
   std::optional<StopMarker> marker;  ///< of `epoch`, once read
   bool marker_published = false;     ///< the coordinator wrote a marker of `epoch`
   bool operator==(const CoordinatorState&) const = default;
@@ -156,47 +179,53 @@ struct CoordinatorState {
 
 struct CoordinatorEvent {
   enum class Kind {
-    kRegistered,         ///< `reg` arrived (decoded)
-    kBadRegistration,    ///< node `node` wrote something undecodable: `what`
+    kJoin,               ///< node `node` sent join request `seq`: `reg` (decoded)
+    kBadJoin,            ///< node `node` sent an undecodable join request `seq`: `what`
     kRendezvousTimeout,  ///< --rdzv-timeout passed while gathering
     kMissingTick,        ///< every 10 s: log what is still missing
     kDone,               ///< node `node` reported done for `epoch`
     kReaped,             ///< node `node` reported reaped for `epoch`
     kMarker,             ///< the marker of `epoch` was read: `marker`
-    kBye,                ///< node `node` is leaving with `exit_code`
-    kNodeSilent,         ///< node `node` stopped heartbeating: `what`
+    kBye,                ///< node `node` (join `seq`) is leaving with `exit_code`
+    kNodeSilent,         ///< node `node` (join `seq`) stopped heartbeating or hung up: `what`
+    kRejoinTimeout,      ///< node `node` has been away for --rdzv-timeout
   };
   Kind kind;
   int node = -1;
+  int seq = 0;
   int epoch = 0;
   NodeRegistration reg;
   StopMarker marker;
   int exit_code = 0;
   std::string what;
 
-  static CoordinatorEvent Registered(NodeRegistration reg);
-  static CoordinatorEvent BadRegistration(int node, std::string what);
+  static CoordinatorEvent Join(int seq, NodeRegistration reg);
+  static CoordinatorEvent BadJoin(int node, int seq, std::string what);
   static CoordinatorEvent RendezvousTimeout() { return {Kind::kRendezvousTimeout}; }
   static CoordinatorEvent MissingTick() { return {Kind::kMissingTick}; }
   static CoordinatorEvent Done(int epoch, int node);
   static CoordinatorEvent Reaped(int epoch, int node);
   static CoordinatorEvent Marker(StopMarker marker);
-  static CoordinatorEvent Bye(int node, int exit_code);
-  static CoordinatorEvent NodeSilent(int node, std::string what);
+  static CoordinatorEvent Bye(int node, int seq, int exit_code);
+  static CoordinatorEvent NodeSilent(int node, int seq, std::string what);
+  static CoordinatorEvent RejoinTimeout(int node);
 };
 
 struct CoordinatorAction {
   enum class Kind {
+    kAdmit,          ///< SET admit/<node>/<seq> = plan (a plan to start with, or an abort)
     kPublishPlan,    ///< SET plan/<epoch> = plan (the executor fills in ranks_port)
     kBeginAttempt,   ///< the store's BeginAttempt(epoch): every rank of epoch-1 is reaped
     kPublishMarker,  ///< COMPARE_SET stop/<epoch> from "" to `marker`
     kWatchEpoch,     ///< wait for stop/<epoch>, done/<epoch>/*, reaped/<epoch>/*
     kLogMissing,     ///< log `text` (and publish it as job/missing)
-    kLogLost,        ///< log `text`: a node was lost or left while the job finished
+    kLog,            ///< log `text` as a warning
     kFinish,         ///< every node is gone: the store may stop
   };
   Kind kind;
   int epoch = 0;
+  int node = -1;
+  int seq = 0;
   JobPlan plan;
   StopMarker marker;
   std::string text;

@@ -9,7 +9,13 @@ namespace gculaunch::job {
 
 using nlohmann::json;
 
-std::string NodeKey(int node) { return "job/node/" + std::to_string(node); }
+std::string JoinSeqKey(int node) { return "job/joinseq/" + std::to_string(node); }
+std::string JoinKey(int node, int seq) {
+  return "job/join/" + std::to_string(node) + "/" + std::to_string(seq);
+}
+std::string AdmitKey(int node, int seq) {
+  return "job/admit/" + std::to_string(node) + "/" + std::to_string(seq);
+}
 std::string PlanKey(int epoch) { return "job/plan/" + std::to_string(epoch); }
 std::string StopKey(int epoch) { return "job/stop/" + std::to_string(epoch); }
 std::string DoneKey(int epoch, int node) {
@@ -18,8 +24,12 @@ std::string DoneKey(int epoch, int node) {
 std::string ReapedKey(int epoch, int node) {
   return "job/reaped/" + std::to_string(epoch) + "/" + std::to_string(node);
 }
-std::string HeartbeatKey(int node) { return "job/hb/" + std::to_string(node); }
-std::string ByeKey(int node) { return "job/bye/" + std::to_string(node); }
+std::string HeartbeatKey(int node, int seq) {
+  return "job/hb/" + std::to_string(node) + "/" + std::to_string(seq);
+}
+std::string ByeKey(int node, int seq) {
+  return "job/bye/" + std::to_string(node) + "/" + std::to_string(seq);
+}
 std::string KeyForSocket(const std::string& key) { return "gculaunch/" + key; }
 
 namespace {
@@ -135,10 +145,16 @@ std::string KindName(StopMarker::Kind kind) {
 }
 
 std::string Encode(const NodeRegistration& r) {
-  return json{{"node_rank", r.node_rank}, {"nnodes", r.nnodes},
-              {"nproc", r.nproc},         {"max_restarts", r.max_restarts},
-              {"run_id", r.run_id},       {"host", r.host},
-              {"addr", r.addr},           {"pid", r.pid}}
+  return json{{"node_rank", r.node_rank},
+              {"nnodes", r.nnodes},
+              {"nproc", r.nproc},
+              {"max_restarts", r.max_restarts},
+              {"run_id", r.run_id},
+              {"host", r.host},
+              {"addr", r.addr},
+              {"pid", r.pid},
+              {"incarnation", r.incarnation},
+              {"last_epoch", r.last_epoch}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -173,13 +189,15 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   auto nproc = IntField(*doc, what, "nproc", 1);
   auto restarts = IntField(*doc, what, "max_restarts", 0);
   auto pid = IntField(*doc, what, "pid", 0);
-  for (const Result<int>* f : {&node, &nnodes, &nproc, &restarts, &pid}) {
+  auto last_epoch = IntField(*doc, what, "last_epoch", -1);
+  for (const Result<int>* f : {&node, &nnodes, &nproc, &restarts, &pid, &last_epoch}) {
     if (!f->ok()) return f->error();
   }
   auto run_id = TextField(*doc, what, "run_id");
   auto host = TextField(*doc, what, "host");
   auto addr = TextField(*doc, what, "addr");
-  for (const Result<std::string>* f : {&run_id, &host, &addr}) {
+  auto incarnation = TextField(*doc, what, "incarnation");
+  for (const Result<std::string>* f : {&run_id, &host, &addr, &incarnation}) {
     if (!f->ok()) return f->error();
   }
   r.node_rank = *node;
@@ -190,6 +208,8 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   r.run_id = *run_id;
   r.host = *host;
   r.addr = *addr;
+  r.incarnation = *incarnation;
+  r.last_epoch = *last_epoch;
   return r;
 }
 
@@ -272,6 +292,14 @@ JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port) 
   return plan;
 }
 
+Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master) {
+  if (reg.run_id == master.run_id) return OkStatus();
+  return Error{NodeName(reg.node_rank, reg.host, reg.addr) + " belongs to job '" + reg.run_id +
+                   "' but the job at this MASTER_ADDR:MASTER_PORT is '" + master.run_id + "'",
+               "give every node of a job the same run id (--rdzv-id, or the platform's job "
+               "name) and every job its own MASTER_ADDR:MASTER_PORT"};
+}
+
 Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master) {
   const std::string who = NodeName(reg.node_rank, reg.host, reg.addr);
   const std::string master_name = NodeName(master.node_rank, master.host, master.addr);
@@ -284,11 +312,6 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
     return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),
                  "check RANK / --node-rank on that node"};
   }
-  if (reg.run_id != master.run_id) {
-    return Error{who + " has run id '" + reg.run_id + "' but " + master_name + " has '" +
-                     master.run_id + "'",
-                 "give every node the same --run-id (or none)"};
-  }
   if (reg.max_restarts != master.max_restarts) {
     return Error{who + " allows " + std::to_string(reg.max_restarts) + " restarts but " +
                      master_name + " allows " + std::to_string(master.max_restarts),
@@ -298,8 +321,10 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
 }
 
 bool Restartable(const StopMarker& marker, int max_restarts) {
-  return marker.kind == StopMarker::Kind::kRankFailed && marker.restartable &&
-         marker.epoch < max_restarts;
+  const bool reform = marker.kind == StopMarker::Kind::kRankFailed ||
+                      marker.kind == StopMarker::Kind::kNodeLost ||
+                      marker.kind == StopMarker::Kind::kNodeLeft;
+  return reform && marker.restartable && marker.epoch < max_restarts;
 }
 
 int ExitCodeFor(const StopMarker& marker, int self) {

@@ -4,21 +4,25 @@
 // All keys live in the store's launcher namespace.  In-process users on the master name
 // them as below; socket clients (the other nodes) put "gculaunch/" in front (KeyForSocket).
 //
-//   job/node/<k>        NodeRegistration of node k, written once (COMPARE_SET from "": a
-//                       second node claiming rank k reads the first one's registration)
-//   job/plan/<e>        JobPlan of epoch e, written by the coordinator: the "go" for every
-//                       node; or an abort (JobPlan::abort) when epoch e will never run
+//   job/joinseq/<k>     counter (ADD 1): the number s of node k's next join request
+//   job/join/<k>/<s>    NodeRegistration: node k's join request s (every gculaunch start,
+//                       and every return after a loss, is a new request)
+//   job/admit/<k>/<s>   the coordinator's answer to join request s: the JobPlan the node
+//                       starts with, or an abort (refused, or the job ended meanwhile)
+//   job/plan/<e>        JobPlan of epoch e, written by the coordinator: the "go" for the
+//                       nodes that stayed; or an abort when epoch e will never run
 //   job/stop/<e>        StopMarker of epoch e, first writer wins (COMPARE_SET from ""):
 //                       a rank failed, a node was lost or left, or every node finished
 //   job/done/<e>/<k>    node k's ranks of epoch e all exited 0 and were reaped
 //   job/reaped/<e>/<k>  node k's ranks of epoch e were stopped and reaped (after a marker)
-//   job/hb/<k>          heartbeat counter of node k (ADD 1 per beat), k > 0
-//   job/bye/<k>         node k is leaving; the value is its exit code
+//   job/hb/<k>/<s>      heartbeat counter of node k's join s (ADD 1 per beat), k > 0
+//   job/bye/<k>/<s>     node k (join s) is leaving; the value is its exit code
 //   job/missing         the coordinator's latest "still missing" text, for the others' logs
 //
-// Epoch e is TORCHELASTIC_RESTART_COUNT of the ranks it runs.  An epoch's marker decides
-// what follows (Restartable): the next epoch, or the end of the job on every node with the
-// exit code ExitCodeFor() gives.
+// Epoch e is TORCHELASTIC_RESTART_COUNT of the ranks it runs, and the number of restarts the
+// job has used: every re-form (a rank failed, a node was lost or left) costs one.  An epoch's
+// marker decides what follows (Restartable): the next epoch (after the nodes that went away
+// came back), or the end of the job on every node with the exit code ExitCodeFor() gives.
 //
 // Thread safety: pure functions over values.
 #pragma once
@@ -33,13 +37,15 @@
 namespace gculaunch::job {
 
 // ---- keys ----
-std::string NodeKey(int node);
+std::string JoinSeqKey(int node);
+std::string JoinKey(int node, int seq);
+std::string AdmitKey(int node, int seq);
 std::string PlanKey(int epoch);
 std::string StopKey(int epoch);
 std::string DoneKey(int epoch, int node);
 std::string ReapedKey(int epoch, int node);
-std::string HeartbeatKey(int node);
-std::string ByeKey(int node);
+std::string HeartbeatKey(int node, int seq);
+std::string ByeKey(int node, int seq);
 inline constexpr const char* kMissingKey = "job/missing";
 /// The key as a socket client names it ("gculaunch/" + key).
 std::string KeyForSocket(const std::string& key);
@@ -50,12 +56,14 @@ std::string KeyForSocket(const std::string& key);
 struct NodeRegistration {
   int node_rank = 0;
   int nnodes = 1;
-  int nproc = 1;         ///< ranks on this node
-  int max_restarts = 0;  ///< must agree job-wide
-  std::string run_id;    ///< must agree job-wide
-  std::string host;      ///< gethostname(), for messages only
-  std::string addr;      ///< numeric address that routes to the master (net_address.h)
-  int pid = 0;           ///< the node's gculaunch, for messages
+  int nproc = 1;            ///< ranks on this node
+  int max_restarts = 0;     ///< must agree job-wide
+  std::string run_id;       ///< the job's identity: a node with another one is a stranger
+  std::string host;         ///< gethostname(), for messages only
+  std::string addr;         ///< numeric address that routes to the master (net_address.h)
+  int pid = 0;              ///< the node's gculaunch, for messages
+  std::string incarnation;  ///< fresh per gculaunch start: tells a restarted node from the old
+  int last_epoch = -1;      ///< the last epoch this gculaunch ran ranks in; -1: none yet
   bool operator==(const NodeRegistration&) const = default;
 };
 
@@ -78,7 +86,8 @@ struct StopMarker {
   int exit_code = 0;        ///< kRankFailed: the rank's shell code; kNodeLeft: the node's code;
                             ///< kJobError: the code every node exits with
   std::string what;         ///< "exit code 7", "SIGTERM", "no heartbeat for 3.0 s", ...
-  bool restartable = true;  ///< kRankFailed only: false when the program could not start
+  bool restartable = true;  ///< whether a restart can help: false when the program could not
+                            ///< start, or the node cannot come back (it gave up: stuck ranks)
   bool operator==(const StopMarker&) const = default;
 };
 
@@ -116,11 +125,15 @@ Result<JobPlan> DecodePlan(std::string_view text);
 /// REQUIRES: regs holds nodes 0..n-1 exactly once each (see CheckRegistration).
 JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port);
 
-/// Whether `reg` may join the job that node 0 (`master`) defines: same nnodes, run id and
-/// max restarts, node rank in range.  The error names both sides and the fix.
+/// Whether `reg` belongs to the job node 0 (`master`) runs: the same run id.  The error
+/// names both jobs and the fix.
+Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master);
+/// Whether `reg`, a member of the job, fits it: same nnodes and max restarts, node rank in
+/// range.  The error names both sides and the fix.
 Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master);
 
-/// Whether the job restarts after `marker` ended epoch `epoch`.
+/// Whether the job re-forms after `marker` ended its epoch: a rank failure that a restart can
+/// help, a node lost or a node that left, while the epoch is below `max_restarts`.
 bool Restartable(const StopMarker& marker, int max_restarts);
 
 /// The exit code of node `self` when the job ends with `marker` (exit_codes.h): 0 for

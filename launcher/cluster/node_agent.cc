@@ -8,11 +8,11 @@ namespace gculaunch {
 using job::AgentAction;
 using job::AgentEvent;
 using Phase = job::AgentState::Phase;
+using Clock = std::chrono::steady_clock;
 
-NodeAgent::NodeAgent(boost::asio::io_context& io, AgentLink& link, RemoteAgentLink* remote,
-                     JobPlanner& planner, NodeAgentSettings settings, spdlog::logger& log)
-    : link_(link),
-      remote_(remote),
+NodeAgent::NodeAgent(boost::asio::io_context& io, AgentBoard& board, JobPlanner& planner,
+                     NodeAgentSettings settings, spdlog::logger& log)
+    : board_(board),
       planner_(planner),
       settings_(std::move(settings)),
       log_(log),
@@ -20,26 +20,16 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, AgentLink& link, RemoteAgentLi
 
 NodeAgent::~NodeAgent() = default;
 
+template <typename F>
+auto NodeAgent::Current(F f) {
+  return lifetime_.Wrap([this, generation = joins_, f = std::move(f)](auto&&... args) mutable {
+    if (generation == joins_) f(std::forward<decltype(args)>(args)...);
+  });
+}
+
 void NodeAgent::Start() {
-  started_ = std::chrono::steady_clock::now();
-  if (settings_.is_master) {
-    // Node 0 has no connection to the store: the route towards MASTER_ADDR names the
-    // interface the other nodes reach it on.
-    auto addr = RouteAddressTo(settings_.master_addr, settings_.agent_port);
-    if (!addr.ok()) {
-      log_.warn("{}; publishing MASTER_ADDR {} as this node's address", addr.error().what,
-                settings_.master_addr);
-    }
-    Register(Advertised(addr.ok() ? *addr : settings_.master_addr));
-    return;
-  }
-  remote_->Connect(lifetime_.Wrap([this](const Status& connected) {
-    if (!connected.ok()) {
-      JoinFailed(connected.error(), exit_code::kRendezvousFailed);
-      return;
-    }
-    Register(Advertised(remote_->local_address()));
-  }));
+  started_ = Clock::now();
+  Dispatch(AgentEvent::Start());
 }
 
 void NodeAgent::JoinFailed(Error error, int code) {
@@ -53,53 +43,131 @@ std::string NodeAgent::Advertised(const std::string& found) const {
   return settings_.registration.addr.empty() ? found : settings_.registration.addr;
 }
 
-void NodeAgent::Register(const std::string& addr) {
-  settings_.registration.addr = addr;
-  const std::string mine = job::Encode(settings_.registration);
-  const int node = settings_.config.node_rank;
-  link_.CompareSet(
-      job::NodeKey(node), "", mine, lifetime_.Wrap([this, mine, node](Result<std::string> now) {
-        if (state_.phase != Phase::kJoining) return;  // the Supervisor finished meanwhile
-        if (!now.ok()) {
-          JoinFailed(Error{"could not register with the master node: " + now.error().what,
-                           "check the master node's gculaunch and the network between the nodes"},
-                     exit_code::kRendezvousFailed);
-          return;
-        }
-        if (*now != mine) {
-          auto other = job::DecodeRegistration(*now);
-          const std::string who = other.ok() ? job::NodeName(node, other->host, other->addr) +
-                                                   " (pid " + std::to_string(other->pid) + ")"
-                                             : "another node";
-          JoinFailed(Error{"node rank " + std::to_string(node) + " is already taken by " + who,
-                           "give every node a distinct node rank (RANK / --node-rank, 0.." +
-                               std::to_string(settings_.registration.nnodes - 1) + ")"},
-                     exit_code::kUsage);
-          return;
-        }
-        log_.info("node {} of {} registered ({} rank(s), address {})", node,
-                  settings_.registration.nnodes, settings_.registration.nproc,
-                  settings_.registration.addr);
-        if (remote_ != nullptr) {
-          remote_->StartHeartbeat(lifetime_.Wrap(
-              [this](std::string what) { Dispatch(AgentEvent::MasterLost(std::move(what))); }));
-          ArmProgress();
-        }
-        Dispatch(AgentEvent::Joined());
-      }));
+// (Re)connects and sends a join request.  A join after the first one is a return: node 0, or
+// this node's place in the job, was lost; it may take --rdzv-timeout from that moment.
+void NodeAgent::Join() {
+  ++joins_;
+  connected_ = false;
+  board_.Quiet();
+  const auto now = Clock::now();
+  const bool rejoin = joins_ > 1;
+  if (rejoin && !lost_since_) lost_since_ = now;
+  auto deadline = settings_.rdzv_timeout;
+  if (rejoin) {
+    deadline -= std::chrono::duration_cast<std::chrono::milliseconds>(now - *lost_since_);
+    deadline = std::max(deadline, std::chrono::milliseconds(1));
+  }
+  if (settings_.is_master) {
+    // Node 0 has no connection to the store: the route towards MASTER_ADDR names the
+    // interface the other nodes reach it on.
+    auto addr = RouteAddressTo(settings_.master_addr, settings_.agent_port);
+    if (!addr.ok()) {
+      log_.warn("{}; publishing MASTER_ADDR {} as this node's address", addr.error().what,
+                settings_.master_addr);
+    }
+    connected_ = true;
+    SendJoin(Advertised(addr.ok() ? *addr : settings_.master_addr));
+    return;
+  }
+  board_.Connect(rejoin, deadline, Current([this, rejoin](const Status& connected) {
+                   if (connected.ok()) {
+                     connected_ = true;
+                     SendJoin(Advertised(board_.LocalAddress()));
+                     return;
+                   }
+                   if (!rejoin) {
+                     JoinFailed(connected.error(), exit_code::kRendezvousFailed);
+                     return;
+                   }
+                   job::StopMarker lost;
+                   lost.kind = job::StopMarker::Kind::kNodeLost;
+                   lost.epoch = state_.last_epoch;
+                   lost.node = 0;
+                   lost.addr = settings_.config.master_addr;
+                   lost.restartable = false;
+                   lost.what = "it did not come back within " +
+                               std::to_string(settings_.config.rdzv_timeout_s) +
+                               " s (--rdzv-timeout); " + connected.error().what;
+                   outcome_ = lost;
+                   log_.error("{}; this node stops (exit code {})", job::Describe(lost),
+                              exit_code::kNodeLost);
+                   supervisor_->JobExit(exit_code::kNodeLost);
+                 }));
 }
 
-// While a non-master node waits for the others: one line every progress_period.
+void NodeAgent::SendJoin(const std::string& addr) {
+  settings_.registration.addr = addr;
+  settings_.registration.last_epoch = state_.last_epoch;
+  board_.Join(job::Encode(settings_.registration), Current([this](Result<int> seq) {
+                if (!seq.ok()) {
+                  Dispatch(AgentEvent::MasterLost(seq.error().what));
+                  return;
+                }
+                const int node = settings_.config.node_rank;
+                if (joins_ == 1) {
+                  log_.info("node {} of {} registered ({} rank(s), address {})", node,
+                            settings_.registration.nnodes, settings_.registration.nproc,
+                            settings_.registration.addr);
+                } else {
+                  log_.info("asked to join the job again as node {} (address {}, last epoch {})",
+                            node, settings_.registration.addr, state_.last_epoch);
+                }
+                board_.Beat(*seq, Current([this](std::string what) {
+                  Dispatch(AgentEvent::MasterLost(std::move(what)));
+                }));
+                ArmProgress();
+                const int request = *seq;
+                board_.WaitAdmission(request, Current([this, request](Result<std::string> text) {
+                                       if (!text.ok()) {
+                                         Dispatch(AgentEvent::MasterLost(text.error().what));
+                                         return;
+                                       }
+                                       seq_ = request;
+                                       Admitted(std::move(text));
+                                     }));
+              }));
+}
+
+namespace {
+
+job::JobPlan Unreadable(int epoch, const std::string& what) {
+  job::JobPlan bad;
+  bad.epoch = epoch;
+  bad.abort = job::StopMarker{};
+  bad.abort->kind = job::StopMarker::Kind::kJobError;
+  bad.abort->exit_code = exit_code::kUsage;
+  bad.abort->what = "the master node sent an unreadable " + what;
+  return bad;
+}
+
+}  // namespace
+
+void NodeAgent::Admitted(Result<std::string> text) {
+  auto plan = job::DecodePlan(*text);
+  if (!plan.ok()) plan = Unreadable(state_.last_epoch + 1, plan.error().what);
+  lost_since_.reset();
+  if (plan->abort) {
+    outcome_ = *plan->abort;
+    LogMarker(*plan->abort);
+  }
+  Dispatch(AgentEvent::Plan(std::move(*plan)));
+}
+
+// While a node other than 0 waits for the others: one line every progress_period.
 void NodeAgent::ArmProgress() {
+  if (settings_.is_master) return;
   progress_timer_.expires_after(settings_.progress_period);
   progress_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
-    if (ec || state_.phase != Phase::kWaitingPlan || state_.epoch != 0) return;
-    link_.Get(job::kMissingKey, lifetime_.Wrap([this](Result<std::string> text) {
-      if (state_.phase != Phase::kWaitingPlan || state_.epoch != 0) return;
-      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
-          std::chrono::steady_clock::now() - started_);
-      log_.info("connected to the master node; waiting for the job to start ({} s): {}",
-                waited.count(),
+    const auto waiting = [this] {
+      return (state_.phase == Phase::kJoining && connected_) || state_.phase == Phase::kWaitingPlan;
+    };
+    if (ec || !waiting()) return;
+    board_.ReadMissing(lifetime_.Wrap([this, waiting](Result<std::string> text) {
+      if (!waiting()) return;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started_);
+      const bool first = state_.last_epoch < 0;
+      log_.info("connected to the master node; waiting for the job to {} ({} s): {}",
+                first ? "start" : "re-form", waited.count(),
                 text.ok() && !text->empty() ? *text : "the master has not reported yet");
       ArmProgress();
     }));
@@ -118,29 +186,47 @@ void NodeAgent::Dispatch(const AgentEvent& event) {
   const bool had_marker = state_.marker.has_value();
   job::AgentStep step = job::Step(state_, settings_.config, event);
   state_ = step.state;
-  if (event.kind == AgentEvent::Kind::kMasterLost && state_.marker && !had_marker) {
-    LogMarker(*state_.marker);
+  if (event.kind == AgentEvent::Kind::kMasterLost) {
+    if (state_.marker && !had_marker) {
+      LogMarker(*state_.marker);
+      outcome_ = *state_.marker;
+    } else if (!step.actions.empty() && step.actions.front().kind == AgentAction::Kind::kJoin &&
+               joins_ > 0) {
+      log_.warn(
+          "node 0's store went away ({}); this node joins again when it is back (at most "
+          "{} s, --rdzv-timeout)",
+          event.what, settings_.config.rdzv_timeout_s);
+    }
   }
   for (const AgentAction& action : step.actions) Execute(action);
 }
 
 void NodeAgent::LogMarker(const job::StopMarker& m) {
   const std::string what = job::Describe(m);
+  const int max = settings_.config.max_restarts;
   if (m.kind == job::StopMarker::Kind::kSuccess) {
     log_.info("{}", what);
     return;
   }
-  if (job::Restartable(m, settings_.config.max_restarts)) {
-    log_.warn("{}; every node restarts its ranks (restart {} of {})", what, m.epoch + 1,
-              settings_.config.max_restarts);
+  if (m.kind == job::StopMarker::Kind::kJobError && m.what.starts_with("refused: ")) {
+    log_.error("{}; this node stops (exit code {})", what, m.exit_code);
+    return;
+  }
+  if (job::Restartable(m, max)) {
+    if (m.kind == job::StopMarker::Kind::kRankFailed) {
+      log_.warn("{}; every node restarts its ranks (restart {} of {})", what, m.epoch + 1, max);
+    } else {
+      log_.warn(
+          "{}; every node stops its ranks and waits up to {} s for it to come back (restart {} "
+          "of {})",
+          what, settings_.config.rdzv_timeout_s, m.epoch + 1, max);
+    }
     return;
   }
   const int code = job::ExitCodeFor(m, settings_.config.node_rank);
   std::string why;
-  if (m.kind == job::StopMarker::Kind::kRankFailed && m.restartable &&
-      settings_.config.max_restarts > 0) {
-    why =
-        ", no restart left (--max-restarts " + std::to_string(settings_.config.max_restarts) + ")";
+  if (m.restartable && max > 0 && m.kind != job::StopMarker::Kind::kJobError) {
+    why = ", no restart left (--max-restarts " + std::to_string(max) + ")";
   }
   log_.error("{}; every node stops (exit code {}{})", what, code, why);
 }
@@ -157,6 +243,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
     supervisor_->JobExit(exit_code::kInternal);
     return;
   }
+  progress_timer_.cancel();
   const std::string port =
       plan.ranks_port != 0 ? std::to_string(plan.ranks_port) : settings_.ranks_port;
   planner_.ApplyLayout(mine->rank_offset, plan.world_size, port);
@@ -167,90 +254,88 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   if (plan.epoch == 0) {
     log_.info("all {} nodes joined; WORLD_SIZE={}, this node runs {}", plan.nodes.size(),
               plan.world_size, ranks);
+  } else if (stop_seen_ == Clock::time_point{}) {
+    log_.warn("joined the job at restart {} of {}: starting {} (TORCHELASTIC_RESTART_COUNT={})",
+              plan.epoch, settings_.config.max_restarts, ranks, plan.epoch);
   } else {
     using Ms = std::chrono::duration<double, std::milli>;
     log_.warn(
         "restart {} of {}: starting {} again (TORCHELASTIC_RESTART_COUNT={}, {:.0f} ms "
         "after the stop)",
         plan.epoch, settings_.config.max_restarts, ranks, plan.epoch,
-        Ms(std::chrono::steady_clock::now() - stop_seen_).count());
+        Ms(Clock::now() - stop_seen_).count());
   }
   supervisor_->JobStart(plan.epoch);
 }
 
 void NodeAgent::Execute(const AgentAction& action) {
   using K = AgentAction::Kind;
-  const int node = settings_.config.node_rank;
-  auto lost_on_error = [this](const Status& s) {
+  auto lost_on_error = Current([this](const Status& s) {
     if (!s.ok()) Dispatch(AgentEvent::MasterLost(s.error().what));
-  };
+  });
   switch (action.kind) {
+    case K::kJoin:
+      Join();
+      break;
     case K::kWaitPlan: {
       const int epoch = action.epoch;
-      link_.WaitGet(job::PlanKey(epoch), lifetime_.Wrap([this, epoch](Result<std::string> text) {
-        if (!text.ok()) {
-          Dispatch(AgentEvent::MasterLost(text.error().what));
-          return;
-        }
-        auto plan = job::DecodePlan(*text);
-        if (!plan.ok()) {
-          job::JobPlan bad;
-          bad.epoch = epoch;
-          bad.abort = job::StopMarker{};
-          bad.abort->kind = job::StopMarker::Kind::kJobError;
-          bad.abort->exit_code = exit_code::kUsage;
-          bad.abort->what = "the master node sent an unreadable " + plan.error().what;
-          plan = bad;
-        }
-        if (plan->abort) {
-          outcome_ = *plan->abort;
-          LogMarker(*plan->abort);
-        }
-        Dispatch(AgentEvent::Plan(std::move(*plan)));
-      }));
+      ArmProgress();
+      board_.WaitPlan(epoch, Current([this, epoch](Result<std::string> text) {
+                        if (!text.ok()) {
+                          Dispatch(AgentEvent::MasterLost(text.error().what));
+                          return;
+                        }
+                        auto plan = job::DecodePlan(*text);
+                        if (!plan.ok()) plan = Unreadable(epoch, plan.error().what);
+                        if (plan->abort) {
+                          outcome_ = *plan->abort;
+                          LogMarker(*plan->abort);
+                        }
+                        Dispatch(AgentEvent::Plan(std::move(*plan)));
+                      }));
       break;
     }
     case K::kStartRanks:
       StartRanks(action);
       break;
-    case K::kWatchMarker: {
-      link_.WaitGet(job::StopKey(action.epoch), lifetime_.Wrap([this](Result<std::string> text) {
-        if (!text.ok()) {
-          Dispatch(AgentEvent::MasterLost(text.error().what));
-          return;
-        }
-        auto marker = job::DecodeMarker(*text);
-        if (!marker.ok()) {
-          Dispatch(AgentEvent::MasterLost("unreadable stop marker: " + marker.error().what));
-          return;
-        }
-        stop_seen_ = std::chrono::steady_clock::now();
-        LogMarker(*marker);
-        outcome_ = *marker;
-        Dispatch(AgentEvent::Marker(std::move(*marker)));
-      }));
+    case K::kWatchMarker:
+      board_.WaitMarker(
+          action.epoch, Current([this](Result<std::string> text) {
+            if (!text.ok()) {
+              Dispatch(AgentEvent::MasterLost(text.error().what));
+              return;
+            }
+            auto marker = job::DecodeMarker(*text);
+            if (!marker.ok()) {
+              Dispatch(AgentEvent::MasterLost("unreadable stop marker: " + marker.error().what));
+              return;
+            }
+            stop_seen_ = Clock::now();
+            LogMarker(*marker);
+            outcome_ = *marker;
+            Dispatch(AgentEvent::Marker(std::move(*marker)));
+          }));
       break;
-    }
     case K::kPublishMarker: {
       job::StopMarker m = action.marker;
-      if (m.node == node) {
+      if (m.node == settings_.config.node_rank) {
         m.host = settings_.registration.host;
         m.addr = settings_.registration.addr;
       }
-      link_.CompareSet(job::StopKey(action.epoch), "", job::Encode(m),
-                       lifetime_.Wrap([lost_on_error](const Result<std::string>& r) {
-                         lost_on_error(r.ok() ? OkStatus() : Status(r.error()));
-                       }));
+      board_.PublishMarker(action.epoch, job::Encode(m),
+                           [lost_on_error](const Result<std::string>& r) mutable {
+                             lost_on_error(r.ok() ? OkStatus() : Status(r.error()));
+                           });
       break;
     }
     case K::kStopRanks:
       supervisor_->JobStop();
       break;
     case K::kReportDone:
-      link_.Set(job::DoneKey(action.epoch, node), "1", lifetime_.Wrap(lost_on_error));
+      board_.ReportDone(action.epoch, lost_on_error);
       break;
     case K::kReportReaped:
-      link_.Set(job::ReapedKey(action.epoch, node), "1", lifetime_.Wrap(lost_on_error));
+      board_.ReportReaped(action.epoch, lost_on_error);
       break;
     case K::kExitRanks:
       if (state_.marker) outcome_ = *state_.marker;
@@ -258,19 +343,18 @@ void NodeAgent::Execute(const AgentAction& action) {
       break;
     case K::kSayBye:
       progress_timer_.cancel();
-      if (remote_ != nullptr) remote_->StopHeartbeat();
+      board_.Quiet();
       bye_pending_ = true;
-      link_.Set(job::ByeKey(node), std::to_string(action.exit_code),
-                lifetime_.Wrap([this](const Status&) {
-                  finished_ = true;
-                  link_.Close();
-                }));
+      board_.SayBye(seq_, action.exit_code, lifetime_.Wrap([this](const Status&) {
+        finished_ = true;
+        board_.Close();
+      }));
       break;
     case K::kFinish:
       if (!bye_pending_) {  // else once the bye was written (or failed)
         progress_timer_.cancel();
         finished_ = true;
-        link_.Close();
+        board_.Close();
       }
       break;
   }

@@ -1,19 +1,24 @@
 // NodeAgent: this node's part in a multi-node job (every node, node 0 included).
 //
-// The thin executor of job::AgentStep (job_policy.h): it joins the job (connects to the
-// master's store and registers, or registers in-process on node 0), then turns what the
-// store says (the epoch's plan and stop marker) and what the Supervisor reports (a local
-// teardown, a drained attempt, its end) into events, and carries out the actions: start,
-// stop or end the local ranks through the Supervisor's job interface, publish markers,
-// report done/reaped, say bye.  It decides nothing itself.
+// The thin executor of job::AgentStep (job_policy.h): it joins the job through the job board
+// (job_board.h: connects to node 0's store, sends a join request, waits for its admission),
+// then turns what the board says (the epoch's plan and stop marker, node 0 going away) and
+// what the Supervisor reports (a local teardown, a drained attempt, its end) into events, and
+// carries out the actions: start, stop or end the local ranks through the Supervisor's job
+// interface, publish markers, report done/reaped, join again after a loss, say bye.  It
+// decides nothing itself.
+//
+// Joining again (node 0 went away, or the job counted this node lost) reconnects with
+// back-off, resolving MASTER_ADDR afresh on every attempt, for at most --rdzv-timeout from
+// the loss; then the node exits 4 naming node 0.
 //
 // Logs: the epoch's layout when ranks start, every marker once ("rank 3 (local rank 1) on
 // node 1 (hostb, 198.18.0.2) failed with exit code 7; every node stops (exit code 7)"), a
-// progress line every 10 s while a non-master node waits for the others to join.
+// progress line every 10 s while the node waits for the others.
 //
 // Lifetime: construct, Attach() the Supervisor (which was built with this object as its
 // JobLink; any JobControl in tests), Start(), then run the io_context until finished().
-// The link, planner and logger must outlive it.
+// The board, planner and logger must outlive it.
 // Thread safety: the io_context's thread only.
 #pragma once
 
@@ -27,7 +32,7 @@
 #include <string>
 
 #include "base/lifetime.h"
-#include "launcher/cluster/agent_link.h"
+#include "launcher/cluster/job_board.h"
 #include "launcher/cluster/job_policy.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/run/supervisor.h"
@@ -38,20 +43,21 @@ struct NodeAgentSettings {
   job::AgentConfig config;  ///< node rank, max restarts, the master's name
   job::NodeRegistration
       registration;         ///< what this node registers (addr: --local-addr, else filled at join)
-  bool is_master = false;   ///< node 0: in-process link, route address via UDP
+  bool is_master = false;   ///< node 0: in-process board, route address via UDP
   std::string master_addr;  ///< MASTER_ADDR as given
   int agent_port = 0;       ///< the port the agents meet on
   /// MASTER_PORT for the ranks when the plan leaves it to the node (agent store: the
   /// agent port; --no-agent-store --worker-port: that port).
   std::string ranks_port;
   std::chrono::milliseconds progress_period{10000};
+  /// How long a first join, or a join after node 0 went away, may wait for node 0.
+  std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
 };
 
 class NodeAgent : public JobLink {
  public:
-  /// `remote` is the same object as `link` on non-master nodes, null on node 0.
-  NodeAgent(boost::asio::io_context& io, AgentLink& link, RemoteAgentLink* remote,
-            JobPlanner& planner, NodeAgentSettings settings, spdlog::logger& log);
+  NodeAgent(boost::asio::io_context& io, AgentBoard& board, JobPlanner& planner,
+            NodeAgentSettings settings, spdlog::logger& log);
   ~NodeAgent() override;
   NodeAgent(const NodeAgent&) = delete;
   NodeAgent& operator=(const NodeAgent&) = delete;
@@ -65,7 +71,7 @@ class NodeAgent : public JobLink {
   int exit_code() const { return state_.exit_code; }
   /// The marker (or abort) that ended the job for this node, once known.
   const std::optional<job::StopMarker>& outcome() const { return outcome_; }
-  /// Why joining failed (master unreachable, node rank taken), if it did.
+  /// Why joining failed (master unreachable), if it did.
   const std::optional<Error>& join_error() const { return join_error_; }
   const job::AgentState& state() const { return state_; }
 
@@ -77,16 +83,20 @@ class NodeAgent : public JobLink {
  private:
   /// The address to publish: --local-addr when given, else `found`.
   std::string Advertised(const std::string& found) const;
-  void Register(const std::string& addr);
+  void Join();
+  void SendJoin(const std::string& addr);
+  void Admitted(Result<std::string> text);
   void JoinFailed(Error error, int code);
   void Dispatch(const job::AgentEvent& event);
   void Execute(const job::AgentAction& action);
   void StartRanks(const job::AgentAction& action);
   void LogMarker(const job::StopMarker& marker);
   void ArmProgress();
+  /// Wraps a board callback: it is dropped when the agent is gone or joined again since.
+  template <typename F>
+  auto Current(F f);
 
-  AgentLink& link_;
-  RemoteAgentLink* remote_;
+  AgentBoard& board_;
   JobPlanner& planner_;
   NodeAgentSettings settings_;
   spdlog::logger& log_;
@@ -97,9 +107,14 @@ class NodeAgent : public JobLink {
   boost::asio::steady_timer progress_timer_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point stop_seen_{};  ///< when the last marker arrived
+  /// While joining again: when node 0 (or this node's place in the job) was lost.
+  std::optional<std::chrono::steady_clock::time_point> lost_since_;
+  int joins_ = 0;  ///< join attempts so far (a generation for the board's callbacks)
+  int seq_ = 0;    ///< the join request the coordinator admitted (0: none yet)
+  bool connected_ = false;
   bool finished_ = false;
   bool bye_pending_ = false;
-  /// Callbacks of the link may outlive the agent.  Last member: expires first.
+  /// Callbacks of the board may outlive the agent.  Last member: expires first.
   LifetimeGuard lifetime_;
 };
 

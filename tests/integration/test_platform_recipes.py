@@ -12,8 +12,15 @@ The startup script runs with a fake gculaunch that records its argv and
 environment (everything must pass through untouched, activation aside), and
 with the real gculaunch in --dry-run mode.
 
+The Kubernetes recipes must also let a lost node rejoin (docs/multinode.md, "Lost nodes and
+rejoin"): a restart policy that restarts the container in place, a platform restart budget
+that does not end the job first, --max-restarts above 0, a --rdzv-timeout longer than a pod
+restart can take, a host name (never an address) for MASTER_ADDR, the job's name as its
+identity, and a checkpoint directory on a PersistentVolumeClaim.
+
 Nothing here starts a rank: no process outlives a test.
 """
+import ipaddress
 import json
 import os
 import re
@@ -34,6 +41,16 @@ BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/trainer", "LA
 BASH_OWN = {"PWD", "SHLVL", "_", "OLDPWD"}
 GCU = "enflame.com/gcu"
 INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+# The longest the kubelet waits before restarting a crashed container (10 s doubling to 5 min).
+KUBELET_MAX_BACKOFF_S = 300
+# After that, or after a replacement pod is created: scheduling, image pull, gculaunch start.
+POD_START_S = 120
+# Kubernetes' toleration for node.kubernetes.io/unreachable when a pod sets none.
+DEFAULT_UNREACHABLE_S = 300
+# gculaunch's default --grace-period; the pod must allow more before its SIGKILL.
+GRACE_PERIOD_S = 25
+# Volcano actions that end the job instead of replacing a pod.
+VOLCANO_ENDING = {"AbortJob", "TerminateJob", "CompleteJob"}
 
 
 def load(name):
@@ -66,6 +83,24 @@ def dry_run(argv, env):
     return json.loads(proc.stdout)
 
 
+def split_command(command):
+    """A container command -> (gculaunch's options as {flag: value}, the script's arguments).
+    The script is the first argument ending in .py; every option before it takes a value."""
+    script = next(i for i, arg in enumerate(command) if arg.endswith(".py"))
+    options = command[1:script]
+    if len(options) % 2 or not all(flag.startswith("--") for flag in options[::2]):
+        raise AssertionError("options are not --flag value pairs: %r" % options)
+    return dict(zip(options[::2], options[1::2])), command[script + 1:]
+
+
+def is_ip_address(host):
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
 def layout_sources(report):
     """The inputs the layout line names: 'layout: ... (from A, B, C)' -> [A, B, C]."""
     layout = report["notes"][0]
@@ -94,6 +129,32 @@ class RecipeTest(unittest.TestCase):
             self.assertEqual(got["GROUP_RANK"], str(node_rank))
             self.assertEqual(got["MASTER_ADDR"], master_addr)
             self.assertEqual(got["MASTER_PORT"], str(master_port))
+
+    def assert_rejoins(self, pod, container, report, job_name, wait_s):
+        """What a node needs to come back into the job after its pod or container restarted
+        (docs/multinode.md, "Lost nodes and rejoin").  `wait_s`: the longest the platform
+        may take before the lost node's gculaunch runs again."""
+        options, script_args = split_command(container["command"] + container.get("args", []))
+        restarts = int(options["--max-restarts"])
+        self.assertGreater(restarts, 0, "with --max-restarts 0 a lost node ends the job")
+        self.assertGreaterEqual(float(options["--rdzv-timeout"]), wait_s,
+                                "--rdzv-timeout must outlast a restart of the lost node")
+        self.assertEqual(options["--rdzv-id"], job_name, "the job's identity")
+        for rank in report["ranks"]:
+            self.assertEqual(rank["env"]["TORCHELASTIC_MAX_RESTARTS"], str(restarts))
+            self.assertEqual(rank["env"]["TORCHELASTIC_RUN_ID"], job_name)
+        self.assertFalse(is_ip_address(report["master_addr"]),
+                         "MASTER_ADDR must be a name that follows node 0 to a new address")
+        self.assertGreater(pod.get("terminationGracePeriodSeconds", 30), GRACE_PERIOD_S)
+        # The checkpoint directory is on a PersistentVolumeClaim mounted in the container.
+        path = script_args[script_args.index("--checkpoint-dir") + 1]
+        mount = only([m for m in container.get("volumeMounts", [])
+                      if path.startswith(m["mountPath"].rstrip("/") + "/")], "checkpoint mount")
+        volume = only([v for v in pod.get("volumes", []) if v["name"] == mount["name"]],
+                      "checkpoint volume")
+        self.assertIn("claimName", volume.get("persistentVolumeClaim", {}),
+                      "checkpoints must outlive the pod")
+        return restarts
 
     def nproc_of(self, container):
         """--nproc-per-node from the command, which must match the cards requested."""
@@ -142,6 +203,18 @@ class KubernetesIndexedJobTest(RecipeTest):
                 self.assertEqual(layout_sources(report),
                                  ["WORLD_SIZE=%d (nodes)" % nodes, "RANK=%d" % index,
                                   "MASTER_ADDR", "MASTER_PORT"])
+                # A crashed container restarts in place after the kubelet's back-off; a pod
+                # on a vanished host is replaced after its unreachable toleration.
+                self.assertEqual(pod["restartPolicy"], "OnFailure")
+                unreachable = [t.get("tolerationSeconds", 0) for t in pod.get("tolerations", [])
+                               if t.get("key") == "node.kubernetes.io/unreachable"]
+                wait_s = max(KUBELET_MAX_BACKOFF_S, max(unreachable, default=DEFAULT_UNREACHABLE_S))
+                restarts = self.assert_rejoins(pod, container, report, name,
+                                               wait_s + POD_START_S)
+                # Every container restart counts against backoffLimit: it must not end the
+                # job before gculaunch's own budget does.
+                self.assertGreaterEqual(spec["backoffLimit"], restarts)
+                self.assertNotIn("podFailurePolicy", spec, "needs restartPolicy Never")
 
 
 class VolcanoJobTest(RecipeTest):
@@ -180,7 +253,24 @@ class VolcanoJobTest(RecipeTest):
                     self.assertEqual(layout_sources(report),
                                      ["WORLD_SIZE=%d (nodes)" % nodes, "RANK=%d" % rank,
                                       "MASTER_ADDR", "MASTER_PORT"])
+                    # The kubelet restarts a crashed container in place (the pod stays
+                    # Running, Volcano's policies do not fire).
+                    pod = task["template"]["spec"]
+                    self.assertEqual(pod["restartPolicy"], "OnFailure")
+                    self.assert_rejoins(pod, container, report, name,
+                                        KUBELET_MAX_BACKOFF_S + POD_START_S)
         self.assertEqual(sorted(seen), list(range(nodes)))
+        # A failed or deleted pod is replaced (RestartTask, or the default sync recreating a
+        # deleted pod), never the end of the job.  Task policies come first, then the job's.
+        job_policies = {p["event"]: p["action"] for p in job["spec"].get("policies", [])}
+        self.assertEqual(job_policies.get("PodFailed"), "RestartTask")
+        for task_name, task in tasks.items():
+            policies = dict(job_policies)
+            policies.update({p["event"]: p["action"]
+                             for p in task.get("policies", [])})
+            for event in ("PodFailed", "PodEvicted", "*"):
+                with self.subTest(task=task_name, event=event):
+                    self.assertNotIn(policies.get(event), VOLCANO_ENDING)
 
 
 class KubeflowPyTorchJobTest(RecipeTest):
@@ -224,6 +314,16 @@ class KubeflowPyTorchJobTest(RecipeTest):
                         self.assertIn("WORLD_SIZE=%d and RANK=%d are not read: PET_NNODES and "
                                       "PET_NODE_RANK take precedence" % (nodes * nproc, rank),
                                       report["notes"])
+                        # The replica's policy (the operator copies it into the pod, and
+                        # overrides one set in the template) restarts the container in place.
+                        pod = spec["template"]["spec"]
+                        self.assertEqual(spec["restartPolicy"], "OnFailure")
+                        self.assertNotIn("restartPolicy", pod)
+                        restarts = self.assert_rejoins(pod, container, report, name,
+                                                       KUBELET_MAX_BACKOFF_S + POD_START_S)
+                        self.assertGreaterEqual(job["spec"]["runPolicy"]["backoffLimit"],
+                                                restarts)
+        self.assertNotIn("elasticPolicy", job["spec"], "torchrun's elastic rendezvous")
 
 
 FAKE_SRUN = r'''#!/usr/bin/python3
@@ -289,6 +389,12 @@ class SlurmBatchScriptTest(RecipeTest):
             self.assertEqual(srun["options"]["--cpus-per-task"], "96")
             self.assertEqual(srun["command"][0], "gculaunch")
             nproc = int(srun["command"][srun["command"].index("--nproc-per-node") + 1])
+            # Rank failures restart the job from the checkpoint directory (Slurm does not
+            # restart a lost node's task, so there is no rejoin to configure).
+            options, script_args = split_command(srun["command"])
+            self.assertGreater(int(options["--max-restarts"]), 0)
+            self.assertEqual(options["--rdzv-id"], "slurm-4242")
+            self.assertIn("--checkpoint-dir", script_args)
             for task in range(nodes):
                 with self.subTest(node=task):
                     with open(os.path.join(out, "task-%d.json" % task)) as f:

@@ -37,7 +37,6 @@ struct Fixture {
     RemoteLinkOptions o;
     o.host = "127.0.0.1";
     o.port = port;
-    o.node_rank = 1;
     o.connect_timeout = std::chrono::seconds(20);
     o.initial_backoff = std::chrono::milliseconds(10);
     o.max_backoff = std::chrono::milliseconds(20);
@@ -105,9 +104,9 @@ TEST_CASE("agent link: a remote node registers, waits, heartbeats and notices th
   // Heartbeats bump job/hb/1 while the link is idle; an attempt change keeps the agent's
   // connections (they address only launcher keys).
   std::optional<std::string> lost;
-  link.StartHeartbeat([&](std::string what) { lost = what; });
-  REQUIRE(testing::RunUntil(f.io,
-                            [&] { return std::stoll(server.Get("job/hb/1").value_or("0")) >= 3; }));
+  link.StartHeartbeat("job/hb/1/1", [&](std::string what) { lost = what; });
+  REQUIRE(testing::RunUntil(
+      f.io, [&] { return std::stoll(server.Get("job/hb/1/1").value_or("0")) >= 3; }));
   REQUIRE(server.BeginAttempt(1).ok());
   std::optional<Status> set;
   link.Set("job/done/0/1", "1", [&](Status s) { set = s; });

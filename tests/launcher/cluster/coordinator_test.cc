@@ -36,12 +36,13 @@ TEST_CASE("coordinator: missing nodes are named every period, then the deadline 
 
 TEST_CASE("coordinator: a node whose connection ends without a bye is lost at once",
           "[coordinator]") {
-  JobFixture f(3);
+  JobFixture f(3, /*restarts=*/0);
   f.settings.heartbeat_timeout = std::chrono::hours(1);  // only the connection can tell
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
-  REQUIRE(f.Run(
-      [&] { return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2)); }));
+  REQUIRE(f.Run([&] {
+    return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2, 1));
+  }));
   // Node 2's gculaunch dies without a word: the kernel closes its connections.
   f.nodes[2].link->Close();
   REQUIRE(f.Run([&] {
@@ -57,7 +58,7 @@ TEST_CASE("coordinator: a node whose connection ends without a bye is lost at on
 }
 
 TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4", "[coordinator]") {
-  JobFixture f(3);
+  JobFixture f(3, /*restarts=*/0);
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
   REQUIRE(f.Run([&] { return f.nodes[2].ranks->Called("start 0"); }));
@@ -73,7 +74,7 @@ TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4"
     CHECK_THAT(job::Describe(*f.nodes[k].agent->outcome()),
                Catch::StartsWith("node 2 (h2, 127.0.0.1) was lost: no heartbeat for "));
   }
-  CHECK(f.coordinator->state().lost == std::set<int>{2});
+  CHECK(f.coordinator->state().members.at(2).away);
   f.nodes[2].link->Close();
 }
 
@@ -94,6 +95,84 @@ TEST_CASE("coordinator: nodes that disagree end the job before it starts", "[coo
                Catch::Contains("allows 2 restarts but node 0 (h0, 127.0.0.1) allows 1 (fix: "
                                "give every node the same --max-restarts)"));
   }
+}
+
+TEST_CASE("coordinator: a killed node rejoins as a new gculaunch and the job restarts everywhere",
+          "[coordinator]") {
+  JobFixture f(3, /*restarts=*/2);
+  f.settings.missing_period = std::chrono::milliseconds(30);
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] {
+    return f.nodes[2].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(2, 1));
+  }));
+  f.Kill(2);
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].ranks->Called("stop") && f.nodes[1].ranks->Called("stop") &&
+           f.log_text.str().find("waiting for node 2 (h2, 127.0.0.1) to come back") !=
+               std::string::npos;
+  }));
+  CHECK_FALSE(f.nodes[0].agent->finished());
+  CHECK(f.attempts.attempts.empty());  // nothing restarts without node 2
+  f.AddNode(2, 1);                     // the pod is restarted: a new incarnation
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].ranks->Called("start 1") && f.nodes[1].ranks->Called("start 1") &&
+           f.nodes[3].ranks->Called("start 1");
+  }));
+  CHECK(f.attempts.attempts == std::vector<int>{1});
+  CHECK(f.nodes[0].ranks->calls == std::vector<std::string>{"start 0", "stop", "start 1"});
+  CHECK(f.nodes[3].ranks->calls == std::vector<std::string>{"start 1"});
+  CHECK(f.RankEnv(3, 1, 0)["RANK"] == "2");
+  CHECK(f.RankEnv(3, 1, 0)["TORCHELASTIC_RESTART_COUNT"] == "1");
+  CHECK(f.log_text.str().find("node 2 (h2, 127.0.0.1) is back (a new gculaunch") !=
+        std::string::npos);
+  for (int i : {0, 1, 3}) f.nodes[i].ranks->Succeed();
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].agent->finished() && f.nodes[1].agent->finished() &&
+           f.nodes[3].agent->finished() && f.coordinator->finished();
+  }));
+  for (int i : {0, 1, 3}) CHECK(f.nodes[i].agent->exit_code() == 0);
+}
+
+TEST_CASE("coordinator: a lost node that does not come back ends the job at the deadline",
+          "[coordinator]") {
+  JobFixture f(2, /*restarts=*/1);
+  f.settings.rdzv_timeout = std::chrono::milliseconds(300);
+  f.settings.config.rdzv_timeout_s = 0;
+  f.StartCoordinator();
+  for (int k = 0; k < 2; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] {
+    return f.nodes[1].ranks->Called("start 0") && f.server->Get(job::HeartbeatKey(1, 1));
+  }));
+  f.Kill(1);
+  REQUIRE(f.Run([&] { return f.nodes[0].agent->finished() && f.coordinator->finished(); }));
+  CHECK(f.nodes[0].ranks->calls == std::vector<std::string>{"start 0", "stop", "exit 4"});
+  CHECK(job::Describe(*f.nodes[0].agent->outcome()) ==
+        "node 1 (h1, 127.0.0.1) was lost: its gculaunch closed its connection without a bye "
+        "(killed?); it did not come back within 0 s (--rdzv-timeout)");
+}
+
+TEST_CASE("coordinator: a stranger from another job is refused and the job goes on",
+          "[coordinator]") {
+  JobFixture f(2, /*restarts=*/1);
+  f.StartCoordinator();
+  f.AddNode(0, 1);
+  f.run_id = "another-job";
+  f.AddNode(1, 1);
+  REQUIRE(f.Run([&] { return f.nodes[1].agent->finished(); }));
+  CHECK(f.nodes[1].ranks->calls == std::vector<std::string>{"exit 2"});
+  CHECK_THAT(job::Describe(*f.nodes[1].agent->outcome()),
+             Catch::StartsWith("refused: node 1 (h1, 127.0.0.1) belongs to job 'another-job' but "
+                               "the job at this MASTER_ADDR:MASTER_PORT is 'r'"));
+  CHECK(f.nodes[0].ranks->calls.empty());  // undisturbed: still waiting for its node 1
+  f.run_id = "r";
+  f.AddNode(1, 1);
+  REQUIRE(f.Run([&] { return f.nodes[2].ranks->Called("start 0"); }));
+  f.nodes[0].ranks->Succeed();
+  f.nodes[2].ranks->Succeed();
+  REQUIRE(f.Run([&] { return f.coordinator->finished() && f.nodes[2].agent->finished(); }));
+  CHECK(f.nodes[0].agent->exit_code() == 0);
+  CHECK(f.nodes[2].agent->exit_code() == 0);
 }
 
 }  // namespace gculaunch

@@ -48,11 +48,15 @@ class FakeRanks : public JobControl {
     calls.push_back("stop");
     if (!running) return;
     running = false;
-    boost::asio::post(io_, [this] { agent->AttemptDrained(false); });
+    boost::asio::post(io_, [this] {
+      if (agent != nullptr) agent->AttemptDrained(false);
+    });
   }
   void JobExit(int code) override {
     calls.push_back("exit " + std::to_string(code));
-    boost::asio::post(io_, [this, code] { agent->Finished(code); });
+    boost::asio::post(io_, [this, code] {
+      if (agent != nullptr) agent->Finished(code);
+    });
   }
   /// A local rank fails: the teardown is reported, then the drain.
   void Fail(int rank, int code) {
@@ -64,14 +68,19 @@ class FakeRanks : public JobControl {
     report.exit_code = code;
     report.what = "exit code " + std::to_string(code);
     boost::asio::post(io_, [this, report] {
+      if (agent == nullptr) return;
       agent->LocalStop(report);
-      boost::asio::post(io_, [this] { agent->AttemptDrained(false); });
+      boost::asio::post(io_, [this] {
+        if (agent != nullptr) agent->AttemptDrained(false);
+      });
     });
   }
   /// Every local rank exited 0.
   void Succeed() {
     running = false;
-    boost::asio::post(io_, [this] { agent->AttemptDrained(true); });
+    boost::asio::post(io_, [this] {
+      if (agent != nullptr) agent->AttemptDrained(true);
+    });
   }
   bool Called(const std::string& call) const {
     for (const auto& c : calls) {
@@ -113,15 +122,17 @@ struct JobFixture {
     r.nnodes = nnodes;
     r.nproc = nproc;
     r.max_restarts = max_restarts;
-    r.run_id = "r";
+    r.run_id = run_id;
     r.host = "h" + std::to_string(node);
     r.pid = 1000 + node;
+    r.incarnation = "inc" + std::to_string(node);
     return r;
   }
 
   void StartCoordinator() {
-    coordinator.emplace(io, *server, attempts, settings, log);
-    hooks->target = &*coordinator;
+    board.emplace(*server, attempts, nnodes);
+    hooks->target = &*board;
+    coordinator.emplace(io, *board, settings, log);
     coordinator->Start();
   }
 
@@ -130,6 +141,7 @@ struct JobFixture {
     std::unique_ptr<JobPlanner> planner;
     std::unique_ptr<AgentLink> link;
     RemoteAgentLink* remote = nullptr;  ///< the same object as `link` on nodes > 0
+    std::unique_ptr<StoreAgentBoard> board;
     std::unique_ptr<FakeRanks> ranks;
     std::unique_ptr<NodeAgent> agent;
   };
@@ -151,6 +163,9 @@ struct JobFixture {
     s.config.master_addr = "127.0.0.1";
     s.registration = Registration(s.config.node_rank, nproc);
     s.registration.pid = 1000 + node;  // a node claiming another's rank differs in pid
+    s.registration.incarnation = "inc" + std::to_string(node) + "." + std::to_string(nodes.size());
+    s.config.rdzv_timeout_s = 60;
+    s.rdzv_timeout = std::chrono::seconds(60);
     s.is_master = node == 0;
     s.master_addr = "127.0.0.1";
     s.agent_port = server->port();
@@ -163,7 +178,6 @@ struct JobFixture {
       RemoteLinkOptions o;
       o.host = "127.0.0.1";
       o.port = server->port();
-      o.node_rank = s.config.node_rank;
       o.initial_backoff = std::chrono::milliseconds(10);
       o.max_backoff = std::chrono::milliseconds(20);
       o.heartbeat_interval = std::chrono::milliseconds(20);
@@ -173,12 +187,21 @@ struct JobFixture {
     }
     n.remote = remote;
     n.ranks = std::make_unique<FakeRanks>(io);
-    n.agent = std::make_unique<NodeAgent>(io, *n.link, remote, *n.planner, s, log);
+    n.board = std::make_unique<StoreAgentBoard>(*n.link, remote, s.config.node_rank);
+    n.agent = std::make_unique<NodeAgent>(io, *n.board, *n.planner, s, log);
     n.ranks->agent = n.agent.get();
     n.agent->Attach(*n.ranks);
     n.agent->Start();
     nodes.push_back(std::move(n));
     return nodes.back();
+  }
+
+  /// Node `i`'s gculaunch dies: its agent is gone at once, then the kernel closes its
+  /// connections.
+  void Kill(int i) {
+    nodes[i].ranks->agent = nullptr;
+    nodes[i].agent.reset();
+    nodes[i].link->Close();
   }
 
   /// The environment rank `local_rank` of node `i` would get in attempt `restart_count`.
@@ -200,6 +223,7 @@ struct JobFixture {
 
   int nnodes;
   int max_restarts;
+  std::string run_id = "r";  ///< the job identity the next AddNode registers
   TempDir dir;
   EnvMap base;
   boost::asio::io_context io;
@@ -210,6 +234,7 @@ struct JobFixture {
   std::optional<rendezvous::Server> server;
   RecordingAttempts attempts;
   CoordinatorSettings settings;
+  std::optional<StoreCoordinatorBoard> board;
   std::optional<Coordinator> coordinator;
   std::vector<Node> nodes;
 };

@@ -24,8 +24,13 @@ StopMarker Marker(StopMarker::Kind kind, int epoch, int node, int code = 0) {
   m.epoch = epoch;
   m.node = node;
   m.exit_code = code;
-  m.restartable = kind == StopMarker::Kind::kRankFailed;
-  if (kind == StopMarker::Kind::kRankFailed) m.rank = 2;
+  m.restartable = kind == StopMarker::Kind::kRankFailed || kind == StopMarker::Kind::kNodeLost ||
+                  kind == StopMarker::Kind::kNodeLeft;
+  if (kind == StopMarker::Kind::kRankFailed) {
+    m.rank = 2;
+    m.local_rank = 0;
+    m.what = "exit code " + std::to_string(code);
+  }
   return m;
 }
 
@@ -75,7 +80,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
   const std::vector<AgentRow> rows = {
       {"every node succeeds: done reported, exit 0 on the success marker",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Drained(true), {"ReportDone(0)"}},
         {AE::Marker(Marker(K::kSuccess, 0, -1)), {"ExitRanks(0)"}},
@@ -84,7 +89,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        0},
       {"a local failure is published, the job restarts, then succeeds",
        1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(RankFailed(7)), {"PublishMarker(0)[rank_failed]"}},
         {AE::Marker(Marker(K::kRankFailed, 0, 1, 7)), kNothing},  // already stopping
@@ -97,7 +102,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        0},
       {"another node's failure without restarts: stop, then that rank's code",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(Marker(K::kRankFailed, 0, 0, 7)), {"StopRanks(0)"}},
         {AE::LocalStop(RankFailed(1)), kNothing},  // a consequence: never published
@@ -107,7 +112,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        7},
       {"the marker may arrive after the drain",
        1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(RankFailed(3)), {"PublishMarker(0)[rank_failed]"}},
         {AE::Drained(false), kNothing},
@@ -116,7 +121,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        -1},
       {"the restart budget is job-wide: a failure in epoch 1 ends a 1-restart job",
        1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(Marker(K::kRankFailed, 0, 0, 5)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
@@ -127,7 +132,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        6},
       {"a teardown signal: the node publishes that it leaves and keeps 128+S",
        1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(Signalled(15)), {"PublishMarker(0)[node_left]"}},
         {AE::Marker(Marker(K::kNodeLeft, 0, 1, 143)), kNothing},
@@ -136,42 +141,77 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        143},
       {"a signalled node leaves even when another node's restartable failure won",
        1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(Signalled(2)), {"PublishMarker(0)[node_left]"}},
         {AE::Marker(Marker(K::kRankFailed, 0, 0, 1)), kNothing},
         {AE::Drained(false), {"ExitRanks(130)"}}},
        P::kLeaving,
        130},
-      {"another node lost: stop, exit 4",
-       1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+      {"another node lost without restarts: stop, exit 4",
+       0,
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(Marker(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ExitRanks(4)"}}},
        P::kLeaving,
        4},
-      {"the master lost while the ranks run: stop, exit 4",
-       1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+      {"the master lost while the ranks run, no restart left: stop, exit 4",
+       0,
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::MasterLost("EOF"), {"StopRanks(0)"}},
         {AE::Drained(false), {"ExitRanks(4)"}},
         {AE::MasterLost("again"), kNothing}},
        P::kLeaving,
        4},
-      {"the master lost while waiting for the next epoch: exit 4 at once",
+      {"the master lost while waiting for the next epoch: join again, reporting epoch 0",
        1,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
-        {AE::MasterLost("EOF"), {"ExitRanks(4)"}}},
-       P::kLeaving,
-       4},
+        {AE::MasterLost("EOF"), {"Join(0)"}},
+        {AE::MasterLost("refused"), {"Join(0)"}},  // still away: try again
+        {AE::Plan(Plan(1)), kStart1}},
+       P::kRunning,
+       -1},
+      {"another node lost with a restart left: stop, reap, wait for the next epoch",
+       1,
+       {{AE::Start(), {"Join(-1)"}},
+        {AE::Plan(Plan(0)), kStart0},
+        {AE::Marker(Marker(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
+        {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
+        {AE::Plan(Plan(1)), kStart1}},
+       P::kRunning,
+       -1},
+      {"the master lost while the ranks run: stop, then join again once they are gone",
+       2,
+       {{AE::Start(), {"Join(-1)"}},
+        {AE::Plan(Plan(0)), kStart0},
+        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
+        {AE::LocalStop(RankFailed(1)), kNothing},  // its ranks lost their peers: no marker
+        {AE::MasterLost("again"), kNothing},
+        {AE::Drained(false), {"Join(0)"}},
+        {AE::Plan(Plan(1)), kStart1}},  // the new node 0 admits it at epoch 0 + 1
+       P::kRunning,
+       -1},
+      {"a marker that names this node lost (it was cut off): it joins again",
+       1,
+       {{AE::Start(), {"Join(-1)"}},
+        {AE::Plan(Plan(0)), kStart0},
+        {AE::Marker(Marker(K::kNodeLost, 0, 1)), {"StopRanks(0)"}},
+        {AE::Drained(false), {"Join(0)"}}},
+       P::kJoining,
+       -1},
+      {"a node admitted into a running job starts at the job's epoch",
+       3,
+       {{AE::Start(), {"Join(-1)"}}, {AE::Plan(Plan(2)), {"StartRanks(2)", "WatchMarker(2)"}}},
+       P::kRunning,
+       -1},
       {"the master lost after a final verdict changes nothing",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
         {AE::MasterLost("EOF"), kNothing},
@@ -180,7 +220,7 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        9},
       {"an aborted plan ends the node with the abort's code",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan([] {
            JobPlan p;
            p.abort = Marker(K::kJobError, 0, -1, 3);
@@ -192,15 +232,14 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        3},
       {"the Supervisor gives up on its own (stuck ranks): the others are told",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}},
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::SupervisorFinished(5), {"PublishMarker(0)[node_left]", "SayBye(5)", "Finish(5)"}}},
        P::kDone,
        5},
-      {"a signal before the job started: bye with 128+S",
+      {"a signal before the job started: no member yet, no bye",
        0,
-       {{AE::Joined(), {"WaitPlan(0)"}},
-        {AE::SupervisorFinished(130), {"SayBye(130)", "Finish(130)"}}},
+       {{AE::Start(), {"Join(-1)"}}, {AE::SupervisorFinished(130), {"Finish(130)"}}},
        P::kDone,
        130},
       {"a node that never joined has nobody to say bye to",
@@ -210,10 +249,10 @@ TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
        3},
       {"events of another epoch or phase are ignored",
        1,
-       {{AE::Plan(Plan(0)), kNothing},  // not joined yet
-        {AE::Joined(), {"WaitPlan(0)"}},
-        {AE::Plan(Plan(1)), kNothing},  // not the awaited epoch
+       {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
+        {AE::Plan(Plan(1)), kNothing},  // not waiting for a plan
+        {AE::Start(), kNothing},
         {AE::Marker(Marker(K::kRankFailed, 3, 0, 1)), kNothing},
         {AE::Drained(true), {"ReportDone(0)"}},
         {AE::Drained(true), kNothing}},
@@ -245,7 +284,7 @@ TEST_CASE("job policy: the agent marker names its rank, a lost master names node
   config.node_rank = 1;
   config.master_addr = "198.18.0.1";
   AgentState s;
-  s = Step(s, config, AE::Joined()).state;
+  s = Step(s, config, AE::Start()).state;
   s = Step(s, config, AE::Plan(Plan(0))).state;
   AgentStep step = Step(s, config, AE::LocalStop(RankFailed(7)));
   REQUIRE(step.actions.size() == 1);
@@ -269,7 +308,7 @@ TEST_CASE("job policy: the agent marker names its rank, a lost master names node
 
 namespace {
 
-NodeRegistration Reg(int node, int nproc = 1) {
+NodeRegistration Reg(int node, int nproc = 1, int last_epoch = -1, std::string inc = "") {
   NodeRegistration r;
   r.node_rank = node;
   r.nnodes = 3;
@@ -278,6 +317,8 @@ NodeRegistration Reg(int node, int nproc = 1) {
   r.run_id = "none";
   r.host = "h" + std::to_string(node);
   r.addr = "198.18.0." + std::to_string(node + 1);
+  r.incarnation = inc.empty() ? "i" + std::to_string(node) : inc;
+  r.last_epoch = last_epoch;
   return r;
 }
 
@@ -295,10 +336,13 @@ std::vector<std::string> Names(const std::vector<CoordinatorAction>& actions) {
   return out;
 }
 
+const std::vector<std::string> kGo0 = {"PublishPlan(0)", "Admit(0/1)(0)", "Admit(1/1)(0)",
+                                       "Admit(2/1)(0)", "WatchEpoch(0)"};
+
 std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> Gathered() {
-  return {{CE::Registered(Reg(0)), kNothing},
-          {CE::Registered(Reg(2, 3)), kNothing},
-          {CE::Registered(Reg(1, 2)), {"PublishPlan(0)", "WatchEpoch(0)"}}};
+  return {{CE::Join(1, Reg(0)), kNothing},
+          {CE::Join(1, Reg(2, 3)), kNothing},
+          {CE::Join(1, Reg(1, 2)), kGo0}};
 }
 
 template <typename T>
@@ -312,20 +356,21 @@ std::vector<T> Concat(std::vector<T> a, const std::vector<T>& b) {
 TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy]") {
   using P = CoordinatorState::Phase;
   const std::vector<std::string> kFinish = {"Finish"};
+  const std::string kNode2Lost = "node 2 (h2, 198.18.0.3) was lost: no heartbeat for 3.0 s";
   const std::vector<CoordinatorRow> rows = {
       {"every node joins, finishes and says bye",
        Concat(Gathered(), {{CE::Done(0, 0), kNothing},
                            {CE::Done(0, 2), kNothing},
                            {CE::Done(0, 1), {"PublishMarker(0)[success]"}},
                            {CE::Marker(Marker(K::kSuccess, 0, -1)), kNothing},
-                           {CE::Bye(0, 0), kNothing},
-                           {CE::Bye(1, 0), kNothing},
-                           {CE::Bye(2, 0), kFinish}}),
+                           {CE::Bye(0, 1, 0), kNothing},
+                           {CE::Bye(1, 1, 0), kNothing},
+                           {CE::Bye(2, 1, 0), kFinish}}),
        P::kDone},
       {"who is missing is logged while gathering",
-       {{CE::Registered(Reg(0)), kNothing},
+       {{CE::Join(1, Reg(0)), kNothing},
         {CE::MissingTick(), {"LogMissing[waiting for nodes 1 and 2 to join (1 of 3 present)]"}},
-        {CE::Registered(Reg(2)), kNothing},
+        {CE::Join(1, Reg(2)), kNothing},
         {CE::MissingTick(), {"LogMissing[waiting for node 1 to join (2 of 3 present)]"}}},
        P::kGathering},
       {"a restartable failure: the store's key space changes only once every node reaped",
@@ -337,60 +382,142 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
                 {"LogMissing[waiting for node 2 to stop their ranks before restart 1]"}},
                {CE::Reaped(0, 2), {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"}},
                {CE::Marker(Marker(K::kRankFailed, 1, 2, 7)), kNothing},  // budget used up
-               {CE::Bye(0, 7), kNothing},
-               {CE::Bye(1, 7), kNothing},
-               {CE::Bye(2, 7), kFinish}}),
+               {CE::Bye(0, 1, 7), kNothing},
+               {CE::Bye(1, 1, 7), kNothing},
+               {CE::Bye(2, 1, 7), kFinish}}),
        P::kDone},
-      {"a registration that disagrees aborts the job before it starts",
-       {{CE::Registered(Reg(0)), kNothing},
-        {CE::Registered([] {
-           NodeRegistration r = Reg(1);
-           r.max_restarts = 4;
-           return r;
-         }()),
-         {"PublishAbort(0)"}},
-        {CE::Bye(0, 2), kNothing},
-        {CE::Bye(1, 2), kFinish}},
+      {"a member that disagrees ends the job before it starts",
+       {{CE::Join(1, Reg(0)), kNothing},
+        {CE::Join(1,
+                  [] {
+                    NodeRegistration r = Reg(1);
+                    r.max_restarts = 4;
+                    return r;
+                  }()),
+         {"PublishAbort(0)", "Refuse(0/1)(0)", "Refuse(1/1)(0)"}},
+        {CE::Bye(0, 1, 2), kNothing},
+        {CE::Bye(1, 1, 2), kFinish}},
        P::kDone},
-      {"an unreadable registration aborts the job too",
-       {{CE::BadRegistration(2, "not JSON"), {"PublishAbort(0)"}}, {CE::Bye(2, 2), kFinish}},
-       P::kDone},
+      {"an unreadable join request is refused; the job goes on",
+       {{CE::BadJoin(2, 1, "not JSON"),
+         {"Refuse(2/1)(0)",
+          "Log[refused a join request for node 2: node 2 sent an unreadable not JSON]"}},
+        {CE::Join(2, Reg(2)), kNothing}},
+       P::kGathering},
+      {"a stranger (another run id) is refused; the job goes on",
+       {{CE::Join(1, Reg(0)), kNothing},
+        {CE::Join(1,
+                  [] {
+                    NodeRegistration r = Reg(1);
+                    r.run_id = "other";
+                    r.max_restarts = 5;  // a stranger's settings end nothing
+                    return r;
+                  }()),
+         {"Refuse(1/1)(0)",
+          "Log[refused a join request for node 1: node 1 (h1, 198.18.0.2) belongs to job "
+          "'other' but the job at this MASTER_ADDR:MASTER_PORT is 'none']"}},
+        {CE::Join(2, Reg(1, 2)), kNothing},
+        {CE::Join(1, Reg(2, 3)),
+         {"PublishPlan(0)", "Admit(0/1)(0)", "Admit(1/2)(0)", "Admit(2/1)(0)", "WatchEpoch(0)"}}},
+       P::kRunning},
       {"nodes that never join: the rendezvous deadline aborts the job",
-       {{CE::Registered(Reg(0)), kNothing},
-        {CE::Registered(Reg(1)), kNothing},
-        {CE::RendezvousTimeout(), {"PublishAbort(0)"}},
-        {CE::Registered(Reg(2)), kNothing},  // too late
-        {CE::Bye(0, 3), kNothing},
-        {CE::Bye(1, 3), kFinish}},
+       {{CE::Join(1, Reg(0)), kNothing},
+        {CE::Join(1, Reg(1)), kNothing},
+        {CE::RendezvousTimeout(), {"PublishAbort(0)", "Refuse(0/1)(0)", "Refuse(1/1)(0)"}},
+        {CE::Join(1, Reg(2)), {"Refuse(2/1)(0)"}},  // too late: told the job is over
+        {CE::Bye(0, 1, 3), kNothing},
+        {CE::Bye(1, 1, 3), kFinish}},
        P::kDone},
-      {"a node silent while running: the lost marker, then the others' byes",
+      {"a node lost while running: the job waits for it, a new gculaunch rejoins, restart 1",
        Concat(Gathered(),
-              {{CE::NodeSilent(2, "no heartbeat for 3.0 s"), {"PublishMarker(0)[node_lost]"}},
-               {CE::NodeSilent(2, "no heartbeat for 3.2 s"), kNothing},
+              {{CE::NodeSilent(2, 1, "no heartbeat for 3.0 s"), {"PublishMarker(0)[node_lost]"}},
+               {CE::NodeSilent(2, 1, "no heartbeat for 3.2 s"), kNothing},
                {CE::Marker(Marker(K::kNodeLost, 0, 2)), kNothing},
-               {CE::Bye(0, 4), kNothing},
-               {CE::Bye(1, 4), kFinish}}),
-       P::kDone},
-      {"a node lost while the others reap for a restart: the next epoch is aborted",
+               {CE::Reaped(0, 0), kNothing},
+               {CE::Reaped(0, 1), kNothing},
+               {CE::MissingTick(),
+                {"LogMissing[waiting for node 2 (h2, 198.18.0.3) to come back (" + kNode2Lost +
+                 "), at most 60 s after the loss (--rdzv-timeout)]"}},
+               {CE::Join(2, Reg(2, 3, -1, "new")),
+                {"Log[node 2 (h2, 198.18.0.3) is back (a new gculaunch, pid 0, 198.18.0.3)]",
+                 "BeginAttempt(1)", "PublishPlan(1)", "Admit(2/2)(1)", "WatchEpoch(1)"}},
+               {CE::Join(3, Reg(2, 3, 0)),  // the old one, back after its replacement
+                {"Refuse(2/3)(1)",
+                 "Log[refused a join request for node 2: node rank 2 is already taken by node 2 "
+                 "(h2, 198.18.0.3) (pid 0): this gculaunch was replaced while it was away]"}}}),
+       P::kRunning},
+      {"a node that lost node 0 first joins again as itself: counted lost, then back",
+       Concat(Gathered(),
+              {{CE::Join(2, Reg(2, 3, 0)),
+                {"PublishMarker(0)[node_lost]",
+                 "Log[node 2 (h2, 198.18.0.3) is back (the same gculaunch)]"}},
+               {CE::Marker(Marker(K::kNodeLost, 0, 2)), kNothing},
+               {CE::Reaped(0, 0), kNothing},
+               {CE::Reaped(0, 1),
+                {"BeginAttempt(1)", "PublishPlan(1)", "Admit(2/2)(1)", "WatchEpoch(1)"}}}),
+       P::kRunning},
+      {"a node away past the deadline ends the job; its old join's bye changes nothing",
        Concat(Gathered(), {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
                            {CE::Reaped(0, 0), kNothing},
-                           {CE::NodeSilent(1, "no heartbeat for 3.0 s"), {"PublishAbort(1)"}},
+                           {CE::NodeSilent(1, 1, "no heartbeat for 3.0 s"),
+                            {"Log[node 1 (h1, 198.18.0.2) was lost: no heartbeat for 3.0 s "
+                             "while the job re-forms; it waits for it to come back (rank 2 "
+                             "(local rank 0) on node 0 failed with exit code 7 first: taken as "
+                             "a consequence, one restart for both)]"}},
                            {CE::Reaped(0, 2), kNothing},
-                           {CE::Bye(0, 4), kNothing},
-                           {CE::Bye(2, 4), kFinish}}),
+                           {CE::RejoinTimeout(1), {"PublishAbort(1)"}},
+                           {CE::Bye(0, 1, 4), kNothing},
+                           {CE::Bye(2, 1, 4), kFinish}}),
        P::kDone},
-      {"a node already lost when a restartable failure comes: no restart",
-       Concat(Gathered(), {{CE::NodeSilent(2, "no heartbeat"), {"PublishMarker(0)[node_lost]"}},
-                           {CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), {"PublishAbort(1)"}}}),
-       P::kFinishing},
-      {"a node that leaves while gathering (signalled) aborts the job",
-       {{CE::Registered(Reg(0)), kNothing},
-        {CE::Registered(Reg(1)), kNothing},
-        {CE::Bye(1, 143), {"PublishAbort(0)"}},
-        {CE::Bye(0, 4), kFinish}},
+      {"a consequence failure first, then the node loss: one re-form for both",
+       Concat(Gathered(),
+              {{CE::NodeSilent(2, 1, "no heartbeat"), {"PublishMarker(0)[node_lost]"}},
+               {CE::Marker(Marker(K::kRankFailed, 0, 0, 7)),
+                {"Log[rank 2 (local rank 0) on node 0 failed with exit code 7 before node 2 (h2, "
+                 "198.18.0.3) was known lost: taken as a consequence, one restart for both]"}}}),
+       P::kRestarting},
+      {"restarts used up: a loss ends the job",
+       Concat(Gathered(),
+              {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
+               {CE::Reaped(0, 0), kNothing},
+               {CE::Reaped(0, 1), kNothing},
+               {CE::Reaped(0, 2), {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"}},
+               {CE::NodeSilent(2, 1, "no heartbeat"), {"PublishMarker(1)[node_lost]"}},
+               {CE::Marker(Marker(K::kNodeLost, 1, 2)), kNothing},
+               {CE::Bye(0, 1, 4), kNothing},
+               {CE::Bye(1, 1, 4), kFinish}}),
        P::kDone},
+      {"a node that leaves while gathering may join again",
+       {{CE::Join(1, Reg(0)), kNothing},
+        {CE::Join(1, Reg(1)), kNothing},
+        {CE::Bye(1, 1, 143),
+         {"Log[node 1 (h1, 198.18.0.2) left the job: its gculaunch exited with code 143 before "
+          "the job started; waiting for it to join again]"}},
+        {CE::Join(2, Reg(2)), kNothing},
+        {CE::Join(2, Reg(1, 1, -1, "again")),
+         {"PublishPlan(0)", "Admit(0/1)(0)", "Admit(1/2)(0)", "Admit(2/2)(0)", "WatchEpoch(0)"}}},
+       P::kRunning},
       {"a node that says bye early while running is gone",
-       Concat(Gathered(), {{CE::Bye(2, 143), {"PublishMarker(0)[node_left]"}}}), P::kRunning},
+       Concat(Gathered(), {{CE::Bye(2, 1, 143), {"PublishMarker(0)[node_left]"}}}), P::kRunning},
+      {"node 0 itself leaving while the job goes on stops the store",
+       Concat(Gathered(), {{CE::Marker(Marker(K::kNodeLeft, 0, 0, 143)), kNothing},
+                           {CE::Bye(0, 1, 143), kFinish}}),
+       P::kDone},
+      {"a new node 0 resumes after the highest epoch the nodes ran",
+       {{CE::Join(1, Reg(1, 1, 0)), kNothing},
+        {CE::Join(1, Reg(2, 1, 0)), kNothing},
+        {CE::Join(1, Reg(0)),
+         {"Log[node 0 came back: resuming the job at epoch 1 (the nodes ran epoch 0 with the "
+          "previous node 0)]",
+          "BeginAttempt(1)", "PublishPlan(1)", "Admit(0/1)(1)", "Admit(1/1)(1)", "Admit(2/1)(1)",
+          "WatchEpoch(1)"}}},
+       P::kRunning},
+      {"a new node 0 with no restart left ends the job",
+       {{CE::Join(1, Reg(1, 1, 1)), kNothing},
+        {CE::Join(1, Reg(2, 1, 0)), kNothing},
+        {CE::Join(1, Reg(0)),
+         {"PublishAbort(2)", "Refuse(0/1)(2)", "Refuse(1/1)(2)", "Refuse(2/1)(2)"}}},
+       P::kFinishing},
       {"a node lost while finishing is only logged; silence after bye is not loss",
        Concat(Gathered(),
               {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
@@ -398,12 +525,12 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
                {CE::Reaped(0, 1), kNothing},
                {CE::Reaped(0, 2), {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"}},
                {CE::Marker(Marker(K::kRankFailed, 1, 0, 7)), kNothing},
-               {CE::Bye(0, 7), kNothing},
-               {CE::NodeSilent(0, "x"), kNothing},
-               {CE::NodeSilent(1, "no heartbeat for 3.0 s"),
-                {"LogLost[node 1 (h1, 198.18.0.2) was lost: no heartbeat for 3.0 s before it "
+               {CE::Bye(0, 1, 7), kNothing},
+               {CE::NodeSilent(0, 1, "x"), kNothing},
+               {CE::NodeSilent(1, 1, "no heartbeat for 3.0 s"),
+                {"Log[node 1 (h1, 198.18.0.2) was lost: no heartbeat for 3.0 s before it "
                  "said bye]"}},
-               {CE::Bye(2, 7), kFinish}}),
+               {CE::Bye(2, 1, 7), kFinish}}),
        P::kDone},
       {"done reports of another epoch or after a marker do not publish success",
        Concat(Gathered(), {{CE::Done(1, 0), kNothing},
@@ -411,7 +538,7 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
                            {CE::Done(0, 0), kNothing},
                            {CE::Done(0, 1), kNothing},
                            {CE::Done(0, 2), kNothing}}),
-       P::kFinishing},
+       P::kRestarting},
   };
   for (const CoordinatorRow& row : rows) {
     SECTION(row.name) {
@@ -440,10 +567,10 @@ TEST_CASE("job policy: the coordinator's plans and aborts carry the details", "[
   config.master = Reg(0);
   config.rdzv_timeout_s = 60;
   CoordinatorState s;
-  s = Step(s, config, CE::Registered(Reg(0))).state;
-  s = Step(s, config, CE::Registered(Reg(2, 3))).state;
-  CoordinatorStep go = Step(s, config, CE::Registered(Reg(1, 2)));
-  REQUIRE(go.actions.size() == 2);
+  s = Step(s, config, CE::Join(1, Reg(0))).state;
+  s = Step(s, config, CE::Join(1, Reg(2, 3))).state;
+  CoordinatorStep go = Step(s, config, CE::Join(1, Reg(1, 2)));
+  REQUIRE(go.actions.size() == 5);
   const JobPlan& plan = go.actions[0].plan;
   CHECK(plan.epoch == 0);
   CHECK(plan.world_size == 6);
@@ -452,27 +579,27 @@ TEST_CASE("job policy: the coordinator's plans and aborts carry the details", "[
   CHECK(plan.nodes[2].rank_offset == 3);
 
   CoordinatorState gathering;
-  gathering = Step(gathering, config, CE::Registered(Reg(0))).state;
+  gathering = Step(gathering, config, CE::Join(1, Reg(0))).state;
   CoordinatorStep timeout = Step(gathering, config, CE::RendezvousTimeout());
-  REQUIRE(timeout.actions.size() == 1);
+  REQUIRE(timeout.actions.size() == 2);
   REQUIRE(timeout.actions[0].plan.abort.has_value());
   const StopMarker& abort = *timeout.actions[0].plan.abort;
   CHECK(abort.kind == K::kJobError);
   CHECK(abort.exit_code == 3);
   CHECK_THAT(abort.what, Catch::StartsWith("nodes 1 and 2 of 3 did not join within 60 s"));
 
-  CoordinatorStep bad = Step(gathering, config, CE::Registered([] {
+  CoordinatorStep bad = Step(gathering, config, CE::Join(1, [] {
                                NodeRegistration r = Reg(2);
                                r.nnodes = 2;
                                return r;
                              }()));
-  REQUIRE(bad.actions.size() == 1);
+  REQUIRE(bad.actions.size() == 3);
   CHECK(bad.actions[0].plan.abort->exit_code == 2);
   CHECK_THAT(bad.actions[0].plan.abort->what,
              Catch::Contains("expects 2 nodes but node 0 (h0, 198.18.0.1) expects 3"));
 
   CoordinatorState running = go.state;
-  CoordinatorStep silent = Step(running, config, CE::NodeSilent(2, "no heartbeat for 3.1 s"));
+  CoordinatorStep silent = Step(running, config, CE::NodeSilent(2, 1, "no heartbeat for 3.1 s"));
   REQUIRE(silent.actions.size() == 1);
   CHECK(Describe(silent.actions[0].marker) ==
         "node 2 (h2, 198.18.0.3) was lost: no heartbeat for 3.1 s");

@@ -15,6 +15,8 @@ NodeRegistration Reg(int node, int nproc) {
   r.host = "host" + std::to_string(node);
   r.addr = "198.18.0." + std::to_string(node + 1);
   r.pid = 100 + node;
+  r.incarnation = "0123abcd" + std::to_string(node);
+  r.last_epoch = node - 1;
   return r;
 }
 
@@ -35,13 +37,15 @@ StopMarker Failed() {
 }  // namespace
 
 TEST_CASE("job protocol: key names", "[job_protocol]") {
-  CHECK(NodeKey(2) == "job/node/2");
+  CHECK(JoinSeqKey(2) == "job/joinseq/2");
+  CHECK(JoinKey(2, 5) == "job/join/2/5");
+  CHECK(AdmitKey(2, 5) == "job/admit/2/5");
   CHECK(PlanKey(0) == "job/plan/0");
   CHECK(StopKey(3) == "job/stop/3");
   CHECK(DoneKey(1, 2) == "job/done/1/2");
   CHECK(ReapedKey(1, 2) == "job/reaped/1/2");
-  CHECK(HeartbeatKey(4) == "job/hb/4");
-  CHECK(ByeKey(0) == "job/bye/0");
+  CHECK(HeartbeatKey(4, 2) == "job/hb/4/2");
+  CHECK(ByeKey(0, 1) == "job/bye/0/1");
   CHECK(KeyForSocket(PlanKey(1)) == "gculaunch/job/plan/1");
 }
 
@@ -90,11 +94,11 @@ TEST_CASE("job protocol: decoders reject what the encoders never write", "[job_p
       {"", "node registration is not a JSON object"},
       {"[1,2]", "node registration is not a JSON object"},
       {R"({"node_rank":1})", "field 'nnodes': expected a whole number"},
-      {R"({"node_rank":-1,"nnodes":2,"nproc":1,"max_restarts":0,"pid":1,"run_id":"r","host":"h","addr":"a"})",
+      {R"({"node_rank":-1,"nnodes":2,"nproc":1,"max_restarts":0,"pid":1,"last_epoch":-1,"incarnation":"i","run_id":"r","host":"h","addr":"a"})",
        "field 'node_rank': expected a number >= 0"},
-      {R"({"node_rank":1,"nnodes":2,"nproc":0,"max_restarts":0,"pid":1,"run_id":"r","host":"h","addr":"a"})",
+      {R"({"node_rank":1,"nnodes":2,"nproc":0,"max_restarts":0,"pid":1,"last_epoch":-1,"incarnation":"i","run_id":"r","host":"h","addr":"a"})",
        "field 'nproc': expected a number >= 1"},
-      {R"({"node_rank":1,"nnodes":2,"nproc":1,"max_restarts":0,"pid":1,"run_id":5,"host":"h","addr":"a"})",
+      {R"({"node_rank":1,"nnodes":2,"nproc":1,"max_restarts":0,"pid":1,"last_epoch":-1,"incarnation":"i","run_id":5,"host":"h","addr":"a"})",
        "field 'run_id': expected text"},
   };
   for (const Row& row : registrations) {
@@ -136,11 +140,17 @@ TEST_CASE("job protocol: a registration must agree with node 0's", "[job_protoco
         "node 1 (host1, 198.18.0.2) expects 4 nodes but node 0 (host0, 198.18.0.1) expects 3");
   CHECK_THAT(e1.error().hint, Catch::Contains("same number of nodes"));
 
+  // The run id is the job's identity: another one makes a stranger, not a misfit.
   NodeRegistration run = Reg(1, 2);
   run.run_id = "other";
-  auto e2 = CheckRegistration(run, master);
+  CHECK(CheckRegistration(run, master).ok());
+  CHECK(CheckIdentity(Reg(1, 2), master).ok());
+  auto e2 = CheckIdentity(run, master);
   REQUIRE_FALSE(e2.ok());
-  CHECK_THAT(e2.error().what, Catch::Contains("run id 'other' but node 0"));
+  CHECK(e2.error().what ==
+        "node 1 (host1, 198.18.0.2) belongs to job 'other' but the job at this "
+        "MASTER_ADDR:MASTER_PORT is 'job-7'");
+  CHECK_THAT(e2.error().hint, Catch::Contains("same run id"));
 
   NodeRegistration restarts = Reg(2, 2);
   restarts.max_restarts = 3;
@@ -166,9 +176,13 @@ TEST_CASE("job protocol: restart decisions and exit codes per marker", "[job_pro
   failed.restartable = false;  // the program could not start: restarting cannot help
   CHECK_FALSE(Restartable(failed, 5));
 
+  // A lost node, or one that left, re-forms the job while the budget lasts.
   StopMarker lost;
   lost.kind = StopMarker::Kind::kNodeLost;
   lost.node = 2;
+  CHECK(Restartable(lost, 5));
+  CHECK_FALSE(Restartable(lost, 0));
+  lost.epoch = 5;
   CHECK_FALSE(Restartable(lost, 5));
   CHECK(ExitCodeFor(lost, 0) == 4);
 
@@ -178,10 +192,14 @@ TEST_CASE("job protocol: restart decisions and exit codes per marker", "[job_pro
   left.exit_code = 143;
   CHECK(ExitCodeFor(left, 1) == 143);  // the node that left keeps its own code
   CHECK(ExitCodeFor(left, 0) == 4);
+  CHECK(Restartable(left, 1));
+  left.restartable = false;  // it gave up (ranks SIGKILL could not stop): it will not return
+  CHECK_FALSE(Restartable(left, 1));
 
   StopMarker success;
   success.kind = StopMarker::Kind::kSuccess;
   CHECK(ExitCodeFor(success, 2) == 0);
+  CHECK_FALSE(Restartable(success, 5));
 
   StopMarker error;
   error.kind = StopMarker::Kind::kJobError;

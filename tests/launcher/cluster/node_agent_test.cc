@@ -50,7 +50,7 @@ TEST_CASE("node agent: two nodes join, restart together after a failure, then su
   CHECK(n1.agent->exit_code() == 0);
   REQUIRE(n1.agent->outcome().has_value());
   CHECK(n1.agent->outcome()->kind == job::StopMarker::Kind::kSuccess);
-  CHECK(f.server->Get(job::ByeKey(1)) == std::optional<std::string>("0"));
+  CHECK(f.server->Get(job::ByeKey(1, 1)) == std::optional<std::string>("0"));
 }
 
 TEST_CASE("node agent: a failure without restarts ends every node with the rank's code",
@@ -96,15 +96,15 @@ TEST_CASE("node agent: a node rank that is already taken is refused with exit 2"
   INFO(f.log_text.str());
   REQUIRE(finished);
   CHECK(f.nodes[2].ranks->calls == std::vector<std::string>{"exit 2"});
-  REQUIRE(f.nodes[2].agent->join_error().has_value());
-  CHECK(f.nodes[2].agent->join_error()->what ==
-        "node rank 1 is already taken by node 1 (h1, 127.0.0.1) (pid 1001)");
-  CHECK_THAT(f.nodes[2].agent->join_error()->hint, Catch::Contains("distinct node rank"));
+  REQUIRE(f.nodes[2].agent->outcome().has_value());
+  CHECK_THAT(job::Describe(*f.nodes[2].agent->outcome()),
+             Catch::StartsWith("refused: node rank 1 is already taken by node 1 (h1, 127.0.0.1) "
+                               "(pid 1001) (fix: give every node a distinct node rank"));
   CHECK(f.nodes[1].ranks->calls == std::vector<std::string>{"start 0"});  // undisturbed
 }
 
 TEST_CASE("node agent: a worker notices the master's store go away and exits 4", "[node_agent]") {
-  JobFixture f(2);
+  JobFixture f(2, /*restarts=*/0);
   f.StartCoordinator();
   f.AddNode(0, 1);
   f.AddNode(1, 1);

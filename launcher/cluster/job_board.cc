@@ -1,0 +1,196 @@
+#include "launcher/cluster/job_board.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "launcher/cluster/job_protocol.h"
+
+namespace gculaunch {
+
+// ----------------------------------- StoreAgentBoard -----------------------------------
+
+StoreAgentBoard::StoreAgentBoard(AgentLink& link, RemoteAgentLink* remote, int node)
+    : link_(link), remote_(remote), node_(node) {}
+
+void StoreAgentBoard::Connect(bool rejoin, std::chrono::milliseconds deadline, Done done) {
+  if (remote_ == nullptr) {  // node 0: the store is this process
+    link_.Get(job::kMissingKey,
+              [done = std::move(done)](const Result<std::string>&) { done(OkStatus()); });
+    return;
+  }
+  if (rejoin) remote_->Reset(deadline);
+  remote_->Connect(std::move(done));
+}
+
+std::string StoreAgentBoard::LocalAddress() const {
+  return remote_ != nullptr ? remote_->local_address() : "";
+}
+
+void StoreAgentBoard::Join(const std::string& registration, Seq done) {
+  link_.Add(job::JoinSeqKey(node_), 1,
+            [this, registration, done = std::move(done)](Result<std::string> n) {
+              if (!n.ok()) {
+                done(n.error());
+                return;
+              }
+              const int seq = std::atoi(n->c_str());
+              link_.Set(job::JoinKey(node_, seq), registration, [seq, done](const Status& s) {
+                if (!s.ok()) {
+                  done(s.error());
+                  return;
+                }
+                done(seq);
+              });
+            });
+}
+
+void StoreAgentBoard::Beat(int seq, std::function<void(std::string)> on_lost) {
+  if (remote_ != nullptr)
+    remote_->StartHeartbeat(job::HeartbeatKey(node_, seq), std::move(on_lost));
+}
+
+void StoreAgentBoard::Quiet() {
+  if (remote_ != nullptr) remote_->StopHeartbeat();
+}
+
+void StoreAgentBoard::WaitAdmission(int seq, Text done) {
+  link_.WaitGet(job::AdmitKey(node_, seq), std::move(done));
+}
+
+void StoreAgentBoard::WaitPlan(int epoch, Text done) {
+  link_.WaitGet(job::PlanKey(epoch), std::move(done));
+}
+
+void StoreAgentBoard::WaitMarker(int epoch, Text done) {
+  link_.WaitGet(job::StopKey(epoch), std::move(done));
+}
+
+void StoreAgentBoard::PublishMarker(int epoch, const std::string& marker, Text done) {
+  link_.CompareSet(job::StopKey(epoch), "", marker, std::move(done));
+}
+
+void StoreAgentBoard::ReportDone(int epoch, Done done) {
+  link_.Set(job::DoneKey(epoch, node_), "1", std::move(done));
+}
+
+void StoreAgentBoard::ReportReaped(int epoch, Done done) {
+  link_.Set(job::ReapedKey(epoch, node_), "1", std::move(done));
+}
+
+void StoreAgentBoard::SayBye(int seq, int exit_code, Done done) {
+  link_.Set(job::ByeKey(node_, seq), std::to_string(exit_code), std::move(done));
+}
+
+void StoreAgentBoard::ReadMissing(Text done) { link_.Get(job::kMissingKey, std::move(done)); }
+
+void StoreAgentBoard::Close() { link_.Close(); }
+
+// -------------------------------- StoreCoordinatorBoard --------------------------------
+
+StoreCoordinatorBoard::StoreCoordinatorBoard(rendezvous::Server& server, AttemptObserver& attempts,
+                                             int nnodes)
+    : server_(server), attempts_(attempts), nnodes_(nnodes) {}
+
+void StoreCoordinatorBoard::WaitKey(const std::string& key, std::function<void(bool)> done) {
+  server_.AsyncWait({key}, lifetime_.Wrap(std::move(done)));
+}
+
+void StoreCoordinatorBoard::WatchJoin(int node, int seq, Text text) {
+  const std::string key = job::JoinKey(node, seq);
+  WaitKey(key, [this, key, text = std::move(text)](bool ok) {
+    if (!ok) {
+      text(Error{"the store stopped", ""});
+      return;
+    }
+    text(server_.Get(key).value_or(""));
+  });
+}
+
+int StoreCoordinatorBoard::JoinsNumbered(int node) const {
+  return std::atoi(server_.Get(job::JoinSeqKey(node)).value_or("0").c_str());
+}
+
+bool StoreCoordinatorBoard::JoinExists(int node, int seq) const {
+  return server_.Get(job::JoinKey(node, seq)).has_value();
+}
+
+void StoreCoordinatorBoard::Admit(int node, int seq, const std::string& plan) {
+  server_.Set(job::AdmitKey(node, seq), plan);
+}
+
+void StoreCoordinatorBoard::PublishPlan(int epoch, const std::string& plan) {
+  server_.Set(job::PlanKey(epoch), plan);
+}
+
+void StoreCoordinatorBoard::PublishMarker(int epoch, const std::string& marker) {
+  server_.CompareSet(job::StopKey(epoch), "", marker);
+}
+
+void StoreCoordinatorBoard::WatchMarker(int epoch, Text text) {
+  const std::string key = job::StopKey(epoch);
+  WaitKey(key, [this, key, text = std::move(text)](bool ok) {
+    if (ok) text(server_.Get(key).value_or(""));
+  });
+}
+
+void StoreCoordinatorBoard::WatchDone(int epoch, int node, Fired fired) {
+  WaitKey(job::DoneKey(epoch, node), [fired = std::move(fired)](bool ok) {
+    if (ok) fired();
+  });
+}
+
+void StoreCoordinatorBoard::WatchReaped(int epoch, int node, Fired fired) {
+  WaitKey(job::ReapedKey(epoch, node), [fired = std::move(fired)](bool ok) {
+    if (ok) fired();
+  });
+}
+
+void StoreCoordinatorBoard::WatchBye(int node, int seq, std::function<void(int)> exit_code) {
+  const std::string key = job::ByeKey(node, seq);
+  WaitKey(key, [this, key, exit_code = std::move(exit_code)](bool ok) {
+    if (ok) exit_code(std::atoi(server_.Get(key).value_or("0").c_str()));
+  });
+}
+
+bool StoreCoordinatorBoard::SaidBye(int node, int seq) const {
+  return server_.Get(job::ByeKey(node, seq)).has_value();
+}
+
+std::string StoreCoordinatorBoard::Heartbeat(int node, int seq) const {
+  return server_.Get(job::HeartbeatKey(node, seq)).value_or("");
+}
+
+void StoreCoordinatorBoard::SetMissing(const std::string& text) {
+  server_.Set(job::kMissingKey, text);
+}
+
+void StoreCoordinatorBoard::BeginAttempt(int epoch) { attempts_.BeginAttempt(epoch); }
+
+void StoreCoordinatorBoard::OnHangUp(std::function<void(int, int)> hung_up) {
+  hung_up_ = std::move(hung_up);
+}
+
+void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::Request& request) {
+  // Only a node that joined heartbeats; "gculaunch/job/hb/<node>/<seq>" names its control
+  // connection.
+  static constexpr std::string_view kBeat = "gculaunch/job/hb/";
+  if (request.op != rendezvous::Op::kAdd || request.keys.size() != 1) return;
+  const std::string& key = request.keys[0];
+  if (!key.starts_with(kBeat) || beaters_.count(id) != 0) return;
+  const std::string rest = key.substr(kBeat.size());
+  const auto slash = rest.find('/');
+  if (slash == std::string::npos) return;
+  const int node = std::atoi(rest.c_str());
+  const int seq = std::atoi(rest.c_str() + slash + 1);
+  if (node > 0 && node < nnodes_ && seq > 0) beaters_[id] = {node, seq};
+}
+
+void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id) {
+  auto it = beaters_.find(id);
+  if (it == beaters_.end()) return;
+  const auto [node, seq] = it->second;
+  beaters_.erase(it);
+  if (hung_up_) hung_up_(node, seq);
+}
+
+}  // namespace gculaunch

@@ -1,0 +1,155 @@
+// JobBoard: the job protocol (job_protocol.h) as operations, whatever store carries them.
+//
+//   AgentBoard        what a node agent does: connect, join, wait for its admission, plans
+//                     and markers, publish markers, report done / reaped, heartbeat, say bye
+//   CoordinatorBoard  what node 0's coordinator does: watch join requests, admit, publish
+//                     plans and markers, watch the nodes' reports, read heartbeats, hear of
+//                     nodes that hung up, switch the ranks' key space
+//
+// The NodeAgent and the Coordinator use nothing else, so another store (etcd) needs only
+// these two classes.  Today's implementations keep the keys in node 0's TCP store:
+//   StoreAgentBoard        over an AgentLink (in-process on node 0, two TCP connections
+//                          elsewhere)
+//   StoreCoordinatorBoard  over rendezvous::Server in node 0's process
+//
+// Every callback runs on the io_context, never inline.
+// Thread safety: the io_context's thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "base/error.h"
+#include "base/lifetime.h"
+#include "launcher/cluster/agent_link.h"
+#include "launcher/run/supervisor.h"
+#include "rendezvous/server.h"
+
+namespace gculaunch {
+
+class AgentBoard {
+ public:
+  using Done = std::function<void(Status)>;
+  using Text = std::function<void(Result<std::string>)>;
+  using Seq = std::function<void(Result<int>)>;
+
+  virtual ~AgentBoard() = default;
+  /// Reaches the job's store; `rejoin`: it went away before, wait up to `deadline` for it.
+  virtual void Connect(bool rejoin, std::chrono::milliseconds deadline, Done done) = 0;
+  /// The address this node reaches the store from ("" in-process).
+  virtual std::string LocalAddress() const = 0;
+  /// Sends a join request (its registration); `done` gets the request's number.
+  virtual void Join(const std::string& registration, Seq done) = 0;
+  /// Heartbeats for join `seq` until Quiet(); `on_lost(what)` once if the store goes away.
+  virtual void Beat(int seq, std::function<void(std::string)> on_lost) = 0;
+  virtual void Quiet() = 0;
+  virtual void WaitAdmission(int seq, Text done) = 0;
+  virtual void WaitPlan(int epoch, Text done) = 0;
+  virtual void WaitMarker(int epoch, Text done) = 0;
+  /// First writer wins; `done` gets the epoch's marker afterwards.
+  virtual void PublishMarker(int epoch, const std::string& marker, Text done) = 0;
+  virtual void ReportDone(int epoch, Done done) = 0;
+  virtual void ReportReaped(int epoch, Done done) = 0;
+  virtual void SayBye(int seq, int exit_code, Done done) = 0;
+  /// The coordinator's latest "still missing" text ("" when none).
+  virtual void ReadMissing(Text done) = 0;
+  virtual void Close() = 0;
+};
+
+class CoordinatorBoard {
+ public:
+  using Text = std::function<void(Result<std::string>)>;
+  using Fired = std::function<void()>;
+
+  virtual ~CoordinatorBoard() = default;
+  /// `text` once join request `seq` of `node` exists.
+  virtual void WatchJoin(int node, int seq, Text text) = 0;
+  /// How many join requests `node` has numbered (to skip one whose sender died at once).
+  virtual int JoinsNumbered(int node) const = 0;
+  virtual bool JoinExists(int node, int seq) const = 0;
+  virtual void Admit(int node, int seq, const std::string& plan) = 0;
+  virtual void PublishPlan(int epoch, const std::string& plan) = 0;
+  virtual void PublishMarker(int epoch, const std::string& marker) = 0;
+  virtual void WatchMarker(int epoch, Text text) = 0;
+  virtual void WatchDone(int epoch, int node, Fired fired) = 0;
+  virtual void WatchReaped(int epoch, int node, Fired fired) = 0;
+  virtual void WatchBye(int node, int seq, std::function<void(int)> exit_code) = 0;
+  virtual bool SaidBye(int node, int seq) const = 0;
+  /// The heartbeat counter of join `seq` of `node` ("" before the first beat).
+  virtual std::string Heartbeat(int node, int seq) const = 0;
+  virtual void SetMissing(const std::string& text) = 0;
+  /// The ranks' key space moves to `epoch` (every rank of the one before is reaped).
+  virtual void BeginAttempt(int epoch) = 0;
+  /// `hung_up(node, seq)` when the connection that heartbeats for join `seq` of `node` ends.
+  virtual void OnHangUp(std::function<void(int, int)> hung_up) = 0;
+};
+
+// ---------------------------- the TCP store implementations ----------------------------
+
+class RemoteAgentLink;
+
+class StoreAgentBoard : public AgentBoard {
+ public:
+  /// `remote` is `link` on the other nodes, null on node 0 (in-process).  Both outlive this.
+  StoreAgentBoard(AgentLink& link, RemoteAgentLink* remote, int node);
+  void Connect(bool rejoin, std::chrono::milliseconds deadline, Done done) override;
+  std::string LocalAddress() const override;
+  void Join(const std::string& registration, Seq done) override;
+  void Beat(int seq, std::function<void(std::string)> on_lost) override;
+  void Quiet() override;
+  void WaitAdmission(int seq, Text done) override;
+  void WaitPlan(int epoch, Text done) override;
+  void WaitMarker(int epoch, Text done) override;
+  void PublishMarker(int epoch, const std::string& marker, Text done) override;
+  void ReportDone(int epoch, Done done) override;
+  void ReportReaped(int epoch, Done done) override;
+  void SayBye(int seq, int exit_code, Done done) override;
+  void ReadMissing(Text done) override;
+  void Close() override;
+
+ private:
+  AgentLink& link_;
+  RemoteAgentLink* remote_;
+  int node_;
+};
+
+class StoreCoordinatorBoard : public CoordinatorBoard {
+ public:
+  /// `server` and `attempts` outlive this.
+  StoreCoordinatorBoard(rendezvous::Server& server, AttemptObserver& attempts, int nnodes);
+  void WatchJoin(int node, int seq, Text text) override;
+  int JoinsNumbered(int node) const override;
+  bool JoinExists(int node, int seq) const override;
+  void Admit(int node, int seq, const std::string& plan) override;
+  void PublishPlan(int epoch, const std::string& plan) override;
+  void PublishMarker(int epoch, const std::string& marker) override;
+  void WatchMarker(int epoch, Text text) override;
+  void WatchDone(int epoch, int node, Fired fired) override;
+  void WatchReaped(int epoch, int node, Fired fired) override;
+  void WatchBye(int node, int seq, std::function<void(int)> exit_code) override;
+  bool SaidBye(int node, int seq) const override;
+  std::string Heartbeat(int node, int seq) const override;
+  void SetMissing(const std::string& text) override;
+  void BeginAttempt(int epoch) override;
+  void OnHangUp(std::function<void(int, int)> hung_up) override;
+
+  /// From the store's observers (ConnectionHooks in coordinator.h): a heartbeat names its
+  /// control connection; that connection ending is a hang-up.
+  void OnRequest(rendezvous::ConnId id, const rendezvous::Request& request);
+  void OnConnectionEnd(rendezvous::ConnId id);
+
+ private:
+  void WaitKey(const std::string& key, std::function<void(bool)> done);
+
+  rendezvous::Server& server_;
+  AttemptObserver& attempts_;
+  int nnodes_;
+  std::map<rendezvous::ConnId, std::pair<int, int>> beaters_;  ///< connection -> node, join
+  std::function<void(int, int)> hung_up_;
+  LifetimeGuard lifetime_;  ///< last member: expires first
+};
+
+}  // namespace gculaunch
