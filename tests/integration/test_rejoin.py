@@ -149,7 +149,9 @@ class Rejoin(unittest.TestCase):
         time.sleep(2)
         n1 = self.node(hosts, 1, 1)
         self.assert_finished_like_undisturbed([n0, n1])
-        self.assertRegex(n0.stderr, LOSS_LINE)
+        # Normally node 0 hears node 1's connection end first; if its own rank lost its gloo
+        # peer and failed first, that failure is counted with the loss (one restart).
+        self.assertRegex(n0.stderr, LOSS_LINE + "|taken as a consequence, one restart for both")
         self.assertRegex(n0.stderr, r"node 1 \(\S+, 198\.18\.0\.2\) is back")
         self.assert_nothing_left(hosts)
 
