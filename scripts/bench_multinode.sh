@@ -3,7 +3,8 @@
 # tests/integration/test_multinode.py), for 2 and 3 nodes, against Debian's torchrun 1.13
 # (through scripts/torchrun113.py) in the same setup.  A benchmark, not a test: it prints
 # numbers and asserts nothing.  Needs root (ip netns); every namespace it creates is
-# deleted at the end, and every process it starts is killed by its process group.
+# deleted at the end, and every process it starts is killed by its process group (or by
+# pid: the workers that outlive a killed torchrun).
 #
 #   scripts/bench_multinode.sh     (BENCH_REPS=5 gculaunch repetitions, TORCHRUN_REPS=3)
 #
@@ -24,10 +25,39 @@
 #                 --monitor_interval (5 s) and with 0.1 s; and static rendezvous
 #                 (--master_addr/--master_port), where only the failing node restarts:
 #                 reported as whether the other nodes restarted within 20 s
+#   node back     (rejoin) once every rank runs, node 1's gculaunch is SIGKILLed and at once
+#                 started again with the same command and RANK (--max-restarts 1): from
+#                 that second start until every rank of every node runs again (each rank
+#                 counted by a fresh process started after the kill).  The same for node 0,
+#                 the store host.  A gculaunch that cannot rejoin ends the job instead: that
+#                 is printed as "job ended: exit 4 (which node, when)".
+#   torchrun back the same with torchrun 1.13, --rdzv_backend c10d --max_restarts 1, node 0's
+#                 agent hosting the store (is_host=1); only the agent process is killed, as
+#                 for gculaunch.  Each case waits its whole 60 s when the job does not come
+#                 back.  What torchrun 1.13 does (its source; logs kept with BENCH_LOG_DIR):
+#                 - its workers are plain children (no session of their own, no parent-death
+#                   signal): they outlive a SIGKILLed agent; printed as old workers still
+#                   running at the end (the script then kills them by pid).
+#                 - node 1 back: the new agent cannot join while the dead one still counts as
+#                   a participant (the round is complete at max_nodes); a participant is
+#                   dropped only when its rendezvous heartbeat is 15 s old (keep-alive every
+#                   5 s, 3 attempts, fixed in 1.13), i.e. 10-15 s after the kill.  Only then
+#                   does the new agent reach the wait list, which the others see at their
+#                   next monitor poll and restart their workers: so the re-form takes about
+#                   that long however fast the agent restarts.
+#                 - node 0 back: the c10d store lived inside the killed agent.  The other
+#                   agents' next monitor poll (num_nodes_waiting) fails with
+#                   RendezvousConnectionError; they stop their workers and exit 1.  The new
+#                   node 0 agent opens a fresh store and waits for agents that will not come:
+#                   the job never re-forms.  Printed as "never (within 60 s)" with what
+#                   happened (exits, the error found in the logs).
 # Prints median and p90 (nearest rank) in milliseconds, and torchrun/gculaunch ratios.
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS, TORCHRUN_REPS,
-# BENCH_NPROC, BENCH_NODES (default "2 3").
+# TORCHRUN_NODE0_REPS (1: each one waits 60 s), BENCH_NPROC, BENCH_NODES (default "2 3"),
+# BENCH_PARTS (default "base rejoin": the existing rows and the node-back rows; "rejoin"
+# alone for the latter), BENCH_LOG_DIR (keep every launcher's output there, torchrun's at
+# LOGLEVEL=INFO).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
@@ -48,6 +78,13 @@ import gltest  # SimulatedHosts, tagging
 
 PYTHON = "/usr/bin/python3"
 RUN_TIMEOUT = 60          # seconds per launch
+GCU_REJOIN_WAIT = 30      # a restarted node: how long the others get to run again
+TORCHRUN_REJOIN_WAIT = 60
+LOG_DIR = os.environ.get("BENCH_LOG_DIR") or None
+if LOG_DIR:
+    os.makedirs(LOG_DIR, exist_ok=True)
+PARTS = os.environ.get("BENCH_PARTS", "base rejoin").split()
+TREPS0 = int(os.environ.get("TORCHRUN_NODE0_REPS", "1"))
 TOTAL_BUDGET = 40 * 60    # the whole benchmark
 STARTED = time.monotonic()
 
@@ -86,26 +123,61 @@ def budget_left():
 
 class Run:
     """One launch on every simulated node; each launcher in its own process group.  Node 0
-    starts `lead` seconds before the others (its store is listening by then)."""
+    starts `lead` seconds before the others (its store is listening by then).  again(i)
+    starts node i's launcher once more (its previous one is gone): procs[i] becomes the new
+    process, and exit_times/codes are keyed by (i, how many launches of node i before)."""
 
-    def __init__(self, hosts, commands, env, lead=0.5):
+    def __init__(self, hosts, commands, env, lead=0.5, name="run", logs=None):
         self.tag = gltest.new_tag()
-        self.procs, self.exit_times = [], {}
+        self.hosts, self.commands, self.env, self.name = hosts, commands, env, name
+        self.logs = LOG_DIR or logs  # the launchers' output goes there, if anywhere
+        self.procs, self.exit_times, self.codes, self.launches = [], {}, {}, {}
         self.launch_times = []
-        for i, cmd in enumerate(commands):
+        self.all_procs = []
+        for i in range(len(commands)):
             if i == 1 and lead:
                 time.sleep(lead)
-            e = gltest.tagged_env(self.tag, extra=env(i))
-            self.launch_times.append(time.time())
-            p = subprocess.Popen(hosts.command_prefix(i) + cmd, env=e, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-            self.procs.append(p)
-            threading.Thread(target=self._wait, args=(i, p), daemon=True).start()
+            self.procs.append(None)
+            self.launch_times.append(self._start(i))
 
-    def _wait(self, i, p):
-        p.wait()
-        self.exit_times[i] = time.time()
+    def _start(self, i):
+        e = gltest.tagged_env(self.tag, extra=self.env(i))
+        generation = self.launches.get(i, 0)
+        self.launches[i] = generation + 1
+        log = subprocess.DEVNULL
+        if self.logs:
+            log = open(self.log_path(i, generation), "w")
+        t = time.time()
+        p = subprocess.Popen(self.hosts.command_prefix(i) + self.commands[i], env=e,
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+        if self.logs:
+            log.close()
+        self.procs[i] = p
+        self.all_procs.append(p)
+        threading.Thread(target=self._wait, args=((i, generation), p), daemon=True).start()
+        return t
+
+    def log_path(self, i, generation=0):
+        return os.path.join(self.logs, "%s.node%d.%d.log" % (self.name, i, generation))
+
+    def log_has(self, i, text, generation=0):
+        try:
+            with open(self.log_path(i, generation), errors="replace") as f:
+                return text in f.read()
+        except (OSError, TypeError):
+            return False
+
+    def again(self, i):
+        """Starts node i's launcher again; returns the time just before it was started."""
+        return self._start(i)
+
+    def _wait(self, key, p):
+        code = p.wait()
+        self.codes[key] = code
+        self.exit_times[key] = time.time()
+        if key[1] == 0:
+            self.exit_times[key[0]] = self.exit_times[key]
 
     def wait_exits(self, which, timeout=RUN_TIMEOUT):
         deadline = time.monotonic() + timeout
@@ -116,13 +188,13 @@ class Run:
         return None
 
     def kill(self):
-        for p in self.procs:
+        for p in self.all_procs:
             if p.poll() is None:
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
                 except OSError:
                     pass
-        for p in self.procs:
+        for p in self.all_procs:
             try:
                 p.wait(10)
             except subprocess.TimeoutExpired:
@@ -131,18 +203,23 @@ class Run:
         gltest.kill_tagged(self.tag)
 
 
-def starts(out):
-    """[(time, rank)] of every rank process started so far."""
+def starts_with_pids(out):
+    """[(time, rank, pid)] of every rank process started so far."""
     found = []
     for name in os.listdir(out):
         if name.startswith("start."):
             try:
                 with open(os.path.join(out, name)) as f:
                     rank, t = f.read().split()
-                found.append((float(t), int(rank)))
+                found.append((float(t), int(rank), int(name.split(".")[1])))
             except (OSError, ValueError):
                 pass
     return found
+
+
+def starts(out):
+    """[(time, rank)] of every rank process started so far."""
+    return [(t, rank) for t, rank, _ in starts_with_pids(out)]
 
 
 def wait_for(predicate, timeout):
@@ -300,6 +377,155 @@ def torchrun_round(hosts, n, root, rep, variant):
     return value, failing_node_only
 
 
+def all_ranks_again(out, after, world):
+    """Once every rank 0..world-1 has a process started after `after`: the latest of those
+    first starts (the moment the whole job runs again); None before."""
+    first = {}
+    for t, rank, _ in starts_with_pids(out):
+        if t > after and (rank not in first or t < first[rank]):
+            first[rank] = t
+    if all(r in first for r in range(world)):
+        return max(first.values())
+    return None
+
+
+def alive(pid):
+    """pid still runs (and is not a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def ended(run, nodes):
+    """{node: exit code} of the first launchers of `nodes` that exited already."""
+    return {k: run.codes[(k, 0)] for k in nodes if (k, 0) in run.codes}
+
+
+def rejoin_outcome(run, out, world, victim, t_kill, t_back, limit, wait_full=False):
+    """Waits (up to `limit` s) until every rank of the job runs again after t_kill.  Unless
+    `wait_full`, it stops early when the job ended: a launcher other than the victim's first
+    one exited.  Returns (seconds from t_back, None) or (None, what happened instead)."""
+    others = [k for k in range(len(run.commands)) if k != victim]
+
+    def gone():
+        return ended(run, others) or run.codes.get((victim, 1)) is not None
+
+    def settled():
+        t = all_ranks_again(out, t_kill, world)
+        if t is not None:
+            return ("ok", t)
+        return ("ended",) if gone() and not wait_full else None
+
+    result = wait_for(settled, limit)
+    if result is not None and result[0] == "ok":
+        return result[1] - t_back, None
+    if not gone():
+        return None, "never (within %d s): no launcher exited, the ranks did not all start" % limit
+    wait_for(lambda: True if len(ended(run, others)) == len(others) else None, 3)
+    exits = [(run.exit_times[(k, 0)], "node %d exit %d" % (k, code))
+             for k, code in ended(run, others).items()]
+    if (victim, 1) in run.codes:
+        exits.append((run.exit_times[(victim, 1)], "returning node %d exit %d"
+                      % (victim, run.codes[(victim, 1)])))
+    what = ", ".join("%s %.1f s after the kill" % (text, t - t_kill) for t, text in sorted(exits))
+    if result is None:
+        return None, "never (within %d s): %s" % (limit, what)
+    codes = sorted({run.codes[(k, 0)] for k in ended(run, others)}
+                   | ({run.codes[(victim, 1)]} if (victim, 1) in run.codes else set()))
+    return None, "job ended: exit %s (%s)" % ("/".join(str(c) for c in codes), what)
+
+
+def gculaunch_rejoin_round(hosts, n, root, rep, victim):
+    """Node `victim`'s gculaunch SIGKILLed once every rank runs, and started again at once
+    (the same command, same host, same RANK): seconds from that second start until every
+    rank of every node runs again.  Today's gculaunch (no rejoin) ends the job with exit 4
+    on the other nodes instead: reported as such."""
+    world = n * NPROC
+    port = 30000 + rep
+    out = new_out(root, "gj%d_%d" % (victim, rep))
+    run = Run(hosts, [gcu_cmd("hold", out, ["--max-restarts", "1"]) for k in range(n)],
+              gcu_env(hosts, n, port), name="gcu-rejoin-node%d-%d" % (victim, rep))
+    try:
+        if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT) is None:
+            return None, "the job never started"
+        t_kill = time.time()
+        old = run.procs[victim]
+        os.kill(old.pid, signal.SIGKILL)
+        old.wait()
+        t_back = run.again(victim)
+        return rejoin_outcome(run, out, world, victim, t_kill, t_back, GCU_REJOIN_WAIT)
+    finally:
+        run.kill()
+
+
+def torchrun_rejoin_round(hosts, n, root, rep, victim, interval):
+    """The same with torchrun 1.13: c10d rendezvous (node 0's agent hosts the store,
+    is_host=1), --max_restarts 1; node `victim`'s torchrun (the agent process alone, as for
+    gculaunch) SIGKILLed and started again at once, with the same command.  Always waits the
+    whole TORCHRUN_REJOIN_WAIT, so that "never" means never within it.  Returns (seconds or
+    None, what happened instead, "k of m" of the victim's old workers still running then,
+    seconds from the kill until a first rank of the job ran again)."""
+    world = n * NPROC
+    port = 30500 + rep
+    out = new_out(root, "tj%d_%s_%d" % (victim, interval, rep))
+    logs = os.path.join(root, "logs")
+    os.makedirs(logs, exist_ok=True)
+
+    def cmd(k):
+        c = [PYTHON, TORCHRUN, "--nnodes", str(n), "--node_rank", str(k),
+             "--nproc_per_node", str(NPROC), "--max_restarts", "1"]
+        if interval is not None:
+            c += ["--monitor_interval", str(interval)]
+        return c + ["--rdzv_backend", "c10d", "--rdzv_endpoint", "%s:%d" % (hosts.addr(0), port),
+                    "--rdzv_id", "benchrejoin%d" % rep, "--rdzv_conf", "is_host=%d" % (k == 0),
+                    os.path.join(root, "rank.py"), "hold", out]
+
+    run = Run(hosts, [cmd(k) for k in range(n)], torchrun_env, logs=logs,
+              name="torchrun-rejoin-node%d-%s-%d" % (victim, interval, rep))
+    workers = []
+    try:
+        if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT) is None:
+            return None, "the job never started", "?", None
+        in_victim = set(hosts.pids_in(victim))
+        workers = [pid for _, _, pid in starts_with_pids(out) if pid in in_victim]
+        t_kill = time.time()
+        old = run.procs[victim]
+        os.kill(old.pid, signal.SIGKILL)
+        old.wait()
+        t_back = run.again(victim)
+        value, what = rejoin_outcome(run, out, world, victim, t_kill, t_back,
+                                     TORCHRUN_REJOIN_WAIT, wait_full=True)
+        if what is not None:
+            lost_store = [k for k in range(n) if k != victim
+                          and run.log_has(k, "RendezvousConnectionError")]
+            if lost_store:
+                what += "; %s: RendezvousConnectionError (the c10d store was in the killed agent)" \
+                    % ", ".join("node %d" % k for k in lost_store)
+            if run.procs[victim].poll() is None:
+                what += "; the returning node %d's torchrun still waits for the others" % victim
+        again = [t for t, _, _ in starts_with_pids(out) if t > t_kill]
+        first = min(again) - t_kill if again else None
+        left = "%d of %d" % (sum(1 for pid in workers if alive(pid)), len(workers))
+        return value, what, left, first
+    finally:
+        for pid in workers:  # the victim's old workers, if they outlived their agent
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        run.kill()
+
+
+def torchrun_env(k):
+    env = {"GLOO_SOCKET_IFNAME": "eth0"}
+    if LOG_DIR:
+        env["LOGLEVEL"] = "INFO"  # the agent's rendezvous steps, in the kept logs
+    return env
+
+
 def stats(values):
     values = sorted(v for v in values if v is not None)
     if not values:
@@ -312,6 +538,47 @@ def ms(v):
     return "-" if v is None else "%.0f" % (v * 1000)
 
 
+def gculaunch_rejoins(hosts, n, root, rep, g):
+    for victim, key in ((1, "node 1 back"), (0, "node 0 back")):
+        value, what = gculaunch_rejoin_round(hosts, n, root, rep + 100 * n, victim)
+        g[key].append(value)
+        if what is not None:
+            g[key + " what"].append(what)
+
+
+def torchrun_rejoins(hosts, n, root):
+    """{(victim, interval): ([seconds or None], [what happened instead], [old workers left],
+    [seconds from the kill until a first rank ran again])}"""
+    t = {}
+    for victim, interval, reps in ((1, None, TREPS), (1, 0.1, TREPS), (0, None, TREPS0)):
+        vals, whats, orphans, noticed = [], [], [], []
+        for rep in range(reps):
+            if budget_left() < TORCHRUN_REJOIN_WAIT + 60:
+                break
+            value, what, left, first = torchrun_rejoin_round(hosts, n, root,
+                                                             rep + 100 * n + 10 * len(t),
+                                                             victim, interval)
+            vals.append(value)
+            noticed.append(first)
+            orphans.append(left)
+            if what is not None:
+                whats.append(what)
+        t[(victim, interval)] = (vals, whats, orphans, noticed)
+    return t
+
+
+def print_outcomes(whats, count):
+    """What happened instead of a re-form, once per distinct text (times vary: first one)."""
+    seen = []
+    for what in whats:
+        head = what.split(":")[0]
+        if head not in [h for h, _ in seen]:
+            seen.append((head, what))
+    for head, what in seen:
+        times = sum(1 for w in whats if w.split(":")[0] == head)
+        print("      %d of %d: %s" % (times, count, what))
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="bench-mn-") as root:
         os.chmod(root, 0o755)
@@ -321,19 +588,23 @@ def main():
         for n in NODE_COUNTS:
             with gltest.SimulatedHosts(n) as hosts:
                 g = {"rendezvous": [], "restart": [], "failure exit": [], "lost node": [],
-                     "vanished host": [], "baseline": []}
+                     "vanished host": [], "baseline": [], "node 1 back": [],
+                     "node 1 back what": [], "node 0 back": [], "node 0 back what": []}
                 for rep in range(REPS):
                     if budget_left() < 60:
                         break
-                    r = gculaunch_round(hosts, n, root, rep + 100 * n)
-                    r["baseline"] = baseline_round(hosts, n, root, rep + 100 * n)
-                    for key in g:
-                        g[key].append(r.get(key))
+                    if "base" in PARTS:
+                        r = gculaunch_round(hosts, n, root, rep + 100 * n)
+                        for key in r:
+                            g[key].append(r[key])
+                    if "rejoin" in PARTS:
+                        gculaunch_rejoins(hosts, n, root, rep, g)
+                    g["baseline"].append(baseline_round(hosts, n, root, rep + 100 * n))
                 t = {}
                 static_note = None
                 for variant in (("c10d", None), ("c10d", 0.1), ("static", 0.1)):
                     vals = []
-                    for rep in range(TREPS):
+                    for rep in range(TREPS if "base" in PARTS else 0):
                         if budget_left() < 120:
                             break
                         value, only = torchrun_round(hosts, n, root, rep + 100 * n + 10 * len(t),
@@ -342,33 +613,70 @@ def main():
                         if only is not None:
                             static_note = only
                     t[variant] = vals
-                report.append((n, g, t, static_note))
+                tj = torchrun_rejoins(hosts, n, root) if "rejoin" in PARTS else {}
+                report.append((n, g, t, static_note, tj))
         print()
         print("multi-node timings, %d ranks per node, simulated hosts (network namespaces)"
               % NPROC)
-        print("gculaunch: %d repetitions; torchrun 1.13: %d; times in ms, median / p90 (n)"
-              % (REPS, TREPS))
-        for n, g, t, static_note in report:
+        print("gculaunch: %d repetitions; torchrun 1.13: %d (node 0 back: %d); times in ms, "
+              "median / p90 (n)" % (REPS, TREPS, TREPS0))
+        for n, g, t, static_note, tj in report:
             print()
             print("%d nodes (%d ranks)" % (n, n * NPROC))
             med, p90, cnt = stats(g["baseline"])
             print("  %-44s %6s / %6s  (%d)" % ("floor: %d Pythons started directly" % (n * NPROC),
                                               ms(med), ms(p90), cnt))
-            for key in ("rendezvous", "restart", "failure exit", "lost node", "vanished host"):
-                med, p90, cnt = stats(g[key])
-                print("  gculaunch %-34s %6s / %6s  (%d)" % (key, ms(med), ms(p90), cnt))
-            g_med = stats(g["restart"])[0]
-            for variant, label in ((("c10d", None), "restart, c10d, monitor 5 s (default)"),
-                                   (("c10d", 0.1), "restart, c10d, monitor 0.1 s"),
-                                   (("static", 0.1), "restart, static, monitor 0.1 s")):
-                med, p90, cnt = stats(t[variant])
-                ratio = "" if med is None or not g_med else "  ratio %.1fx" % (med / g_med)
-                extra = ""
-                if variant[0] == "static" and cnt == 0 and t[variant]:
-                    extra = ("  never within 20 s: only the failing node's ranks %s restarted"
-                             % (static_note if static_note is not None else "?"))
-                print("  torchrun  %-34s %6s / %6s  (%d)%s%s"
-                      % (label, ms(med), ms(p90), cnt, ratio, extra))
+            if "base" in PARTS:
+                print_base(g, t, static_note)
+            if "rejoin" in PARTS:
+                print_rejoin(g, tj)
+
+
+def print_base(g, t, static_note):
+    for key in ("rendezvous", "restart", "failure exit", "lost node", "vanished host"):
+        med, p90, cnt = stats(g[key])
+        print("  gculaunch %-34s %6s / %6s  (%d)" % (key, ms(med), ms(p90), cnt))
+    g_med = stats(g["restart"])[0]
+    for variant, label in ((("c10d", None), "restart, c10d, monitor 5 s (default)"),
+                           (("c10d", 0.1), "restart, c10d, monitor 0.1 s"),
+                           (("static", 0.1), "restart, static, monitor 0.1 s")):
+        med, p90, cnt = stats(t[variant])
+        ratio = "" if med is None or not g_med else "  ratio %.1fx" % (med / g_med)
+        extra = ""
+        if variant[0] == "static" and cnt == 0 and t[variant]:
+            extra = ("  never within 20 s: only the failing node's ranks %s restarted"
+                     % (static_note if static_note is not None else "?"))
+        print("  torchrun  %-34s %6s / %6s  (%d)%s%s"
+              % (label, ms(med), ms(p90), cnt, ratio, extra))
+
+
+def print_rejoin(g, tj):
+    """A node's launcher SIGKILLed and started again: from that start until every rank of
+    every node runs again (what happened instead, when it did not)."""
+    print("  a node's launcher SIGKILLed and started again at once -> every rank runs again,"
+          " from that start:")
+    for key, label in (("node 1 back", "node 1 restarted"),
+                       ("node 0 back", "node 0 (the store host) restarted")):
+        med, p90, cnt = stats(g[key])
+        floor = stats(g["baseline"])[0]
+        over = "" if med is None or floor is None else "  %s over the floor" % ms(med - floor)
+        print("  gculaunch %-34s %6s / %6s  (%d)%s" % (label, ms(med), ms(p90), cnt, over))
+        print_outcomes(g[key + " what"], len(g[key]))
+    for (victim, interval), label in (((1, None), "node 1 restarted, monitor 5 s"),
+                                      ((1, 0.1), "node 1 restarted, monitor 0.1 s"),
+                                      ((0, None), "node 0 restarted, monitor 5 s")):
+        vals, whats, orphans, noticed = tj[(victim, interval)]
+        med, p90, cnt = stats(vals)
+        g_med = stats(g["node %d back" % victim])[0]
+        ratio = "" if med is None or not g_med else "  ratio %.1fx" % (med / g_med)
+        print("  torchrun  %-34s %6s / %6s  (%d)%s" % (label, ms(med), ms(p90), cnt, ratio))
+        print_outcomes(whats, len(vals))
+        med = stats(noticed)[0]
+        if med is not None:
+            print("      the first rank ran again %.1f s after the kill (median)" % med)
+        if orphans:
+            print("      node %d's old workers still running at the end (outlived their "
+                  "agent): %s" % (victim, ", ".join(orphans)))
 
 
 main()

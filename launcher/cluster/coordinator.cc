@@ -43,6 +43,7 @@ void Coordinator::Start() {
     Dispatch(CoordinatorEvent::NodeSilent(
         node, seq, "its gculaunch closed its connection without a bye (killed?)"));
   }));
+  board_.PublishJobInfo(job::Encode(settings_.config.master));
   for (int k = 0; k < settings_.config.nnodes; ++k) WatchJoins(k, 1);
   deadline_timer_.expires_after(settings_.rdzv_timeout);
   deadline_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
@@ -152,6 +153,10 @@ void Coordinator::Dispatch(const CoordinatorEvent& event) {
 // Heartbeats, byes and deadlines follow the members the policy keeps.
 void Coordinator::Track() {
   const auto now = Clock::now();
+  if (auto master = state_.members.find(0); master != state_.members.end() && !info_complete_) {
+    board_.PublishJobInfo(job::Encode(master->second.reg));  // now with node 0's address
+    info_complete_ = true;
+  }
   std::set<int> present;
   for (const auto& [node, m] : state_.members) {
     if (m.away) {

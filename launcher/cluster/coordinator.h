@@ -92,6 +92,7 @@ class Coordinator {
   std::map<int, Beat> beats_;                                  ///< members not away
   std::map<int, std::chrono::steady_clock::time_point> away_;  ///< since when
   std::map<int, int> next_join_;                               ///< the join watched per node
+  bool info_complete_ = false;        ///< job/info holds node 0's own registration
   std::map<int, std::string> plans_;  ///< encoded plan per epoch, as admissions repeat it
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;

@@ -83,6 +83,8 @@ void StoreAgentBoard::SayBye(int seq, int exit_code, Done done) {
 
 void StoreAgentBoard::ReadMissing(Text done) { link_.Get(job::kMissingKey, std::move(done)); }
 
+void StoreAgentBoard::ReadJobInfo(Text done) { link_.Get(job::kInfoKey, std::move(done)); }
+
 void StoreAgentBoard::Close() { link_.Close(); }
 
 // -------------------------------- StoreCoordinatorBoard --------------------------------
@@ -162,6 +164,10 @@ std::string StoreCoordinatorBoard::Heartbeat(int node, int seq) const {
 
 void StoreCoordinatorBoard::SetMissing(const std::string& text) {
   server_.Set(job::kMissingKey, text);
+}
+
+void StoreCoordinatorBoard::PublishJobInfo(const std::string& registration) {
+  server_.Set(job::kInfoKey, registration);
 }
 
 void StoreCoordinatorBoard::BeginAttempt(int epoch) { attempts_.BeginAttempt(epoch); }

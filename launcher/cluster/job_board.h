@@ -56,6 +56,8 @@ class AgentBoard {
   virtual void SayBye(int seq, int exit_code, Done done) = 0;
   /// The coordinator's latest "still missing" text ("" when none).
   virtual void ReadMissing(Text done) = 0;
+  /// Node 0's registration, as the coordinator published it ("" when there is none yet).
+  virtual void ReadJobInfo(Text done) = 0;
   virtual void Close() = 0;
 };
 
@@ -81,6 +83,8 @@ class CoordinatorBoard {
   /// The heartbeat counter of join `seq` of `node` ("" before the first beat).
   virtual std::string Heartbeat(int node, int seq) const = 0;
   virtual void SetMissing(const std::string& text) = 0;
+  /// Publishes node 0's registration for the nodes that are about to join.
+  virtual void PublishJobInfo(const std::string& registration) = 0;
   /// The ranks' key space moves to `epoch` (every rank of the one before is reaped).
   virtual void BeginAttempt(int epoch) = 0;
   /// `hung_up(node, seq)` when the connection that heartbeats for join `seq` of `node` ends.
@@ -108,6 +112,7 @@ class StoreAgentBoard : public AgentBoard {
   void ReportReaped(int epoch, Done done) override;
   void SayBye(int seq, int exit_code, Done done) override;
   void ReadMissing(Text done) override;
+  void ReadJobInfo(Text done) override;
   void Close() override;
 
  private:
@@ -133,6 +138,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   bool SaidBye(int node, int seq) const override;
   std::string Heartbeat(int node, int seq) const override;
   void SetMissing(const std::string& text) override;
+  void PublishJobInfo(const std::string& registration) override;
   void BeginAttempt(int epoch) override;
   void OnHangUp(std::function<void(int, int)> hung_up) override;
 

@@ -18,6 +18,7 @@
 //   job/hb/<k>/<s>      heartbeat counter of node k's join s (ADD 1 per beat), k > 0
 //   job/bye/<k>/<s>     node k (join s) is leaving; the value is its exit code
 //   job/missing         the coordinator's latest "still missing" text, for the others' logs
+//   job/info            node 0's registration: the job's identity and size
 //
 // Epoch e is TORCHELASTIC_RESTART_COUNT of the ranks it runs, and the number of restarts the
 // job has used: every re-form (a rank failed, a node was lost or left) costs one.  An epoch's
@@ -47,6 +48,9 @@ std::string ReapedKey(int epoch, int node);
 std::string HeartbeatKey(int node, int seq);
 std::string ByeKey(int node, int seq);
 inline constexpr const char* kMissingKey = "job/missing";
+/// Node 0's own registration, written first: a joining node checks that it belongs before it
+/// asks (the coordinator watches join requests only for the node ranks the job has).
+inline constexpr const char* kInfoKey = "job/info";
 /// The key as a socket client names it ("gculaunch/" + key).
 std::string KeyForSocket(const std::string& key);
 

@@ -95,9 +95,43 @@ void NodeAgent::Join() {
                  }));
 }
 
+// First the job's own registration: a node of another job, or with a node rank the job does
+// not have, is refused here (the coordinator watches only the job's node ranks).
 void NodeAgent::SendJoin(const std::string& addr) {
   settings_.registration.addr = addr;
   settings_.registration.last_epoch = state_.last_epoch;
+  board_.ReadJobInfo(Current([this](Result<std::string> text) {
+    if (!text.ok()) {
+      Dispatch(AgentEvent::MasterLost(text.error().what));
+      return;
+    }
+    auto master = job::DecodeRegistration(*text);
+    if (!text->empty() && master.ok()) {
+      Status fits = job::CheckIdentity(settings_.registration, *master);
+      if (fits.ok() && settings_.registration.node_rank >= master->nnodes) {
+        fits = job::CheckRegistration(settings_.registration, *master);
+      }
+      if (!fits.ok()) {
+        Refused(fits.error());
+        return;
+      }
+    }
+    SendJoinRequest();
+  }));
+}
+
+void NodeAgent::Refused(const Error& why) {
+  job::StopMarker m;
+  m.kind = job::StopMarker::Kind::kJobError;
+  m.exit_code = exit_code::kUsage;
+  m.restartable = false;
+  m.what = "refused: " + why.what + " (fix: " + why.hint + ")";
+  outcome_ = m;
+  LogMarker(m);
+  supervisor_->JobExit(exit_code::kUsage);
+}
+
+void NodeAgent::SendJoinRequest() {
   board_.Join(job::Encode(settings_.registration), Current([this](Result<int> seq) {
                 if (!seq.ok()) {
                   Dispatch(AgentEvent::MasterLost(seq.error().what));

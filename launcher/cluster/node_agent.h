@@ -85,6 +85,8 @@ class NodeAgent : public JobLink {
   std::string Advertised(const std::string& found) const;
   void Join();
   void SendJoin(const std::string& addr);
+  void SendJoinRequest();
+  void Refused(const Error& why);
   void Admitted(Result<std::string> text);
   void JoinFailed(Error error, int code);
   void Dispatch(const job::AgentEvent& event);

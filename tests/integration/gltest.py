@@ -627,3 +627,183 @@ class NodeJob(Job):
         env.update(extra_env or {})
         super().__init__(args, tag=tag, extra_env=env, prefix=hosts.command_prefix(index))
         self.index = index
+
+
+# ---- simulated hosts: additions for the rejoin tests (tests/integration/test_rejoin.py) ----
+
+def add_host(hosts):
+    """Adds one more host to `hosts` (a SimulatedHosts), attached to the same bridge, with the
+    next address (198.18.0.<i+1>): a spare that a replacement node can start in.  Returns its
+    index.  Its namespace is deleted by hosts.close() like the others."""
+    i = len(hosts.hosts)
+    ns = "%s-h%d" % (hosts.prefix, i)
+    hosts._ip("netns", "add", ns)
+    hosts._created.append(ns)
+    hosts.hosts.append(ns)
+    hosts._ip("-n", ns, "link", "set", "lo", "up")
+    hosts._ip("-n", hosts.switch, "link", "add", "p%d" % i, "type", "veth", "peer", "name",
+              "eth0", "netns", ns)
+    hosts._ip("-n", hosts.switch, "link", "set", "p%d" % i, "master", "br0")
+    hosts._ip("-n", hosts.switch, "link", "set", "p%d" % i, "up")
+    hosts._ip("-n", ns, "addr", "add", hosts.addr(i) + "/24", "dev", "eth0")
+    hosts._ip("-n", ns, "link", "set", "eth0", "up")
+    return i
+
+
+class HostsFileNames:
+    """Host names that only the simulated hosts know: `ip netns exec NS` bind-mounts
+    /etc/netns/NS/hosts over /etc/hosts for the process it starts, so writing that file for
+    every namespace of `hosts` gives each of them the same private name table.  Create it
+    BEFORE starting processes (the bind mount is made at exec time); set() rewrites the files
+    in place (same inode), so processes already running see the change.  close() removes
+    exactly the files and directories it created."""
+
+    def __init__(self, hosts):
+        self.hosts = hosts
+        self.names = {}
+        self._made_dirs = []
+        self._made_files = []
+        self.sync()
+
+    def _path(self, ns):
+        return os.path.join("/etc/netns", ns, "hosts")
+
+    def sync(self):
+        """Writes the table for every namespace of `hosts` (call again after add_host)."""
+        text = "127.0.0.1\tlocalhost\n::1\tlocalhost\n" + "".join(
+            "%s\t%s\n" % (addr, name) for name, addr in sorted(self.names.items()))
+        for ns in self.hosts.hosts:
+            directory = os.path.dirname(self._path(ns))
+            if not os.path.isdir(directory):
+                os.makedirs(directory)
+                self._made_dirs.append(directory)
+            path = self._path(ns)
+            if path not in self._made_files:
+                if os.path.exists(path):
+                    raise RuntimeError("%s exists already: not ours to overwrite" % path)
+                self._made_files.append(path)
+            # "w" truncates and writes the same inode: a bind mount of it sees the new text.
+            with open(path, "w") as f:
+                f.write(text)
+
+    def set(self, name, addr):
+        """`name` resolves to `addr` in every simulated host from now on."""
+        self.names[name] = addr
+        self.sync()
+
+    def close(self):
+        for path in self._made_files:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        for directory in reversed(self._made_dirs):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+        self._made_files = []
+        self._made_dirs = []
+
+
+def interpreter_file(directory, command):
+    """An executable file `directory`/python3 that stands for the interpreter `command` (a
+    list, e.g. torch2_python()), since --python takes one path.  It execs the command, so the
+    rank's pid stays the interpreter's."""
+    import shlex
+    path = os.path.join(directory, "python3")
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\nexec %s "$@"\n' % " ".join(shlex.quote(c) for c in command))
+    os.chmod(path, 0o755)
+    return path
+
+
+# ---- the checkpointing example (examples/ckpt_train.py) ----
+
+CKPT_EXAMPLE = os.path.join(SOURCE_DIR, "examples", "ckpt_train.py")
+
+
+def ckpt_example():
+    """examples/ckpt_train.py as a module (it imports torch only in main()): its simulate()
+    gives the states every correct run must go through."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ckpt_train", CKPT_EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_ckpt_journal(directory):
+    """{rank: [record, ...]} from the example's --journal directory, in file order."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        m = re.fullmatch(r"rank(\d+)\.jsonl", name)
+        if not m:
+            continue
+        with open(os.path.join(directory, name)) as f:
+            out[int(m.group(1))] = [json.loads(line) for line in f if line.strip()]
+    return out
+
+
+def ckpt_journal_problems(directory, steps, ckpt_every, world):
+    """What is wrong with a finished run's journal (an empty list: nothing).  Checks, for every
+    rank of a job of `world` ranks: each line's value is the undisturbed run's value at that
+    step and its world size is `world`; the lines come in attempts (TORCHELASTIC_RESTART_COUNT,
+    increasing), each a run of consecutive steps; the first attempt starts at step 1 and the
+    last one ends at `steps`; every later attempt starts right after a checkpoint step (a
+    multiple of `ckpt_every`) at or before where the previous one stopped (no step lost) and
+    at most `ckpt_every` steps before it (only steps after the last checkpoint repeated).
+    For rank 0, which writes the checkpoint before its journal line, the resume point must be
+    exactly the last checkpoint: the last multiple of `ckpt_every` among the steps it journaled,
+    or the next one when it was stopped between the checkpoint and the line."""
+    values = [ckpt_example().value_of(s) for s in ckpt_example().simulate(steps)]
+    journal = read_ckpt_journal(directory)
+    problems = []
+    if sorted(journal) != list(range(world)):
+        return ["journal files for ranks %s, expected 0..%d" % (sorted(journal), world - 1)]
+    for rank, records in sorted(journal.items()):
+        where = "rank %d" % rank
+        groups = []  # [attempt, [steps]]
+        for r in records:
+            if not 1 <= r["step"] <= steps or r["value"] != values[r["step"]]:
+                problems.append("%s: %r has a wrong value (expected %s)"
+                                % (where, r, values[r["step"]] if 1 <= r["step"] <= steps
+                                   else "no such step"))
+            if r["world"] != world:
+                problems.append("%s: %r: world size is not %d" % (where, r, world))
+            if groups and groups[-1][0] == r["attempt"]:
+                groups[-1][1].append(r["step"])
+            elif groups and groups[-1][0] > r["attempt"]:
+                problems.append("%s: attempt %d after attempt %d" % (where, r["attempt"],
+                                                                    groups[-1][0]))
+            else:
+                groups.append([r["attempt"], [r["step"]]])
+        if not groups:
+            problems.append("%s: no step at all" % where)
+            continue
+        for attempt, done in groups:
+            if done != list(range(done[0], done[0] + len(done))):
+                problems.append("%s: attempt %d: steps not consecutive: %s"
+                                % (where, attempt, done))
+        if groups[0][1][0] != 1:
+            problems.append("%s: first step %d, not 1" % (where, groups[0][1][0]))
+        if groups[-1][1][-1] != steps:
+            problems.append("%s: last step %d, not %d" % (where, groups[-1][1][-1], steps))
+        for (_, before), (attempt, after) in zip(groups, groups[1:]):
+            last, resumed = before[-1], after[0] - 1
+            ok = (resumed % ckpt_every == 0 and resumed <= last + 1
+                  and last - resumed <= ckpt_every)
+            if rank == 0:
+                ok = ok and resumed in (last // ckpt_every * ckpt_every,
+                                        (last + 1) // ckpt_every * ckpt_every)
+            if not ok:
+                problems.append("%s: attempt %d resumed after step %d, but the previous attempt "
+                                "stopped after step %d (checkpoint every %d)"
+                                % (where, attempt, resumed, last, ckpt_every))
+    return problems
+
+
+def ckpt_attempts(directory):
+    """The attempts (TORCHELASTIC_RESTART_COUNT values) that executed steps, per rank."""
+    return {rank: sorted({r["attempt"] for r in records})
+            for rank, records in read_ckpt_journal(directory).items()}

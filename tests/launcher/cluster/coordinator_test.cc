@@ -165,14 +165,28 @@ TEST_CASE("coordinator: a stranger from another job is refused and the job goes 
              Catch::StartsWith("refused: node 1 (h1, 127.0.0.1) belongs to job 'another-job' but "
                                "the job at this MASTER_ADDR:MASTER_PORT is 'r'"));
   CHECK(f.nodes[0].ranks->calls.empty());  // undisturbed: still waiting for its node 1
+  // A node rank this job does not have: the job's own registration refuses it before it asks
+  // (the coordinator watches only ranks 0..n-1), whether stranger or misfit.
+  f.nnodes = 3;
+  f.AddNode(2, 1);  // still "another-job"
   f.run_id = "r";
+  f.AddNode(2, 1);
+  REQUIRE(f.Run([&] { return f.nodes[2].agent->finished() && f.nodes[3].agent->finished(); }));
+  CHECK(f.nodes[2].agent->exit_code() == 2);
+  CHECK_THAT(job::Describe(*f.nodes[2].agent->outcome()),
+             Catch::StartsWith("refused: node 2 (h2, 127.0.0.1) belongs to job 'another-job'"));
+  CHECK(f.nodes[3].agent->exit_code() == 2);
+  CHECK_THAT(job::Describe(*f.nodes[3].agent->outcome()),
+             Catch::StartsWith("refused: node 2 (h2, 127.0.0.1) expects 3 nodes but node 0 (h0, "
+                               "127.0.0.1) expects 2"));
+  f.nnodes = 2;
   f.AddNode(1, 1);
-  REQUIRE(f.Run([&] { return f.nodes[2].ranks->Called("start 0"); }));
+  REQUIRE(f.Run([&] { return f.nodes[4].ranks->Called("start 0"); }));
   f.nodes[0].ranks->Succeed();
-  f.nodes[2].ranks->Succeed();
-  REQUIRE(f.Run([&] { return f.coordinator->finished() && f.nodes[2].agent->finished(); }));
+  f.nodes[4].ranks->Succeed();
+  REQUIRE(f.Run([&] { return f.coordinator->finished() && f.nodes[4].agent->finished(); }));
   CHECK(f.nodes[0].agent->exit_code() == 0);
-  CHECK(f.nodes[2].agent->exit_code() == 0);
+  CHECK(f.nodes[4].agent->exit_code() == 0);
 }
 
 }  // namespace gculaunch
