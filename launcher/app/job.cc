@@ -522,21 +522,32 @@ std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& sup
   return std::move(*server);
 }
 
-// `gculaunch stacks` reaches this launch here (control_socket.h).  The answer's first line
-// is "dumped <n> of <m>", the report follows.  Multi-node gathering (node 0 asking every
-// node's agent through the cluster protocol) would plug in here: today each node answers
-// for its own ranks.
+// `gculaunch stacks` (and status) reach this launch here (control_socket.h): a path socket
+// in the user's 0700 control directory, removed at exit and by the guardian after a kill -9.
+// A directory that fails its checks costs only the socket: the job runs, with a warning.
 std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, Supervisor& supervisor,
                                                      StackDumper& dumper) {
+  const std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
+  const std::string path =
+      dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
+  const auto warn = [this](const Error& error) {
+    log_.warn("{} (fix: {}); gculaunch stacks will not reach this launch", error.what, error.hint);
+  };
+  if (Status checked = CheckControlDir(dir, true); !checked.ok()) {
+    warn(checked.error());
+    return nullptr;
+  }
+  auto control = ControlSocket::Listen(loop.io, path);
+  if (!control.ok()) {
+    warn(control.error());
+    return nullptr;
+  }
+  if (guardian_) guardian_->UnlinkAtExit(path);
   const std::string title = "stacks of run " + runtime_.run_id + ", node " +
                             std::to_string(spec_.node_rank) + " (" + sys::HostName() +
                             "), gculaunch pid " + std::to_string(::getpid());
-  auto handler = [&supervisor, &dumper, title](const std::string& command,
-                                               const ControlSocket::Reply& reply) {
-    if (command != "stacks") {
-      reply("error: unknown command '" + command + "' (fix: send 'stacks')\n");
-      return;
-    }
+  (*control)->Register("stacks", [&supervisor, &dumper, title](const std::vector<std::string>&,
+                                                               const ControlSocket::Reply& reply) {
     std::vector<StackTarget> targets;
     if (supervisor.group() != nullptr) targets = supervisor.group()->StackTargets();
     dumper.Dump(std::move(targets), [reply, title](const std::vector<StackDump>& dumps) {
@@ -545,13 +556,8 @@ std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, Supervisor& sup
       reply("dumped " + std::to_string(dumped) + " of " + std::to_string(dumps.size()) + "\n" +
             FormatStackReport(title, dumps));
     });
-  };
-  auto control = ControlSocket::Listen(loop.io, std::move(handler));
-  if (!control.ok()) {
-    log_.warn("{} (fix: {})", control.error().what, control.error().hint);
-    return nullptr;
-  }
-  log_.debug("control socket @{}", (*control)->name());
+  });
+  log_.debug("control socket {}", path);
   return std::move(*control);
 }
 

@@ -1,15 +1,16 @@
-// StacksMain: `gculaunch stacks [--pid PID] [--timeout SECONDS]`, every local rank's Python
-// stacks of the job running on this node, without stopping it.
+// StacksMain: `gculaunch stacks [--job RUN_ID] [--node N] [--pid PID] [--timeout SECONDS]`,
+// every rank's Python stacks of a job running on this node, without stopping it.
 //
-// It finds the launches of this node (this network namespace) by their control sockets in
-// /proc/net/unix ("@gculaunch/<pid>", launcher/run/control_socket.h), asks each one (or only
-// --pid) for "stacks", and prints each answer: where it came from (run id, node, host,
-// gculaunch's pid), every rank's dump, the ranks that could not be dumped and why, and the
-// ranks whose stacks differ from the majority.  The ranks need the stack-dump hook
+// It finds the launches of this user by their control sockets (launcher/run/control_socket.h:
+// FindControlEndpoint lists the user's control directory, skips stale sockets and selects one
+// launch: the only one, the one the selector names, or the only one in this network
+// namespace), asks it for "stacks", and prints the answer: where it came from (run id, node,
+// host, gculaunch's pid), every rank's dump, the ranks that could not be dumped and why, and
+// the ranks whose stacks differ from the majority.  The ranks need the stack-dump hook
 // (--stack-dumps, or --hang-timeout); a rank without it is reported, never signalled.
 //
-// Exit codes: 0 every rank of every launch asked was dumped; 1 no launch was found, one did
-// not answer, or some rank could not be dumped; 2 a usage error.
+// Exit codes: 0 every rank was dumped; 1 no launch (or several, without a selector), no
+// answer, or some rank could not be dumped; 2 a usage error.
 //
 // Thread safety: called once from main().
 #pragma once

@@ -8,6 +8,8 @@ without --pid."""
 import os
 import re
 import signal
+import socket
+import stat
 import subprocess
 import time
 import unittest
@@ -249,6 +251,49 @@ class Stacks(unittest.TestCase):
             for job in jobs:
                 job.wait(timeout=60)
 
+    def test_the_socket_is_private_stale_ones_are_removed_and_kill_9_leaves_none(self):
+        # XDG_RUNTIME_DIR of our own: the control directory is <it>/gculaunch, mode 0700.
+        with gltest.TempDir() as tmp, gltest.TempDir() as xdg:
+            os.chmod(xdg, 0o700)
+            env = {"XDG_RUNTIME_DIR": xdg}
+            ctl = os.path.join(xdg, "gculaunch")
+            os.mkdir(ctl, 0o700)
+            stale = os.path.join(ctl, "old-n0-999999.sock")
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(stale)
+            s.close()
+            script = self.write(tmp, "hold.py", HOLD)
+            with gltest.Job(["--standalone", "--nproc-per-node", "1", "--device", "cpu",
+                             "--python", gltest.PYTHON, "--stack-dumps", script],
+                            extra_env=env) as job:
+                job.wait_for(lambda out, err: "holding" in out, timeout=120, what="rank up")
+                socks = [n for n in os.listdir(ctl) if n.endswith("-n0-%d.sock" % job.pid)]
+                self.assertEqual(len(socks), 1, os.listdir(ctl))
+                path = os.path.join(ctl, socks[0])
+                self.assertTrue(stat.S_ISSOCK(os.lstat(path).st_mode))
+                self.assertEqual(stat.S_IMODE(os.lstat(ctl).st_mode), 0o700)
+                # No selector: the only live job there; the stale socket is skipped and removed.
+                res = gltest.run([gltest.require_binary(), "stacks"],
+                                 env=gltest.tagged_env(gltest.new_tag(), extra=env), timeout=60)
+                self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+                self.assertIn("gculaunch pid %d" % job.pid, res.stdout)
+                self.assertFalse(os.path.lexists(stale))
+                # A directory another user could write to is refused, naming the fix.
+                os.chmod(ctl, 0o755)
+                res = gltest.run([gltest.require_binary(), "stacks"],
+                                 env=gltest.tagged_env(gltest.new_tag(), extra=env), timeout=60)
+                self.assertEqual(res.returncode, 1)
+                self.assertEqual(res.stderr, "gculaunch: gculaunch stacks: the control directory "
+                                 "%s has mode 0755, not 0700 (fix: chmod 700 %s)\n" % (ctl, ctl))
+                os.chmod(ctl, 0o700)
+                # kill -9: the guardian removes the socket file.
+                job.signal(signal.SIGKILL)
+                job.wait(timeout=30)
+                deadline = time.monotonic() + 15
+                while os.path.lexists(path) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                self.assertFalse(os.path.lexists(path), "the socket outlived gculaunch's guardian")
+
     def test_usage_and_no_job(self):
         res = gltest.run([gltest.require_binary(), "stacks", "--pid", "x"],
                          env=gltest.tagged_env(gltest.new_tag()))
@@ -258,7 +303,8 @@ class Stacks(unittest.TestCase):
         # A pid that is certainly not a gculaunch: this test's own.
         res = stacks(os.getpid())
         self.assertEqual(res.returncode, 1)
-        self.assertIn("no running gculaunch with pid %d on this node" % os.getpid(), res.stderr)
+        self.assertRegex(res.stderr, r"^gculaunch: gculaunch stacks: no running gculaunch job "
+                         r"(of this user was found|matches --job/--node/--pid) \(fix: ")
         res = gltest.run([gltest.require_binary(), "stacks", "--help"],
                          env=gltest.tagged_env(gltest.new_tag()))
         self.assertEqual(res.returncode, 0)
