@@ -18,6 +18,7 @@
 #include "base/exit_codes.h"
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
+#include "launcher/cluster/dump_exchange.h"
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/node_agent.h"
 #include "launcher/run/agent_store.h"
@@ -248,7 +249,9 @@ struct Job::Cluster {
   std::optional<StoreAgentBoard> agent_board;
   std::optional<StoreCoordinatorBoard> coordinator_board;  ///< node 0 only
   std::optional<NodeAgent> agent;
-  std::optional<Coordinator> coordinator;  ///< node 0 only
+  std::optional<Coordinator> coordinator;       ///< node 0 only
+  std::optional<DumpGatherer> dump_gatherer;    ///< node 0: `gculaunch stacks` for the job
+  std::optional<DumpResponder> dump_responder;  ///< other nodes: answer node 0's requests
 };
 
 Job::Loop::Loop(Job& job)
@@ -468,7 +471,8 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     cluster.agent->Start();
   }
   StackDumper dumper(loop.io, StackDumper::Options{});
-  std::unique_ptr<ControlSocket> control = ListenForControl(loop, supervisor, dumper);
+  const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);
+  std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
   std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
   std::optional<HangWatch> hang;
   if (spec_.hang_timeout_s > 0) {
@@ -479,6 +483,8 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   }
   const JobOutcome outcome = supervisor.Run();
   if (cluster.agent) WaitForByes(loop, cluster);
+  cluster.dump_responder.reset();
+  cluster.dump_gatherer.reset();
   if (loop.store) loop.store->Stop();
   all_groups_empty_ = outcome.stuck.empty();
   Report(loop, cluster, outcome);
@@ -522,11 +528,54 @@ std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& sup
   return std::move(*server);
 }
 
+// This node's stacks, and on node 0 of a multi-node job every other node's, gathered through
+// the job board with a bound (dump_exchange.h).  The other nodes answer node 0's requests
+// while they run.
+Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supervisor,
+                                  StackDumper& dumper) {
+  const std::string title = "stacks of run " + runtime_.run_id + ", node " +
+                            std::to_string(spec_.node_rank) + " (" + sys::HostName() +
+                            "), gculaunch pid " + std::to_string(::getpid());
+  const int node_rank = spec_.node_rank;
+  auto local = [&supervisor, &dumper, title, node_rank](std::function<void(NodeStacks)> done) {
+    std::vector<StackTarget> targets;
+    if (supervisor.group() != nullptr) targets = supervisor.group()->StackTargets();
+    dumper.Dump(std::move(targets),
+                [done = std::move(done), title, node_rank](std::vector<StackDump> dumps) {
+                  done(NodeStacks{node_rank, title, std::move(dumps), ""});
+                });
+  };
+  if (cluster.coordinator_board) {
+    cluster.dump_gatherer.emplace(loop.io, *cluster.coordinator_board);
+  } else if (cluster.agent_board) {
+    cluster.dump_responder.emplace(loop.io, *cluster.agent_board, local);
+    cluster.dump_responder->Start();
+  }
+  DumpGatherer* gatherer = cluster.dump_gatherer ? &*cluster.dump_gatherer : nullptr;
+  const int nnodes = spec_.nnodes;
+  return [local, gatherer, nnodes](std::function<void(std::vector<NodeStacks>)> done) {
+    local([gatherer, nnodes, done = std::move(done)](NodeStacks own) {
+      if (gatherer == nullptr) {
+        done({std::move(own)});
+        return;
+      }
+      std::vector<int> others;
+      for (int n = 1; n < nnodes; ++n) others.push_back(n);
+      gatherer->Gather(others, std::chrono::seconds(20),
+                       [own = std::move(own), done](std::vector<NodeStacks> parts) {
+                         parts.insert(parts.begin(), own);
+                         done(std::move(parts));
+                       });
+    });
+  };
+}
+
 // `gculaunch stacks` (and status) reach this launch here (control_socket.h): a path socket
 // in the user's 0700 control directory, removed at exit and by the guardian after a kill -9.
 // A directory that fails its checks costs only the socket: the job runs, with a warning.
-std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, Supervisor& supervisor,
-                                                     StackDumper& dumper) {
+// The answer's first line is "dumped <n> of <m>" (a node that did not answer counts its
+// --nproc-per-node ranks as not dumped), the report follows.
+std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stacks) {
   const std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   const std::string path =
       dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
@@ -543,20 +592,22 @@ std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, Supervisor& sup
     return nullptr;
   }
   if (guardian_) guardian_->UnlinkAtExit(path);
-  const std::string title = "stacks of run " + runtime_.run_id + ", node " +
-                            std::to_string(spec_.node_rank) + " (" + sys::HostName() +
-                            "), gculaunch pid " + std::to_string(::getpid());
-  (*control)->Register("stacks", [&supervisor, &dumper, title](const std::vector<std::string>&,
-                                                               const ControlSocket::Reply& reply) {
-    std::vector<StackTarget> targets;
-    if (supervisor.group() != nullptr) targets = supervisor.group()->StackTargets();
-    dumper.Dump(std::move(targets), [reply, title](const std::vector<StackDump>& dumps) {
-      const auto dumped =
-          std::count_if(dumps.begin(), dumps.end(), [](const StackDump& d) { return d.ok; });
-      reply("dumped " + std::to_string(dumped) + " of " + std::to_string(dumps.size()) + "\n" +
-            FormatStackReport(title, dumps));
-    });
-  });
+  const int nproc = spec_.nproc_per_node;
+  (*control)->Register(
+      "stacks", [stacks = std::move(stacks), nproc](const std::vector<std::string>&,
+                                                    const ControlSocket::Reply& reply) {
+        stacks([reply, nproc](const std::vector<NodeStacks>& parts) {
+          size_t dumped = 0;
+          size_t total = 0;
+          for (const NodeStacks& part : parts) {
+            total += part.missing.empty() ? part.dumps.size() : static_cast<size_t>(nproc);
+            dumped += static_cast<size_t>(std::count_if(part.dumps.begin(), part.dumps.end(),
+                                                        [](const StackDump& d) { return d.ok; }));
+          }
+          reply("dumped " + std::to_string(dumped) + " of " + std::to_string(total) + "\n" +
+                FormatJobStackReport(parts));
+        });
+      });
   log_.debug("control socket {}", path);
   return std::move(*control);
 }

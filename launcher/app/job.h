@@ -42,6 +42,7 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@
 #include "launcher/run/file_timer.h"
 #include "launcher/run/logging.h"
 #include "launcher/run/stack_dumper.h"
+#include "launcher/run/stack_report.h"
 #include "launcher/run/supervisor.h"
 #include "launcher/spec/launch_spec.h"
 #include "launcher/spec/rank_env.h"
@@ -94,8 +96,12 @@ class Job {
   void AssembleCluster(Loop& loop, Cluster& cluster);
   int Supervise(Loop& loop, Cluster& cluster);
   std::unique_ptr<FileTimerServer> ServeFileTimer(Loop& loop, Supervisor& supervisor);
-  std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, Supervisor& supervisor,
-                                                  StackDumper& dumper);
+  /// Calls back with the job's stacks: this node's part, and on node 0 of a multi-node job
+  /// every other node's (launcher/cluster/dump_exchange.h).
+  using JobStacks = std::function<void(std::function<void(std::vector<NodeStacks>)>)>;
+  JobStacks MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supervisor,
+                          StackDumper& dumper);
+  std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, JobStacks stacks);
   void WaitForByes(Loop& loop, Cluster& cluster);
   void Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome);
   void CloseLoop(Loop& loop);

@@ -85,6 +85,20 @@ void StoreAgentBoard::ReadMissing(Text done) { link_.Get(job::kMissingKey, std::
 
 void StoreAgentBoard::ReadJobInfo(Text done) { link_.Get(job::kInfoKey, std::move(done)); }
 
+void StoreAgentBoard::ReadDumpRequest(Seq done) {
+  link_.Get(job::kDumpRequestKey, [done = std::move(done)](const Result<std::string>& n) {
+    if (!n.ok()) {
+      done(n.error());
+      return;
+    }
+    done(std::atoi(n->c_str()));
+  });
+}
+
+void StoreAgentBoard::PublishDump(int request, const std::string& stacks, Done done) {
+  link_.Set(job::DumpKey(request, node_), stacks, std::move(done));
+}
+
 void StoreAgentBoard::Close() { link_.Close(); }
 
 // -------------------------------- StoreCoordinatorBoard --------------------------------
@@ -174,6 +188,15 @@ void StoreCoordinatorBoard::BeginAttempt(int epoch) { attempts_.BeginAttempt(epo
 
 void StoreCoordinatorBoard::OnHangUp(std::function<void(int, int)> hung_up) {
   hung_up_ = std::move(hung_up);
+}
+
+int StoreCoordinatorBoard::RequestDump() {
+  auto n = server_.Add(job::kDumpRequestKey, 1);
+  return n.ok() ? static_cast<int>(*n) : 0;
+}
+
+std::optional<std::string> StoreCoordinatorBoard::DumpAnswer(int request, int node) const {
+  return server_.Get(job::DumpKey(request, node));
 }
 
 void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::Request& request) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
@@ -58,6 +59,10 @@ class AgentBoard {
   virtual void ReadMissing(Text done) = 0;
   /// Node 0's registration, as the coordinator published it ("" when there is none yet).
   virtual void ReadJobInfo(Text done) = 0;
+  /// Stack dumps (dump_exchange.h): the number of node 0's latest request (0: none yet), and
+  /// this node's answer to request `request`.
+  virtual void ReadDumpRequest(Seq done) = 0;
+  virtual void PublishDump(int request, const std::string& stacks, Done done) = 0;
   virtual void Close() = 0;
 };
 
@@ -89,6 +94,10 @@ class CoordinatorBoard {
   virtual void BeginAttempt(int epoch) = 0;
   /// `hung_up(node, seq)` when the connection that heartbeats for join `seq` of `node` ends.
   virtual void OnHangUp(std::function<void(int, int)> hung_up) = 0;
+  /// Stack dumps (dump_exchange.h): asks every node for its stacks and returns the request's
+  /// number; node `node`'s answer to it (nullopt until it answered).
+  virtual int RequestDump() = 0;
+  virtual std::optional<std::string> DumpAnswer(int request, int node) const = 0;
 };
 
 // ---------------------------- the TCP store implementations ----------------------------
@@ -113,6 +122,8 @@ class StoreAgentBoard : public AgentBoard {
   void SayBye(int seq, int exit_code, Done done) override;
   void ReadMissing(Text done) override;
   void ReadJobInfo(Text done) override;
+  void ReadDumpRequest(Seq done) override;
+  void PublishDump(int request, const std::string& stacks, Done done) override;
   void Close() override;
 
  private:
@@ -141,6 +152,8 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   void PublishJobInfo(const std::string& registration) override;
   void BeginAttempt(int epoch) override;
   void OnHangUp(std::function<void(int, int)> hung_up) override;
+  int RequestDump() override;
+  std::optional<std::string> DumpAnswer(int request, int node) const override;
 
   /// From the store's observers (ConnectionHooks in coordinator.h): a heartbeat names its
   /// control connection; that connection ending is a hang-up.

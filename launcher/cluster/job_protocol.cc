@@ -16,6 +16,9 @@ std::string JoinKey(int node, int seq) {
 std::string AdmitKey(int node, int seq) {
   return "job/admit/" + std::to_string(node) + "/" + std::to_string(seq);
 }
+std::string DumpKey(int request, int node) {
+  return "job/dump/" + std::to_string(request) + "/" + std::to_string(node);
+}
 std::string PlanKey(int epoch) { return "job/plan/" + std::to_string(epoch); }
 std::string StopKey(int epoch) { return "job/stop/" + std::to_string(epoch); }
 std::string DoneKey(int epoch, int node) {

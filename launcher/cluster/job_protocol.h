@@ -19,6 +19,11 @@
 //   job/bye/<k>/<s>     node k (join s) is leaving; the value is its exit code
 //   job/missing         the coordinator's latest "still missing" text, for the others' logs
 //   job/info            node 0's registration: the job's identity and size
+//   job/dumpreq         counter (ADD 1 by node 0): the number n of the latest stack-dump
+//                       request (`gculaunch stacks` on node 0, a hang); every other node
+//                       polls it while it runs
+//   job/dump/<n>/<k>    node k's answer to dump request n: its stacks (stack_report.h,
+//                       EncodeNodeStacks)
 //
 // Epoch e is TORCHELASTIC_RESTART_COUNT of the ranks it runs, and the number of restarts the
 // job has used: every re-form (a rank failed, a node was lost or left) costs one.  An epoch's
@@ -51,6 +56,8 @@ inline constexpr const char* kMissingKey = "job/missing";
 /// Node 0's own registration, written first: a joining node checks that it belongs before it
 /// asks (the coordinator watches join requests only for the node ranks the job has).
 inline constexpr const char* kInfoKey = "job/info";
+inline constexpr const char* kDumpRequestKey = "job/dumpreq";
+std::string DumpKey(int request, int node);
 /// The key as a socket client names it ("gculaunch/" + key).
 std::string KeyForSocket(const std::string& key);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace gculaunch {
@@ -100,8 +101,11 @@ bool AllDumped(const std::vector<StackDump>& dumps) {
   return std::all_of(dumps.begin(), dumps.end(), [](const StackDump& d) { return d.ok; });
 }
 
-std::string FormatStackReport(const std::string& title, const std::vector<StackDump>& dumps) {
-  std::string out = title + "\n";
+namespace {
+
+// Per rank a header and its dump (or why there is none).
+std::string FormatRankDumps(const std::vector<StackDump>& dumps) {
+  std::string out;
   for (const StackDump& d : dumps) {
     const std::string who = "rank " + std::to_string(d.rank) + " (local rank " +
                             std::to_string(d.local_rank) +
@@ -113,6 +117,12 @@ std::string FormatStackReport(const std::string& title, const std::vector<StackD
     out += "---- " + who + " ----\n" + d.text;
     if (!d.text.empty() && d.text.back() != '\n') out += "\n";
   }
+  return out;
+}
+
+// The ranks that differ from the majority, or that every dumped rank is in the same place.
+std::string FormatOddRanks(const std::vector<StackDump>& dumps) {
+  std::string out;
   const std::vector<int> odd = OddRanks(dumps);
   for (const int rank : odd) {
     for (const StackDump& d : dumps) {
@@ -135,6 +145,66 @@ std::string FormatStackReport(const std::string& title, const std::vector<StackD
     out += "every dumped rank is in the same place\n";
   }
   return out;
+}
+
+}  // namespace
+
+std::string FormatStackReport(const std::string& title, const std::vector<StackDump>& dumps) {
+  return title + "\n" + FormatRankDumps(dumps) + FormatOddRanks(dumps);
+}
+
+std::string FormatJobStackReport(const std::vector<NodeStacks>& nodes) {
+  std::string out;
+  std::vector<StackDump> all;
+  for (const NodeStacks& node : nodes) {
+    out += (out.empty() ? "" : "gculaunch: ") + node.title + "\n";
+    if (!node.missing.empty()) {
+      out += "---- node " + std::to_string(node.node_rank) + ": not dumped: " + node.missing +
+             " ----\n";
+      continue;
+    }
+    out += FormatRankDumps(node.dumps);
+    all.insert(all.end(), node.dumps.begin(), node.dumps.end());
+  }
+  return out + FormatOddRanks(all);
+}
+
+std::string EncodeNodeStacks(const NodeStacks& node) {
+  nlohmann::json dumps = nlohmann::json::array();
+  for (const StackDump& d : node.dumps) {
+    dumps.push_back({{"local_rank", d.local_rank},
+                     {"rank", d.rank},
+                     {"pid", d.pid},
+                     {"ok", d.ok},
+                     {"text", d.text},
+                     {"why", d.why}});
+  }
+  const nlohmann::json doc = {
+      {"node_rank", node.node_rank}, {"title", node.title}, {"dumps", dumps}};
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<NodeStacks> DecodeNodeStacks(const std::string& text) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("dumps") ||
+      !doc["dumps"].is_array()) {
+    return Error{"a node's stack dump is not valid JSON", "run the same gculaunch on every node"};
+  }
+  NodeStacks node;
+  node.node_rank = doc.value("node_rank", -1);
+  node.title = doc.value("title", "");
+  for (const nlohmann::json& d : doc["dumps"]) {
+    if (!d.is_object()) continue;
+    StackDump dump;
+    dump.local_rank = d.value("local_rank", 0);
+    dump.rank = d.value("rank", 0);
+    dump.pid = d.value("pid", -1);
+    dump.ok = d.value("ok", false);
+    dump.text = d.value("text", "");
+    dump.why = d.value("why", "");
+    node.dumps.push_back(std::move(dump));
+  }
+  return node;
 }
 
 }  // namespace gculaunch

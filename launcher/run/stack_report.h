@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "launcher/run/stack_dumper.h"
 
 namespace gculaunch {
@@ -40,6 +41,23 @@ std::vector<int> OddRanks(const std::vector<StackDump>& dumps);
 /// the odd ranks and the function each is in ("rank 1 differs from the majority: in
 /// stuck (train.py:12)"), or that every dumped rank is in the same place.
 std::string FormatStackReport(const std::string& title, const std::vector<StackDump>& dumps);
+
+/// One node's part of a job's stacks (node 0 gathers them, launcher/cluster/dump_exchange.h).
+struct NodeStacks {
+  int node_rank = 0;
+  std::string title;  ///< "stacks of run R, node N (host), gculaunch pid P"
+  std::vector<StackDump> dumps;
+  std::string missing;  ///< non-empty: why this node has no part ("no answer within 20 s")
+};
+
+/// Every node's part in turn (its title, its ranks, or why it is missing; the titles after
+/// the first start with "gculaunch: "), then the ranks that differ from the majority of the
+/// whole job.
+std::string FormatJobStackReport(const std::vector<NodeStacks>& nodes);
+
+/// A node's part as one JSON text (for the job board) and back.
+std::string EncodeNodeStacks(const NodeStacks& node);
+Result<NodeStacks> DecodeNodeStacks(const std::string& text);
 
 /// True when every rank was dumped.
 bool AllDumped(const std::vector<StackDump>& dumps);

@@ -214,9 +214,10 @@ class Stacks(unittest.TestCase):
                                   "group True, leftovers [], path ['%s']"
                                   % (rank, user_site), job.stdout)
 
-    def test_each_node_of_a_two_node_job_answers_for_its_own_ranks(self):
-        # Two simulated hosts (network namespaces): `gculaunch stacks` without --pid, run in a
-        # host's namespace, finds exactly that host's gculaunch and dumps its ranks.
+    def test_node_0_answers_for_the_whole_job_node_1_for_its_own_ranks(self):
+        # Two simulated hosts (network namespaces sharing /tmp): `gculaunch stacks` without a
+        # selector, run in a host's namespace, picks that host's gculaunch (the only one in its
+        # namespace).  Node 0 gathers node 1's stacks through the job's store.
         hosts = gltest.SimulatedHosts(2)
         self.addCleanup(hosts.close)
         tag = gltest.new_tag()
@@ -239,13 +240,19 @@ class Stacks(unittest.TestCase):
                                      env=gltest.tagged_env(gltest.new_tag()), capture_output=True,
                                      text=True, timeout=60)
                 self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
-                self.assertEqual(res.stdout.count("gculaunch: stacks of run "), 1, res.stdout)
-                self.assertIn(", node %d (" % i, res.stdout)
+                out = res.stdout
+                titles = re.findall(r"^gculaunch: stacks of run \S+, node (\d) \(", out, re.M)
+                self.assertEqual(titles, ["0", "1"] if i == 0 else ["1"], out)
                 for rank in range(4):
-                    mine = rank // 2 == i
+                    expected = i == 0 or rank // 2 == i
                     self.assertEqual("---- rank %d (local rank %d, pid" % (rank, rank % 2)
-                                     in res.stdout, mine, res.stdout)
-                self.assertEqual(res.stdout.count("in holding_on_a_node"), 2, res.stdout)
+                                     in out, expected, out)
+                self.assertEqual(out.count("in holding_on_a_node"), 4 if i == 0 else 2, out)
+                if i == 0:
+                    # Node 1's part follows node 0's and holds ranks 2 and 3.
+                    self.assertLess(out.index(", node 0 ("), out.index(", node 1 ("))
+                    self.assertGreater(out.index("---- rank 2 "), out.index(", node 1 ("))
+                    self.assertIn("every dumped rank is in the same place", out)
             for job in jobs:
                 job.signal(signal.SIGTERM)
             for job in jobs:
