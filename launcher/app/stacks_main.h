@@ -1,5 +1,6 @@
 // StacksMain: `gculaunch stacks [--job RUN_ID] [--node N] [--pid PID] [--timeout SECONDS]`,
-// every rank's Python stacks of a job running on this node, without stopping it.
+// every rank's Python stacks of a job running on this node (on node 0 of a multi-node job,
+// every node's, gathered through the job board), without stopping it.
 //
 // It finds the launches of this user by their control sockets (launcher/run/control_socket.h:
 // FindControlEndpoint lists the user's control directory, skips stale sockets and selects one
