@@ -8,12 +8,14 @@
 //   3        rendezvous failed: the master was unreachable until the deadline
 //   4        a node of the job was lost (stopped heartbeating)
 //   5        ranks could not be killed (stuck in uninterruptible sleep): node unhealthy
+//   6        the job hung (--hang-timeout) and was stopped (--on-hang stop, or restart
+//            with no restart left)
 //   70       internal error in gculaunch (a bug: please report it)
 //   126      a rank's program was found but cannot be run (not executable, unreadable
 //            script), as the shell says
 //   127      a rank's program (or the Python interpreter) was not found, as the shell says
 //
-// A rank that exits 2..5, 70, 126 or 127 itself is indistinguishable by code alone;
+// A rank that exits 2..6, 70, 126 or 127 itself is indistinguishable by code alone;
 // --summary-json (and TORCHELASTIC_ERROR_FILE) always record which it was.
 #pragma once
 
@@ -24,6 +26,7 @@ inline constexpr int kUsage = 2;
 inline constexpr int kRendezvousFailed = 3;
 inline constexpr int kNodeLost = 4;
 inline constexpr int kStuckProcesses = 5;
+inline constexpr int kHang = 6;
 inline constexpr int kInternal = 70;
 inline constexpr int kNotExecutable = 126;
 inline constexpr int kSpawnFailed = 127;

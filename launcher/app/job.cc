@@ -23,20 +23,27 @@
 #include "launcher/run/agent_store.h"
 #include "launcher/run/event_log.h"
 #include "launcher/run/exit_summary.h"
+#include "launcher/run/file_timer.h"
+#include "launcher/run/hang_watch.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/run/metrics.h"
 #include "launcher/run/metrics_http.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
+#include "launcher/run/stack_report.h"
 #include "launcher/run/status_model.h"
+#include "launcher/run/status_view.h"
 #include "launcher/spec/dry_run.h"
 #include "launcher/spec/python_shim.h"
+#include "launcher/spec/stack_hook.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
+#include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
+#include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
 
@@ -225,6 +232,8 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
 struct Job::Loop {
   explicit Loop(Job& job);
   std::string RenderMetricsNow();
+  std::string StatusNow() const;
+  std::map<int, double> ProgressAges() const;
 
   boost::asio::io_context io;
   OutputFlow flow{io};
@@ -294,6 +303,34 @@ Job::Loop::Loop(Job& job)
   }
 }
 
+// Seconds since each running rank's last output or heartbeat (the freshest of the two; a
+// rank that showed neither yet: since its start), by global rank.
+std::map<int, double> Job::Loop::ProgressAges() const {
+  std::map<int, double> ages;
+  if (supervisor == nullptr || supervisor->group() == nullptr) return ages;
+  for (const RankProgress& p : supervisor->group()->Progress()) {
+    if (!p.running) continue;
+    double age = p.since_start_s;
+    if (p.output_age_s) age = std::min(age, *p.output_age_s);
+    if (p.heartbeat_age_s) age = std::min(age, *p.heartbeat_age_s);
+    ages[p.rank] = age;
+  }
+  return ages;
+}
+
+// The answer to the control socket's "status": the job's picture with each running rank's
+// /proc sample (status_view.h).
+std::string Job::Loop::StatusNow() const {
+  StatusInput in;
+  in.job = &status.snapshot();
+  in.now = status.Now();
+  for (const RankStatus& r : in.job->ranks) {
+    if (r.running()) in.procs[r.pid] = sys::SampleProcess(r.pid);
+  }
+  in.progress_age_s = ProgressAges();
+  return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 // One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.
 std::string Job::Loop::RenderMetricsNow() {
   MetricsInput in;
@@ -303,6 +340,7 @@ std::string Job::Loop::RenderMetricsNow() {
     in.store = store_metrics.get();
     in.store_connections_open = store->server().num_sessions();
   }
+  in.progress_age_s = ProgressAges();
   const sys::ProcSample self = sys::SampleProcess(::getpid());
   if (self.alive) {
     in.process_cpu_s = self.cpu_s;
@@ -374,6 +412,12 @@ bool Job::ChooseAtLaunch() {
   if (spec_.python_shim) {
     // Once per run; every attempt's ranks load it from there.
     if (Status written = WritePythonShim(PythonShimDir(runtime_)); !written.ok()) {
+      PrintError(written.error());
+      return false;
+    }
+  }
+  if (spec_.stack_dumps) {
+    if (Status written = WriteStackHook(StackHookDir(runtime_)); !written.ok()) {
       PrintError(written.error());
       return false;
     }
@@ -544,6 +588,16 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     cluster.agent->Start();
   }
   loop.supervisor = &supervisor;
+  StackDumper dumper(loop.io, StackDumper::Options{});
+  std::unique_ptr<ControlSocket> control = ListenForControl(loop, supervisor, dumper);
+  std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
+  std::optional<HangWatch> hang;
+  if (spec_.hang_timeout_s > 0) {
+    hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
+                 HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
+                                 WantsLogFiles(spec_) ? runtime_.error_file_root : ""});
+    hang->Start();
+  }
   const JobOutcome outcome = supervisor.Run();
   if (cluster.agent) WaitForByes(loop, cluster);
   if (loop.store) loop.store->Stop();
@@ -552,6 +606,86 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   all_groups_empty_ = outcome.stuck.empty();
   Report(loop, cluster, outcome);
   return outcome.exit_code;
+}
+
+// TORCHELASTIC_ENABLE_FILE_TIMER=1 (file_timer.h).  An expired timer's signal goes only to a
+// running rank or a process in a running rank's group (torchrun signals any pid it is sent).
+std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& supervisor) {
+  if (!spec_.file_timer) return nullptr;
+  const std::string path = FileTimerPath(spec_, runtime_);
+  auto reaper = [this, &supervisor](const FileTimerRequest& expired) {
+    int rank = -1;
+    if (supervisor.group() != nullptr) {
+      sys::ProcInfo info;
+      const bool known = sys::ReadProcInfo(expired.pid, &info);
+      for (const StackTarget& t : supervisor.group()->StackTargets()) {
+        if (t.pid > 0 && known && (t.pid == expired.pid || t.pid == info.pgid)) rank = t.rank;
+      }
+    }
+    if (rank < 0) {
+      log_.warn(
+          "TORCHELASTIC_ENABLE_FILE_TIMER: timer '{}' of pid {} expired, but that pid is "
+          "not a rank of this job (or in a rank's process group): not signalled",
+          expired.scope_id, expired.pid);
+      return;
+    }
+    log_.warn(
+        "TORCHELASTIC_ENABLE_FILE_TIMER: timer '{}' of pid {} (rank {}) expired: sending "
+        "it {}",
+        expired.scope_id, expired.pid, rank, SignalName(expired.signal));
+    sys::SignalProcess(expired.pid, expired.signal);
+  };
+  auto server = FileTimerServer::Start(loop.io, path, std::move(reaper));
+  if (!server.ok()) {
+    log_.warn("{} (fix: {}); the ranks' timers will not fire", server.error().what,
+              server.error().hint);
+    return nullptr;
+  }
+  log_.info("TORCHELASTIC_ENABLE_FILE_TIMER: serving the ranks' timers on {}", path);
+  return std::move(*server);
+}
+
+// `gculaunch stacks` (and status) reach this launch here (control_socket.h): a path socket
+// in the user's 0700 control directory, removed at exit and by the guardian after a kill -9.
+// A directory that fails its checks costs only the socket: the job runs, with a warning.
+std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, Supervisor& supervisor,
+                                                     StackDumper& dumper) {
+  const std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
+  const std::string path =
+      dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
+  const auto warn = [this](const Error& error) {
+    log_.warn("{} (fix: {}); gculaunch stacks will not reach this launch", error.what, error.hint);
+  };
+  if (Status checked = CheckControlDir(dir, true); !checked.ok()) {
+    warn(checked.error());
+    return nullptr;
+  }
+  auto control = ControlSocket::Listen(loop.io, path);
+  if (!control.ok()) {
+    warn(control.error());
+    return nullptr;
+  }
+  if (guardian_) guardian_->UnlinkAtExit(path);
+  const std::string title = "stacks of run " + runtime_.run_id + ", node " +
+                            std::to_string(spec_.node_rank) + " (" + sys::HostName() +
+                            "), gculaunch pid " + std::to_string(::getpid());
+  (*control)->Register("stacks", [&supervisor, &dumper, title](const std::vector<std::string>&,
+                                                               const ControlSocket::Reply& reply) {
+    std::vector<StackTarget> targets;
+    if (supervisor.group() != nullptr) targets = supervisor.group()->StackTargets();
+    dumper.Dump(std::move(targets), [reply, title](const std::vector<StackDump>& dumps) {
+      const auto dumped =
+          std::count_if(dumps.begin(), dumps.end(), [](const StackDump& d) { return d.ok; });
+      reply("dumped " + std::to_string(dumped) + " of " + std::to_string(dumps.size()) + "\n" +
+            FormatStackReport(title, dumps));
+    });
+  });
+  (*control)->Register("status",
+                       [&loop](const std::vector<std::string>&, const ControlSocket::Reply& reply) {
+                         reply(loop.StatusNow() + "\n");  // `gculaunch status` (status_view.h)
+                       });
+  log_.debug("control socket {}", path);
+  return std::move(*control);
 }
 
 // The agent says bye; node 0 keeps the store up until every node said bye or was lost (they

@@ -48,7 +48,11 @@
 #include <vector>
 
 #include "base/env_map.h"
+#include "launcher/run/control_socket.h"
+#include "launcher/run/file_timer.h"
 #include "launcher/run/logging.h"
+#include "launcher/run/stack_dumper.h"
+#include "launcher/run/supervisor.h"
 #include "launcher/spec/launch_spec.h"
 #include "launcher/spec/rank_env.h"
 #include "launcher/sys/guardian.h"
@@ -93,6 +97,9 @@ class Job {
   int RunLoop();
   void AssembleCluster(Loop& loop, Cluster& cluster);
   int Supervise(Loop& loop, Cluster& cluster);
+  std::unique_ptr<FileTimerServer> ServeFileTimer(Loop& loop, Supervisor& supervisor);
+  std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, Supervisor& supervisor,
+                                                  StackDumper& dumper);
   void WaitForByes(Loop& loop, Cluster& cluster);
   void Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome);
   void CloseLoop(Loop& loop);

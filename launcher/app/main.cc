@@ -2,6 +2,8 @@
 //
 //   gculaunch store ...           the rendezvous store alone (rendezvous/store_command.h)
 //   gculaunch check ...           the preflight check (launcher/app/check_main.h)
+//   gculaunch stacks ...          the Python stacks of this node's running ranks
+//                                 (launcher/app/stacks_main.h)
 //   gculaunch [OPTIONS] SCRIPT    launch or dry-run a job (launcher/app/launcher_main.h)
 #include <string>
 #include <string_view>
@@ -10,6 +12,7 @@
 #include "base/env_map.h"
 #include "launcher/app/check_main.h"
 #include "launcher/app/launcher_main.h"
+#include "launcher/app/stacks_main.h"
 #include "rendezvous/store_command.h"
 
 extern char** environ;
@@ -22,6 +25,10 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "check") {
     return gculaunch::CheckMain({args.begin() + 1, args.end()},
                                 gculaunch::EnvMap::FromEnviron(environ));
+  }
+  if (!args.empty() && args[0] == "stacks") {
+    return gculaunch::StacksMain({args.begin() + 1, args.end()},
+                                 gculaunch::EnvMap::FromEnviron(environ));
   }
   return gculaunch::LauncherMain(args, gculaunch::EnvMap::FromEnviron(environ));
 }

@@ -267,6 +267,11 @@ std::vector<std::string> TextLines(const SummaryInput& in, const std::optional<R
   if (in.final_state.cause == StopCause::kSignal) {
     t.push_back("stopped by " + SignalName(in.final_state.stop_signal));
   }
+  if (in.final_state.cause == StopCause::kHang) {
+    t.push_back(
+        "the ranks were stopped because the job hung (--hang-timeout); their stacks "
+        "are shown above");
+  }
   for (const sys::ProcInfo& info : in.stuck) t.push_back("stuck: " + info.Describe());
   for (const std::string& hint : hints) t.push_back("hint: " + hint);
   t.push_back("exit code " + std::to_string(in.exit_code) + " (" + outcome + ")");
@@ -422,6 +427,8 @@ std::string OutcomeName(const SummaryInput& input) {
       return "signal";
     case StopCause::kSpawnFailed:
       return "spawn_failed";
+    case StopCause::kHang:
+      return "hang";
     case StopCause::kJob:
     case StopCause::kNone:
       break;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <random>
 
+#include "launcher/spec/stack_hook.h"
+
 namespace gculaunch {
 
 namespace fs = std::filesystem;
@@ -41,6 +43,11 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
     r.argv = BuildRankArgv(spec_, lr);
     r.env = BuildRankEnv(spec_, base_, lr, restart_count, runtime_).ToStrings();
     r.error_file = RankErrorFile(runtime_, restart_count, lr);
+    if (spec_.stack_dumps) {
+      r.stack_file = RankStackFile(runtime_, restart_count, lr);
+      r.stack_signal = spec_.stack_dump_signal;
+    }
+    if (spec_.hang_timeout_s > 0) r.heartbeat_file = RankHeartbeatFile(runtime_, restart_count, lr);
     if (static_cast<size_t>(lr) < spec_.rank_cpus.size()) {
       r.cpus = spec_.rank_cpus[static_cast<size_t>(lr)];
     }

@@ -55,6 +55,7 @@ void RankStream::Read() {
 void RankStream::OnRead(const boost::system::error_code& ec, size_t n) {
   reading_ = false;
   if (closed_) return;
+  if (n > 0 && route_.activity) *route_.activity = std::chrono::steady_clock::now();
   if (n > 0) Consume(buffer_.data(), n);
   if (ec) {  // EOF (every writer closed the pipe) or an error: the stream is over
     Close();

@@ -67,6 +67,9 @@ struct StreamRoute {
   std::chrono::milliseconds idle_flush{250};
   size_t max_line = LineSplitter::kDefaultMaxLine;
   std::chrono::milliseconds progress_interval{30000};  ///< console not a terminal
+  /// When output last arrived (--hang-timeout's progress): set on every read that brought
+  /// bytes; null: not tracked.
+  std::shared_ptr<std::chrono::steady_clock::time_point> activity;
 };
 
 class RankStream : public std::enable_shared_from_this<RankStream> {

@@ -31,8 +31,11 @@ struct RankLaunch {
   bool stderr_to_console = true;
   std::string stdout_log;  ///< log file path; empty: none
   std::string stderr_log;
-  std::string error_file;  ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
-  std::vector<int> cpus;   ///< --cpu-affinity: CPUs to pin the rank to; empty: none
+  std::string error_file;      ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
+  std::vector<int> cpus;       ///< --cpu-affinity: CPUs to pin the rank to; empty: none
+  std::string stack_file;      ///< --stack-dumps: where its hook appends dumps; empty: no hook
+  int stack_signal = 0;        ///< --stack-dumps: the signal that asks for a dump
+  std::string heartbeat_file;  ///< --hang-timeout: GCULAUNCH_HEARTBEAT_FILE; empty: none
 };
 
 /// What happened to one rank in one attempt.

@@ -39,6 +39,8 @@ int ExitCodeFor(const PolicyState& state) {
       return exit_code::kSignalBase + state.stop_signal;
     case StopCause::kSpawnFailed:
       return exit_code::kSpawnFailed;
+    case StopCause::kHang:
+      return exit_code::kHang;
     case StopCause::kJob:
     case StopCause::kNone:
       break;
@@ -79,7 +81,9 @@ void Drained(PolicyStep& step, const PolicyConfig& config) {
     step.actions.push_back(PolicyAction::NotifyDrained());
     return;
   }
-  if (s.cause == StopCause::kRankFailed && s.restart_count < config.max_restarts) {
+  const bool restartable =
+      s.cause == StopCause::kRankFailed || (s.cause == StopCause::kHang && s.hang_restart);
+  if (restartable && s.restart_count < config.max_restarts) {
     PolicyState next;
     next.restart_count = s.restart_count + 1;
     s = next;
@@ -180,6 +184,12 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
 
     case Kind::kJobStop:
       if (s.phase == Phase::kRunning) BeginStop(step, config, StopCause::kJob, SIGTERM);
+      break;
+
+    case Kind::kHang:
+      if (s.phase != Phase::kRunning || config.job) break;  // several nodes: not yet (spec)
+      s.hang_restart = event.restart;
+      BeginStop(step, config, StopCause::kHang, SIGTERM);
       break;
 
     case Kind::kJobExit:

@@ -64,6 +64,7 @@ enum class StopCause {
   kSignal,       ///< gculaunch received a teardown signal
   kSpawnFailed,  ///< a rank's program could not be started
   kJob,          ///< job mode: the job stopped the ranks (another node failed or was lost)
+  kHang,         ///< --hang-timeout: no progress (stop, or restart while restarts are left)
 };
 
 struct PolicyConfig {
@@ -78,7 +79,8 @@ struct PolicyState {
   int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT of the current attempt
   int exited = 0;         ///< ranks of the current attempt that exited
   StopCause cause = StopCause::kNone;
-  int stop_signal = 0;  ///< the signal, when cause == kSignal
+  int stop_signal = 0;        ///< the signal, when cause == kSignal
+  bool hang_restart = false;  ///< cause == kHang: restart (--on-hang restart) if restarts remain
   /// The first rank of the current attempt that failed while it ran.
   std::optional<int> failed_local_rank;
   std::optional<WorkerExit> failed_exit;
@@ -96,6 +98,7 @@ struct PolicyEvent {
     kJobStart,     ///< job mode: start attempt `restart_count`
     kJobStop,      ///< job mode: stop the ranks
     kJobExit,      ///< job mode: exit with `exit_code`
+    kHang,         ///< --hang-timeout fired; `restart`: --on-hang restart
   };
   Kind kind;
   int local_rank = -1;
@@ -104,6 +107,7 @@ struct PolicyEvent {
   SignalClass signal_class = SignalClass::kIgnore;
   int restart_count = 0;  ///< kJobStart
   int exit_code = 0;      ///< kJobExit
+  bool restart = false;   ///< kHang
 
   static PolicyEvent RankExited(int local_rank, WorkerExit exit) {
     return {Kind::kRankExited, local_rank, exit};
@@ -117,6 +121,9 @@ struct PolicyEvent {
     return {Kind::kJobStart, -1, {}, 0, SignalClass::kIgnore, restart_count};
   }
   static PolicyEvent JobStop() { return {Kind::kJobStop}; }
+  static PolicyEvent Hang(bool restart) {
+    return {Kind::kHang, -1, {}, 0, SignalClass::kIgnore, 0, 0, restart};
+  }
   static PolicyEvent JobExit(int code) {
     return {Kind::kJobExit, -1, {}, 0, SignalClass::kIgnore, 0, code};
   }

@@ -108,6 +108,14 @@ void Supervisor::JobStop() {
   Dispatch(PolicyEvent::JobStop());
 }
 
+void Supervisor::Hang(bool restart) {
+  if (finished_ || state_.phase != Phase::kRunning) return;
+  log_.warn("stopping the ranks after a hang (SIGTERM, SIGKILL after {}){}",
+            Seconds(config_.grace, -1), restart ? "; they restart if restarts are left" : "");
+  hang_stop_ = true;
+  Dispatch(PolicyEvent::Hang(restart));
+}
+
 void Supervisor::JobExit(int exit_code) {
   if (!finished_) Dispatch(PolicyEvent::JobExit(exit_code));
 }
@@ -189,6 +197,8 @@ void Supervisor::Execute(const PolicyAction& action) {
           break;
         }
       }
+      if (why.empty() && hang_stop_) why = "a hang (--hang-timeout)";
+      hang_stop_ = false;
       log_.warn("restarting all ranks (restart {} of {}){}", action.restart_count,
                 config_.policy.max_restarts, why.empty() ? "" : " after " + why);
       config_.events->On(JobEvent::Restart(

@@ -123,6 +123,10 @@ class Supervisor : public JobControl {
   void JobStart(int restart_count) override;
   void JobStop() override;
   void JobExit(int exit_code) override;
+  /// --hang-timeout found the attempt hung (hang_watch.h): stop the ranks; with `restart`,
+  /// restart them if restarts are left (as after a failure), else exit 6.  Ignored unless
+  /// the attempt is running.
+  void Hang(bool restart);
   /// The current phase (tests, the agent's logs).
   PolicyState::Phase phase() const { return state_.phase; }
 
@@ -166,7 +170,8 @@ class Supervisor : public JobControl {
   uint64_t generation_ = 0;
   int teardown_signals_ = 0;
   std::chrono::steady_clock::time_point stop_began_{};  ///< the running attempt began to stop
-  LifetimeGuard lifetime_;                              ///< last member: expires first
+  bool hang_stop_ = false;  ///< the current teardown came from Hang() (for the restart log)
+  LifetimeGuard lifetime_;  ///< last member: expires first
 };
 
 }  // namespace gculaunch

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -23,6 +26,13 @@ struct WorkerGroup::Rank {
   bool reaped = false;
   bool group_empty = false;
   LineTail tail;
+  std::string stack_file;  ///< --stack-dumps: the hook's file
+  int stack_signal = 0;
+  std::string heartbeat_file;  ///< --hang-timeout
+  std::chrono::steady_clock::time_point started;
+  /// When output last arrived on either stream; epoch (zero): never.
+  std::shared_ptr<std::chrono::steady_clock::time_point> activity =
+      std::make_shared<std::chrono::steady_clock::time_point>();
   std::shared_ptr<RankStream> out;
   std::shared_ptr<RankStream> err;
 };
@@ -53,6 +63,11 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     rank->record.local_rank = launch.local_rank;
     rank->record.rank = launch.rank;
     rank->record.error_file = launch.error_file;
+    rank->stack_file = launch.stack_file;
+    rank->stack_signal = launch.stack_signal;
+    rank->heartbeat_file = launch.heartbeat_file;
+    // A heartbeat file left from an earlier run of the same directory is not progress.
+    if (!launch.heartbeat_file.empty()) ::unlink(launch.heartbeat_file.c_str());
     Rank& r = *rank;
     ranks_.push_back(std::move(rank));
 
@@ -93,6 +108,7 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
 
     r.record.pid = *pid;
     r.record.start_time = UnixNow();
+    r.started = std::chrono::steady_clock::now();
     if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid);
     deps_.watcher.Watch(*pid,
                         lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnReaped(r, exit); }));
@@ -103,16 +119,18 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
       if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
     });
     open_streams_ += 2;
-    r.out = RankStream::Start(deps_.io, std::move(out_pipe->read),
-                              StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr,
-                                          prefix, out_log, nullptr, deps_.idle_flush,
-                                          LineSplitter::kDefaultMaxLine, deps_.progress_interval},
-                              deps_.writer, deps_.flow, on_closed);
-    r.err = RankStream::Start(deps_.io, std::move(err_pipe->read),
-                              StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr,
-                                          prefix, err_log, &r.tail, deps_.idle_flush,
-                                          LineSplitter::kDefaultMaxLine, deps_.progress_interval},
-                              deps_.writer, deps_.flow, on_closed);
+    r.out = RankStream::Start(
+        deps_.io, std::move(out_pipe->read),
+        StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr, prefix, out_log,
+                    nullptr, deps_.idle_flush, LineSplitter::kDefaultMaxLine,
+                    deps_.progress_interval, r.activity},
+        deps_.writer, deps_.flow, on_closed);
+    r.err = RankStream::Start(
+        deps_.io, std::move(err_pipe->read),
+        StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr, prefix, err_log,
+                    &r.tail, deps_.idle_flush, LineSplitter::kDefaultMaxLine,
+                    deps_.progress_interval, r.activity},
+        deps_.writer, deps_.flow, on_closed);
   }
   return OkStatus();
 }
@@ -208,6 +226,53 @@ std::vector<RankRecord> WorkerGroup::Records() const {
     records.push_back(std::move(record));
   }
   return records;
+}
+
+std::vector<StackTarget> WorkerGroup::StackTargets() const {
+  std::vector<StackTarget> targets;
+  targets.reserve(ranks_.size());
+  for (const auto& rank : ranks_) {
+    StackTarget t;
+    t.local_rank = rank->record.local_rank;
+    t.rank = rank->record.rank;
+    t.file = rank->stack_file;
+    t.signal = rank->stack_signal;
+    // A reaped pid may be reused: only an unreaped child is ever signalled.
+    if (rank->record.pid <= 0) {
+      t.not_running = "not started";
+    } else if (rank->reaped) {
+      t.not_running = rank->record.exit ? rank->record.exit->Describe() : "exited";
+    } else {
+      t.pid = rank->record.pid;
+    }
+    targets.push_back(std::move(t));
+  }
+  return targets;
+}
+
+std::vector<RankProgress> WorkerGroup::Progress() const {
+  const auto now = std::chrono::steady_clock::now();
+  const std::int64_t now_ns = UnixNowNs();
+  std::vector<RankProgress> progress;
+  for (const auto& rank : ranks_) {
+    if (rank->record.pid <= 0) continue;
+    RankProgress p;
+    p.local_rank = rank->record.local_rank;
+    p.rank = rank->record.rank;
+    p.running = !rank->reaped;
+    p.since_start_s = std::chrono::duration<double>(now - rank->started).count();
+    if (*rank->activity != std::chrono::steady_clock::time_point{}) {
+      p.output_age_s = std::chrono::duration<double>(now - *rank->activity).count();
+    }
+    struct stat st {};
+    if (!rank->heartbeat_file.empty() && ::stat(rank->heartbeat_file.c_str(), &st) == 0) {
+      const std::int64_t mtime_ns =
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+      p.heartbeat_age_s = std::max(0.0, static_cast<double>(now_ns - mtime_ns) / 1e9);
+    }
+    progress.push_back(p);
+  }
+  return progress;
 }
 
 void WorkerGroup::NoteStopSignal() {

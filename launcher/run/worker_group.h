@@ -28,10 +28,12 @@
 
 #include "base/error.h"
 #include "base/lifetime.h"
+#include "launcher/run/hang_check.h"
 #include "launcher/run/line_splitter.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
 #include "launcher/run/rank_record.h"
+#include "launcher/run/stack_dumper.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
@@ -85,12 +87,19 @@ class WorkerGroup {
   std::vector<sys::ProcInfo> Survivors() const;
   /// The records so far, with the current stderr tails.
   std::vector<RankRecord> Records() const;
+  /// The ranks to ask for a stack dump (stack_dumper.h): running ranks with their pid, reaped
+  /// or never-started ones with the reason.
+  std::vector<StackTarget> StackTargets() const;
+  /// How long ago each started rank showed progress (output, heartbeat file), for
+  /// --hang-timeout (hang_check.h).
+  std::vector<RankProgress> Progress() const;
   /// Marks a rank's exit as having happened while the attempt was running.
   void MarkExitedWhileRunning(int local_rank);
   /// Notes, once per attempt, that gculaunch is about to send the teardown signal now (the
   /// exit summary never blames a rank for what happened after it).
   void NoteStopSignal();
   size_t size() const { return ranks_.size(); }
+  int restart_count() const { return restart_count_; }
 
  private:
   struct Rank;

@@ -78,6 +78,23 @@ std::optional<double> ParseSeconds(const std::string& text) {
   return value;
 }
 
+// A duration: a number of seconds, or a number with ms, s, m or h ("3s", "1.5m", "500ms").
+std::optional<double> ParseDuration(const std::string& text) {
+  static const std::vector<std::pair<std::string, double>> kUnits = {
+      {"ms", 0.001}, {"s", 1}, {"m", 60}, {"h", 3600}};
+  for (const auto& [unit, scale] : kUnits) {
+    if (text.size() > unit.size() &&
+        text.compare(text.size() - unit.size(), unit.size(), unit) == 0) {
+      const std::string number = text.substr(0, text.size() - unit.size());
+      if (!number.empty() && std::isalpha(static_cast<unsigned char>(number.back())) != 0) continue;
+      auto value = ParseSeconds(number);
+      if (!value) return std::nullopt;
+      return *value * scale;
+    }
+  }
+  return ParseSeconds(text);
+}
+
 bool HasSpace(const std::string& text) {
   return std::any_of(text.begin(), text.end(),
                      [](unsigned char c) { return std::isspace(c) != 0; });
@@ -323,6 +340,31 @@ Status ApplySeconds(const ApplyContext& c, CliOptions& o) {
   auto seconds = ParseSeconds(c.value);
   if (!seconds) return BadValue(c.source, c.value, "expected seconds (a number >= 0)", "25");
   o.*field = *seconds;
+  return OkStatus();
+}
+
+// A duration > 0 (--hang-timeout, --hang-grace).
+template <std::optional<double> CliOptions::*field>
+Status ApplyDuration(const ApplyContext& c, CliOptions& o) {
+  auto seconds = ParseDuration(c.value);
+  if (!seconds || *seconds <= 0) {
+    return BadValue(c.source, c.value, "expected a duration > 0 (seconds, or with ms, s, m, h)",
+                    "90s");
+  }
+  o.*field = *seconds;
+  return OkStatus();
+}
+
+Status ApplyOnHang(const ApplyContext& c, CliOptions& o) {
+  if (c.value == "stop") {
+    o.on_hang = OnHang::kStop;
+  } else if (c.value == "restart") {
+    o.on_hang = OnHang::kRestart;
+  } else if (c.value == "report") {
+    o.on_hang = OnHang::kReport;
+  } else {
+    return BadValue(c.source, c.value, "expected stop, restart or report", "stop");
+  }
   return OkStatus();
 }
 
@@ -626,6 +668,10 @@ constexpr FlagDef kFlags[] = {
     {"no-backend-fallback", "", Kind::kBool, "", "Program",
      "with --python-shim: a missing backend stops the rank instead of falling back to gloo",
      &ApplySwitch<&CliOptions::no_backend_fallback>, kGculaunchOnly},
+    {"stack-dumps", "", Kind::kBool, "", "Program",
+     "load gculaunch's stack-dump hook in each rank, so that `gculaunch stacks` can show every "
+     "thread's Python stack of a running rank without stopping it (on with --hang-timeout)",
+     &ApplySwitch<&CliOptions::stack_dumps>, kGculaunchOnly},
     {"no-python-faulthandler", "", Kind::kBool, "", "Program",
      "do not give ranks PYTHONFAULTHANDLER=1 (by default a rank that dies of SIGSEGV, SIGABRT, "
      "SIGBUS, SIGFPE or SIGILL prints its Python stack)",
@@ -694,6 +740,19 @@ constexpr FlagDef kFlags[] = {
      "when the console is not a terminal, show a rank's carriage-return (progress bar) updates "
      "at most this often, plus its final state; 0: every update; default 30",
      &ApplySeconds<&CliOptions::progress_interval>, kGculaunchOnly},
+    {"hang-timeout", "", Kind::kValue, "DURATION", "Supervision",
+     "a hang is DURATION without progress (any rank's output, or a touch of its "
+     "GCULAUNCH_HEARTBEAT_FILE): every rank's stacks are shown, then --on-hang; off by default; "
+     "turns on --stack-dumps",
+     &ApplyDuration<&CliOptions::hang_timeout>, kGculaunchOnly},
+    {"hang-grace", "", Kind::kValue, "DURATION", "Supervision",
+     "with --hang-timeout: how long an attempt may go without any progress at start-up "
+     "(import torch, data loading); default 600s",
+     &ApplyDuration<&CliOptions::hang_grace>, kGculaunchOnly},
+    {"on-hang", "", Kind::kValue, "stop|restart|report", "Supervision",
+     "with --hang-timeout: stop (exit 6; default), restart (counts against --max-restarts) or "
+     "report and keep running",
+     &ApplyOnHang, kGculaunchOnly},
     {"signals-to-handle", "", Kind::kValue, "SIG,...", "Supervision",
      "signals that stop the ranks: SIGINT, SIGTERM, SIGHUP, SIGQUIT always do; a listed "
      "SIGUSR1, SIGUSR2 or SIGALRM does too (unlisted USR1/USR2 are forwarded)",

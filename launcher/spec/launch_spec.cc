@@ -19,6 +19,7 @@
 #include "launcher/spec/platform.h"
 #include "launcher/spec/profile_catalog.h"
 #include "launcher/spec/rank_env.h"
+#include "launcher/spec/stack_hook.h"
 
 namespace gculaunch {
 namespace {
@@ -673,6 +674,8 @@ class SpecBuilder {
       argv.push_back(o_.script);
     }
     if (Status ok = PythonShim(); !ok.ok()) return ok;
+    if (Status ok = Hangs(); !ok.ok()) return ok;
+    StackDumps();
     // torch.distributed.launch put --local_rank right after the script.
     if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
     // A job file's config for this card count replaces "{config}".
@@ -683,6 +686,61 @@ class SpecBuilder {
     if (!config_note.empty()) Note(config_note);
     argv.insert(argv.end(), args->begin(), args->end());
     return OkStatus();
+  }
+
+  // --hang-timeout, --hang-grace, --on-hang (docs/command-line.md, section --hang-timeout).
+  Status Hangs() {
+    for (const char* flag : {"hang-grace", "on-hang"}) {
+      const bool given =
+          std::string(flag) == "hang-grace" ? o_.hang_grace.has_value() : o_.on_hang.has_value();
+      if (given && !o_.hang_timeout) {
+        return Error{o_.Source(flag) + " only applies with --hang-timeout",
+                     "add --hang-timeout DURATION, or drop --" + std::string(flag)};
+      }
+    }
+    if (!o_.hang_timeout) return OkStatus();
+    if (spec_.nnodes > 1) {
+      return Error{o_.Source("hang-timeout") + " is not supported on several nodes yet",
+                   "drop --hang-timeout, and use --stack-dumps with `gculaunch stacks` on "
+                   "each node"};
+    }
+    spec_.hang_timeout_s = *o_.hang_timeout;
+    spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
+    spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);
+    static const char* const kActions[] = {"stop the ranks (exit 6)",
+                                           "restart the ranks (counts against --max-restarts)",
+                                           "report it and keep running"};
+    Note("--hang-timeout: " + FormatSeconds(spec_.hang_timeout_s) +
+         " without progress from any rank (output, or a touch of GCULAUNCH_HEARTBEAT_FILE) "
+         "after the first, or " +
+         FormatSeconds(spec_.hang_grace_s) +
+         " before it, is a hang: every rank's stacks are shown, then gculaunch will " +
+         kActions[static_cast<int>(spec_.on_hang)]);
+    return OkStatus();
+  }
+
+  static std::string FormatSeconds(double s) {
+    std::ostringstream out;
+    out << s << " s";
+    return out.str();
+  }
+
+  // --stack-dumps: the hook chained before the shim's and the user's sitecustomize.
+  void StackDumps() {
+    spec_.stack_dumps = o_.stack_dumps || o_.hang_timeout.has_value();
+    if (!spec_.stack_dumps) return;
+    spec_.stack_dump_signal = StackDumpSignal();
+    Note(
+        "--stack-dumps: each rank loads gculaunch's stack-dump hook (first on PYTHONPATH), "
+        "which writes every thread's Python stack to GCULAUNCH_STACKS_FILE on signal " +
+        std::to_string(spec_.stack_dump_signal) + " (SIGRTMIN+" +
+        std::to_string(spec_.stack_dump_signal - SIGRTMIN) +
+        "); `gculaunch stacks` asks for it; it acts only in the ranks themselves");
+    if (o_.no_python) {
+      Note(
+          "--stack-dumps with --no-python: only a SCRIPT that execs Python itself can be "
+          "dumped; other ranks are reported, never signalled");
+    }
   }
 
   Status PythonShim() {
@@ -733,6 +791,8 @@ class SpecBuilder {
     if (var.rfind("GCULAUNCH_SHIM_", 0) == 0) {
       return "it belongs to --python-shim (and --no-backend-fallback)";
     }
+    if (var.rfind("GCULAUNCH_STACKS_", 0) == 0) return "it belongs to --stack-dumps";
+    if (var == "GCULAUNCH_HEARTBEAT_FILE") return "it belongs to --hang-timeout";
     if (!profile.visible_env.empty() &&
         std::find(profile.visible_env.begin(), profile.visible_env.end(), var) !=
             profile.visible_env.end()) {
@@ -768,6 +828,16 @@ class SpecBuilder {
           "node; set OMP_NUM_THREADS to choose another value)");
     }
     spec_.error_file_parent = env_.GetOr("TORCHELASTIC_ERROR_FILE", "");
+    // torchrun's watchdog contract: only the exact value 1 turns it on.
+    spec_.file_timer = env_.GetOr("TORCHELASTIC_ENABLE_FILE_TIMER", "") == "1";
+    if (spec_.file_timer) {
+      spec_.file_timer_path = env_.GetOr("TORCHELASTIC_TIMER_FILE", "");
+      Note("TORCHELASTIC_ENABLE_FILE_TIMER=1: gculaunch serves torch's file-timer watchdog on " +
+           (spec_.file_timer_path.empty() ? std::string("<run directory>/watchdog_timer")
+                                          : spec_.file_timer_path) +
+           " (TORCHELASTIC_TIMER_FILE of every rank): a rank's expired timer sends its signal "
+           "to that process, as torchrun does");
+    }
     return OkStatus();
   }
 

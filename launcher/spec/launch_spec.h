@@ -93,6 +93,20 @@ struct LaunchSpec {
   /// The ranks get PYTHONFAULTHANDLER=1 unless the user set it (false with
   /// --no-python-faulthandler): a crash in C code still prints the Python stack.
   bool python_faulthandler = true;
+  /// --stack-dumps (also on with --hang-timeout): the ranks load gculaunch's stack-dump hook
+  /// (stack_hook.h), which dumps every thread's Python stack on `stack_dump_signal`.
+  bool stack_dumps = false;
+  int stack_dump_signal = 0;  ///< StackDumpSignal() when stack_dumps; 0 otherwise
+  /// --hang-timeout in seconds; 0: no hang detection.  Each rank then gets
+  /// GCULAUNCH_HEARTBEAT_FILE (stack_hook.h), and stack_dumps is on.
+  double hang_timeout_s = 0;
+  double hang_grace_s = 600;  ///< --hang-grace: before an attempt's first progress
+  OnHang on_hang = OnHang::kStop;
+  /// TORCHELASTIC_ENABLE_FILE_TIMER=1 in gculaunch's environment: gculaunch serves torch's
+  /// file-timer watchdog (launcher/run/file_timer.h) on file_timer_path, which every rank
+  /// gets as TORCHELASTIC_TIMER_FILE (FileTimerPath in rank_env.h).
+  bool file_timer = false;
+  std::string file_timer_path;  ///< TORCHELASTIC_TIMER_FILE as given; empty: chosen at launch
 
   // ---- devices ----
   DeviceProfile profile;

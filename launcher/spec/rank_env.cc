@@ -4,6 +4,7 @@
 
 #include "launcher/spec/cpu_list.h"
 #include "launcher/spec/python_shim.h"
+#include "launcher/spec/stack_hook.h"
 
 namespace gculaunch {
 namespace {
@@ -100,6 +101,7 @@ std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
                                     "GCULAUNCH_BACKEND",
                                     "GCULAUNCH_CPUS"};
   owned.insert(owned.end(), PythonShimVariables().begin(), PythonShimVariables().end());
+  owned.insert(owned.end(), StackHookVariables().begin(), StackHookVariables().end());
   owned.insert(owned.end(), profile.visible_env.begin(), profile.visible_env.end());
   return owned;
 }
@@ -198,7 +200,21 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   } else {
     for (const std::string& var : PythonShimVariables()) env.Erase(var);
   }
+  // torchrun propagates TORCHELASTIC_TIMER_FILE; with the watchdog on, it names the FIFO.
+  if (spec.file_timer) env.Set("TORCHELASTIC_TIMER_FILE", FileTimerPath(spec, runtime));
+  // After the shim: the hook comes first on PYTHONPATH and chains to the shim.
+  if (spec.stack_dumps) {
+    AddStackHookEnv(spec, runtime, local_rank, restart_count, env);
+  } else {
+    for (const std::string& var : StackHookVariables()) env.Erase(var);
+  }
   return env;
+}
+
+std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime) {
+  if (!spec.file_timer) return "";
+  return spec.file_timer_path.empty() ? runtime.error_file_root + "/watchdog_timer"
+                                      : spec.file_timer_path;
 }
 
 std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank) {

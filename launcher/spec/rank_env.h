@@ -85,6 +85,10 @@ std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank);
 /// "<error_file_root>/attempt_<restart_count>/<local_rank>/error.json".
 std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank);
 
+/// With spec.file_timer: the FIFO of torch's file-timer watchdog, TORCHELASTIC_TIMER_FILE as
+/// given, else "<error_file_root>/watchdog_timer".  Empty without it.
+std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime);
+
 /// The variables BuildRankEnv decides itself, whatever the layers below say
 /// (torchrun's per-rank set, GCULAUNCH_*, the profile's visible-devices
 /// variables); --env may not set them.

@@ -19,6 +19,7 @@ enum class StoreMode {
 enum class DryRunFormat { kTable, kJson, kEnv };   ///< --format table|json|env
 enum class PlatformWorldSize { kNodes, kProcs };   ///< --platform-world-size nodes|procs
 enum class CpuAffinity { kNone, kNuma, kSpread };  ///< --cpu-affinity none|numa|spread
+enum class OnHang { kStop, kRestart, kReport };    ///< --on-hang stop|restart|report
 
 /// torchrun's --redirects / --tee value: which of a rank's streams go to its
 /// log files.  Bits: 1 = stdout, 2 = stderr (so 3 = both, 0 = none); either

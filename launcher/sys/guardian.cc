@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "launcher/sys/process_group.h"
 
@@ -123,6 +124,7 @@ sigset_t IgnoredSignals() {
   std::set<pid_t> groups;
   std::string pending;
   std::string scratch;
+  std::vector<std::string> files;
   bool done = false;
   char buf[512];
   for (;;) {
@@ -138,6 +140,8 @@ sigset_t IgnoredSignals() {
         done = true;
       } else if (msg.rfind("scratch ", 0) == 0) {
         scratch = msg.substr(8);
+      } else if (msg.rfind("unlink ", 0) == 0) {
+        files.push_back(msg.substr(7));
       } else if (msg.size() > 1 && (msg[0] == '+' || msg[0] == '-')) {
         const long pgid = std::strtol(msg.c_str() + 1, nullptr, 10);
         if (pgid > 1) {
@@ -166,6 +170,7 @@ sigset_t IgnoredSignals() {
       }
     }
   }
+  for (const std::string& file : files) ::unlink(file.c_str());
   if (!scratch.empty()) {
     std::error_code not_fatal;
     std::filesystem::remove_all(scratch, not_fatal);
@@ -229,6 +234,12 @@ void Guardian::SendRaw(const char* data, size_t len) {
 void Guardian::RemoveAtExit(const std::string& path) {
   if (path.empty() || path.find('\n') != std::string::npos) return;
   const std::string msg = "scratch " + path + "\n";
+  SendRaw(msg.data(), msg.size());
+}
+
+void Guardian::UnlinkAtExit(const std::string& path) {
+  if (path.empty() || path.find('\n') != std::string::npos) return;
+  const std::string msg = "unlink " + path + "\n";
   SendRaw(msg.data(), msg.size());
 }
 

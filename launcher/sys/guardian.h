@@ -18,10 +18,11 @@
 //       "+<pgid>"          a rank's group was started
 //       "-<pgid>"          that group was confirmed empty (its number may be reused)
 //       "scratch <path>"   gculaunch's temporary directory (error files)
+//       "unlink <path>"    a file to remove at exit (the control socket)
 //       "done"             clean shutdown: every group is empty
 //   - on end-of-file without "done": SIGKILLs every recorded group, re-checks
 //     them briefly;
-//   - in both cases removes the scratch directory, then exits.  It also
+//   - in both cases removes the "unlink" files and the scratch directory, then exits.  It also
 //     cleans up after a gculaunch that was killed.
 //
 // On every exit of gculaunch's own choosing the guardian is reaped before
@@ -62,6 +63,9 @@ class Guardian {
   void GroupGone(pid_t pgid) { Send('-', pgid); }
   /// The guardian removes `path` (recursively) before it exits.
   void RemoveAtExit(const std::string& path);
+  /// The guardian removes the file `path` (not recursively) before it exits: what
+  /// gculaunch would remove itself, left behind when it is killed.
+  void UnlinkAtExit(const std::string& path);
   /// How long Done, Abandon and the destructor wait for the guardian to exit.
   static constexpr std::chrono::milliseconds kReapBound{5000};
 

@@ -47,6 +47,22 @@ TEST_CASE("restart policy: table of event sequences", "[restart_policy]") {
   const PolicyConfig two{2, 0};
   const PolicyConfig two_restart1{2, 1};
   const std::vector<Row> rows = {
+      {"a hang (--on-hang stop) -> SIGTERM to every group, exit 6 after the drain",
+       two_restart1,
+       {{E::Hang(false), kTeardownTerm}, {kTermed0, kNone}, {kDrained, {A::Exit(6)}}},
+       Phase::kFinished},
+      {"a hang (--on-hang restart) with a restart left -> the next attempt",
+       two_restart1,
+       {{E::Hang(true), kTeardownTerm}, {kTermed0, kNone}, {kDrained, {A::StartAttempt(1)}}},
+       Phase::kRunning},
+      {"a hang (--on-hang restart) without a restart left -> exit 6",
+       two,
+       {{E::Hang(true), kTeardownTerm}, {kDrained, {A::Exit(6)}}},
+       Phase::kFinished},
+      {"a hang during a teardown changes nothing",
+       two,
+       {{kFail1, kTeardownTerm}, {E::Hang(false), kNone}, {kDrained, {A::Exit(3)}}},
+       Phase::kFinished},
       {"all ranks exit 0 -> exit 0 once drained",
        two,
        {{kOk0, kNone}, {kOk1, kTeardownTerm}, {kDrained, {A::Exit(0)}}},

@@ -95,6 +95,9 @@ const std::vector<ValueCase>& ValueCases() {
       {"cpu-affinity", "numa",
        [](const CliOptions& o) { return o.cpu_affinity == CpuAffinity::kNuma; }},
       {"progress-interval", "2.5", [](const CliOptions& o) { return o.progress_interval == 2.5; }},
+      {"hang-timeout", "1.5m", [](const CliOptions& o) { return o.hang_timeout == 90.0; }},
+      {"hang-grace", "500ms", [](const CliOptions& o) { return o.hang_grace == 0.5; }},
+      {"on-hang", "report", [](const CliOptions& o) { return o.on_hang == OnHang::kReport; }},
       {"start-method", "fork", [](const CliOptions& o) { return o.start_method == "fork"; }},
       {"local-addr", "10.0.0.2", [](const CliOptions& o) { return o.local_addr == "10.0.0.2"; }},
       {"logs-specs", "default", [](const CliOptions& o) { return o.logs_specs == "default"; }},
@@ -129,6 +132,7 @@ const std::vector<BoolCase>& BoolCases() {
       {"run-path", [](const CliOptions& o) { return o.run_path; }},
       {"virtual-local-rank", [](const CliOptions& o) { return o.virtual_local_rank; }},
       {"no-python-faulthandler", [](const CliOptions& o) { return o.no_python_faulthandler; }},
+      {"stack-dumps", [](const CliOptions& o) { return o.stack_dumps; }},
   };
   return cases;
 }
@@ -246,6 +250,17 @@ TEST_CASE("cli: torchrun flags gculaunch cannot honour or checks", "[cli]") {
   CHECK(ParseError({"--signals-to-handle", "SIGTERM,TERM", "x.py"}) ==
         "gculaunch: --signals-to-handle 'SIGTERM,TERM': 'TERM' is not a signal name gculaunch "
         "knows (fix: e.g. --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT)");
+  CHECK(ParseError({"--hang-timeout", "0", "x.py"}) ==
+        "gculaunch: --hang-timeout '0': expected a duration > 0 (seconds, or with ms, s, m, h) "
+        "(fix: e.g. --hang-timeout 90s)");
+  CHECK(ParseError({"--hang-timeout", "3x", "x.py"}).find("--hang-timeout '3x'") !=
+        std::string::npos);
+  CHECK(ParseError({"--on-hang", "kill", "x.py"}) ==
+        "gculaunch: --on-hang 'kill': expected stop, restart or report (fix: e.g. --on-hang "
+        "stop)");
+  CHECK(Parse({"--hang-timeout", "3s", "x.py"}).hang_timeout == 3.0);
+  CHECK(Parse({"--hang-timeout", "2h", "x.py"}).hang_timeout == 7200.0);
+  CHECK(Parse({"--hang-timeout", "45", "x.py"}).hang_timeout == 45.0);
   CHECK(ParseError({"--progress-interval=-1", "x.py"}) ==
         "gculaunch: --progress-interval '-1': expected seconds (a number >= 0) (fix: e.g. "
         "--progress-interval 25)");

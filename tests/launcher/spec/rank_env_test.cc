@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/spec/python_shim.h"
+#include "launcher/spec/stack_hook.h"
 
 namespace gculaunch {
 namespace {
@@ -273,8 +274,13 @@ TEST_CASE("rank env: owned variables include the profile's visible-devices varia
     INFO(var);
     CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
   }
-  CHECK(owned.size() == 22 + PythonShimVariables().size());
-  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 20 + PythonShimVariables().size());
+  for (const std::string& var : StackHookVariables()) {
+    INFO(var);
+    CHECK(std::find(owned.begin(), owned.end(), var) != owned.end());
+  }
+  const size_t hooks = PythonShimVariables().size() + StackHookVariables().size();
+  CHECK(owned.size() == 22 + hooks);
+  CHECK(OwnedRankVariables(*FindBuiltinProfile("cpu")).size() == 20 + hooks);
 }
 
 }  // namespace

@@ -112,6 +112,24 @@ TEST_CASE("guardian removes the scratch directory on both ways out", "[guardian]
   }
 }
 
+TEST_CASE("guardian removes the files it was given (the control socket) on both ways out",
+          "[guardian]") {
+  for (bool clean : {true, false}) {
+    testing::TempDir dir;
+    const std::string first = dir.Write("a.sock", "x");
+    const std::string second = dir.Write("b.sock", "y");
+    const std::string kept = dir.Write("c.sock", "z");
+    auto guardian = Guardian::Start();
+    REQUIRE(guardian.ok());
+    guardian->UnlinkAtExit(first);
+    guardian->UnlinkAtExit(second);
+    CHECK((clean ? guardian->Done() : guardian->Abandon()));
+    CHECK_FALSE(std::filesystem::exists(first));
+    CHECK_FALSE(std::filesystem::exists(second));
+    CHECK(std::filesystem::exists(kept));
+  }
+}
+
 TEST_CASE("guardian: the wait for it is bounded", "[guardian]") {
   auto guardian = Guardian::Start();
   REQUIRE(guardian.ok());

@@ -1,0 +1,41 @@
+// CheckHang: is the attempt hung?  A pure function of how long ago each rank showed progress
+// (--hang-timeout; docs/command-line.md, section --hang-timeout).
+//
+// Progress is job-wide: any rank's output (a line, a carriage-return update, any bytes read
+// from its pipes), or a touch of its GCULAUNCH_HEARTBEAT_FILE.  When a collective hangs,
+// every rank stops progressing, so silence of the whole job for `timeout` is a hang.  Before
+// the attempt's first progress the start-up grace applies instead (import torch, data
+// loading).  A rank whose own heartbeat stopped for `timeout` while another rank's heartbeat
+// is fresh is a hang by itself, even while others still print.
+//
+// Thread safety: pure function.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gculaunch {
+
+/// What is known about one rank's progress, as ages in seconds at the time of the check.
+struct RankProgress {
+  int local_rank = 0;
+  int rank = 0;
+  bool running = true;                    ///< not reaped yet
+  std::optional<double> output_age_s;     ///< since its last output; none: never printed
+  std::optional<double> heartbeat_age_s;  ///< since its heartbeat file's mtime; none: no file
+  double since_start_s = 0;               ///< since it was started
+};
+
+struct HangVerdict {
+  bool hang = false;
+  /// Ranks flagged by themselves: their heartbeat stopped while another rank's beats.
+  std::vector<int> silent_ranks;
+  /// One sentence: "no progress from any rank for 3.2 s (--hang-timeout 3 s)".
+  std::string why;
+};
+
+/// REQUIRES: 0 < timeout_s <= grace_s.  No running rank: never a hang.
+HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, double grace_s);
+
+}  // namespace gculaunch

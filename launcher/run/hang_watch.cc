@@ -1,0 +1,91 @@
+#include "launcher/run/hang_watch.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "launcher/run/hang_check.h"
+#include "launcher/run/stack_report.h"
+
+namespace gculaunch {
+
+HangWatch::HangWatch(boost::asio::io_context& io, Supervisor& supervisor, StackDumper& dumper,
+                     OutputWriter& writer, TargetPtr console, spdlog::logger& log,
+                     HangWatchConfig config)
+    : supervisor_(supervisor),
+      dumper_(dumper),
+      writer_(writer),
+      console_(std::move(console)),
+      log_(log),
+      config_(std::move(config)),
+      // A tenth of the timeout, between 20 and 250 ms: detection within ~10 % of it.
+      tick_(std::clamp(std::chrono::milliseconds(static_cast<long long>(config_.timeout_s * 100)),
+                       std::chrono::milliseconds(20), std::chrono::milliseconds(250))),
+      timer_(io) {}
+
+void HangWatch::Start() { Arm(); }
+
+void HangWatch::Arm() {
+  timer_.expires_after(tick_);
+  timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    Tick();
+    Arm();
+  }));
+}
+
+void HangWatch::Tick() {
+  const WorkerGroup* group = supervisor_.group();
+  if (group == nullptr || dumping_ || supervisor_.phase() != PolicyState::Phase::kRunning) {
+    return;
+  }
+  if (group->restart_count() != attempt_) {
+    attempt_ = group->restart_count();
+    reported_ = false;
+  }
+  const HangVerdict verdict = CheckHang(group->Progress(), config_.timeout_s, config_.grace_s);
+  if (!verdict.hang) {
+    reported_ = false;  // progress resumed: a later hang is reported again
+    return;
+  }
+  if (reported_) return;
+  reported_ = true;
+  dumping_ = true;
+  ++hangs_;
+  log_.error("hang: {}; dumping every rank's stacks", verdict.why);
+  dumper_.Dump(group->StackTargets(), lifetime_.Wrap([this, attempt = attempt_, why = verdict.why](
+                                                         const std::vector<StackDump>& dumps) {
+    OnDumped(attempt, why, dumps);
+  }));
+}
+
+void HangWatch::OnDumped(int attempt, const std::string& why, const std::vector<StackDump>& dumps) {
+  dumping_ = false;
+  const std::string report = FormatStackReport(
+      "gculaunch: hang (" + why + "): stacks of attempt " + std::to_string(attempt), dumps);
+  writer_.Urgent(console_, report);
+  if (!config_.report_dir.empty()) {
+    const std::string path = config_.report_dir + "/hang_" + std::to_string(hangs_) + ".txt";
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << report;
+    if (out) {
+      log_.info("hang report: {}", path);
+    } else {
+      log_.warn("cannot write the hang report {}", path);
+    }
+  }
+  const WorkerGroup* group = supervisor_.group();
+  if (group == nullptr || group->restart_count() != attempt) return;  // already over
+  switch (config_.on_hang) {
+    case OnHang::kStop:
+      supervisor_.Hang(false);
+      break;
+    case OnHang::kRestart:
+      supervisor_.Hang(true);
+      break;
+    case OnHang::kReport:
+      log_.warn("--on-hang report: the ranks keep running");
+      break;
+  }
+}
+
+}  // namespace gculaunch

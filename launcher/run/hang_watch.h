@@ -1,0 +1,75 @@
+// HangWatch: --hang-timeout's executor.  Every `tick` it asks the current attempt's ranks
+// how long ago each showed progress (WorkerGroup::Progress), lets CheckHang (hang_check.h)
+// decide, and on a hang:
+//   1. dumps every rank's stacks (StackDumper; the ranks keep running meanwhile);
+//   2. prints the report (stack_report.h: every rank's stack, the ranks that differ from the
+//      majority, the ranks whose heartbeat stopped) to gculaunch's stderr and, with log
+//      files, to "<run log dir>/hang_<n>.txt";
+//   3. carries out --on-hang: stop (Supervisor::Hang, exit 6), restart (Supervisor::Hang
+//      with restart: counts against --max-restarts, exit 6 when none is left), or report
+//      (nothing more; the next report comes only after progress resumed and stopped again).
+// Only a running attempt is watched; a new attempt starts with a clean slate (its own
+// start-up grace).
+//
+// Multi-node: refused by MakeLaunchSpec for now.  Gathering every node's dumps on node 0
+// through the cluster protocol would replace step 1's local dump (launcher/cluster/).
+//
+// Ownership: borrows everything; must be destroyed before the Supervisor and the dumper.
+// Thread safety: io_context thread only.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <string>
+
+#include "base/lifetime.h"
+#include "launcher/run/output_writer.h"
+#include "launcher/run/stack_dumper.h"
+#include "launcher/run/supervisor.h"
+#include "launcher/spec/types.h"
+
+namespace gculaunch {
+
+struct HangWatchConfig {
+  double timeout_s = 0;  ///< --hang-timeout
+  double grace_s = 600;  ///< --hang-grace (>= timeout_s)
+  OnHang on_hang = OnHang::kStop;
+  std::string report_dir;  ///< where hang_<n>.txt goes; empty: console only
+};
+
+class HangWatch {
+ public:
+  HangWatch(boost::asio::io_context& io, Supervisor& supervisor, StackDumper& dumper,
+            OutputWriter& writer, TargetPtr console, spdlog::logger& log, HangWatchConfig config);
+  HangWatch(const HangWatch&) = delete;
+  HangWatch& operator=(const HangWatch&) = delete;
+
+  /// Starts watching (call before Supervisor::Run).
+  void Start();
+  /// Hangs reported so far.
+  int hangs() const { return hangs_; }
+
+ private:
+  void Arm();
+  void Tick();
+  void OnDumped(int attempt, const std::string& why, const std::vector<StackDump>& dumps);
+
+  Supervisor& supervisor_;
+  StackDumper& dumper_;
+  OutputWriter& writer_;
+  TargetPtr console_;
+  spdlog::logger& log_;
+  HangWatchConfig config_;
+  std::chrono::milliseconds tick_;
+  boost::asio::steady_timer timer_;
+  int attempt_ = -1;       ///< the attempt being watched
+  bool reported_ = false;  ///< this hang was reported (report: wait for progress)
+  bool dumping_ = false;
+  int hangs_ = 0;
+  LifetimeGuard lifetime_;  ///< last member
+};
+
+}  // namespace gculaunch

@@ -1,0 +1,64 @@
+"""torchrun's file-timer watchdog (TORCHELASTIC_ENABLE_FILE_TIMER=1): gculaunch serves the
+FIFO, and a rank whose timer expires gets the timer's signal, with torch 1.13's own
+FileTimerClient in the ranks."""
+import os
+import signal
+import time
+import unittest
+
+import gltest
+
+# Rank 1 overruns a 1 s timer (its default signal: SIGKILL); rank 0 keeps within its own.
+TIMERS = r"""
+import os, time
+from torch.distributed.elastic.timer import FileTimerClient, configure, expires
+configure(FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+rank = int(os.environ["RANK"])
+with expires(after=5 if rank == 0 else 1, scope="step"):
+    print("rank %d in its step" % rank, flush=True)
+    time.sleep(0.5 if rank == 0 else 60)
+print("rank %d released its timer" % rank, flush=True)
+time.sleep(30)
+"""
+
+
+class FileTimer(unittest.TestCase):
+    def test_an_expired_timer_kills_its_rank(self):
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "timers.py")
+            with open(script, "w") as f:
+                f.write(TIMERS)
+            fifo = os.path.join(tmp, "my_timer_fifo")
+            started = time.monotonic()
+            with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--python",
+                             gltest.PYTHON, script],
+                            extra_env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1",
+                                       "TORCHELASTIC_TIMER_FILE": fifo}) as job:
+                code = job.wait(timeout=120)
+                took = time.monotonic() - started
+                err = job.stderr
+                self.assertEqual(code, 128 + signal.SIGKILL, err)
+                self.assertIn("[rank0]: rank 0 released its timer", job.stdout)
+                self.assertNotIn("rank 1 released", job.stdout)
+                self.assertRegex(err, r"TORCHELASTIC_ENABLE_FILE_TIMER: timer 'step' of pid \d+ "
+                                      r"\(rank 1\) expired: sending it SIGKILL")
+                self.assertLess(took, 30, err)  # long before rank 0's sleep(30) ends
+            self.assertFalse(os.path.exists(fifo))
+
+    def test_off_unless_exactly_1(self):
+        res = gltest.run([gltest.require_binary(), "--dry-run", "--device", "cpu", "x.py"],
+                         env=gltest.tagged_env(gltest.new_tag(),
+                                               {"TORCHELASTIC_ENABLE_FILE_TIMER": "true"}))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertNotIn("file-timer watchdog", res.stdout)
+        res = gltest.run([gltest.require_binary(), "--dry-run", "--device", "cpu", "x.py"],
+                         env=gltest.tagged_env(gltest.new_tag(),
+                                               {"TORCHELASTIC_ENABLE_FILE_TIMER": "1"}))
+        self.assertIn("gculaunch serves torch's file-timer watchdog on <run directory>/"
+                      "watchdog_timer", res.stdout)
+        self.assertIn("TORCHELASTIC_TIMER_FILE='<temporary directory created at launch>/"
+                      "watchdog_timer'", res.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
