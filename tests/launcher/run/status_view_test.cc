@@ -1,6 +1,8 @@
 #include "launcher/run/status_view.h"
 
 #include <catch2/catch.hpp>
+#include <sstream>
+#include <vector>
 
 namespace gculaunch {
 
@@ -62,8 +64,14 @@ TEST_CASE("status JSON lists ranks with their samples and node 0's nodes", "[sta
   const std::string text = StatusText(j);
   CHECK(text.find("run r1, node 0 of 2 (h0), gculaunch pid 77, up 10.0 s\n") == 0);
   CHECK(text.find("epoch 0, restarts used 0 of 3\n") != std::string::npos);
-  CHECK(text.find("0     0      11   running      20.0  2.00   1.0     10.0      1.5") !=
-        std::string::npos);
+  // The columns are padded to their widest cell: compare the words of rank 0's line.
+  const auto line = text.find("\n0 ");
+  REQUIRE(line != std::string::npos);
+  std::istringstream row(text.substr(line + 1, text.find('\n', line + 1) - line - 1));
+  std::vector<std::string> words;
+  for (std::string w; row >> w;) words.push_back(w);
+  CHECK(words ==
+        std::vector<std::string>{"0", "0", "11", "running", "20.0", "2.00", "1.0", "10.0", "1.5"});
   CHECK(text.find("exited SIGKILL") != std::string::npos);
   CHECK(text.find("nodes:\nNODE  ADDR      HOST  STATE    LAST_HEARTBEAT_S\n") !=
         std::string::npos);
