@@ -54,6 +54,8 @@ class Status(unittest.TestCase):
     def test_two_ranks_with_live_pids_text_and_other_user(self):
         job = self.job(["--nproc-per-node", "2", "--master-port", "0", "--max-restarts", "2",
                         "--run-id", "st1"] + gltest.child_args("print", "hi", "pause"))
+        # Both ranks ran their first step (exec'd: their /proc entries are their own).
+        job.wait_for(lambda out, err: out.count("hi\n") == 2, timeout=60, what="both ranks")
         doc = self.wait_status(job, lambda d: len([r for r in d["ranks"]
                                                    if r["state"] == "running"]) == 2)
         self.assertEqual(doc["schema"], 1)
