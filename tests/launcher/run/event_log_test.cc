@@ -90,7 +90,7 @@ TEST_CASE("the event log names the file it cannot open", "[event_log]") {
         "cannot open the event log /nonexistent-dir/events.jsonl: No such file or directory");
 }
 
-TEST_CASE("a hub tells every listener; NoJobEvents ignores", "[event_log]") {
+TEST_CASE("a hub tells every listener, NoJobEvents ignores", "[event_log]") {
   Recorder a, b;
   JobEventHub hub;
   hub.Add(&a);
