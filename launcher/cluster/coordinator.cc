@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "launcher/cluster/member_events.h"
 #include "launcher/sys/free_port.h"
 
 namespace gculaunch {
@@ -120,6 +121,7 @@ void Coordinator::CheckHeartbeats() {
     if (node == 0 || state_.bye.count(node) != 0) continue;
     std::string value = board_.Heartbeat(node, beat.seq);
     if (value != beat.value) {
+      settings_.events->On(JobEvent::Heartbeat(node));
       beat.value = std::move(value);
       beat.changed = now;
       continue;
@@ -145,6 +147,7 @@ void Coordinator::CheckHeartbeats() {
 
 void Coordinator::Dispatch(const CoordinatorEvent& event) {
   job::CoordinatorStep step = job::Step(state_, settings_.config, event);
+  ReportMembers(state_, step.state, *settings_.events);
   state_ = step.state;
   for (const CoordinatorAction& action : step.actions) Execute(action);
   Track();

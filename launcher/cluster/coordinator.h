@@ -32,6 +32,7 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/job_board.h"
 #include "launcher/cluster/job_policy.h"
+#include "launcher/run/event_log.h"
 
 namespace gculaunch {
 
@@ -45,6 +46,7 @@ struct CoordinatorSettings {
   /// use gculaunch's store); >0 a fixed port (--no-agent-store --worker-port); -1 = a port
   /// that is free on this node, chosen per epoch (--no-agent-store: rank 0 binds it).
   int ranks_port = 0;
+  JobEvents* events = NoJobEvents();  ///< nodes joining, lost and back (event_log.h)
 };
 
 /// The store's hooks for the board.  The store is built before the board (which needs the

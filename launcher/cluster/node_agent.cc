@@ -298,7 +298,15 @@ void NodeAgent::StartRanks(const AgentAction& action) {
         "after the stop)",
         plan.epoch, settings_.config.max_restarts, ranks, plan.epoch,
         Ms(Clock::now() - stop_seen_).count());
+    settings_.events->On(JobEvent::Restart(plan.epoch, settings_.config.max_restarts,
+                                           outcome_ ? job::Describe(*outcome_) : "",
+                                           Ms(Clock::now() - stop_seen_).count() / 1000));
   }
+  settings_.events->On(JobEvent::Rendezvous(
+      plan.epoch, static_cast<int>(plan.nodes.size()), plan.world_size,
+      std::chrono::duration<double>(Clock::now() -
+                                    (stop_seen_ == Clock::time_point{} ? started_ : stop_seen_))
+          .count()));
   supervisor_->JobStart(plan.epoch);
 }
 

@@ -52,6 +52,7 @@ struct NodeAgentSettings {
   std::chrono::milliseconds progress_period{10000};
   /// How long a first join, or a join after node 0 went away, may wait for node 0.
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
+  JobEvents* events = NoJobEvents();  ///< rendezvous and restarts (event_log.h)
 };
 
 class NodeAgent : public JobLink {

@@ -764,6 +764,15 @@ constexpr FlagDef kFlags[] = {
     {"logs-specs", "", Kind::kValue, "default", "Supervision",
      "torchrun's logs-spec plugin: only default (--log-dir, --redirects, --tee) is supported",
      &ApplyLogsSpecs, "logs-specs"},
+    // metrics (docs/operations.md)
+    {"metrics-port", "", Kind::kValue, "PORT", "Supervision",
+     "serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics (0: a free port, "
+     "logged); default off",
+     &ApplyPort<&CliOptions::metrics_port>, kGculaunchOnly},
+    {"metrics-addr", "", Kind::kValue, "ADDR", "Supervision",
+     "the address --metrics-port listens on; default 127.0.0.1 (0.0.0.0 or :: for every "
+     "interface)",
+     &ApplyText<&CliOptions::metrics_addr>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start nothing",

@@ -110,6 +110,10 @@ struct CliOptions {
   std::optional<double> progress_interval;  ///< --progress-interval SECONDS (>= 0)
   bool no_python_faulthandler = false;      ///< --no-python-faulthandler
 
+  // ---- metrics (docs/operations.md) ----
+  std::optional<int> metrics_port;          ///< --metrics-port PORT: serve /metrics
+  std::optional<std::string> metrics_addr;  ///< --metrics-addr ADDR: where (loopback)
+
   // torchrun flags that gculaunch maps onto its own notions or accepts with a note
   // (MakeLaunchSpec decides; see docs/command-line.md).
   std::optional<std::string> start_method;  ///< spawn|fork|forkserver: a note, no effect

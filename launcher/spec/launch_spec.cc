@@ -117,7 +117,7 @@ class SpecBuilder {
          {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::StorePorts,
           &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards,
           &SpecBuilder::Affinity, &SpecBuilder::Program, &SpecBuilder::Environment,
-          &SpecBuilder::Output, &SpecBuilder::Extras}) {
+          &SpecBuilder::Output, &SpecBuilder::Extras, &SpecBuilder::Metrics}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
@@ -880,6 +880,23 @@ class SpecBuilder {
                    "add --dry-run, or drop --format"};
     }
     spec_.dry_run_format = o_.format.value_or(DryRunFormat::kTable);
+    return OkStatus();
+  }
+
+  // --metrics-port and --metrics-addr (docs/operations.md).  The address is checked when it
+  // is bound: the spec does not resolve names.
+  Status Metrics() {
+    spec_.metrics_port = o_.metrics_port;
+    if (!o_.metrics_addr) return OkStatus();
+    if (!o_.metrics_port) {
+      return Error{o_.Source("metrics-addr") + " only applies with --metrics-port",
+                   "add --metrics-port PORT, or drop --metrics-addr"};
+    }
+    if (o_.metrics_addr->empty() || o_.metrics_addr->find_first_of(" \t/") != std::string::npos) {
+      return Error{o_.Source("metrics-addr") + " '" + *o_.metrics_addr + "' is not an address",
+                   "give a numeric address such as 127.0.0.1, 0.0.0.0 or ::"};
+    }
+    spec_.metrics_addr = *o_.metrics_addr;
     return OkStatus();
   }
 

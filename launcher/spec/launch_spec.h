@@ -137,6 +137,10 @@ struct LaunchSpec {
   std::string summary_json;       ///< --summary-json PATH; empty: none
   std::string error_file_parent;  ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
 
+  // ---- metrics (docs/operations.md) ----
+  std::optional<int> metrics_port;         ///< --metrics-port; empty: no metrics server
+  std::string metrics_addr = "127.0.0.1";  ///< --metrics-addr
+
   // ---- what to do ----
   bool dry_run = false;  ///< --dry-run: print, start nothing
   DryRunFormat dry_run_format = DryRunFormat::kTable;

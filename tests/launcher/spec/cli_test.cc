@@ -95,6 +95,10 @@ const std::vector<ValueCase>& ValueCases() {
       {"cpu-affinity", "numa",
        [](const CliOptions& o) { return o.cpu_affinity == CpuAffinity::kNuma; }},
       {"progress-interval", "2.5", [](const CliOptions& o) { return o.progress_interval == 2.5; }},
+      // metrics (docs/operations.md)
+      {"metrics-port", "9464", [](const CliOptions& o) { return o.metrics_port == 9464; }},
+      {"metrics-addr", "0.0.0.0",
+       [](const CliOptions& o) { return o.metrics_addr == std::string("0.0.0.0"); }},
       {"hang-timeout", "1.5m", [](const CliOptions& o) { return o.hang_timeout == 90.0; }},
       {"hang-grace", "500ms", [](const CliOptions& o) { return o.hang_grace == 0.5; }},
       {"on-hang", "report", [](const CliOptions& o) { return o.on_hang == OnHang::kReport; }},
