@@ -95,8 +95,8 @@ class Coordinator {
   std::map<int, Beat> beats_;                                  ///< members not away
   std::map<int, std::chrono::steady_clock::time_point> away_;  ///< since when
   std::map<int, int> next_join_;                               ///< the join watched per node
-  int next_id_ = 1;  ///< elastic: the node id whose first join request is watched next
-  bool info_complete_ = false;        ///< job/info holds node 0's own registration
+  int next_id_ = 1;             ///< elastic: the node id whose first join request is watched next
+  bool info_complete_ = false;  ///< job/info holds node 0's own registration
   std::map<int, std::string> plans_;  ///< encoded plan per epoch, as admissions repeat it
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;

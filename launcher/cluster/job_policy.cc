@@ -505,8 +505,8 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
 }
 
 int Present(const CoordinatorState& s) {
-  return static_cast<int>(
-      std::count_if(s.members.begin(), s.members.end(), [](const auto& m) { return !m.second.away; }));
+  return static_cast<int>(std::count_if(s.members.begin(), s.members.end(),
+                                        [](const auto& m) { return !m.second.away; }));
 }
 
 // The restarts the joined nodes had used (node 0 came back): the most any of them reports.
@@ -638,8 +638,9 @@ void NodeGone(CoordinatorStep& step, const CoordinatorConfig& config, int node, 
       member.away = true;
       member.gone = m;
       std::string text =
-          Describe(m) + (config.elastic() ? " while the job re-forms; it re-forms without it"
-                                          : " while the job re-forms; it waits for it to come back");
+          Describe(m) + (config.elastic()
+                             ? " while the job re-forms; it re-forms without it"
+                             : " while the job re-forms; it waits for it to come back");
       if (s.marker && s.marker->kind == StopMarker::Kind::kRankFailed) {
         // Survivors' ranks fail first when a node dies mid-collective (their peer is gone).
         text +=
@@ -719,8 +720,8 @@ void ElasticArrival(CoordinatorStep& step, const CoordinatorConfig& config, int 
   publish.marker.node = node;
   publish.marker.host = m.reg.host;
   publish.marker.addr = m.reg.addr;
-  publish.marker.what = "the job re-forms with " + std::to_string(s.order.size() + 1) +
-                        " nodes (no restart used)";
+  publish.marker.what =
+      "the job re-forms with " + std::to_string(s.order.size() + 1) + " nodes (no restart used)";
   step.actions.push_back(std::move(publish));
   s.marker_published = true;
 }

@@ -172,12 +172,12 @@ struct CoordinatorState {
   };
   Phase phase = Phase::kGathering;
   int epoch = 0;
-  int restarts = 0;  ///< restarts used when `epoch` started (TORCHELASTIC_RESTART_COUNT)
-  bool ran = false;  ///< an epoch started (a misfit arriving now is refused, not fatal)
+  int restarts = 0;        ///< restarts used when `epoch` started (TORCHELASTIC_RESTART_COUNT)
+  bool ran = false;        ///< an epoch started (a misfit arriving now is refused, not fatal)
   std::vector<int> order;  ///< the members in `epoch`'s plan, in node-rank order
   bool last_call = false;  ///< elastic, kGathering: MIN reached, the last-call timer is armed
   bool last_call_passed = false;  ///< elastic, kGathering: the last call window is over
-  int adopted = -1;  ///< kGathering: the highest last epoch the joined nodes report
+  int adopted = -1;               ///< kGathering: the highest last epoch the joined nodes report
   std::map<int, Member> members;
   std::set<int> done;                ///< of `epoch`
   std::set<int> reaped;              ///< of `epoch`

@@ -97,8 +97,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   bool known = false;
   for (auto k :
        {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
-        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError,
-        StopMarker::Kind::kNodeJoined}) {
+        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kNodeJoined}) {
     if (KindName(k) == *kind) {
       m.kind = k;
       known = true;
@@ -340,9 +339,9 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
       return Elastic(r) ? std::to_string(r.min_nodes) + ":" + std::to_string(r.nnodes)
                         : std::to_string(r.nnodes);
     };
-    return Error{who + " expects " + count(reg) + " nodes but " + master_name + " expects " +
-                     count(master),
-                 "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
+    return Error{
+        who + " expects " + count(reg) + " nodes but " + master_name + " expects " + count(master),
+        "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
   }
   if (!Elastic(master) && (reg.node_rank < 0 || reg.node_rank >= master.nnodes)) {
     return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),

@@ -61,9 +61,9 @@ std::string KeyForSocket(const std::string& key);
 
 /// What a node tells the job when it arrives.
 struct NodeRegistration {
-  int node_rank = 0;  ///< fixed size: the node rank; elastic: the node id (0: the store host)
-  int nnodes = 1;     ///< fixed size: the node count; elastic: MAX
-  int min_nodes = 0;  ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
+  int node_rank = 0;        ///< fixed size: the node rank; elastic: the node id (0: the store host)
+  int nnodes = 1;           ///< fixed size: the node count; elastic: MAX
+  int min_nodes = 0;        ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
   int nproc = 1;            ///< ranks on this node
   int max_restarts = 0;     ///< must agree job-wide
   std::string run_id;       ///< the job's identity: a node with another one is a stranger
@@ -89,7 +89,7 @@ struct StopMarker {
   Kind kind = Kind::kRankFailed;
   int epoch = 0;
   int restarts = -1;  ///< the restarts the job had used when `epoch` started; -1: = epoch
-  int node = -1;     ///< the node concerned (its id, elastic); -1: none
+  int node = -1;      ///< the node concerned (its id, elastic); -1: none
   std::string host;
   std::string addr;
   int rank = -1;  ///< kRankFailed: global rank; -1 when unknown

@@ -190,7 +190,7 @@ Status ApplyNprocPerNode(const ApplyContext& c, CliOptions& o) {
 Status ApplyNnodes(const ApplyContext& c, CliOptions& o) {
   const std::string& value = c.value;
   const size_t colon = value.find(':');
-  const std::string problem = "expected a positive number N, or a range MIN:MAX";
+  const std::string problem = "expected N or MIN:MAX, positive numbers";
   if (colon == std::string::npos) {
     auto n = ParseIntIn(value, 1, 1 << 20);
     if (!n) return BadValue(c.source, value, problem, "2");

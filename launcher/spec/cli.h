@@ -60,7 +60,7 @@ struct Endpoint {
 /// defaults live in MakeLaunchSpec.
 struct CliOptions {
   std::optional<NprocPerNode> nproc_per_node;
-  std::optional<int> nnodes;  ///< N, or N:N folded to N; MAX of MIN:MAX
+  std::optional<int> nnodes;     ///< N, or N:N folded to N; MAX of MIN:MAX
   std::optional<int> min_nodes;  ///< MIN of an elastic MIN:MAX (MIN < MAX)
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;  ///< IPv6 brackets removed

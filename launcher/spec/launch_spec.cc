@@ -91,7 +91,7 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;
   if (spec.elastic()) {
     // Node ranks come from the rendezvous: each epoch's layout line names them.
-    const std::string who = !spec.store_host ? "the node the endpoint names hosts the store"
+    const std::string who = !spec.store_host   ? "the node the endpoint names hosts the store"
                             : *spec.store_host ? "this node hosts the store"
                                                : "another node hosts the store";
     line = "layout: " + std::to_string(spec.min_nodes) + " to " + std::to_string(spec.nnodes) +
@@ -130,10 +130,11 @@ class SpecBuilder {
     }
     spec_.layout = FormatLayout(spec_, from_);
     if (spec_.elastic()) {
-      Note("elastic: WORLD_SIZE, RANK, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, "
-           "ROLE_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT follow each epoch's plan and may "
-           "change from one epoch to the next; shown here for node rank " +
-           std::to_string(spec_.node_rank) + " of " + std::to_string(spec_.nnodes) + " nodes");
+      Note(
+          "elastic: WORLD_SIZE, RANK, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, "
+          "ROLE_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT follow each epoch's plan and may "
+          "change from one epoch to the next; shown here for node rank " +
+          std::to_string(spec_.node_rank) + " of " + std::to_string(spec_.nnodes) + " nodes");
     } else if (spec_.nnodes > 1) {
       Note("ranks " + std::to_string(spec_.rank_offset) + "-" +
            std::to_string(spec_.rank_offset + spec_.nproc_per_node - 1) + " of " +
@@ -164,8 +165,8 @@ class SpecBuilder {
     }
     if (o_.min_nodes && o_.nnodes) {
       spec_.min_nodes = *o_.min_nodes;
-      from_.nnodes = DescribeFlag(o_, "nnodes", std::to_string(spec_.min_nodes) + ":" +
-                                                    std::to_string(spec_.nnodes));
+      from_.nnodes = DescribeFlag(
+          o_, "nnodes", std::to_string(spec_.min_nodes) + ":" + std::to_string(spec_.nnodes));
     }
     if (o_.standalone && spec_.nnodes > 1) {
       return Error{o_.Source("standalone") + " runs a single node but " + o_.Source("nnodes") +

@@ -39,7 +39,7 @@ struct CliOptions;  // cli.h
 
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
-  int nnodes = 1;          ///< elastic: MAX
+  int nnodes = 1;  ///< elastic: MAX
   /// Elastic (--nnodes MIN:MAX, MIN < MAX): MIN; 0 for a fixed-size job.  Node ranks, WORLD_SIZE
   /// and the rank offset are then assigned per epoch by the job (docs/multinode.md); node_rank
   /// only says whether this node hosts the store (0) or not (1).
