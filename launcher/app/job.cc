@@ -20,6 +20,7 @@
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/dump_exchange.h"
 #include "launcher/cluster/job_protocol.h"
+#include "launcher/cluster/net_address.h"
 #include "launcher/cluster/node_agent.h"
 #include "launcher/run/agent_store.h"
 #include "launcher/run/event_log.h"
@@ -115,6 +116,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
+  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.nnodes;
   reg.nproc = spec.nproc_per_node;
   reg.max_restarts = spec.max_restarts;
   reg.run_id = runtime.run_id;
@@ -140,6 +142,10 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.remote.connect_timeout = timeout;
 
   m.coordinator.config.nnodes = spec.nnodes;
+  m.coordinator.config.min_nodes = spec.elastic() ? spec.min_nodes : 0;
+  m.coordinator.config.last_call_s = static_cast<int>(spec.last_call_s);
+  m.coordinator.last_call =
+      std::chrono::milliseconds(static_cast<long long>(spec.last_call_s * 1000));
   m.coordinator.config.max_restarts = spec.max_restarts;
   m.coordinator.config.master = reg;
   m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
@@ -564,7 +570,9 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
   if (loop.store) {
     cluster.local_link.emplace(loop.io, loop.store->server());
     link = &*cluster.local_link;
-    cluster.coordinator_board.emplace(loop.store->server(), *loop.store, spec_.nnodes);
+    cluster.coordinator_board.emplace(
+        loop.store->server(), *loop.store,
+        spec_.elastic() ? StoreCoordinatorBoard::kAnyNode : spec_.nnodes);
     loop.hooks->target = &*cluster.coordinator_board;
     cluster.coordinator.emplace(loop.io, *cluster.coordinator_board, settings.coordinator, log_);
   } else {
@@ -820,6 +828,16 @@ void Job::Teardown() {
 
 int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
            const JobOptions& options) {
+  if (spec.elastic() && !spec.store_host) {
+    // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
+    LaunchSpec decided = spec;
+    decided.store_host = NamesThisHost(spec.master_addr);
+    decided.node_rank = *decided.store_host ? 0 : 1;
+    log.info("{} (the rendezvous endpoint {} {} this host)",
+             *decided.store_host ? "this node hosts the store" : "another node hosts the store",
+             spec.master_addr, *decided.store_host ? "names" : "does not name");
+    return Job(decided, env, log, sink, options).Run();
+  }
   return Job(spec, env, log, sink, options).Run();
 }
 

@@ -87,6 +87,8 @@ class NodeAgent : public JobLink {
   void Join();
   void SendJoin(const std::string& addr);
   void SendJoinRequest();
+  void SendRegistration();
+  void LogElasticLayout(const job::JobPlan& plan, const job::PlanNode& mine);
   void Refused(const Error& why);
   void Admitted(Result<std::string> text);
   void JoinFailed(Error error, int code);

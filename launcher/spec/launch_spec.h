@@ -39,7 +39,18 @@ struct CliOptions;  // cli.h
 
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
-  int nnodes = 1;
+  int nnodes = 1;  ///< elastic: MAX
+  /// Elastic (--nnodes MIN:MAX, MIN < MAX): MIN; 0 for a fixed-size job.  Node ranks, WORLD_SIZE
+  /// and the rank offset are then assigned per epoch by the job (docs/multinode.md); node_rank
+  /// only says whether this node hosts the store (0) or not (1).
+  int min_nodes = 0;
+  bool elastic() const { return min_nodes > 0 && min_nodes < nnodes; }
+  /// Elastic: whether this node hosts the store, when the command line or the platform says
+  /// (--rdzv-conf is_host, --node-rank / RANK 0); unknown: the node whose address the
+  /// endpoint names (decided at launch).
+  std::optional<bool> store_host;
+  /// Elastic: --rdzv-conf last_call_timeout (seconds, torchrun's default 30).
+  double last_call_s = 30;
   int node_rank = 0;       ///< GROUP_RANK
   int nproc_per_node = 1;  ///< LOCAL_WORLD_SIZE
   int rank_offset = 0;     ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
