@@ -59,8 +59,10 @@
 #                 launcher and its ranks (its process group) SIGKILLed for good -> every rank
 #                 of the 2-node world (WORLD_SIZE = 2 x BENCH_NPROC) started.  grow: then a
 #                 new launcher on node 2 -> every rank of the 3-node world started.  Ranks are
-#                 counted when they run their first line (before `import torch`).
-#                 BENCH_PARTS=elastic runs this part alone; ELASTIC_REPS (2) each side.
+#                 counted when they run their first line (before `import torch`); each event
+#                 happens once every rank of the current world is inside its loop.
+#                 BENCH_PARTS=elastic runs this part alone; ELASTIC_REPS (2) each side,
+#                 ELASTIC_SIDES ("gculaunch torchrun").
 # Prints median and p90 (nearest rank) in milliseconds, and torchrun/gculaunch ratios.
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS, TORCHRUN_REPS,
@@ -603,6 +605,8 @@ with open(os.path.join(out, "estart.%d" % os.getpid()), "w") as f:
 import torch
 import torch.distributed as dist
 dist.init_process_group("gloo")
+with open(os.path.join(out, "eloop.%d" % os.getpid()), "w") as f:
+    f.write("%d %d" % (rank, world))
 t = torch.ones(1)
 deadline = time.time() + 600
 while time.time() < deadline:
@@ -631,6 +635,19 @@ def elastic_world_running(out, after, world):
     return None
 
 
+def elastic_in_loop(out, world):
+    """True once `world` ranks of a `world`-sized job are inside their all_reduce loop."""
+    count = 0
+    for name in os.listdir(out):
+        if name.startswith("eloop."):
+            try:
+                with open(os.path.join(out, name)) as f:
+                    count += int(f.read().split()[1]) == world
+            except (OSError, ValueError, IndexError):
+                pass
+    return True if count >= world else None
+
+
 def elastic_round(hosts, root, rep, side):
     """side "gculaunch" or "torchrun": (shrink seconds or None, grow seconds or None)."""
     port = 31000 + rep + (500 if side == "torchrun" else 0)
@@ -643,19 +660,26 @@ def elastic_round(hosts, root, rep, side):
             return [GCULAUNCH, "--nnodes", "2:3", "--nproc-per-node", str(NPROC), "--device",
                     "cpu", "--max-restarts", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                     endpoint, "--rdzv-id", "benchel%d" % rep, "--python", PYTHON, script, out]
-        return [PYTHON, TORCHRUN, "--nnodes", "2:3", "--nproc_per_node", str(NPROC),
+        # torchrun 1.13's c10d hands its ranks MASTER_ADDR = the FQDN of the host of group
+        # rank 0; simulated hosts share the machine's host name, so each torchrun gets a UTS
+        # namespace of its own with a name that the hosts' private name table resolves.
+        return ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', "elhost%d" % k,
+                PYTHON, TORCHRUN, "--nnodes", "2:3", "--nproc_per_node", str(NPROC),
                 "--max_restarts", "3", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
                 "--rdzv_id", "benchel%d" % rep, "--rdzv_conf", "is_host=%d" % (k == 0),
                 script, out]
 
+    names = gltest.HostsFileNames(hosts)
+    for k in range(3):
+        names.set("elhost%d" % k, hosts.addr(k))
     run = Run(hosts, [cmd(k) for k in range(3)], torchrun_env,
               name="elastic-%s-%d" % (side, rep))
     shrink = grow = None
     try:
         full = 3 * NPROC
-        if wait_for(lambda: elastic_world_running(out, 0, full), RUN_TIMEOUT) is None:
+        if wait_for(lambda: elastic_in_loop(out, full), RUN_TIMEOUT) is None:
             return None, None
-        time.sleep(1.0)  # the ranks are inside their all_reduce loop
+        time.sleep(0.5)
         t_kill = time.time()
         os.killpg(run.procs[2].pid, signal.SIGKILL)
         run.procs[2].wait()
@@ -663,20 +687,22 @@ def elastic_round(hosts, root, rep, side):
         if t is None:
             return None, None
         shrink = t - t_kill
-        time.sleep(1.0)
+        wait_for(lambda: elastic_in_loop(out, 2 * NPROC), RUN_TIMEOUT)
+        time.sleep(0.5)
         t_back = run.again(2)
         t = wait_for(lambda: elastic_world_running(out, t_back, full), ELASTIC_WAIT)
         grow = None if t is None else t - t_back
         return shrink, grow
     finally:
         run.kill()
+        names.close()
 
 
 def elastic_rounds(hosts, root):
     """{side: {"shrink": [...], "grow": [...]}}, interleaved sides."""
     e = {side: {"shrink": [], "grow": []} for side in ("gculaunch", "torchrun")}
     for rep in range(EREPS):
-        for side in ("gculaunch", "torchrun"):
+        for side in os.environ.get("ELASTIC_SIDES", "gculaunch torchrun").split():
             if budget_left() < 2 * ELASTIC_WAIT + 60:
                 break
             shrink, grow = elastic_round(hosts, root, rep, side)
