@@ -92,13 +92,9 @@ void DumpResponder::Arm() {
 
 void DumpResponder::Poll() {
   board_.ReadDumpRequest(lifetime_.Wrap([this](const Result<int>& n) {
-    if (n.ok() && !busy_) {
-      if (last_ < 0) {
-        last_ = *n;  // requests made before this node was there are not answered
-      } else if (*n > last_) {
-        last_ = *n;
-        Answer(*n);
-      }
+    if (n.ok() && !busy_ && *n > last_) {
+      last_ = *n;
+      Answer(*n);
     }
     Arm();
   }));

@@ -6,8 +6,10 @@
 //   DumpResponder  every other node, while it runs: polls the latest request number every
 //                  `poll` (the agent link's one blocking WAIT is taken by plans and markers),
 //                  and for each new request dumps its own ranks (the LocalDump callback) and
-//                  publishes the answer.  Requests made before its first successful read are
-//                  not answered (the node was not there yet).
+//                  publishes the answer.  Its first successful read answers the latest
+//                  request too: node 0 may ask before this node's first read succeeds (its
+//                  link was still connecting), and an answer to a request node 0 no longer
+//                  waits for is harmless.
 //
 // An answer is a node's NodeStacks as JSON (stack_report.h); node 0 formats the job's report
 // with FormatJobStackReport, so the ranks that differ from the majority are the whole job's.
@@ -74,7 +76,7 @@ class DumpResponder {
   LocalDump dump_;
   std::chrono::milliseconds poll_;
   boost::asio::steady_timer timer_;
-  int last_ = -1;  ///< the latest request seen; -1 before the first successful read
+  int last_ = 0;  ///< the latest request answered (0: none)
   bool busy_ = false;
   int answered_ = 0;
   LifetimeGuard lifetime_;  ///< last member
