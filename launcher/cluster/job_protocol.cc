@@ -19,6 +19,7 @@ std::string AdmitKey(int node, int seq) {
 std::string DumpKey(int request, int node) {
   return "job/dump/" + std::to_string(request) + "/" + std::to_string(node);
 }
+std::string ProgressKey(int node) { return "job/progress/" + std::to_string(node); }
 std::string PlanKey(int epoch) { return "job/plan/" + std::to_string(epoch); }
 std::string StopKey(int epoch) { return "job/stop/" + std::to_string(epoch); }
 std::string DoneKey(int epoch, int node) {
@@ -92,7 +93,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   bool known = false;
   for (auto k :
        {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
-        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError}) {
+        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kHang}) {
     if (KindName(k) == *kind) {
       m.kind = k;
       known = true;
@@ -143,6 +144,8 @@ std::string KindName(StopMarker::Kind kind) {
       return "success";
     case StopMarker::Kind::kJobError:
       return "job_error";
+    case StopMarker::Kind::kHang:
+      return "hang";
   }
   return "?";
 }
@@ -324,9 +327,9 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
 }
 
 bool Restartable(const StopMarker& marker, int max_restarts) {
-  const bool reform = marker.kind == StopMarker::Kind::kRankFailed ||
-                      marker.kind == StopMarker::Kind::kNodeLost ||
-                      marker.kind == StopMarker::Kind::kNodeLeft;
+  const bool reform =
+      marker.kind == StopMarker::Kind::kRankFailed || marker.kind == StopMarker::Kind::kNodeLost ||
+      marker.kind == StopMarker::Kind::kNodeLeft || marker.kind == StopMarker::Kind::kHang;
   return reform && marker.restartable && marker.epoch < max_restarts;
 }
 
@@ -341,6 +344,8 @@ int ExitCodeFor(const StopMarker& marker, int self) {
       return marker.node == self ? marker.exit_code : exit_code::kNodeLost;
     case StopMarker::Kind::kNodeLost:
       return exit_code::kNodeLost;
+    case StopMarker::Kind::kHang:
+      return exit_code::kHang;
   }
   return exit_code::kInternal;
 }
@@ -372,6 +377,8 @@ std::string Describe(const StopMarker& m) {
       return "every node's ranks finished successfully";
     case StopMarker::Kind::kJobError:
       return m.what;
+    case StopMarker::Kind::kHang:
+      return "the job hung: " + m.what;
   }
   return m.what;
 }

@@ -247,7 +247,7 @@ void NodeAgent::LogMarker(const job::StopMarker& m) {
     return;
   }
   if (job::Restartable(m, max)) {
-    if (m.kind == job::StopMarker::Kind::kRankFailed) {
+    if (m.kind == job::StopMarker::Kind::kRankFailed || m.kind == job::StopMarker::Kind::kHang) {
       log_.warn("{}; every node restarts its ranks (restart {} of {})", what, m.epoch + 1, max);
     } else {
       log_.warn(

@@ -699,11 +699,6 @@ class SpecBuilder {
       }
     }
     if (!o_.hang_timeout) return OkStatus();
-    if (spec_.nnodes > 1) {
-      return Error{o_.Source("hang-timeout") + " is not supported on several nodes yet",
-                   "drop --hang-timeout, and use --stack-dumps with `gculaunch stacks` on "
-                   "each node"};
-    }
     spec_.hang_timeout_s = *o_.hang_timeout;
     spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
     spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);
@@ -716,6 +711,12 @@ class SpecBuilder {
          FormatSeconds(spec_.hang_grace_s) +
          " before it, is a hang: every rank's stacks are shown, then gculaunch will " +
          kActions[static_cast<int>(spec_.on_hang)]);
+    if (spec_.nnodes > 1) {
+      Note(
+          "--hang-timeout on several nodes: node 0 decides for the whole job from every "
+          "node's progress reports and gathers every node's stacks; give every node the same "
+          "--hang-timeout");
+    }
     return OkStatus();
   }
 
