@@ -34,6 +34,36 @@ dist.all_reduce(t)
 print("rank %d done: %d" % (rank, int(t.item())), flush=True)
 """
 
+# Rank 0 (node 0) keeps touching its heartbeat; rank 2 (node 1) touches it twice and stops;
+# ranks 1 and 3 neither print nor touch theirs.
+HEARTBEAT = r"""
+import os, time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+path = os.environ["GCULAUNCH_HEARTBEAT_FILE"]
+def touch():
+    with open(path, "a"):
+        os.utime(path)
+for i in range(100):
+    if rank == 0 or (rank == 2 and i < 2):
+        touch()
+    time.sleep(0.1)
+"""
+
+# Every rank prints, then the whole job pauses twice for 3.5 s (a barrier keeps them together).
+PAUSES = r"""
+import time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+for phase in range(3):
+    print("rank %d phase %d" % (rank, phase), flush=True)
+    dist.barrier()
+    if phase < 2:
+        time.sleep(3.5)
+"""
+
 
 class HangMultiNode(unittest.TestCase):
     def setUp(self):
@@ -49,12 +79,13 @@ class HangMultiNode(unittest.TestCase):
         with open(self.script, "w") as f:
             f.write(HANG)
 
-    def start(self, extra):
+    def start(self, extra, timeout="3s", script=None):
         jobs = []
         for i in range(2):
             args = ["--nproc-per-node", "2", "--device", "cpu", "--python", gltest.PYTHON,
-                    "--grace-period", "5", "--hang-timeout", "3s",
-                    "--log-dir", os.path.join(self.tmp, "logs%d" % i)] + extra + [self.script]
+                    "--grace-period", "5", "--hang-timeout", timeout,
+                    "--log-dir", os.path.join(self.tmp, "logs%d" % i)] + extra + [
+                        script or self.script]
             job = gltest.NodeJob(self.hosts, i, 2, PORT, args, self.tag)
             self.addCleanup(job.__exit__, None, None, None)
             jobs.append(job)
@@ -119,6 +150,37 @@ class HangMultiNode(unittest.TestCase):
         for job, ranks in ((node0, (0, 1)), (node1, (2, 3))):
             for rank in ranks:
                 self.assertIn("[rank%d]: rank %d done: 4" % (rank, rank), job.stdout)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_a_rank_of_node_1_whose_heartbeat_stops_is_flagged_while_node_0_beats(self):
+        node0, node1 = self.start([], timeout="2s", script=self.write("beat.py", HEARTBEAT))
+        code0 = node0.wait(timeout=90)
+        code1 = node1.wait(timeout=60)
+        err0, err1 = node0.stderr, node1.stderr
+        self.assertEqual((code0, code1), (6, 6), err0 + "\n=== node 1:\n" + err1)
+        self.assertIn("gculaunch: hang (rank 2 stopped touching GCULAUNCH_HEARTBEAT_FILE (more "
+                      "than 2.0 s ago) while other ranks still do): stacks of epoch 0", err0)
+        self.assertNotRegex(err0, r"ranks? (\d+, )*[013](, \d+)* stopped touching")
+        self.assertIn("the job hung: rank 2 stopped touching GCULAUNCH_HEARTBEAT_FILE", err1)
+
+    def test_on_hang_report_reports_each_silence_of_the_job_once_and_keeps_running(self):
+        node0, node1 = self.start(["--on-hang", "report"], timeout="2s",
+                                  script=self.write("pauses.py", PAUSES))
+        code0 = node0.wait(timeout=120)
+        code1 = node1.wait(timeout=60)
+        err0, err1 = node0.stderr, node1.stderr
+        self.assertEqual((code0, code1), (0, 0), err0 + "\n=== node 1:\n" + err1)
+        self.assertEqual(len(re.findall(r"gculaunch: hang \(", err0)), 2, err0)
+        self.assertEqual(err0.count("--on-hang report: the ranks keep running"), 2, err0)
+        self.assertNotIn("hang", err1)
+        for job, ranks in ((node0, (0, 1)), (node1, (2, 3))):
+            for rank in ranks:
+                self.assertIn("[rank%d]: rank %d phase 2" % (rank, rank), job.stdout)
 
 
 if __name__ == "__main__":
