@@ -18,6 +18,7 @@
 #   posix    C and POSIX headers (<unistd.h>, <sys/wait.h>, <linux/...>)
 #   asio     Boost.Asio and Boost.System (<boost/asio/...>, <boost/system/...>)
 #   process  Boost.Process (<boost/process/...>)
+#   beast    Boost.Beast (<boost/beast/...>), header-only HTTP on Asio
 #   boost    any other Boost header
 #   spdlog   spdlog and fmt
 #   yaml     yaml-cpp
@@ -32,7 +33,8 @@ set(GCULAUNCH_LAYER_ALLOW_codec      base codec std)
 set(GCULAUNCH_LAYER_ALLOW_rendezvous base codec rendezvous std posix asio spdlog cli11)
 set(GCULAUNCH_LAYER_ALLOW_spec       base spec std yaml cli11 json)
 set(GCULAUNCH_LAYER_ALLOW_sys        base spec sys std posix asio process)
-set(GCULAUNCH_LAYER_ALLOW_run        base codec rendezvous spec sys run std posix asio spdlog json)
+set(GCULAUNCH_LAYER_ALLOW_run
+    base codec rendezvous spec sys run std posix asio beast spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_cluster
     base codec rendezvous spec sys run cluster std posix asio spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_check      base spec sys check std posix json)
@@ -40,7 +42,7 @@ set(GCULAUNCH_LAYER_ALLOW_app
     base codec rendezvous spec sys run cluster check app std posix asio spdlog json cli11)
 set(GCULAUNCH_LAYER_ALLOW_tests
     base codec rendezvous spec sys run cluster check app tests
-    std posix asio process boost spdlog yaml cli11 json catch2)
+    std posix asio process beast boost spdlog yaml cli11 json catch2)
 
 # The layer of a project file, from its path relative to the source root; "" if none.
 function(gculaunch_layer_of_path path out)
@@ -70,6 +72,8 @@ function(gculaunch_group_of_include name quoted out)
     set(group asio)
   elseif(name MATCHES "^boost/process[/.]")
     set(group process)
+  elseif(name MATCHES "^boost/beast[/.]")
+    set(group beast)
   elseif(name MATCHES "^boost/")
     set(group boost)
   elseif(name MATCHES "^(spdlog|fmt)/")

@@ -9,7 +9,9 @@ batch (a fixed dataset, re-sharded by RANK and WORLD_SIZE at every start), compu
 integer contribution, and the ranks all-reduce (gloo, SUM) those contributions.  Integer sums
 are exact and do not depend on the order of the terms, so the total of a step, and thus the
 whole run, is the same for every world size and however often the job was stopped and resumed
-from a checkpoint.  A step lost or done twice changes the final state (the update is not
+from a checkpoint.  That is what an elastic job (--nnodes MIN:MAX) needs: after it shrank or
+grew, the next start reads the checkpoint and shares the batches out among the new WORLD_SIZE
+ranks.  A step lost or done twice changes the final state (the update is not
 commutative), so comparing final states proves that no work was lost or repeated.
 
 Rank 0 writes a checkpoint (step + state) every --ckpt-every steps, atomically (temporary file,

@@ -21,6 +21,7 @@ namespace {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
 // Accepts per turn before yielding to other handlers (a connect storm must not starve the
 // sessions that are already talking).
@@ -108,8 +109,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
 
   void OnRequest(Session& session, Request& request) override {
     if (options_.request_observer) options_.request_observer(session.id(), request);
+    const auto begin = options_.metrics ? Clock::now() : Clock::time_point{};
     effects_.Clear();
     store_.Handle(session.id(), request, session.output(), effects_);
+    if (options_.metrics) Measure(session.id(), request.op, begin);
     if (request.op == Op::kWait && log_.should_log(spdlog::level::debug) &&
         store_.IsParked(session.id())) {
       log_.debug("connection {} from {}: {} parked", session.id(), session.peer(),
@@ -124,6 +127,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     const ConnId id = session.id();
     store_.Close(id);
     sessions_.erase(id);
+    parked_.erase(id);
     if (options_.connection_observer && !stopped_) {
       asio::post(io_, [observer = options_.connection_observer, id] { observer(id); });
     }
@@ -144,6 +148,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       if (it == sessions_.end()) continue;
       it->second->Close();
       sessions_.erase(it);
+      parked_.erase(id);
       ++closed;
     }
     const int backlog = DrainBacklog();
@@ -223,10 +228,21 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   ConnId next_id_ = 1;
   ConnId launcher_conn_ = 0;
   Effects effects_;  ///< reused by OnRequest
+  /// Metrics: parked requests (WAIT) by connection, measured when their reply is delivered.
+  std::unordered_map<ConnId, std::pair<Op, Clock::time_point>> parked_;
   bool stopped_ = false;
   bool shortage_logged_ = false;
 
  private:
+  // A request answered at once is measured now; a parked one when its reply is delivered.
+  void Measure(ConnId id, Op op, Clock::time_point begin) {
+    if (store_.IsParked(id)) {
+      parked_[id] = {op, begin};
+      return;
+    }
+    options_.metrics->Operation(op, std::chrono::duration<double>(Clock::now() - begin).count());
+  }
+
   void ArmAccept() {
     acceptor_.async_wait(tcp::acceptor::wait_read,
                          [self = shared_from_this()](const boost::system::error_code& ec) {
@@ -317,6 +333,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     log_.debug("connection {} from {} (attempt {})", id, session->peer(), store_.attempt());
     sessions_.emplace(id, session);
     store_.Open(id, Scope::kAttempt);
+    if (options_.metrics) options_.metrics->ConnectionAccepted();
     session->Start();
   }
 
@@ -352,6 +369,12 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       }
       auto it = sessions_.find(d.conn);
       if (it == sessions_.end()) continue;
+      if (auto p = parked_.find(d.conn); p != parked_.end() && !store_.IsParked(d.conn)) {
+        const double waited =
+            std::chrono::duration<double>(Clock::now() - p->second.second).count();
+        options_.metrics->Operation(p->second.first, waited);
+        parked_.erase(p);
+      }
       std::shared_ptr<Session> target = it->second;
       target->output().append(d.bytes);
       if (target.get() != requester) target->Flush();  // the requester flushes after its read

@@ -58,6 +58,7 @@
 #include "rendezvous/codec.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/store.h"
+#include "rendezvous/store_metrics.h"
 
 namespace spdlog {
 class logger;
@@ -77,6 +78,8 @@ struct ServerOptions {
   /// (BeginAttempt, Stop, a malformed frame).  The multi-node coordinator uses it to notice
   /// a node's gculaunch that died.
   std::function<void(ConnId)> connection_observer;
+  /// Connections and requests counted here when set (store_metrics.h); null: not counted.
+  std::shared_ptr<StoreMetrics> metrics;
 };
 
 class ServerCore;

@@ -38,10 +38,19 @@
 #   spawned  gculaunch only: its exec -> every rank exec'd, from its debug log
 # and prints medians and ratios (torchrun / gculaunch).
 #
+# Then the cost of --metrics-port (docs/operations.md), gculaunch alone: the same ranks
+# sleeping BENCH_METRICS_SECONDS (default 20), once without metrics and once with
+# --metrics-port and GET /metrics every second, interleaved, BENCH_METRICS_REPS times
+# (default 3).  Per run: gculaunch's own CPU time (utime + stime of /proc/<pid>/stat, sampled
+# every 50 ms up to its exit; the ranks are not counted), its peak RSS (VmHWM), and the
+# scrapes' latency.  BENCH_METRICS_ONLY=1 runs only this part (no torchrun, no torch 2.6
+# root needed).
+#
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS,
 # BENCH_NPROC, GCULAUNCH_CACHE_DIR (where the torch 2.6 root is), BENCH_OLD_GCULAUNCH
 # (optional: a gculaunch built from an earlier commit, e.g. 2af4c24, whose guardian was left
 # running at exit; its failure runs are then measured too and printed on the "exit lag" line).
+# BENCH_METRICS_SECONDS, BENCH_METRICS_REPS, BENCH_METRICS_ONLY: the metrics rows (above).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
@@ -49,20 +58,32 @@ gculaunch=${GCULAUNCH_BIN:-$top/build/launcher/gculaunch}
 torchrun=$here/torchrun113.py
 in_root=$here/in_root.sh
 [ -x "$gculaunch" ] || { echo "bench: build gculaunch first (scripts/build.sh) or set GCULAUNCH_BIN" >&2; exit 2; }
-root2=$("$here/make_torch2_root.sh" | tail -n 1) ||
-  { echo "bench: no torch 2.6 root (see the error above)" >&2; exit 2; }
+metrics_only=${BENCH_METRICS_ONLY:-0}
+case $metrics_only in
+  0|1) ;;
+  *) echo "bench: error: BENCH_METRICS_ONLY '$metrics_only' is not 0 or 1 (fix: set it to 1 or unset it)" >&2; exit 2 ;;
+esac
+root2=""
+if [ "$metrics_only" = 0 ]; then
+  root2=$("$here/make_torch2_root.sh" | tail -n 1) ||
+    { echo "bench: no torch 2.6 root (see the error above)" >&2; exit 2; }
+fi
 
 old_gculaunch=${BENCH_OLD_GCULAUNCH:-}
 [ -z "$old_gculaunch" ] || [ -x "$old_gculaunch" ] ||
   { echo "bench: error: BENCH_OLD_GCULAUNCH '$old_gculaunch' is not executable (fix: give the path of an older gculaunch build, or unset it)" >&2; exit 2; }
 
 exec /usr/bin/python3 - "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" "${BENCH_NPROC:-8}" \
-  "$in_root" "$root2" "$old_gculaunch" <<'PY'
+  "$in_root" "$root2" "$old_gculaunch" "$metrics_only" "${BENCH_METRICS_SECONDS:-20}" \
+  "${BENCH_METRICS_REPS:-3}" <<'PY'
 import os, signal, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
+import urllib.request
 
 GCULAUNCH, TORCHRUN, REPS, NPROC = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 IN_ROOT, ROOT2 = sys.argv[5], sys.argv[6]
 OLD_GCULAUNCH = sys.argv[7]  # empty: not measured
+METRICS_ONLY = sys.argv[8] == "1"
+METRICS_SECONDS, METRICS_REPS = float(sys.argv[9]), int(sys.argv[10])
 PYTHON = "/usr/bin/python3"
 # torch 2.6's torchrun: the root's python3 entered through in_root.sh, which also shows
 # this directory (with torchrun26.py) inside the root
@@ -96,6 +117,9 @@ if attempt == "0" and rank == "1" and mode in ("fail", "restart"):
     put("fail", time.time())
     os._exit(1)
 if mode == "restart" and attempt != "0":
+    os._exit(0)
+if mode.startswith("hold"):  # "hold<seconds>": the metrics runs
+    time.sleep(float(mode[4:]))
     os._exit(0)
 time.sleep(120)
 '''
@@ -277,6 +301,125 @@ def run(launcher, mode, script):
         subprocess.run(["rm", "-rf", out])
 
 
+class CpuSampler(threading.Thread):
+    """gculaunch's own CPU seconds (utime + stime) and peak RSS, every 50 ms until it exits:
+    the last sample before the exit stands for the run (the ranks are other processes)."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.cpu_s, self.peak_kb, self.stop = pid, 0.0, 0, False
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def run(self):
+        while not self.stop:
+            try:
+                with open("/proc/%d/stat" % self.pid, "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if fields[0] in (b"Z", b"X"):
+                    return
+                self.cpu_s = (int(fields[11]) + int(fields[12])) / self.tick
+                with open("/proc/%d/status" % self.pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+            except (OSError, IndexError, ValueError):
+                return
+            time.sleep(0.05)
+
+
+def metrics_run(script, scraped):
+    """One bounded gculaunch run of NPROC ranks sleeping METRICS_SECONDS; with `scraped`,
+    --metrics-port and a GET /metrics every second.  Returns cpu (ms), rss (MB), scrape
+    latencies (ms) and the number of scrapes."""
+    out = tempfile.mkdtemp(prefix="gculaunch-bench-")
+    tag = uuid.uuid4().hex
+    tmp = os.path.join(out, "tmp")
+    os.mkdir(tmp)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+           "LANG": "C.UTF-8", "GCULAUNCH_BENCH_TAG": tag, "OMP_NUM_THREADS": "1",
+           "TMPDIR": tmp}
+    port = free_port()
+    cmd = [GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
+           "--python", PYTHON]
+    if scraped:
+        cmd += ["--metrics-port", str(port)]
+    cmd += [script, "hold%g" % METRICS_SECONDS, out]
+    latencies = []
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        sampler = CpuSampler(proc.pid)
+        sampler.start()
+        watchdog = threading.Timer(METRICS_SECONDS + RUN_TIMEOUT, proc.kill)
+        watchdog.start()
+        deadline = time.time() + METRICS_SECONDS + RUN_TIMEOUT
+        while scraped and proc.poll() is None and time.time() < deadline:
+            t0 = time.perf_counter()
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                            timeout=5) as r:
+                    r.read()
+                latencies.append((time.perf_counter() - t0) * 1e3)
+            except OSError:
+                pass  # not listening yet, or the job just ended
+            time.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+        proc.wait()
+        watchdog.cancel()
+        sampler.stop = True
+        sampler.join()
+        return {"cpu": sampler.cpu_s * 1e3, "rss": sampler.peak_kb / 1024.0,
+                "latency": latencies, "scrapes": len(latencies), "code": proc.returncode}
+    finally:
+        for pid in tagged_pids(tag):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", out])
+
+
+def metrics_cost():
+    """The --metrics-port rows: gculaunch's CPU and RSS without metrics and with a scrape
+    every second, interleaved runs, medians."""
+    workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
+    script = os.path.join(workdir, "worker.py")
+    with open(script, "w") as f:
+        f.write(WORKER)
+    runs = {False: [], True: []}
+    try:
+        for rep in range(METRICS_REPS):
+            for scraped in (False, True):
+                runs[scraped].append(metrics_run(script, scraped))
+            print("bench: metrics repetition %d/%d done" % (rep + 1, METRICS_REPS),
+                  file=sys.stderr, flush=True)
+    finally:
+        subprocess.run(["rm", "-rf", workdir])
+
+    def med(scraped, key):
+        return statistics.median(r[key] for r in runs[scraped])
+
+    print()
+    print("--metrics-port cost (gculaunch alone, %d ranks sleeping %g s, %d interleaved runs, "
+          "medians; exit codes %s)" % (NPROC, METRICS_SECONDS, METRICS_REPS,
+                                       sorted({r["code"] for v in runs.values() for r in v})))
+    header = "%-44s %14s %24s" % ("metric", "metrics off", "on, scraped every 1 s")
+    print(header)
+    print("-" * len(header))
+    print("%-44s %14.1f %24.1f" % ("gculaunch CPU time over the run (ms)", med(False, "cpu"),
+                                   med(True, "cpu")))
+    print("%-44s %14.1f %24.1f" % ("gculaunch CPU per second of the run (ms/s)",
+                                   med(False, "cpu") / METRICS_SECONDS,
+                                   med(True, "cpu") / METRICS_SECONDS))
+    print("%-44s %14.1f %24.1f" % ("gculaunch peak RSS (MB)", med(False, "rss"),
+                                   med(True, "rss")))
+    lat = sorted(x for r in runs[True] for x in r["latency"])
+    if lat:
+        print("%-44s %14s %24s" % ("scrape latency, median / max (ms)", "-",
+                                   "%.2f / %.2f" % (statistics.median(lat), lat[-1])))
+    print("%-44s %14s %24d" % ("scrapes per run (median)", "-", med(True, "scrapes")))
+
+
 def root_entry(n=10):
     """Medians of in_root.sh ROOT2 /usr/bin/true and of /usr/bin/true (seconds), n of
     each, interleaved, from the same directory and with the same binds as the torchrun
@@ -293,6 +436,9 @@ def root_entry(n=10):
 
 
 def main():
+    if METRICS_ONLY:
+        metrics_cost()
+        return
     launchers = ["gculaunch", "torchrun", "torchrun-0.1", "torchrun-2.6"]
     modes = ["ok", "fail", "restart"]
     results = {name: {} for name in launchers + ["direct", "gculaunch-old"]}
@@ -379,6 +525,7 @@ def main():
           "reaped) %.1f / %.1f ms; torchrun 1.13 %.1f / %.1f ms%s"
           % (med("gculaunch", "failure") * 1e3, med("gculaunch", "gone") * 1e3,
              med("torchrun-0.1", "failure") * 1e3, med("torchrun-0.1", "gone") * 1e3, old))
+    metrics_cost()
 
 
 main()

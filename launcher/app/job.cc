@@ -21,15 +21,21 @@
 #include "launcher/cluster/dump_exchange.h"
 #include "launcher/cluster/hang_exchange.h"
 #include "launcher/cluster/job_protocol.h"
+#include "launcher/cluster/net_address.h"
 #include "launcher/cluster/node_agent.h"
 #include "launcher/run/agent_store.h"
+#include "launcher/run/event_log.h"
 #include "launcher/run/exit_summary.h"
 #include "launcher/run/file_timer.h"
 #include "launcher/run/hang_watch.h"
 #include "launcher/run/job_planner.h"
+#include "launcher/run/metrics.h"
+#include "launcher/run/metrics_http.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
 #include "launcher/run/stack_report.h"
+#include "launcher/run/status_model.h"
+#include "launcher/run/status_view.h"
 #include "launcher/spec/dry_run.h"
 #include "launcher/spec/python_shim.h"
 #include "launcher/spec/stack_hook.h"
@@ -39,6 +45,7 @@
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
 #include "launcher/sys/spawner.h"
+#include "launcher/sys/status_proc.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
@@ -110,6 +117,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
+  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.nnodes;
   reg.nproc = spec.nproc_per_node;
   reg.max_restarts = spec.max_restarts;
   reg.run_id = runtime.run_id;
@@ -135,6 +143,10 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.remote.connect_timeout = timeout;
 
   m.coordinator.config.nnodes = spec.nnodes;
+  m.coordinator.config.min_nodes = spec.elastic() ? spec.min_nodes : 0;
+  m.coordinator.config.last_call_s = static_cast<int>(spec.last_call_s);
+  m.coordinator.last_call =
+      std::chrono::milliseconds(static_cast<long long>(spec.last_call_s * 1000));
   m.coordinator.config.max_restarts = spec.max_restarts;
   m.coordinator.config.master = reg;
   m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
@@ -164,8 +176,10 @@ void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in) {
     in.job_cause = "the job stopped: " + job::Describe(m);
 }
 
-SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& options) {
+SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& options,
+                                      JobEvents* events) {
   SupervisorConfig config;
+  config.events = events;
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
   config.policy.job = spec.nnodes > 1;
@@ -225,6 +239,9 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
 // construction order; the io_context, first, is destroyed last.
 struct Job::Loop {
   explicit Loop(Job& job);
+  std::string RenderMetricsNow();
+  std::string StatusNow() const;
+  std::map<int, double> ProgressAges() const;
 
   boost::asio::io_context io;
   OutputFlow flow{io};
@@ -236,10 +253,17 @@ struct Job::Loop {
   const bool multinode;
   const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
   JobPlanner planner;
+  JobEventHub events;                   ///< every listener below hears the job's events
+  JobStatus status;                     ///< `gculaunch status`, /metrics
+  std::unique_ptr<EventLog> event_log;  ///< "<run log dir>/events.jsonl"
   const SupervisorConfig config;
   /// The coordinator's connection hooks; the store is built before the coordinator.
   std::shared_ptr<ConnectionHooks> hooks = std::make_shared<ConnectionHooks>();
-  std::optional<AgentStore> store;  ///< when this node hosts the store
+  /// --metrics-port: the store's counters (when this node hosts the store).
+  std::shared_ptr<rendezvous::StoreMetrics> store_metrics;
+  std::optional<AgentStore> store;             ///< when this node hosts the store
+  const Supervisor* supervisor = nullptr;      ///< while Supervise runs (metrics, status)
+  std::unique_ptr<MetricsHttpServer> metrics;  ///< --metrics-port
 };
 
 // Multi-node only (step 5): destroyed before the Loop, whose io_context, store and planner
@@ -260,16 +284,79 @@ Job::Loop::Loop(Job& job)
       multinode(job.spec_.nnodes > 1),
       rank0_terminal(job.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
       planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
-      config(MakeSupervisorConfig(job.spec_, job.options_)) {
+      config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
   job.sink_.Attach(&writer, console_err);
+  events.Add(&status);
+  if (WantsLogFiles(job.spec_) && !job.runtime_.error_file_root.empty()) {
+    auto opened = EventLog::Open(job.runtime_.error_file_root + "/events.jsonl",
+                                 job.runtime_.run_id, job.spec_.node_rank);
+    if (opened.ok()) {
+      event_log = std::move(*opened);
+      events.Add(event_log.get());
+    } else {
+      job.log_.warn("{} (fix: {})", opened.error().what, opened.error().hint);
+    }
+  }
   if (watcher.mode() == sys::ChildWatcher::Mode::kSigchld) {
     job.log_.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
   }
+  if (job.metrics_socket_) store_metrics = std::make_shared<rendezvous::StoreMetrics>();
   if (job.store_socket_) {
-    store.emplace(io, std::move(*job.store_socket_), job.log_,
-                  multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{});
+    auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
+    options.metrics = store_metrics;
+    store.emplace(io, std::move(*job.store_socket_), job.log_, std::move(options));
     store->server().Set("run_id", job.runtime_.run_id);
   }
+  if (job.metrics_socket_) {
+    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*job.metrics_socket_),
+                                                  [this] { return RenderMetricsNow(); });
+  }
+}
+
+// Seconds since each running rank's last output or heartbeat (the freshest of the two; a
+// rank that showed neither yet: since its start), by global rank.
+std::map<int, double> Job::Loop::ProgressAges() const {
+  std::map<int, double> ages;
+  if (supervisor == nullptr || supervisor->group() == nullptr) return ages;
+  for (const RankProgress& p : supervisor->group()->Progress()) {
+    if (!p.running) continue;
+    double age = p.since_start_s;
+    if (p.output_age_s) age = std::min(age, *p.output_age_s);
+    if (p.heartbeat_age_s) age = std::min(age, *p.heartbeat_age_s);
+    ages[p.rank] = age;
+  }
+  return ages;
+}
+
+// The answer to the control socket's "status": the job's picture with each running rank's
+// /proc sample (status_view.h).
+std::string Job::Loop::StatusNow() const {
+  StatusInput in;
+  in.job = &status.snapshot();
+  in.now = status.Now();
+  for (const RankStatus& r : in.job->ranks) {
+    if (r.running()) in.procs[r.pid] = sys::SampleProcess(r.pid);
+  }
+  in.progress_age_s = ProgressAges();
+  return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.
+std::string Job::Loop::RenderMetricsNow() {
+  MetricsInput in;
+  in.job = &status.snapshot();
+  in.now = status.Now();
+  if (store) {
+    in.store = store_metrics.get();
+    in.store_connections_open = store->server().num_sessions();
+  }
+  in.progress_age_s = ProgressAges();
+  const sys::ProcSample self = sys::SampleProcess(::getpid());
+  if (self.alive) {
+    in.process_cpu_s = self.cpu_s;
+    in.process_rss_bytes = self.rss_bytes;
+  }
+  return RenderMetrics(in);
 }
 
 Job::Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
@@ -317,6 +404,10 @@ bool Job::ChooseAtLaunch() {
     PrintError(port.error());
     return false;
   }
+  if (Status metrics = BindMetricsPort(); !metrics.ok()) {
+    PrintError(metrics.error());
+    return false;
+  }
   if (!WantsLogFiles(spec_) && !MakeScratchDir(choices)) return false;
   runtime_ = ResolveRankRuntime(spec_, choices);
   if (WantsLogFiles(spec_)) {
@@ -362,6 +453,20 @@ Status Job::ReservePort(LaunchChoices& choices) {
     if (!port.ok()) return port.error();
     choices.chosen_port = std::to_string(*port);
   }
+  return OkStatus();
+}
+
+// --metrics-port is bound now, before the ranks exist, so that a port in use ends the launch
+// with one line.  Port 0: the free port the kernel picked is logged.
+Status Job::BindMetricsPort() {
+  if (!spec_.metrics_port) return OkStatus();
+  auto bound =
+      MetricsHttpServer::Bind(spec_.metrics_addr, static_cast<std::uint16_t>(*spec_.metrics_port));
+  if (!bound.ok()) return bound.error();
+  const std::string& a = bound->address();
+  log_.info("metrics: http://{}:{}/metrics", a.find(':') != std::string::npos ? "[" + a + "]" : a,
+            bound->port());
+  metrics_socket_.emplace(std::move(*bound));
   return OkStatus();
 }
 
@@ -417,20 +522,39 @@ Result<std::string> Job::MakeRunLogDir(const std::string& run_id) {
 }
 
 // The layout names the port as the dry run does; by now it is known.
-void Job::LogLayout() {
-  if (spec_.layout.empty()) return;
+std::string Job::Layout() const {
   std::string layout = spec_.layout;
   const std::string placeholder = kPortPlaceholder;
   if (auto at = layout.find(placeholder); at != std::string::npos) {
     layout.replace(at, placeholder.size(), runtime_.master_port);
   }
-  log_.info("{}", layout);
+  return layout;
+}
+
+void Job::LogLayout() {
+  if (!spec_.layout.empty()) log_.info("{}", Layout());
+}
+
+// The launch event's fields (docs/operations.md).
+nlohmann::json Job::LaunchFields() const {
+  return {{"run_id", runtime_.run_id},
+          {"node_rank", spec_.node_rank},
+          {"host", sys::HostName()},
+          {"pid", static_cast<int>(::getpid())},
+          {"nnodes", spec_.nnodes},
+          {"nproc_per_node", spec_.nproc_per_node},
+          {"max_restarts", spec_.max_restarts},
+          {"master_addr", spec_.master_addr},
+          {"master_port", runtime_.master_port},
+          {"layout", Layout()},
+          {"log_dir", runtime_.error_file_root}};
 }
 
 // ---- the event loop ----
 
 int Job::RunLoop() {
   Loop loop(*this);
+  loop.events.On(JobEvent::Launch(LaunchFields()));
   Cluster cluster;
   if (loop.multinode) AssembleCluster(loop, cluster);
   const int code = Supervise(loop, cluster);
@@ -440,12 +564,16 @@ int Job::RunLoop() {
 
 // Multi-node: this node's agent, and node 0's coordinator.
 void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
-  const MultiNodeSettings settings = MakeMultiNodeSettings(spec_, runtime_);
+  MultiNodeSettings settings = MakeMultiNodeSettings(spec_, runtime_);
+  settings.agent.events = &loop.events;
+  settings.coordinator.events = &loop.events;
   AgentLink* link = nullptr;
   if (loop.store) {
     cluster.local_link.emplace(loop.io, loop.store->server());
     link = &*cluster.local_link;
-    cluster.coordinator_board.emplace(loop.store->server(), *loop.store, spec_.nnodes);
+    cluster.coordinator_board.emplace(
+        loop.store->server(), *loop.store,
+        spec_.elastic() ? StoreCoordinatorBoard::kAnyNode : spec_.nnodes);
     loop.hooks->target = &*cluster.coordinator_board;
     cluster.coordinator.emplace(loop.io, *cluster.coordinator_board, settings.coordinator, log_);
   } else {
@@ -471,6 +599,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     if (cluster.coordinator) cluster.coordinator->Start();
     cluster.agent->Start();
   }
+  loop.supervisor = &supervisor;
   StackDumper dumper(loop.io, StackDumper::Options{});
   const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
@@ -484,9 +613,9 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
         loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
         HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, hang_dir});
     hang->Start();
-  } else if (spec_.hang_timeout_s > 0 && cluster.coordinator_board) {
-    job_hang.emplace(loop.io, *cluster.coordinator_board, supervisor, stacks, loop.writer,
-                     loop.console_err, log_,
+  } else if (spec_.hang_timeout_s > 0 && cluster.coordinator_board && cluster.coordinator) {
+    job_hang.emplace(loop.io, *cluster.coordinator_board, *cluster.coordinator, supervisor, stacks,
+                     loop.writer, loop.console_err, log_,
                      JobHangConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
                                    hang_dir, spec_.nnodes});
     job_hang->Start();
@@ -502,6 +631,8 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   cluster.dump_responder.reset();
   cluster.dump_gatherer.reset();
   if (loop.store) loop.store->Stop();
+  if (loop.metrics) loop.metrics->Stop();
+  loop.supervisor = nullptr;
   all_groups_empty_ = outcome.stuck.empty();
   Report(loop, cluster, outcome);
   return outcome.exit_code;
@@ -624,6 +755,10 @@ std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stack
                 FormatJobStackReport(parts));
         });
       });
+  (*control)->Register("status",
+                       [&loop](const std::vector<std::string>&, const ControlSocket::Reply& reply) {
+                         reply(loop.StatusNow() + "\n");  // `gculaunch status` (status_view.h)
+                       });
   log_.debug("control socket {}", path);
   return std::move(*control);
 }
@@ -658,6 +793,7 @@ void Job::Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome) 
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
   if (cluster.agent) DescribeJobEnd(*cluster.agent, in);
   const ExitSummary summary = BuildExitSummary(in);
+  loop.events.On(JobEvent::Stop(outcome.exit_code, OutcomeName(in)));
   for (const std::string& line : summary.text) {
     loop.writer.Urgent(loop.console_err, "gculaunch: " + line + "\n");
   }
@@ -708,6 +844,16 @@ void Job::Teardown() {
 
 int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
            const JobOptions& options) {
+  if (spec.elastic() && !spec.store_host) {
+    // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
+    LaunchSpec decided = spec;
+    decided.store_host = NamesThisHost(spec.master_addr);
+    decided.node_rank = *decided.store_host ? 0 : 1;
+    log.info("{} (the rendezvous endpoint {} {} this host)",
+             *decided.store_host ? "this node hosts the store" : "another node hosts the store",
+             spec.master_addr, *decided.store_host ? "names" : "does not name");
+    return Job(decided, env, log, sink, options).Run();
+  }
   return Job(spec, env, log, sink, options).Run();
 }
 

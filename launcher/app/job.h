@@ -43,6 +43,7 @@
 
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,9 +90,12 @@ class Job {
   void StartGuardian();
   bool ChooseAtLaunch();
   Status ReservePort(LaunchChoices& choices);
+  Status BindMetricsPort();
   bool MakeScratchDir(LaunchChoices& choices);
   Result<std::string> MakeRunLogDir(const std::string& run_id);
+  std::string Layout() const;
   void LogLayout();
+  nlohmann::json LaunchFields() const;
   int RunLoop();
   void AssembleCluster(Loop& loop, Cluster& cluster);
   int Supervise(Loop& loop, Cluster& cluster);
@@ -114,7 +118,8 @@ class Job {
   const JobOptions& options_;
 
   std::optional<sys::Guardian> guardian_;
-  std::optional<rendezvous::ListenSocket> store_socket_;  ///< bound here, served by the Loop
+  std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
+  std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
   std::string scratch_;  ///< the ranks' error files without log files; empty otherwise
   RankRuntime runtime_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"

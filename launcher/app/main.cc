@@ -4,6 +4,7 @@
 //   gculaunch check ...           the preflight check (launcher/app/check_main.h)
 //   gculaunch stacks ...          the Python stacks of this node's running ranks
 //                                 (launcher/app/stacks_main.h)
+//   gculaunch status ...          the job running on this node (launcher/app/status_main.h)
 //   gculaunch [OPTIONS] SCRIPT    launch or dry-run a job (launcher/app/launcher_main.h)
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "launcher/app/check_main.h"
 #include "launcher/app/launcher_main.h"
 #include "launcher/app/stacks_main.h"
+#include "launcher/app/status_main.h"
 #include "rendezvous/store_command.h"
 
 extern char** environ;
@@ -28,6 +30,10 @@ int main(int argc, char** argv) {
   }
   if (!args.empty() && args[0] == "stacks") {
     return gculaunch::StacksMain({args.begin() + 1, args.end()},
+                                 gculaunch::EnvMap::FromEnviron(environ));
+  }
+  if (!args.empty() && args[0] == "status") {
+    return gculaunch::StatusMain({args.begin() + 1, args.end()},
                                  gculaunch::EnvMap::FromEnviron(environ));
   }
   return gculaunch::LauncherMain(args, gculaunch::EnvMap::FromEnviron(environ));

@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "launcher/cluster/member_events.h"
 #include "launcher/sys/free_port.h"
 
 namespace gculaunch {
@@ -21,7 +22,8 @@ Coordinator::Coordinator(boost::asio::io_context& io, CoordinatorBoard& board,
       log_(log),
       missing_timer_(io),
       deadline_timer_(io),
-      heartbeat_timer_(io) {}
+      heartbeat_timer_(io),
+      last_call_timer_(io) {}
 
 Coordinator::~Coordinator() { board_.OnHangUp(nullptr); }
 
@@ -44,7 +46,12 @@ void Coordinator::Start() {
         node, seq, "its gculaunch closed its connection without a bye (killed?)"));
   }));
   board_.PublishJobInfo(job::Encode(settings_.config.master));
-  for (int k = 0; k < settings_.config.nnodes; ++k) WatchJoins(k, 1);
+  if (settings_.config.elastic()) {
+    WatchJoins(0, 1);  // the store host: this node
+    WatchIds(1);
+  } else {
+    for (int k = 0; k < settings_.config.nnodes; ++k) WatchJoins(k, 1);
+  }
   deadline_timer_.expires_after(settings_.rdzv_timeout);
   deadline_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     if (!ec) Dispatch(CoordinatorEvent::RendezvousTimeout());
@@ -71,9 +78,33 @@ void Coordinator::WatchJoins(int node, int seq) {
   }));
 }
 
+// Elastic: every join request of a node other than the store host has a fresh node id, drawn
+// in order (job/nodeid): the requests are watched one id after the other, a global queue.
+void Coordinator::WatchIds(int id) {
+  next_id_ = id;
+  board_.WatchJoin(id, 1, lifetime_.Wrap([this, id](Result<std::string> text) {
+    if (!text.ok() || next_id_ != id || finished()) return;
+    WatchIds(id + 1);
+    auto reg = job::DecodeRegistration(*text);
+    if (!reg.ok()) {
+      Dispatch(CoordinatorEvent::BadJoin(id, 1, reg.error().what));
+    } else if (reg->node_rank != id) {
+      Dispatch(CoordinatorEvent::BadJoin(
+          id, 1, "registration naming node " + std::to_string(reg->node_rank)));
+    } else {
+      Dispatch(CoordinatorEvent::Join(1, std::move(*reg)));
+    }
+  }));
+}
+
 // A node that numbered a join request and died before writing it leaves a gap: the next
 // request must not wait behind it.
 void Coordinator::CheckJoinGaps() {
+  if (settings_.config.elastic() && board_.IdsTaken() > next_id_ &&
+      !board_.JoinExists(next_id_, 1) && board_.JoinExists(next_id_ + 1, 1)) {
+    WatchIds(next_id_ + 1);
+    return;
+  }
   for (auto& [node, seq] : next_join_) {
     if (board_.JoinsNumbered(node) > seq && !board_.JoinExists(node, seq) &&
         board_.JoinExists(node, seq + 1)) {
@@ -120,6 +151,7 @@ void Coordinator::CheckHeartbeats() {
     if (node == 0 || state_.bye.count(node) != 0) continue;
     std::string value = board_.Heartbeat(node, beat.seq);
     if (value != beat.value) {
+      settings_.events->On(JobEvent::Heartbeat(node));
       beat.value = std::move(value);
       beat.changed = now;
       continue;
@@ -145,6 +177,7 @@ void Coordinator::CheckHeartbeats() {
 
 void Coordinator::Dispatch(const CoordinatorEvent& event) {
   job::CoordinatorStep step = job::Step(state_, settings_.config, event);
+  ReportMembers(state_, step.state, *settings_.events);
   state_ = step.state;
   for (const CoordinatorAction& action : step.actions) Execute(action);
   Track();
@@ -190,7 +223,7 @@ void Coordinator::WatchEpoch(int epoch) {
     stopped_ = Clock::now();
     Dispatch(CoordinatorEvent::Marker(std::move(*marker)));
   }));
-  for (int k = 0; k < settings_.config.nnodes; ++k) {
+  for (int k : state_.order) {
     board_.WatchDone(
         epoch, k, lifetime_.Wrap([this, epoch, k] { Dispatch(CoordinatorEvent::Done(epoch, k)); }));
     board_.WatchReaped(epoch, k, lifetime_.Wrap([this, epoch, k] {
@@ -261,7 +294,14 @@ void Coordinator::Execute(const CoordinatorAction& action) {
     case K::kLog:
       log_.warn("{}", action.text);
       break;
+    case K::kArmLastCall:
+      last_call_timer_.expires_after(settings_.last_call);
+      last_call_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+        if (!ec && !finished()) Dispatch(CoordinatorEvent::LastCall());
+      }));
+      break;
     case K::kFinish:
+      last_call_timer_.cancel();
       missing_timer_.cancel();
       deadline_timer_.cancel();
       heartbeat_timer_.cancel();

@@ -32,6 +32,7 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/job_board.h"
 #include "launcher/cluster/job_policy.h"
+#include "launcher/run/event_log.h"
 
 namespace gculaunch {
 
@@ -41,10 +42,13 @@ struct CoordinatorSettings {
   std::chrono::milliseconds missing_period{10000};
   std::chrono::milliseconds heartbeat_check{250};
   std::chrono::milliseconds heartbeat_timeout{3000};
+  /// Elastic: --rdzv-conf last_call_timeout, counted from the moment MIN nodes are present.
+  std::chrono::milliseconds last_call{30000};
   /// MASTER_PORT of the ranks, published in each plan: 0 = the agent store's port (the ranks
   /// use gculaunch's store); >0 a fixed port (--no-agent-store --worker-port); -1 = a port
   /// that is free on this node, chosen per epoch (--no-agent-store: rank 0 binds it).
   int ranks_port = 0;
+  JobEvents* events = NoJobEvents();  ///< nodes joining, lost and back (event_log.h)
 };
 
 /// The store's hooks for the board.  The store is built before the board (which needs the
@@ -69,6 +73,7 @@ class Coordinator {
 
  private:
   void WatchJoins(int node, int seq);
+  void WatchIds(int id);
   void Dispatch(const job::CoordinatorEvent& event);
   void Execute(const job::CoordinatorAction& action);
   void Track();
@@ -92,11 +97,13 @@ class Coordinator {
   std::map<int, Beat> beats_;                                  ///< members not away
   std::map<int, std::chrono::steady_clock::time_point> away_;  ///< since when
   std::map<int, int> next_join_;                               ///< the join watched per node
-  bool info_complete_ = false;        ///< job/info holds node 0's own registration
+  int next_id_ = 1;             ///< elastic: the node id whose first join request is watched next
+  bool info_complete_ = false;  ///< job/info holds node 0's own registration
   std::map<int, std::string> plans_;  ///< encoded plan per epoch, as admissions repeat it
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer heartbeat_timer_;
+  boost::asio::steady_timer last_call_timer_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_check_{};  ///< of the heartbeats
   std::chrono::steady_clock::time_point stopped_{};     ///< when the last marker was read

@@ -55,9 +55,11 @@ void ProgressReporter::Report() {
 // ------------------------------------- JobHangWatch -------------------------------------
 
 JobHangWatch::JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board,
-                           Supervisor& supervisor, Gather gather, OutputWriter& writer,
-                           TargetPtr console, spdlog::logger& log, JobHangConfig config)
+                           const Coordinator& coordinator, Supervisor& supervisor, Gather gather,
+                           OutputWriter& writer, TargetPtr console, spdlog::logger& log,
+                           JobHangConfig config)
     : board_(board),
+      coordinator_(coordinator),
       supervisor_(supervisor),
       gather_(std::move(gather)),
       writer_(writer),
@@ -162,8 +164,10 @@ void JobHangWatch::OnGathered(int epoch, const std::string& why,
     return;
   }
   // First writer wins: a marker already written for this epoch stays.
-  board_.PublishMarker(
-      epoch, job::Encode(job::HangMarker(epoch, why, parts, config_.on_hang == OnHang::kRestart)));
+  const job::CoordinatorState& job = coordinator_.state();
+  const int restarts = job.epoch == epoch ? job.restarts : -1;
+  board_.PublishMarker(epoch, job::Encode(job::HangMarker(epoch, restarts, why, parts,
+                                                          config_.on_hang == OnHang::kRestart)));
 }
 
 }  // namespace gculaunch

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/lifetime.h"
+#include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/job_board.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/stack_report.h"
@@ -82,9 +83,10 @@ class JobHangWatch {
   /// Calls back with every node's part of the job's stacks (node 0's first).
   using Gather = std::function<void(std::function<void(std::vector<NodeStacks>)>)>;
 
-  JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board, Supervisor& supervisor,
-               Gather gather, OutputWriter& writer, TargetPtr console, spdlog::logger& log,
-               JobHangConfig config);
+  /// `coordinator`: node 0's, for the restarts the current epoch started with.
+  JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board, const Coordinator& coordinator,
+               Supervisor& supervisor, Gather gather, OutputWriter& writer, TargetPtr console,
+               spdlog::logger& log, JobHangConfig config);
   JobHangWatch(const JobHangWatch&) = delete;
   JobHangWatch& operator=(const JobHangWatch&) = delete;
 
@@ -104,6 +106,7 @@ class JobHangWatch {
   void OnGathered(int epoch, const std::string& why, const std::vector<NodeStacks>& parts);
 
   CoordinatorBoard& board_;
+  const Coordinator& coordinator_;
   Supervisor& supervisor_;
   Gather gather_;
   OutputWriter& writer_;

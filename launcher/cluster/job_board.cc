@@ -26,6 +26,17 @@ std::string StoreAgentBoard::LocalAddress() const {
   return remote_ != nullptr ? remote_->local_address() : "";
 }
 
+void StoreAgentBoard::TakeId(Seq done) {
+  link_.Add(job::kNodeIdKey, 1, [this, done = std::move(done)](Result<std::string> n) {
+    if (!n.ok()) {
+      done(n.error());
+      return;
+    }
+    node_ = std::atoi(n->c_str());
+    done(node_);
+  });
+}
+
 void StoreAgentBoard::Join(const std::string& registration, Seq done) {
   link_.Add(job::JoinSeqKey(node_), 1,
             [this, registration, done = std::move(done)](Result<std::string> n) {
@@ -128,6 +139,10 @@ void StoreCoordinatorBoard::WatchJoin(int node, int seq, Text text) {
 
 int StoreCoordinatorBoard::JoinsNumbered(int node) const {
   return std::atoi(server_.Get(job::JoinSeqKey(node)).value_or("0").c_str());
+}
+
+int StoreCoordinatorBoard::IdsTaken() const {
+  return std::atoi(server_.Get(job::kNodeIdKey).value_or("0").c_str());
 }
 
 bool StoreCoordinatorBoard::JoinExists(int node, int seq) const {

@@ -43,6 +43,9 @@ class AgentBoard {
   virtual void Connect(bool rejoin, std::chrono::milliseconds deadline, Done done) = 0;
   /// The address this node reaches the store from ("" in-process).
   virtual std::string LocalAddress() const = 0;
+  /// Elastic jobs: draws a fresh node id (1, 2, ...) and uses it as this node's key from now
+  /// on; `done` gets it.
+  virtual void TakeId(Seq done) = 0;
   /// Sends a join request (its registration); `done` gets the request's number.
   virtual void Join(const std::string& registration, Seq done) = 0;
   /// Heartbeats for join `seq` until Quiet(); `on_lost(what)` once if the store goes away.
@@ -79,6 +82,8 @@ class CoordinatorBoard {
   virtual void WatchJoin(int node, int seq, Text text) = 0;
   /// How many join requests `node` has numbered (to skip one whose sender died at once).
   virtual int JoinsNumbered(int node) const = 0;
+  /// Elastic jobs: how many node ids TakeId handed out (the same, for ids).
+  virtual int IdsTaken() const = 0;
   virtual bool JoinExists(int node, int seq) const = 0;
   virtual void Admit(int node, int seq, const std::string& plan) = 0;
   virtual void PublishPlan(int epoch, const std::string& plan) = 0;
@@ -115,6 +120,7 @@ class StoreAgentBoard : public AgentBoard {
   StoreAgentBoard(AgentLink& link, RemoteAgentLink* remote, int node);
   void Connect(bool rejoin, std::chrono::milliseconds deadline, Done done) override;
   std::string LocalAddress() const override;
+  void TakeId(Seq done) override;
   void Join(const std::string& registration, Seq done) override;
   void Beat(int seq, std::function<void(std::string)> on_lost) override;
   void Quiet() override;
@@ -140,10 +146,13 @@ class StoreAgentBoard : public AgentBoard {
 
 class StoreCoordinatorBoard : public CoordinatorBoard {
  public:
-  /// `server` and `attempts` outlive this.
+  /// `server` and `attempts` outlive this.  `nnodes`: heartbeats of node keys 1..nnodes-1
+  /// count (elastic jobs: any key above 0, pass kAnyNode).
   StoreCoordinatorBoard(rendezvous::Server& server, AttemptObserver& attempts, int nnodes);
+  static constexpr int kAnyNode = 1 << 30;
   void WatchJoin(int node, int seq, Text text) override;
   int JoinsNumbered(int node) const override;
+  int IdsTaken() const override;
   bool JoinExists(int node, int seq) const override;
   void Admit(int node, int seq, const std::string& plan) override;
   void PublishPlan(int epoch, const std::string& plan) override;

@@ -135,11 +135,12 @@ JobHangCheck CheckJobHang(int epoch, const std::vector<RankProgress>& own,
   return check;
 }
 
-StopMarker HangMarker(int epoch, const std::string& why, const std::vector<NodeStacks>& parts,
-                      bool restart) {
+StopMarker HangMarker(int epoch, int restarts, const std::string& why,
+                      const std::vector<NodeStacks>& parts, bool restart) {
   StopMarker m;
   m.kind = StopMarker::Kind::kHang;
   m.epoch = epoch;
+  m.restarts = restarts;
   m.exit_code = exit_code::kHang;
   m.restartable = restart;
   m.what = why;

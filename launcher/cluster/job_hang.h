@@ -68,8 +68,9 @@ JobHangCheck CheckJobHang(int epoch, const std::vector<RankProgress>& own,
 
 /// The `hang` stop marker of `epoch`: `why` (the verdict), then each rank whose stacks differ
 /// from the job's majority with its node and the function it is in; the first such rank is
-/// the marker's rank and node.  `restart`: --on-hang restart (the marker is restartable).
-StopMarker HangMarker(int epoch, const std::string& why, const std::vector<NodeStacks>& parts,
-                      bool restart);
+/// the marker's rank and node.  `restarts`: the restarts the job had used when `epoch` started
+/// (the budget, job_protocol.h RestartsOf).  `restart`: --on-hang restart (restartable).
+StopMarker HangMarker(int epoch, int restarts, const std::string& why,
+                      const std::vector<NodeStacks>& parts, bool restart);
 
 }  // namespace gculaunch::job

@@ -1,5 +1,7 @@
 #include "launcher/cluster/job_policy.h"
 
+#include <algorithm>
+
 #include "base/exit_codes.h"
 #include "base/text.h"
 
@@ -50,9 +52,10 @@ AgentAction Act(AK kind, int epoch = 0) {
 }
 
 // The marker a local teardown publishes.
-StopMarker MarkerFor(const LocalStopReport& stop, int epoch, int node) {
+StopMarker MarkerFor(const LocalStopReport& stop, int epoch, int restarts, int node) {
   StopMarker m;
   m.epoch = epoch;
+  m.restarts = restarts;
   m.node = node;
   m.exit_code = stop.exit_code;
   m.what = stop.what;
@@ -134,6 +137,7 @@ void OnPlan(AgentStep& step, const AgentConfig& config, const JobPlan& plan) {
   }
   s.phase = APhase::kRunning;
   s.epoch = plan.epoch;
+  s.restarts = RestartsOf(plan);
   s.last_epoch = plan.epoch;
   s.stopping = false;
   s.drained = false;
@@ -153,7 +157,7 @@ void OnLocalStop(AgentStep& step, const AgentConfig& config, const LocalStopRepo
   if (stop.cause == StopCause::kSignal) s.signalled_code = stop.exit_code;
   if (!s.marker && !s.marker_published && !s.master_lost) {
     AgentAction publish = Act(AK::kPublishMarker, s.epoch);
-    publish.marker = MarkerFor(stop, s.epoch, config.node_rank);
+    publish.marker = MarkerFor(stop, s.epoch, s.restarts, config.node_rank);
     step.actions.push_back(std::move(publish));
     s.marker_published = true;
   }
@@ -195,6 +199,7 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
     AgentAction publish = Act(AK::kPublishMarker, s.epoch);
     publish.marker.kind = StopMarker::Kind::kNodeLeft;
     publish.marker.epoch = s.epoch;
+    publish.marker.restarts = s.restarts;
     publish.marker.node = config.node_rank;
     publish.marker.exit_code = exit_code;
     publish.marker.what = "its gculaunch exited with code " + std::to_string(exit_code);
@@ -244,6 +249,7 @@ void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string&
   StopMarker lost;
   lost.kind = StopMarker::Kind::kNodeLost;
   lost.epoch = s.epoch;
+  lost.restarts = s.restarts;
   lost.node = 0;
   lost.host = config.master_host;
   lost.addr = config.master_addr;
@@ -451,26 +457,65 @@ StopMarker JobError(int code, const std::string& what) {
   return m;
 }
 
-void StartEpoch(CoordinatorStep& step, int epoch) {
+// Elastic: the members of the next epoch in node-rank order.  Those of the last plan keep
+// their order (the store host, id 0, is always first); new ones follow by id, up to MAX.
+// Members that are away are dropped: the job re-forms without them.
+std::vector<int> NextOrder(CoordinatorState& s, const CoordinatorConfig& config) {
+  std::erase_if(s.members, [](const auto& m) { return m.second.away; });
+  std::vector<int> order;
+  for (int id : s.order) {
+    if (s.members.count(id) != 0) order.push_back(id);
+  }
+  for (const auto& [id, m] : s.members) {
+    if (static_cast<int>(order.size()) >= config.nnodes) break;
+    if (std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
+  }
+  return order;
+}
+
+void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int restarts) {
   CoordinatorState& s = step.state;
   s.epoch = epoch;
+  s.restarts = restarts;
   s.ran = true;
   s.done.clear();
   s.reaped.clear();
   s.marker.reset();
   s.marker_published = false;
   s.phase = CPhase::kRunning;
+  if (config.elastic()) {
+    s.order = NextOrder(s, config);
+  } else {
+    s.order.clear();
+    for (const auto& [node, m] : s.members) s.order.push_back(node);
+  }
   std::vector<NodeRegistration> regs;
-  for (const auto& [node, m] : s.members) regs.push_back(m.reg);
+  for (int node : s.order) regs.push_back(s.members.at(node).reg);
   CoordinatorAction plan = CAct(CK::kPublishPlan, epoch);
-  plan.plan = MakePlan(std::move(regs), epoch, 0);
+  plan.plan = MakeOrderedPlan(regs, epoch, 0);
+  plan.plan.restarts = restarts;
   step.actions.push_back(plan);
-  for (auto& [node, m] : s.members) {
+  for (int node : s.order) {
+    Member& m = s.members.at(node);
     if (m.admitted) continue;
     Admit(step, node, m.seq, plan.plan);
     m.admitted = true;
   }
   step.actions.push_back(CAct(CK::kWatchEpoch, epoch));
+}
+
+int Present(const CoordinatorState& s) {
+  return static_cast<int>(std::count_if(s.members.begin(), s.members.end(),
+                                        [](const auto& m) { return !m.second.away; }));
+}
+
+// The restarts the joined nodes had used (node 0 came back): the most any of them reports.
+int AdoptedRestarts(const CoordinatorState& s) {
+  int most = -1;
+  for (const auto& [node, m] : s.members) {
+    most = std::max(most, m.reg.last_restarts >= 0 ? m.reg.last_restarts : m.reg.last_epoch);
+  }
+  return most;
 }
 
 // Whether every node 0..n-1 is a member that is not away.
@@ -482,16 +527,35 @@ bool AllPresent(const CoordinatorState& s, int nnodes) {
   return true;
 }
 
+// Elastic, kGathering: whether enough nodes are in.  MAX present starts at once; MIN arms the
+// last call (once), and the job starts when it passed.
+bool ElasticReady(CoordinatorStep& step, const CoordinatorConfig& config) {
+  CoordinatorState& s = step.state;
+  const int present = Present(s);
+  if (present >= config.nnodes) return true;
+  if (present < config.min_nodes) return false;
+  if (!s.last_call) {
+    s.last_call = true;
+    step.actions.push_back(CAct(CK::kArmLastCall, s.epoch));
+    Log(step, std::to_string(present) + " of " + std::to_string(config.min_nodes) + ":" +
+                  std::to_string(config.nnodes) +
+                  " nodes present: the job starts when all have joined, or in " +
+                  std::to_string(config.last_call_s) + " s (last_call_timeout)");
+  }
+  return s.last_call_passed;
+}
+
 // kGathering: everyone is in.  A new node 0 resumes after the highest epoch any node ran.
 void MaybeStart(CoordinatorStep& step, const CoordinatorConfig& config) {
   CoordinatorState& s = step.state;
-  if (!AllPresent(s, config.nnodes)) return;
+  if (config.elastic() ? !ElasticReady(step, config) : !AllPresent(s, config.nnodes)) return;
   const int first = s.adopted + 1;
   if (first == 0) {
-    StartEpoch(step, 0);
+    StartEpoch(step, config, 0, 0);
     return;
   }
-  if (first > config.max_restarts) {
+  const int restarts = AdoptedRestarts(s) + 1;
+  if (restarts > config.max_restarts) {
     StopMarker m;
     m.kind = StopMarker::Kind::kNodeLost;
     m.node = 0;
@@ -506,25 +570,39 @@ void MaybeStart(CoordinatorStep& step, const CoordinatorConfig& config) {
                 " (the nodes ran epoch " + std::to_string(s.adopted) +
                 " with the previous node 0)");
   step.actions.push_back(CAct(CK::kBeginAttempt, first));
-  StartEpoch(step, first);
+  StartEpoch(step, config, first, restarts);
 }
 
 // In kRestarting: once every node is back and reaped its ranks, the next epoch starts.
+// Elastic: a node joining is free; a fixed-size job has no joins, so restarts = epoch there.
 void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
   CoordinatorState& s = step.state;
-  for (int k = 0; k < config.nnodes; ++k) {
-    auto m = s.members.find(k);
-    if (m == s.members.end() || m->second.away) return;
-    // A node admitted for this epoch reports its reap; one that came back has none running.
-    if (m->second.admitted && s.reaped.count(k) == 0) return;
+  if (config.elastic()) {
+    for (int k : s.order) {
+      auto m = s.members.find(k);
+      if (m != s.members.end() && !m->second.away && s.reaped.count(k) == 0) return;
+    }
+    if (Present(s) < config.min_nodes) return;  // waits for joins (RejoinTimeout bounds it)
+  } else {
+    for (int k = 0; k < config.nnodes; ++k) {
+      auto m = s.members.find(k);
+      if (m == s.members.end() || m->second.away) return;
+      // A node admitted for this epoch reports its reap; one that came back has none running.
+      if (m->second.admitted && s.reaped.count(k) == 0) return;
+    }
   }
+  const bool free = s.marker && s.marker->kind == StopMarker::Kind::kNodeJoined;
   const int next = s.epoch + 1;
   step.actions.push_back(CAct(CK::kBeginAttempt, next));
-  StartEpoch(step, next);
+  StartEpoch(step, config, next, free ? s.restarts : s.restarts + 1);
+}
+
+bool InPlan(const CoordinatorState& s, int node) {
+  return std::find(s.order.begin(), s.order.end(), node) != s.order.end();
 }
 
 // Member `node` is gone (silent, hung up, or left), described by `m`.
-void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
+void NodeGone(CoordinatorStep& step, const CoordinatorConfig& config, int node, StopMarker m) {
   CoordinatorState& s = step.state;
   auto it = s.members.find(node);
   if (it == s.members.end() || it->second.away) return;
@@ -532,6 +610,13 @@ void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
   m.node = node;
   m.host = member.reg.host;
   m.addr = member.reg.addr;
+  if (config.elastic() && s.phase != CPhase::kGathering && s.phase != CPhase::kDone &&
+      !InPlan(s, node)) {
+    // A node waiting for room in a full job: nothing runs on it, the job does not notice.
+    Log(step, Describe(m) + " while it waited for room in the job");
+    s.members.erase(it);
+    return;
+  }
   switch (s.phase) {
     case CPhase::kGathering:
       Log(step, Describe(m) + " before the job started; waiting for it to join again");
@@ -542,6 +627,7 @@ void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
       member.gone = m;
       if (!s.marker && !s.marker_published) {
         m.epoch = s.epoch;
+        m.restarts = s.restarts;
         CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
         publish.marker = std::move(m);
         step.actions.push_back(std::move(publish));
@@ -551,13 +637,17 @@ void NodeGone(CoordinatorStep& step, int node, StopMarker m) {
     case CPhase::kRestarting: {
       member.away = true;
       member.gone = m;
-      std::string text = Describe(m) + " while the job re-forms; it waits for it to come back";
+      std::string text =
+          Describe(m) + (config.elastic()
+                             ? " while the job re-forms; it re-forms without it"
+                             : " while the job re-forms; it waits for it to come back");
       if (s.marker && s.marker->kind == StopMarker::Kind::kRankFailed) {
         // Survivors' ranks fail first when a node dies mid-collective (their peer is gone).
         text +=
             " (" + Describe(*s.marker) + " first: taken as a consequence, one restart for both)";
       }
       Log(step, text);
+      if (config.elastic()) MaybeRestart(step, config);
       return;
     }
     case CPhase::kFinishing:
@@ -587,7 +677,8 @@ std::string NodesNamed(const std::vector<int>& nodes) {
 
 // A join request from a node whose node rank has a member that is not away.
 // Returns whether the request may go on (as a return after an unnoticed loss).
-bool Occupied(CoordinatorStep& step, int seq, const NodeRegistration& reg) {
+bool Occupied(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
+              const NodeRegistration& reg) {
   CoordinatorState& s = step.state;
   Member& cur = s.members.at(reg.node_rank);
   if (cur.reg.incarnation != reg.incarnation) {
@@ -607,8 +698,32 @@ bool Occupied(CoordinatorStep& step, int seq, const NodeRegistration& reg) {
   StopMarker m;
   m.kind = StopMarker::Kind::kNodeLost;
   m.what = "its connection to node 0 broke";
-  NodeGone(step, reg.node_rank, std::move(m));
+  NodeGone(step, config, reg.node_rank, std::move(m));
   return true;
+}
+
+// Elastic: a node joined while an epoch runs.  Below MAX the job re-forms to take it in (a
+// node_joined marker, which costs no restart); at MAX it waits for room.
+void ElasticArrival(CoordinatorStep& step, const CoordinatorConfig& config, int node) {
+  CoordinatorState& s = step.state;
+  const Member& m = s.members.at(node);
+  if (static_cast<int>(s.order.size()) >= config.nnodes) {
+    Log(step, NameOf(m) + " waits for room: the job runs its maximum of " +
+                  std::to_string(config.nnodes) + " nodes");
+    return;
+  }
+  if (s.marker || s.marker_published) return;  // the epoch ends anyway; the re-form takes it
+  CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
+  publish.marker.kind = StopMarker::Kind::kNodeJoined;
+  publish.marker.epoch = s.epoch;
+  publish.marker.restarts = s.restarts;
+  publish.marker.node = node;
+  publish.marker.host = m.reg.host;
+  publish.marker.addr = m.reg.addr;
+  publish.marker.what =
+      "the job re-forms with " + std::to_string(s.order.size() + 1) + " nodes (no restart used)";
+  step.actions.push_back(std::move(publish));
+  s.marker_published = true;
 }
 
 void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
@@ -630,7 +745,7 @@ void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
     return;
   }
   auto cur = s.members.find(node);
-  if (cur != s.members.end() && !cur->second.away && !Occupied(step, seq, reg)) return;
+  if (cur != s.members.end() && !cur->second.away && !Occupied(step, config, seq, reg)) return;
   if (auto fits = CheckRegistration(reg, master); !fits.ok()) {
     if (s.phase == CPhase::kGathering && !s.ran && s.adopted < 0 && reg.last_epoch < 0) {
       // A misconfigured member at the start ends the job on every node (exit code 2).
@@ -658,6 +773,8 @@ void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
     MaybeStart(step, config);
   } else if (s.phase == CPhase::kRestarting) {
     MaybeRestart(step, config);
+  } else if (s.phase == CPhase::kRunning && config.elastic()) {
+    ElasticArrival(step, config, node);
   }
 }
 
@@ -669,6 +786,17 @@ void OnBadJoin(CoordinatorStep& step, int node, int seq, const std::string& what
 
 void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config) {
   if (step.state.phase != CPhase::kGathering) return;
+  if (config.elastic()) {
+    AbortAll(step, step.state.adopted + 1,
+             JobError(exit_code::kRendezvousFailed,
+                      std::to_string(Present(step.state)) + " node(s) joined within " +
+                          std::to_string(config.rdzv_timeout_s) + " s but the job needs " +
+                          std::to_string(config.min_nodes) + " (--nnodes " +
+                          std::to_string(config.min_nodes) + ":" + std::to_string(config.nnodes) +
+                          ") (fix: start gculaunch on more nodes with the same rendezvous "
+                          "endpoint, or raise --rdzv-timeout)"));
+    return;
+  }
   const std::vector<int> missing = Unjoined(step.state, config.nnodes);
   AbortAll(step, step.state.adopted + 1,
            JobError(exit_code::kRendezvousFailed,
@@ -680,6 +808,15 @@ void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config)
 
 std::string AwayText(const CoordinatorState& s, const CoordinatorConfig& config) {
   std::string text;
+  if (config.elastic()) {
+    if (s.phase != CPhase::kRestarting || Present(s) >= config.min_nodes) return text;
+    for (const auto& [node, m] : s.members) {
+      if (m.away) text += "; " + Describe(m.gone);
+    }
+    return "waiting for nodes to join: " + std::to_string(Present(s)) + " present, the job needs " +
+           std::to_string(config.min_nodes) + ", at most " + std::to_string(config.rdzv_timeout_s) +
+           " s after the loss (--rdzv-timeout)" + text;
+  }
   for (const auto& [node, m] : s.members) {
     if (!m.away) continue;
     if (!text.empty()) text += "; ";
@@ -694,7 +831,11 @@ void OnMissingTick(CoordinatorStep& step, const CoordinatorConfig& config) {
   const CoordinatorState& s = step.state;
   std::vector<int> missing;
   std::string text;
-  if (s.phase == CPhase::kGathering) {
+  if (s.phase == CPhase::kGathering && config.elastic()) {
+    missing.push_back(-1);
+    text = "waiting for nodes to join (" + std::to_string(Present(s)) + " present, the job needs " +
+           std::to_string(config.min_nodes) + " to " + std::to_string(config.nnodes) + ")";
+  } else if (s.phase == CPhase::kGathering) {
     missing = Unjoined(s, config.nnodes);
     text = "waiting for " + NodesNamed(missing) + " to join (" + std::to_string(s.members.size()) +
            " of " + std::to_string(config.nnodes) + " present)";
@@ -722,14 +863,16 @@ void OnMissingTick(CoordinatorStep& step, const CoordinatorConfig& config) {
   step.actions.push_back(std::move(log));
 }
 
-void OnDone(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int node) {
+void OnDone(CoordinatorStep& step, int epoch, int node) {
   CoordinatorState& s = step.state;
   if (s.phase != CPhase::kRunning || epoch != s.epoch) return;
+  if (!InPlan(s, node)) return;
   s.done.insert(node);
-  if (static_cast<int>(s.done.size()) == config.nnodes && !s.marker && !s.marker_published) {
+  if (s.done.size() == s.order.size() && !s.marker && !s.marker_published) {
     CoordinatorAction publish = CAct(CK::kPublishMarker, s.epoch);
     publish.marker.kind = StopMarker::Kind::kSuccess;
     publish.marker.epoch = s.epoch;
+    publish.marker.restarts = s.restarts;
     publish.marker.restartable = false;
     publish.marker.what = "every node's ranks exited 0";
     step.actions.push_back(std::move(publish));
@@ -778,7 +921,8 @@ bool CurrentJoin(const CoordinatorState& s, int node, int seq) {
   return m != s.members.end() && m->second.seq == seq;
 }
 
-void OnBye(CoordinatorStep& step, int node, int seq, int exit_code) {
+void OnBye(CoordinatorStep& step, const CoordinatorConfig& config, int node, int seq,
+           int exit_code) {
   CoordinatorState& s = step.state;
   if (!CurrentJoin(s, node, seq) || s.bye.count(node) != 0) return;
   s.bye.insert(node);
@@ -797,16 +941,17 @@ void OnBye(CoordinatorStep& step, int node, int seq, int exit_code) {
   m.kind = StopMarker::Kind::kNodeLeft;
   m.exit_code = exit_code;
   m.what = "its gculaunch exited with code " + std::to_string(exit_code);
-  NodeGone(step, node, std::move(m));
+  NodeGone(step, config, node, std::move(m));
 }
 
-void OnNodeSilent(CoordinatorStep& step, int node, int seq, const std::string& what) {
+void OnNodeSilent(CoordinatorStep& step, const CoordinatorConfig& config, int node, int seq,
+                  const std::string& what) {
   const CoordinatorState& s = step.state;
   if (!CurrentJoin(s, node, seq) || s.bye.count(node) != 0) return;
   StopMarker m;
   m.kind = StopMarker::Kind::kNodeLost;
   m.what = what;
-  NodeGone(step, node, std::move(m));
+  NodeGone(step, config, node, std::move(m));
 }
 
 void OnRejoinTimeout(CoordinatorStep& step, const CoordinatorConfig& config, int node) {
@@ -815,6 +960,17 @@ void OnRejoinTimeout(CoordinatorStep& step, const CoordinatorConfig& config, int
   if (m == s.members.end() || !m->second.away) return;
   if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) return;
   StopMarker gone = m->second.gone;
+  if (config.elastic()) {
+    // The job re-forms without it when MIN nodes remain; else it waited for joins this long.
+    if (s.phase != CPhase::kRestarting || Present(s) >= config.min_nodes) return;
+    gone.what += "; " + std::to_string(Present(s)) + " node(s) remain of the " +
+                 std::to_string(config.min_nodes) + " the job needs (--nnodes " +
+                 std::to_string(config.min_nodes) + ":" + std::to_string(config.nnodes) +
+                 ") and no node joined within " + std::to_string(config.rdzv_timeout_s) +
+                 " s (--rdzv-timeout)";
+    AbortAll(step, s.epoch + 1, std::move(gone));
+    return;
+  }
   gone.what += "; it did not come back within " + std::to_string(config.rdzv_timeout_s) +
                " s (--rdzv-timeout)";
   m->second.gone = gone;
@@ -841,7 +997,7 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
       OnMissingTick(step, config);
       break;
     case CoordinatorEvent::Kind::kDone:
-      OnDone(step, config, event.epoch, event.node);
+      OnDone(step, event.epoch, event.node);
       break;
     case CoordinatorEvent::Kind::kReaped:
       OnReaped(step, config, event.epoch, event.node);
@@ -850,13 +1006,19 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
       OnMarker(step, config, event.marker);
       break;
     case CoordinatorEvent::Kind::kBye:
-      OnBye(step, event.node, event.seq, event.exit_code);
+      OnBye(step, config, event.node, event.seq, event.exit_code);
       break;
     case CoordinatorEvent::Kind::kNodeSilent:
-      OnNodeSilent(step, event.node, event.seq, event.what);
+      OnNodeSilent(step, config, event.node, event.seq, event.what);
       break;
     case CoordinatorEvent::Kind::kRejoinTimeout:
       OnRejoinTimeout(step, config, event.node);
+      break;
+    case CoordinatorEvent::Kind::kLastCall:
+      if (step.state.phase == CPhase::kGathering && config.elastic()) {
+        step.state.last_call_passed = true;
+        MaybeStart(step, config);
+      }
       break;
   }
   return step;
@@ -880,6 +1042,8 @@ std::string ActionName(const CoordinatorAction& a) {
       return "LogMissing[" + a.text + "]";
     case CK::kLog:
       return "Log[" + a.text + "]";
+    case CK::kArmLastCall:
+      return "ArmLastCall";
     case CK::kFinish:
       return "Finish";
   }

@@ -67,6 +67,7 @@ struct AgentState {
   };
   Phase phase = Phase::kJoining;
   int epoch = 0;
+  int restarts = 0;       ///< the restarts the job had used when `epoch` started (its plan)
   int last_epoch = -1;    ///< the last epoch whose ranks this node started; -1: none
   bool stopping = false;  ///< the ranks of `epoch` were told to stop, or stop by themselves
   bool drained = false;   ///< every rank of `epoch` is gone
@@ -140,13 +141,18 @@ std::string ActionName(const AgentAction& action);
 // ================================= coordinator =================================
 
 struct CoordinatorConfig {
-  int nnodes = 1;
+  int nnodes = 1;     ///< fixed size: the node count; elastic: MAX
+  int min_nodes = 0;  ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
   int max_restarts = 0;
   NodeRegistration master;   ///< node 0's own registration: the reference for the others
   int rdzv_timeout_s = 900;  ///< for the "did not join" / "did not come back" messages
+  int last_call_s = 30;      ///< elastic: --rdzv-conf last_call_timeout, for messages
+  bool elastic() const { return min_nodes > 0 && min_nodes < nnodes; }
 };
 
-/// A node of the job, as its latest accepted join request describes it.
+/// A node of the job, as its latest accepted join request describes it.  Members are keyed by
+/// their registration's node_rank: the node rank in a fixed-size job, the node id (0 for the
+/// store host, then 1, 2, ... in the order the join requests were numbered) in an elastic one.
 struct Member {
   NodeRegistration reg;
   int seq = 0;            ///< the join request accepted
@@ -166,8 +172,12 @@ struct CoordinatorState {
   };
   Phase phase = Phase::kGathering;
   int epoch = 0;
-  bool ran = false;  ///< an epoch started (a misfit arriving now is refused, not fatal)
-  int adopted = -1;  ///< kGathering: the highest last epoch the joined nodes report
+  int restarts = 0;        ///< restarts used when `epoch` started (TORCHELASTIC_RESTART_COUNT)
+  bool ran = false;        ///< an epoch started (a misfit arriving now is refused, not fatal)
+  std::vector<int> order;  ///< the members in `epoch`'s plan, in node-rank order
+  bool last_call = false;  ///< elastic, kGathering: MIN reached, the last-call timer is armed
+  bool last_call_passed = false;  ///< elastic, kGathering: the last call window is over
+  int adopted = -1;               ///< kGathering: the highest last epoch the joined nodes report
   std::map<int, Member> members;
   std::set<int> done;                ///< of `epoch`
   std::set<int> reaped;              ///< of `epoch`
@@ -189,6 +199,7 @@ struct CoordinatorEvent {
     kBye,                ///< node `node` (join `seq`) is leaving with `exit_code`
     kNodeSilent,         ///< node `node` (join `seq`) stopped heartbeating or hung up: `what`
     kRejoinTimeout,      ///< node `node` has been away for --rdzv-timeout
+    kLastCall,           ///< elastic: last_call_timeout passed since MIN nodes were present
   };
   Kind kind;
   int node = -1;
@@ -209,6 +220,7 @@ struct CoordinatorEvent {
   static CoordinatorEvent Bye(int node, int seq, int exit_code);
   static CoordinatorEvent NodeSilent(int node, int seq, std::string what);
   static CoordinatorEvent RejoinTimeout(int node);
+  static CoordinatorEvent LastCall() { return {Kind::kLastCall}; }
 };
 
 struct CoordinatorAction {
@@ -220,6 +232,7 @@ struct CoordinatorAction {
     kWatchEpoch,     ///< wait for stop/<epoch>, done/<epoch>/*, reaped/<epoch>/*
     kLogMissing,     ///< log `text` (and publish it as job/missing)
     kLog,            ///< log `text` as a warning
+    kArmLastCall,    ///< elastic: deliver LastCall after last_call_timeout (armed once)
     kFinish,         ///< every node is gone: the store may stop
   };
   Kind kind;

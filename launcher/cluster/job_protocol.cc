@@ -66,6 +66,13 @@ Result<int> IntField(const json& doc, const char* what, const char* field, int m
   return static_cast<int>(value);
 }
 
+// A field newer gculaunch versions write; `fallback` when it is absent.
+Result<int> OptIntField(const json& doc, const char* what, const char* field, int min,
+                        int fallback) {
+  if (doc.find(field) == doc.end()) return fallback;
+  return IntField(doc, what, field, min);
+}
+
 Result<std::string> TextField(const json& doc, const char* what, const char* field) {
   auto it = doc.find(field);
   if (it == doc.end() || !it->is_string()) return FieldError(what, field, "expected text");
@@ -75,6 +82,7 @@ Result<std::string> TextField(const json& doc, const char* what, const char* fie
 json MarkerJson(const StopMarker& m) {
   return {{"kind", KindName(m.kind)},
           {"epoch", m.epoch},
+          {"restarts", m.restarts},
           {"node", m.node},
           {"host", m.host},
           {"addr", m.addr},
@@ -93,7 +101,8 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   bool known = false;
   for (auto k :
        {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
-        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kHang}) {
+        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kNodeJoined,
+        StopMarker::Kind::kHang}) {
     if (KindName(k) == *kind) {
       m.kind = k;
       known = true;
@@ -101,6 +110,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   }
   if (!known) return FieldError(what, "kind", "unknown kind '" + *kind + "'");
   auto epoch = IntField(doc, what, "epoch", 0);
+  auto restarts = OptIntField(doc, what, "restarts", -1, -1);
   auto node = IntField(doc, what, "node", -1);
   auto rank = IntField(doc, what, "rank", -1);
   auto local_rank = IntField(doc, what, "local_rank", -1);
@@ -108,7 +118,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   auto host = TextField(doc, what, "host");
   auto addr = TextField(doc, what, "addr");
   auto text = TextField(doc, what, "what");
-  for (const Result<int>* r : {&epoch, &node, &rank, &local_rank, &code}) {
+  for (const Result<int>* r : {&epoch, &restarts, &node, &rank, &local_rank, &code}) {
     if (!r->ok()) return r->error();
   }
   for (const Result<std::string>* r : {&host, &addr, &text}) {
@@ -119,6 +129,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
     return FieldError(what, "restartable", "expected true or false");
   }
   m.epoch = *epoch;
+  m.restarts = *restarts;
   m.node = *node;
   m.rank = *rank;
   m.local_rank = *local_rank;
@@ -144,6 +155,8 @@ std::string KindName(StopMarker::Kind kind) {
       return "success";
     case StopMarker::Kind::kJobError:
       return "job_error";
+    case StopMarker::Kind::kNodeJoined:
+      return "node_joined";
     case StopMarker::Kind::kHang:
       return "hang";
   }
@@ -153,6 +166,7 @@ std::string KindName(StopMarker::Kind kind) {
 std::string Encode(const NodeRegistration& r) {
   return json{{"node_rank", r.node_rank},
               {"nnodes", r.nnodes},
+              {"min_nodes", r.min_nodes},
               {"nproc", r.nproc},
               {"max_restarts", r.max_restarts},
               {"run_id", r.run_id},
@@ -160,7 +174,8 @@ std::string Encode(const NodeRegistration& r) {
               {"addr", r.addr},
               {"pid", r.pid},
               {"incarnation", r.incarnation},
-              {"last_epoch", r.last_epoch}}
+              {"last_epoch", r.last_epoch},
+              {"last_restarts", r.last_restarts}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -172,12 +187,14 @@ std::string Encode(const JobPlan& plan) {
   json nodes = json::array();
   for (const PlanNode& n : plan.nodes) {
     nodes.push_back({{"node_rank", n.node_rank},
+                     {"id", n.id},
                      {"nproc", n.nproc},
                      {"rank_offset", n.rank_offset},
                      {"host", n.host},
                      {"addr", n.addr}});
   }
   json doc = {{"epoch", plan.epoch},
+              {"restarts", plan.restarts},
               {"world_size", plan.world_size},
               {"ranks_port", plan.ranks_port},
               {"nodes", std::move(nodes)}};
@@ -196,7 +213,10 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   auto restarts = IntField(*doc, what, "max_restarts", 0);
   auto pid = IntField(*doc, what, "pid", 0);
   auto last_epoch = IntField(*doc, what, "last_epoch", -1);
-  for (const Result<int>* f : {&node, &nnodes, &nproc, &restarts, &pid, &last_epoch}) {
+  auto min_nodes = OptIntField(*doc, what, "min_nodes", 0, 0);
+  auto last_restarts = OptIntField(*doc, what, "last_restarts", -1, -1);
+  for (const Result<int>* f :
+       {&node, &nnodes, &nproc, &restarts, &pid, &last_epoch, &min_nodes, &last_restarts}) {
     if (!f->ok()) return f->error();
   }
   auto run_id = TextField(*doc, what, "run_id");
@@ -216,6 +236,8 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   r.addr = *addr;
   r.incarnation = *incarnation;
   r.last_epoch = *last_epoch;
+  r.min_nodes = *min_nodes;
+  r.last_restarts = *last_restarts;
   return r;
 }
 
@@ -233,11 +255,13 @@ Result<JobPlan> DecodePlan(std::string_view text) {
   auto epoch = IntField(*doc, what, "epoch", 0);
   auto world = IntField(*doc, what, "world_size", 0);
   auto port = IntField(*doc, what, "ranks_port", 0);
-  for (const Result<int>* f : {&epoch, &world, &port}) {
+  auto restarts = OptIntField(*doc, what, "restarts", -1, -1);
+  for (const Result<int>* f : {&epoch, &world, &port, &restarts}) {
     if (!f->ok()) return f->error();
   }
   if (*port > 65535) return FieldError(what, "ranks_port", "expected a port 0-65535");
   plan.epoch = *epoch;
+  plan.restarts = *restarts;
   plan.world_size = *world;
   plan.ranks_port = *port;
   auto abort = doc->find("abort");
@@ -258,7 +282,8 @@ Result<JobPlan> DecodePlan(std::string_view text) {
     auto rank = IntField(n, what, "node_rank", 0);
     auto nproc = IntField(n, what, "nproc", 1);
     auto offset = IntField(n, what, "rank_offset", 0);
-    for (const Result<int>* f : {&rank, &nproc, &offset}) {
+    auto id = OptIntField(n, what, "id", 0, rank.ok() ? *rank : 0);
+    for (const Result<int>* f : {&rank, &nproc, &offset, &id}) {
       if (!f->ok()) return f->error();
     }
     auto host = TextField(n, what, "host");
@@ -269,6 +294,7 @@ Result<JobPlan> DecodePlan(std::string_view text) {
       return FieldError(what, "nodes", "node ranks or rank offsets are out of order");
     }
     node.node_rank = *rank;
+    node.id = *id;
     node.nproc = *nproc;
     node.rank_offset = *offset;
     node.host = *host;
@@ -286,12 +312,17 @@ JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port) 
   std::sort(regs.begin(), regs.end(), [](const NodeRegistration& a, const NodeRegistration& b) {
     return a.node_rank < b.node_rank;
   });
+  return MakeOrderedPlan(regs, epoch, ranks_port);
+}
+
+JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port) {
   JobPlan plan;
   plan.epoch = epoch;
   plan.ranks_port = ranks_port;
   int offset = 0;
   for (const NodeRegistration& r : regs) {
-    plan.nodes.push_back({r.node_rank, r.nproc, offset, r.host, r.addr});
+    const int rank = static_cast<int>(plan.nodes.size());
+    plan.nodes.push_back({rank, r.nproc, offset, r.host, r.addr, r.node_rank});
     offset += r.nproc;
   }
   plan.world_size = offset;
@@ -309,12 +340,17 @@ Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master
 Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master) {
   const std::string who = NodeName(reg.node_rank, reg.host, reg.addr);
   const std::string master_name = NodeName(master.node_rank, master.host, master.addr);
-  if (reg.nnodes != master.nnodes) {
-    return Error{who + " expects " + std::to_string(reg.nnodes) + " nodes but " + master_name +
-                     " expects " + std::to_string(master.nnodes),
-                 "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
+  const auto low = [](const NodeRegistration& r) { return Elastic(r) ? r.min_nodes : r.nnodes; };
+  if (reg.nnodes != master.nnodes || low(reg) != low(master)) {
+    const auto count = [](const NodeRegistration& r) {
+      return Elastic(r) ? std::to_string(r.min_nodes) + ":" + std::to_string(r.nnodes)
+                        : std::to_string(r.nnodes);
+    };
+    return Error{
+        who + " expects " + count(reg) + " nodes but " + master_name + " expects " + count(master),
+        "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
   }
-  if (reg.node_rank < 0 || reg.node_rank >= master.nnodes) {
+  if (!Elastic(master) && (reg.node_rank < 0 || reg.node_rank >= master.nnodes)) {
     return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),
                  "check RANK / --node-rank on that node"};
   }
@@ -327,10 +363,11 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
 }
 
 bool Restartable(const StopMarker& marker, int max_restarts) {
+  if (marker.kind == StopMarker::Kind::kNodeJoined) return true;  // membership: free
   const bool reform =
       marker.kind == StopMarker::Kind::kRankFailed || marker.kind == StopMarker::Kind::kNodeLost ||
       marker.kind == StopMarker::Kind::kNodeLeft || marker.kind == StopMarker::Kind::kHang;
-  return reform && marker.restartable && marker.epoch < max_restarts;
+  return reform && marker.restartable && RestartsOf(marker) < max_restarts;
 }
 
 int ExitCodeFor(const StopMarker& marker, int self) {
@@ -344,6 +381,8 @@ int ExitCodeFor(const StopMarker& marker, int self) {
       return marker.node == self ? marker.exit_code : exit_code::kNodeLost;
     case StopMarker::Kind::kNodeLost:
       return exit_code::kNodeLost;
+    case StopMarker::Kind::kNodeJoined:
+      return exit_code::kInternal;  // never final: a join is always restartable
     case StopMarker::Kind::kHang:
       return exit_code::kHang;
   }
@@ -373,6 +412,8 @@ std::string Describe(const StopMarker& m) {
       return node + " was lost: " + m.what;
     case StopMarker::Kind::kNodeLeft:
       return node + " left the job: " + m.what;
+    case StopMarker::Kind::kNodeJoined:
+      return node + " joined the job: " + m.what;
     case StopMarker::Kind::kSuccess:
       return "every node's ranks finished successfully";
     case StopMarker::Kind::kJobError:

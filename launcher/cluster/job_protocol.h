@@ -54,6 +54,9 @@ std::string DoneKey(int epoch, int node);
 std::string ReapedKey(int epoch, int node);
 std::string HeartbeatKey(int node, int seq);
 std::string ByeKey(int node, int seq);
+/// Elastic jobs: counter (ADD 1) that gives every join request of a node other than the store
+/// host a fresh node id k (1, 2, ...); the node then uses job/joinseq/<k> etc. as above.
+inline constexpr const char* kNodeIdKey = "job/nodeid";
 inline constexpr const char* kMissingKey = "job/missing";
 /// Node 0's own registration, written first: a joining node checks that it belongs before it
 /// asks (the coordinator watches join requests only for the node ranks the job has).
@@ -69,8 +72,9 @@ std::string KeyForSocket(const std::string& key);
 
 /// What a node tells the job when it arrives.
 struct NodeRegistration {
-  int node_rank = 0;
-  int nnodes = 1;
+  int node_rank = 0;        ///< fixed size: the node rank; elastic: the node id (0: the store host)
+  int nnodes = 1;           ///< fixed size: the node count; elastic: MAX
+  int min_nodes = 0;        ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
   int nproc = 1;            ///< ranks on this node
   int max_restarts = 0;     ///< must agree job-wide
   std::string run_id;       ///< the job's identity: a node with another one is a stranger
@@ -79,6 +83,7 @@ struct NodeRegistration {
   int pid = 0;              ///< the node's gculaunch, for messages
   std::string incarnation;  ///< fresh per gculaunch start: tells a restarted node from the old
   int last_epoch = -1;      ///< the last epoch this gculaunch ran ranks in; -1: none yet
+  int last_restarts = -1;   ///< the restarts the job had used in that epoch
   bool operator==(const NodeRegistration&) const = default;
 };
 
@@ -90,12 +95,14 @@ struct StopMarker {
     kNodeLeft,    ///< a node's gculaunch was stopped (signal) or gave up (stuck ranks)
     kSuccess,     ///< every node's ranks exited 0
     kJobError,    ///< the job cannot run: nodes disagree, or nodes never joined
+    kNodeJoined,  ///< elastic: a node arrived while the job runs below MAX; re-form, free
     kHang,        ///< node 0 found the job hung (--hang-timeout): restartable with --on-hang
                   ///< restart, else every node exits 6
   };
   Kind kind = Kind::kRankFailed;
   int epoch = 0;
-  int node = -1;  ///< the node concerned; -1: none
+  int restarts = -1;  ///< the restarts the job had used when `epoch` started; -1: = epoch
+  int node = -1;      ///< the node concerned (its id, elastic); -1: none
   std::string host;
   std::string addr;
   int rank = -1;  ///< kRankFailed: global rank; -1 when unknown
@@ -110,17 +117,19 @@ struct StopMarker {
 
 /// One node's share of an epoch.
 struct PlanNode {
-  int node_rank = 0;
+  int node_rank = 0;  ///< GROUP_RANK in this epoch
   int nproc = 1;
   int rank_offset = 0;  ///< RANK of its local rank 0
   std::string host;
   std::string addr;
+  int id = 0;  ///< the member it is (fixed size: = node_rank; elastic: its node id)
   bool operator==(const PlanNode&) const = default;
 };
 
 /// The coordinator's "go" for an epoch (or why it will never run).
 struct JobPlan {
   int epoch = 0;
+  int restarts = -1;  ///< restarts used so far: TORCHELASTIC_RESTART_COUNT; -1: = epoch
   int world_size = 0;
   /// MASTER_PORT for the ranks; 0: the one the nodes meet on (the agent store).
   int ranks_port = 0;
@@ -141,6 +150,18 @@ Result<JobPlan> DecodePlan(std::string_view text);
 /// are assigned in that order (rank_offset = sum of the nproc of lower nodes).
 /// REQUIRES: regs holds nodes 0..n-1 exactly once each (see CheckRegistration).
 JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port);
+/// The same with the nodes in the order given (elastic: node rank = position; a node's id is
+/// its registration's node_rank).
+JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port);
+
+/// Whether the job `reg` belongs to is elastic (--nnodes MIN:MAX with MIN < MAX).
+inline bool Elastic(const NodeRegistration& reg) {
+  return reg.min_nodes > 0 && reg.min_nodes < reg.nnodes;
+}
+/// The restarts used when the marker's (or plan's) epoch started: `restarts`, else the epoch
+/// (a fixed-size job, where every epoch after the first is a restart).
+inline int RestartsOf(const StopMarker& m) { return m.restarts >= 0 ? m.restarts : m.epoch; }
+inline int RestartsOf(const JobPlan& p) { return p.restarts >= 0 ? p.restarts : p.epoch; }
 
 /// Whether `reg` belongs to the job node 0 (`master`) runs: the same run id.  The error
 /// names both jobs and the fix.
@@ -149,9 +170,9 @@ Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master
 /// range.  The error names both sides and the fix.
 Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master);
 
-/// Whether the job re-forms after `marker` ended its epoch: a rank failure that a restart can
-/// help, a node lost or a node that left, a hang with --on-hang restart, while the epoch is
-/// below `max_restarts`.
+/// Whether the job re-forms after `marker` ended its epoch: a node joined (free), or a rank
+/// failure that a restart can help, a node lost or a node that left, a hang with --on-hang
+/// restart, while the restarts used (`marker.restarts`) are below `max_restarts`.
 bool Restartable(const StopMarker& marker, int max_restarts);
 
 /// The exit code of node `self` when the job ends with `marker` (exit_codes.h): 0 for

@@ -1,6 +1,7 @@
 #include "launcher/cluster/net_address.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 namespace gculaunch {
 
@@ -88,6 +90,43 @@ Result<std::string> RouteAddressTo(const std::string& host, int port) {
   ::freeaddrinfo(found);
   return Error{"no route from this host to " + host + ": " + last,
                "check MASTER_ADDR and this node's network configuration"};
+}
+
+}  // namespace gculaunch
+
+namespace gculaunch {
+
+bool NamesThisHost(const std::string& host) {
+  char name[256] = {};
+  if (host == "localhost" || (::gethostname(name, sizeof name - 1) == 0 && host == name)) {
+    return true;
+  }
+  std::set<std::string> mine;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    const int family = a->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    const socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (auto text = AddressText(a->ifa_addr, length); text.ok()) mine.insert(*text);
+  }
+  ::freeifaddrs(list);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                               ? host.substr(1, host.size() - 2)
+                               : host;
+  if (::getaddrinfo(bare.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  for (const addrinfo* a = found; a != nullptr && !local; a = a->ai_next) {
+    auto text = AddressText(a->ai_addr, a->ai_addrlen);
+    local = text.ok() && mine.count(*text) != 0;
+  }
+  ::freeaddrinfo(found);
+  return local;
 }
 
 }  // namespace gculaunch

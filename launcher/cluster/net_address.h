@@ -40,6 +40,11 @@ Result<std::string> AddressText(const sockaddr* address, socklen_t length);
 /// The local address of the connected socket `fd`, numeric (see the file comment).
 Result<std::string> LocalAddressOf(int fd);
 
+/// Whether `host` names this machine, as torchrun's c10d rendezvous decides who hosts the
+/// store (is_host): "localhost", this host's name, or a name or address that resolves to an
+/// address of one of this machine's interfaces.  Names that do not resolve: false.
+bool NamesThisHost(const std::string& host);
+
 /// This host's address on the route to host:port (numeric host or a name resolved with
 /// getaddrinfo); no packet is sent.  The error names the host.
 Result<std::string> RouteAddressTo(const std::string& host, int port);

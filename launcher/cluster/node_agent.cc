@@ -100,6 +100,7 @@ void NodeAgent::Join() {
 void NodeAgent::SendJoin(const std::string& addr) {
   settings_.registration.addr = addr;
   settings_.registration.last_epoch = state_.last_epoch;
+  settings_.registration.last_restarts = state_.last_epoch >= 0 ? state_.restarts : -1;
   board_.ReadJobInfo(Current([this](Result<std::string> text) {
     if (!text.ok()) {
       Dispatch(AgentEvent::MasterLost(text.error().what));
@@ -132,13 +133,33 @@ void NodeAgent::Refused(const Error& why) {
 }
 
 void NodeAgent::SendJoinRequest() {
+  if (job::Elastic(settings_.registration) && !settings_.is_master) {
+    // Elastic: every join request gets a fresh node id; the node rank comes with the plan.
+    board_.TakeId(Current([this](Result<int> id) {
+      if (!id.ok()) {
+        Dispatch(AgentEvent::MasterLost(id.error().what));
+        return;
+      }
+      settings_.config.node_rank = *id;
+      settings_.registration.node_rank = *id;
+      SendRegistration();
+    }));
+    return;
+  }
+  SendRegistration();
+}
+
+void NodeAgent::SendRegistration() {
   board_.Join(job::Encode(settings_.registration), Current([this](Result<int> seq) {
                 if (!seq.ok()) {
                   Dispatch(AgentEvent::MasterLost(seq.error().what));
                   return;
                 }
                 const int node = settings_.config.node_rank;
-                if (joins_ == 1) {
+                if (job::Elastic(settings_.registration)) {
+                  log_.info("asked to join the job as node id {} ({} rank(s), address {})", node,
+                            settings_.registration.nproc, settings_.registration.addr);
+                } else if (joins_ == 1) {
                   log_.info("node {} of {} registered ({} rank(s), address {})", node,
                             settings_.registration.nnodes, settings_.registration.nproc,
                             settings_.registration.addr);
@@ -247,13 +268,20 @@ void NodeAgent::LogMarker(const job::StopMarker& m) {
     return;
   }
   if (job::Restartable(m, max)) {
-    if (m.kind == job::StopMarker::Kind::kRankFailed || m.kind == job::StopMarker::Kind::kHang) {
-      log_.warn("{}; every node restarts its ranks (restart {} of {})", what, m.epoch + 1, max);
+    if (m.kind == job::StopMarker::Kind::kNodeJoined) {
+      log_.warn("{}; every node stops its ranks and the job re-forms", what);
+    } else if (m.kind == job::StopMarker::Kind::kRankFailed ||
+               m.kind == job::StopMarker::Kind::kHang) {
+      log_.warn("{}; every node restarts its ranks (restart {} of {})", what,
+                job::RestartsOf(m) + 1, max);
+    } else if (job::Elastic(settings_.registration)) {
+      log_.warn("{}; the job re-forms without it if {} node(s) remain (restart {} of {})", what,
+                settings_.registration.min_nodes, job::RestartsOf(m) + 1, max);
     } else {
       log_.warn(
           "{}; every node stops its ranks and waits up to {} s for it to come back (restart {} "
           "of {})",
-          what, settings_.config.rdzv_timeout_s, m.epoch + 1, max);
+          what, settings_.config.rdzv_timeout_s, job::RestartsOf(m) + 1, max);
     }
     return;
   }
@@ -269,7 +297,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   const job::JobPlan& plan = action.plan;
   const job::PlanNode* mine = nullptr;
   for (const job::PlanNode& n : plan.nodes) {
-    if (n.node_rank == settings_.config.node_rank) mine = &n;
+    if (n.id == settings_.config.node_rank) mine = &n;
   }
   if (mine == nullptr) {
     log_.error("the job's plan for epoch {} has no node {} (internal error)", plan.epoch,
@@ -280,7 +308,15 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   progress_timer_.cancel();
   const std::string port =
       plan.ranks_port != 0 ? std::to_string(plan.ranks_port) : settings_.ranks_port;
-  planner_.ApplyLayout(mine->rank_offset, plan.world_size, port);
+  JobPlanner::Layout layout;
+  layout.rank_offset = mine->rank_offset;
+  layout.world_size = plan.world_size;
+  layout.node_rank = mine->node_rank;
+  layout.nnodes = static_cast<int>(plan.nodes.size());
+  layout.restarts = job::RestartsOf(plan);
+  layout.ranks_port = port;
+  planner_.ApplyLayout(layout);
+  if (job::Elastic(settings_.registration)) LogElasticLayout(plan, *mine);
   const std::string ranks = mine->nproc == 1
                                 ? "rank " + std::to_string(mine->rank_offset)
                                 : "ranks " + std::to_string(mine->rank_offset) + "-" +
@@ -288,6 +324,8 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   if (plan.epoch == 0) {
     log_.info("all {} nodes joined; WORLD_SIZE={}, this node runs {}", plan.nodes.size(),
               plan.world_size, ranks);
+  } else if (job::Elastic(settings_.registration)) {
+    // LogElasticLayout said it all.
   } else if (stop_seen_ == Clock::time_point{}) {
     log_.warn("joined the job at restart {} of {}: starting {} (TORCHELASTIC_RESTART_COUNT={})",
               plan.epoch, settings_.config.max_restarts, ranks, plan.epoch);
@@ -298,8 +336,31 @@ void NodeAgent::StartRanks(const AgentAction& action) {
         "after the stop)",
         plan.epoch, settings_.config.max_restarts, ranks, plan.epoch,
         Ms(Clock::now() - stop_seen_).count());
+    settings_.events->On(JobEvent::Restart(plan.epoch, settings_.config.max_restarts,
+                                           outcome_ ? job::Describe(*outcome_) : "",
+                                           Ms(Clock::now() - stop_seen_).count() / 1000));
   }
+  settings_.events->On(JobEvent::Rendezvous(
+      plan.epoch, static_cast<int>(plan.nodes.size()), plan.world_size,
+      std::chrono::duration<double>(Clock::now() -
+                                    (stop_seen_ == Clock::time_point{} ? started_ : stop_seen_))
+          .count()));
   supervisor_->JobStart(plan.epoch);
+}
+
+// Elastic: each epoch's node ranks, in the form of the start's layout line.
+void NodeAgent::LogElasticLayout(const job::JobPlan& plan, const job::PlanNode& mine) {
+  std::string nodes;
+  for (const job::PlanNode& n : plan.nodes) {
+    if (!nodes.empty()) nodes += ", ";
+    nodes += std::to_string(n.node_rank) + "=" + (n.host.empty() ? n.addr : n.host) + " x" +
+             std::to_string(n.nproc);
+  }
+  log_.info(
+      "layout: epoch {}: {} nodes [{}], this node is node rank {} (GROUP_RANK) with ranks {}-{} "
+      "of WORLD_SIZE={} (TORCHELASTIC_RESTART_COUNT={})",
+      plan.epoch, plan.nodes.size(), nodes, mine.node_rank, mine.rank_offset,
+      mine.rank_offset + mine.nproc - 1, plan.world_size, job::RestartsOf(plan));
 }
 
 // A node that stayed in the job: the next epoch's plan (or its abort).

@@ -52,6 +52,7 @@ struct NodeAgentSettings {
   std::chrono::milliseconds progress_period{10000};
   /// How long a first join, or a join after node 0 went away, may wait for node 0.
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
+  JobEvents* events = NoJobEvents();  ///< rendezvous and restarts (event_log.h)
 };
 
 class NodeAgent : public JobLink {
@@ -86,6 +87,8 @@ class NodeAgent : public JobLink {
   void Join();
   void SendJoin(const std::string& addr);
   void SendJoinRequest();
+  void SendRegistration();
+  void LogElasticLayout(const job::JobPlan& plan, const job::PlanNode& mine);
   void Refused(const Error& why);
   void Admitted(Result<std::string> text);
   void JoinFailed(Error error, int code);

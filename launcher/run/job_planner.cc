@@ -27,10 +27,13 @@ std::string NewRunId() {
   return id;
 }
 
-void JobPlanner::ApplyLayout(int rank_offset, int world_size, const std::string& ranks_port) {
-  spec_.rank_offset = rank_offset;
-  spec_.world_size = world_size;
-  runtime_.master_port = ranks_port;
+void JobPlanner::ApplyLayout(const Layout& layout) {
+  spec_.rank_offset = layout.rank_offset;
+  spec_.world_size = layout.world_size;
+  spec_.node_rank = layout.node_rank;
+  spec_.nnodes = layout.nnodes;
+  restarts_ = layout.restarts;
+  runtime_.master_port = layout.ranks_port;
 }
 
 Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
@@ -41,7 +44,10 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
     r.rank = spec_.rank_offset + lr;
     r.program = spec_.executable;
     r.argv = BuildRankArgv(spec_, lr);
-    r.env = BuildRankEnv(spec_, base_, lr, restart_count, runtime_).ToStrings();
+    EnvMap env = BuildRankEnv(spec_, base_, lr, restart_count, runtime_);
+    // An elastic job's epochs (the attempts) include re-forms that used no restart.
+    if (restarts_ >= 0) env.Set("TORCHELASTIC_RESTART_COUNT", std::to_string(restarts_));
+    r.env = env.ToStrings();
     r.error_file = RankErrorFile(runtime_, restart_count, lr);
     if (spec_.stack_dumps) {
       r.stack_file = RankStackFile(runtime_, restart_count, lr);

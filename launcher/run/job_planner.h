@@ -26,15 +26,24 @@ class JobPlanner : public AttemptPlanner {
         rank0_takes_terminal_(rank0_takes_terminal) {}
   Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) override;
 
-  /// Multi-node: the layout the job assigned (job_protocol.h JobPlan): this node's first
-  /// global rank, the job's WORLD_SIZE and the ranks' MASTER_PORT.  Later attempts use it.
-  void ApplyLayout(int rank_offset, int world_size, const std::string& ranks_port);
+  /// Multi-node: the layout the job assigned for an epoch (job_protocol.h JobPlan).  Later
+  /// attempts use it.
+  struct Layout {
+    int rank_offset = 0;     ///< RANK of local rank 0
+    int world_size = 1;      ///< WORLD_SIZE
+    int node_rank = 0;       ///< GROUP_RANK
+    int nnodes = 1;          ///< GROUP_WORLD_SIZE
+    int restarts = -1;       ///< TORCHELASTIC_RESTART_COUNT; -1: the attempt's number
+    std::string ranks_port;  ///< the ranks' MASTER_PORT
+  };
+  void ApplyLayout(const Layout& layout);
 
  private:
   LaunchSpec spec_;  ///< a copy: ApplyLayout changes the rank offset and world size
   const EnvMap& base_;
   RankRuntime runtime_;
   bool rank0_takes_terminal_;
+  int restarts_ = -1;  ///< Layout::restarts
 };
 
 /// The Python script a python-mode spec runs (argv {python, "-u", SCRIPT,

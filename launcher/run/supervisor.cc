@@ -84,6 +84,10 @@ void Supervisor::StartAttempt(int restart_count) {
                restart_count, group_->size(), Ms(now - spawn_begin).count(),
                Ms(now - config_.launcher_start).count());
   }
+  for (const RankRecord& r : group_->Records()) {
+    if (r.pid > 0)
+      config_.events->On(JobEvent::RankStart(restart_count, r.rank, r.local_rank, r.pid));
+  }
   if (!started.ok()) {
     const Error& e = started.error();
     log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,
@@ -147,6 +151,9 @@ LocalStopReport Supervisor::MakeStopReport() const {
 
 void Supervisor::Dispatch(const PolicyEvent& event) {
   PolicyStep step = Step(state_, config_.policy, event);
+  if (state_.phase == Phase::kRunning && step.state.phase != Phase::kRunning) {
+    stop_began_ = std::chrono::steady_clock::now();
+  }
   state_ = step.state;
   for (const PolicyAction& action : step.actions) {
     if (finished_) break;
@@ -194,6 +201,9 @@ void Supervisor::Execute(const PolicyAction& action) {
       hang_stop_ = false;
       log_.warn("restarting all ranks (restart {} of {}){}", action.restart_count,
                 config_.policy.max_restarts, why.empty() ? "" : " after " + why);
+      config_.events->On(JobEvent::Restart(
+          action.restart_count, config_.policy.max_restarts, why,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_began_).count()));
       StartAttempt(action.restart_count);
       break;
     }
@@ -221,6 +231,11 @@ void Supervisor::Execute(const PolicyAction& action) {
 }
 
 void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
+  for (const RankRecord& r : group_->Records()) {
+    if (r.local_rank == local_rank) {
+      config_.events->On(JobEvent::RankExit(r.restart_count, r.rank, local_rank, r.pid, exit));
+    }
+  }
   if (state_.phase == Phase::kRunning) {
     group_->MarkExitedWhileRunning(local_rank);
     if (!exit.success()) {

@@ -36,6 +36,7 @@
 
 #include "base/error.h"
 #include "base/lifetime.h"
+#include "launcher/run/event_log.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/run/worker_group.h"
 
@@ -88,6 +89,8 @@ struct SupervisorConfig {
   std::vector<int> extra_stop_signals;  ///< --signals-to-handle: these stop the ranks too
   /// When gculaunch started, for the debug line that times each attempt's spawning.
   std::chrono::steady_clock::time_point launcher_start = std::chrono::steady_clock::now();
+  /// Told when ranks start and exit, and of restarts (one node; the job tells its own).
+  JobEvents* events = NoJobEvents();
 };
 
 /// How the job ended.
@@ -166,6 +169,7 @@ class Supervisor : public JobControl {
   /// Bumped per attempt: a timer or posted check of an older attempt is ignored.
   uint64_t generation_ = 0;
   int teardown_signals_ = 0;
+  std::chrono::steady_clock::time_point stop_began_{};  ///< the running attempt began to stop
   bool hang_stop_ = false;  ///< the current teardown came from Hang() (for the restart log)
   LifetimeGuard lifetime_;  ///< last member: expires first
 };

@@ -207,7 +207,7 @@ Status ApplyNprocPerNode(const ApplyContext& c, CliOptions& o) {
 Status ApplyNnodes(const ApplyContext& c, CliOptions& o) {
   const std::string& value = c.value;
   const size_t colon = value.find(':');
-  const std::string problem = "expected a positive number N (or N:N)";
+  const std::string problem = "expected N or MIN:MAX, positive numbers";
   if (colon == std::string::npos) {
     auto n = ParseIntIn(value, 1, 1 << 20);
     if (!n) return BadValue(c.source, value, problem, "2");
@@ -217,11 +217,17 @@ Status ApplyNnodes(const ApplyContext& c, CliOptions& o) {
   auto min = ParseIntIn(value.substr(0, colon), 1, 1 << 20);
   auto max = ParseIntIn(value.substr(colon + 1), 1, 1 << 20);
   if (!min || !max) return BadValue(c.source, value, problem, "2");
-  if (*min != *max) {
-    return Error{c.source + " '" + value + "': elastic ranges are not supported",
-                 "give a fixed count such as " + Example(c.source, std::to_string(*max))};
+  if (*min > *max) {
+    return Error{c.source + " '" + value + "': MIN is above MAX",
+                 "give MIN:MAX with MIN <= MAX, such as " +
+                     Example(c.source, std::to_string(*max) + ":" + std::to_string(*min))};
   }
-  o.nnodes = *min;
+  o.nnodes = *max;  // N:N is --nnodes N exactly
+  if (*min < *max) {
+    o.min_nodes = *min;
+  } else {
+    o.min_nodes.reset();
+  }
   return OkStatus();
 }
 
@@ -764,6 +770,15 @@ constexpr FlagDef kFlags[] = {
     {"logs-specs", "", Kind::kValue, "default", "Supervision",
      "torchrun's logs-spec plugin: only default (--log-dir, --redirects, --tee) is supported",
      &ApplyLogsSpecs, "logs-specs"},
+    // metrics (docs/operations.md)
+    {"metrics-port", "", Kind::kValue, "PORT", "Supervision",
+     "serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics (0: a free port, "
+     "logged); default off",
+     &ApplyPort<&CliOptions::metrics_port>, kGculaunchOnly},
+    {"metrics-addr", "", Kind::kValue, "ADDR", "Supervision",
+     "the address --metrics-port listens on; default 127.0.0.1 (0.0.0.0 or :: for every "
+     "interface)",
+     &ApplyText<&CliOptions::metrics_addr>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start nothing",

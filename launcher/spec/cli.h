@@ -1,7 +1,7 @@
 // ParseCli: `gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]` -> CliOptions.
 //
 // The CLI11 adapter.  It parses and checks each flag on its own (syntax and
-// range: "--nnodes '1:4': elastic ranges are not supported"); everything that
+// range: "--nnodes '4:1': MIN is above MAX"); everything that
 // involves two flags, the environment or the machine is MakeLaunchSpec's job.
 // CliOptions remembers which flags were given and where from, so later
 // messages can name "--nnodes" or "PET_NNODES".
@@ -60,7 +60,8 @@ struct Endpoint {
 /// defaults live in MakeLaunchSpec.
 struct CliOptions {
   std::optional<NprocPerNode> nproc_per_node;
-  std::optional<int> nnodes;  ///< N, or N:N folded to N
+  std::optional<int> nnodes;     ///< N, or N:N folded to N; MAX of MIN:MAX
+  std::optional<int> min_nodes;  ///< MIN of an elastic MIN:MAX (MIN < MAX)
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;  ///< IPv6 brackets removed
   std::optional<int> master_port;
@@ -109,6 +110,10 @@ struct CliOptions {
   std::optional<std::string> sysroot;  ///< prefix for /dev and /sys look-ups (tests, preflight)
   std::optional<double> progress_interval;  ///< --progress-interval SECONDS (>= 0)
   bool no_python_faulthandler = false;      ///< --no-python-faulthandler
+
+  // ---- metrics (docs/operations.md) ----
+  std::optional<int> metrics_port;          ///< --metrics-port PORT: serve /metrics
+  std::optional<std::string> metrics_addr;  ///< --metrics-addr ADDR: where (loopback)
 
   // torchrun flags that gculaunch maps onto its own notions or accepts with a note
   // (MakeLaunchSpec decides; see docs/command-line.md).

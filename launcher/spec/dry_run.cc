@@ -112,6 +112,15 @@ std::string MasterPortText(const LaunchSpec& spec) {
   return spec.master_port != 0 ? std::to_string(spec.master_port) : kPortPlaceholder;
 }
 
+// --metrics-port: where /metrics is served (port 0: the one chosen at launch).
+std::string MetricsUrl(const LaunchSpec& spec) {
+  const std::string& a = spec.metrics_addr;
+  const std::string host = a.find(':') != std::string::npos ? "[" + a + "]" : a;
+  const std::string port =
+      spec.metrics_port.value_or(0) != 0 ? std::to_string(*spec.metrics_port) : kPortPlaceholder;
+  return "http://" + host + ":" + port + "/metrics";
+}
+
 std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   nlohmann::ordered_json out;
   out["nnodes"] = spec.nnodes;
@@ -124,6 +133,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   } else {
     out["master_port"] = kPortPlaceholder;
   }
+  if (spec.metrics_port) out["metrics"] = MetricsUrl(spec);
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
   if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
@@ -170,6 +180,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   for (const std::string& warning : spec.warnings) out += "warning: " + warning + "\n";
   out += "  store:   " + spec.master_addr + ":" + MasterPortText(spec) + ", hosted by " +
          (spec.store_mode == StoreMode::kAgent ? "gculaunch" : "rank 0") + "\n";
+  if (spec.metrics_port) out += "  metrics: " + MetricsUrl(spec) + "\n";
   out += "  device:  " + spec.profile.name + " (backend " + spec.profile.backend + ")\n";
   std::string cards = "none";
   if (!spec.device_pool.empty()) {

@@ -90,6 +90,15 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
   std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
                      Plural(spec.nproc_per_node, "rank") + ", node " +
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;
+  if (spec.elastic()) {
+    // Node ranks come from the rendezvous: each epoch's layout line names them.
+    const std::string who = !spec.store_host   ? "the node the endpoint names hosts the store"
+                            : *spec.store_host ? "this node hosts the store"
+                                               : "another node hosts the store";
+    line = "layout: " + std::to_string(spec.min_nodes) + " to " + std::to_string(spec.nnodes) +
+           " nodes (elastic) x " + Plural(spec.nproc_per_node, "rank") +
+           ", node rank assigned at rendezvous, " + who + ", master " + host + ":" + port;
+  }
   std::vector<std::string> sources;
   for (const std::string* source :
        {&from.nnodes, &from.node_rank, &from.master_addr, &from.master_port}) {
@@ -117,11 +126,17 @@ class SpecBuilder {
          {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::StorePorts,
           &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards,
           &SpecBuilder::Affinity, &SpecBuilder::Program, &SpecBuilder::Environment,
-          &SpecBuilder::Output, &SpecBuilder::Extras}) {
+          &SpecBuilder::Output, &SpecBuilder::Extras, &SpecBuilder::Metrics}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
-    if (spec_.nnodes > 1) {
+    if (spec_.elastic()) {
+      Note(
+          "elastic: WORLD_SIZE, RANK, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, "
+          "ROLE_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT follow each epoch's plan and may "
+          "change from one epoch to the next; shown here for node rank " +
+          std::to_string(spec_.node_rank) + " of " + std::to_string(spec_.nnodes) + " nodes");
+    } else if (spec_.nnodes > 1) {
       Note("ranks " + std::to_string(spec_.rank_offset) + "-" +
            std::to_string(spec_.rank_offset + spec_.nproc_per_node - 1) + " of " +
            std::to_string(spec_.world_size) + " assume " + std::to_string(spec_.nproc_per_node) +
@@ -149,6 +164,11 @@ class SpecBuilder {
       spec_.node_rank = *platform_.node_rank;
       from_.node_rank = platform_.node_rank_from;
     }
+    if (o_.min_nodes && o_.nnodes) {
+      spec_.min_nodes = *o_.min_nodes;
+      from_.nnodes = DescribeFlag(
+          o_, "nnodes", std::to_string(spec_.min_nodes) + ":" + std::to_string(spec_.nnodes));
+    }
     if (o_.standalone && spec_.nnodes > 1) {
       return Error{o_.Source("standalone") + " runs a single node but " + o_.Source("nnodes") +
                        " is " + std::to_string(spec_.nnodes),
@@ -161,6 +181,7 @@ class SpecBuilder {
                    "node ranks run from 0 to " + std::to_string(spec_.nnodes - 1) +
                        "; check --node-rank and --nnodes"};
     }
+    ElasticStore(o_.node_rank.has_value() || (platform_.node_rank && !o_.standalone));
     spec_.standalone = o_.standalone;
     spec_.max_restarts = o_.max_restarts.value_or(0);
     spec_.role = o_.role.value_or("default");
@@ -316,6 +337,20 @@ class SpecBuilder {
                : "master port chosen at launch: a free port for rank 0's store");
     }
     return OkStatus();
+  }
+
+  // Elastic: who hosts the store (is_host, else a node rank given: 0), the last call.
+  void ElasticStore(bool rank_given) {
+    if (!spec_.elastic()) return;
+    if (auto it = o_.rdzv_conf.find("is_host"); it != o_.rdzv_conf.end()) {
+      spec_.store_host = it->second == "1" || it->second == "true" || it->second == "True";
+    } else if (rank_given) {
+      spec_.store_host = spec_.node_rank == 0;
+    }
+    if (spec_.store_host) spec_.node_rank = *spec_.store_host ? 0 : 1;
+    if (auto it = o_.rdzv_conf.find("last_call_timeout"); it != o_.rdzv_conf.end()) {
+      spec_.last_call_s = std::strtod(it->second.c_str(), nullptr);
+    }
   }
 
   // --rdzv-timeout, else --rdzv-conf join_timeout or timeout, else the default.
@@ -699,6 +734,13 @@ class SpecBuilder {
       }
     }
     if (!o_.hang_timeout) return OkStatus();
+    if (spec_.elastic()) {
+      // Node 0 watches the node ranks 1..N-1; an elastic job's nodes come and go by id.
+      return Error{
+          o_.Source("hang-timeout") + " is not supported with an elastic " + from_.nnodes + " yet",
+          "give a fixed node count (--nnodes N), or drop --hang-timeout and use "
+          "`gculaunch stacks`"};
+    }
     spec_.hang_timeout_s = *o_.hang_timeout;
     spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
     spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);
@@ -881,6 +923,23 @@ class SpecBuilder {
                    "add --dry-run, or drop --format"};
     }
     spec_.dry_run_format = o_.format.value_or(DryRunFormat::kTable);
+    return OkStatus();
+  }
+
+  // --metrics-port and --metrics-addr (docs/operations.md).  The address is checked when it
+  // is bound: the spec does not resolve names.
+  Status Metrics() {
+    spec_.metrics_port = o_.metrics_port;
+    if (!o_.metrics_addr) return OkStatus();
+    if (!o_.metrics_port) {
+      return Error{o_.Source("metrics-addr") + " only applies with --metrics-port",
+                   "add --metrics-port PORT, or drop --metrics-addr"};
+    }
+    if (o_.metrics_addr->empty() || o_.metrics_addr->find_first_of(" \t/") != std::string::npos) {
+      return Error{o_.Source("metrics-addr") + " '" + *o_.metrics_addr + "' is not an address",
+                   "give a numeric address such as 127.0.0.1, 0.0.0.0 or ::"};
+    }
+    spec_.metrics_addr = *o_.metrics_addr;
     return OkStatus();
   }
 

@@ -39,7 +39,18 @@ struct CliOptions;  // cli.h
 
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
-  int nnodes = 1;
+  int nnodes = 1;  ///< elastic: MAX
+  /// Elastic (--nnodes MIN:MAX, MIN < MAX): MIN; 0 for a fixed-size job.  Node ranks, WORLD_SIZE
+  /// and the rank offset are then assigned per epoch by the job (docs/multinode.md); node_rank
+  /// only says whether this node hosts the store (0) or not (1).
+  int min_nodes = 0;
+  bool elastic() const { return min_nodes > 0 && min_nodes < nnodes; }
+  /// Elastic: whether this node hosts the store, when the command line or the platform says
+  /// (--rdzv-conf is_host, --node-rank / RANK 0); unknown: the node whose address the
+  /// endpoint names (decided at launch).
+  std::optional<bool> store_host;
+  /// Elastic: --rdzv-conf last_call_timeout (seconds, torchrun's default 30).
+  double last_call_s = 30;
   int node_rank = 0;       ///< GROUP_RANK
   int nproc_per_node = 1;  ///< LOCAL_WORLD_SIZE
   int rank_offset = 0;     ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
@@ -136,6 +147,10 @@ struct LaunchSpec {
   StdinMode stdin_mode = StdinMode::kNull;
   std::string summary_json;       ///< --summary-json PATH; empty: none
   std::string error_file_parent;  ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
+
+  // ---- metrics (docs/operations.md) ----
+  std::optional<int> metrics_port;         ///< --metrics-port; empty: no metrics server
+  std::string metrics_addr = "127.0.0.1";  ///< --metrics-addr
 
   // ---- what to do ----
   bool dry_run = false;  ///< --dry-run: print, start nothing

@@ -39,7 +39,8 @@ class Restart(unittest.TestCase):
             roots = glob.glob(os.path.join(log_dir, "flaky_*"))  # <run_id>_<random>
             self.assertEqual(len(roots), 1, roots)
             root = roots[0]
-            self.assertEqual(sorted(os.listdir(root)), ["attempt_0", "attempt_1"])
+            self.assertEqual(sorted(os.listdir(root)),
+                             ["attempt_0", "attempt_1", "events.jsonl"])  # docs/operations.md
             self.assertTrue(os.path.exists(os.path.join(root, "attempt_0", "1", "error.json")))
             self.assertFalse(os.path.exists(os.path.join(root, "attempt_1", "1", "error.json")))
             with open(os.path.join(root, "attempt_1", "1", "stdout.log")) as f:

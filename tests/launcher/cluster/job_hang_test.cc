@@ -177,9 +177,10 @@ TEST_CASE("job hang: the hang marker names the odd rank, its node and its functi
   parts[1].dumps = {Dumped(2, "stuck_in_my_own_function"), Dumped(3, "all_reduce")};
   const std::string why = "no progress from any rank for 3.1 s (--hang-timeout 3.0 s)";
 
-  const StopMarker stop = HangMarker(4, why, parts, false);
+  const StopMarker stop = HangMarker(4, 2, why, parts, false);
   CHECK(stop.kind == StopMarker::Kind::kHang);
   CHECK(stop.epoch == 4);
+  CHECK(RestartsOf(stop) == 2);
   CHECK(stop.exit_code == 6);
   CHECK_FALSE(stop.restartable);
   CHECK(stop.rank == 2);
@@ -190,14 +191,14 @@ TEST_CASE("job hang: the hang marker names the odd rank, its node and its functi
         "(local rank 0) on node 1 differs from the majority: in stuck_in_my_own_function");
   CHECK(ExitCodeFor(stop, 0) == 6);
 
-  const StopMarker restart = HangMarker(0, why, parts, true);
+  const StopMarker restart = HangMarker(0, 0, why, parts, true);
   CHECK(restart.restartable);
   CHECK(Restartable(restart, 1));
 
   // Every rank in the same place (or a node that did not answer): nobody is named.
   parts[1].dumps[0] = Dumped(2, "all_reduce");
   parts.push_back(NodeStacks{2, "stacks of node 2", {}, "no answer within 20 s"});
-  const StopMarker same = HangMarker(0, why, parts, false);
+  const StopMarker same = HangMarker(0, 0, why, parts, false);
   CHECK(same.what == why);
   CHECK(same.rank == -1);
   CHECK(same.node == -1);

@@ -612,4 +612,94 @@ TEST_CASE("job policy: node lists for messages", "[job_policy]") {
   CHECK(JoinNodes({1, 2, 5}) == "1, 2 and 5");
 }
 
+// Elastic (--nnodes 2:3): node ids in join order, the last call, a free join, losses that
+// cost one restart each, and a job below MIN that ends at the join timeout.
+TEST_CASE("job policy: an elastic job starts at the last call, grows and shrinks", "[job_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 2;
+  config.max_restarts = 3;
+  config.rdzv_timeout_s = 60;
+  const auto reg = [](int id) {
+    NodeRegistration r = Reg(id);
+    r.min_nodes = 2;
+    r.max_restarts = 3;
+    return r;
+  };
+  config.master = reg(0);
+  const auto ids = [](const JobPlan& plan) {
+    std::vector<int> out;
+    for (const PlanNode& n : plan.nodes) out.push_back(n.id);
+    return out;
+  };
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, reg(0))).state;
+  CoordinatorStep min = Step(s, config, CE::Join(1, reg(1)));
+  REQUIRE(Names(min.actions).size() == 2);
+  CHECK(Names(min.actions)[0] == "ArmLastCall");
+  CoordinatorStep go = Step(min.state, config, CE::LastCall());
+  REQUIRE(go.actions.size() == 4);
+  CHECK(ids(go.actions[0].plan) == std::vector<int>{0, 1});
+  CHECK(go.actions[0].plan.world_size == 2);
+
+  // A third node arrives while epoch 0 runs: a node_joined marker, no restart used.
+  CoordinatorStep joined = Step(go.state, config, CE::Join(1, reg(2)));
+  REQUIRE(joined.actions.size() == 1);
+  CHECK(ActionName(joined.actions[0]) == "PublishMarker(0)[node_joined]");
+  CHECK(Restartable(joined.actions[0].marker, 0));  // free even without restarts
+  s = Step(joined.state, config, CE::Marker(joined.actions[0].marker)).state;
+  s = Step(s, config, CE::Reaped(0, 0)).state;
+  CoordinatorStep grown = Step(s, config, CE::Reaped(0, 1));
+  CHECK(Names(grown.actions) == std::vector<std::string>{"BeginAttempt(1)", "PublishPlan(1)",
+                                                         "Admit(2/1)(1)", "WatchEpoch(1)"});
+  CHECK(ids(grown.actions[1].plan) == std::vector<int>{0, 1, 2});
+  CHECK(RestartsOf(grown.actions[1].plan) == 0);
+
+  // A fourth node while the job runs at MAX waits for room.
+  CoordinatorStep full = Step(grown.state, config, CE::Join(1, reg(3)));
+  REQUIRE(full.actions.size() == 1);
+  CHECK_THAT(full.actions[0].text, Catch::Contains("waits for room"));
+
+  // Node 1 is lost: one restart.  The members that stay keep their order (0, 2: node 2 is
+  // now node rank 1) and the waiting node 3 is appended.
+  CoordinatorStep lost = Step(full.state, config, CE::NodeSilent(1, 1, "no heartbeat"));
+  REQUIRE(lost.actions.size() == 1);
+  CHECK(lost.actions[0].marker.kind == StopMarker::Kind::kNodeLost);
+  s = Step(lost.state, config, CE::Marker(lost.actions[0].marker)).state;
+  s = Step(s, config, CE::Reaped(1, 0)).state;
+  CoordinatorStep shrunk = Step(s, config, CE::Reaped(1, 2));
+  REQUIRE(shrunk.actions.size() == 4);
+  CHECK(ids(shrunk.actions[1].plan) == std::vector<int>{0, 2, 3});
+  CHECK(RestartsOf(shrunk.actions[1].plan) == 1);
+  CHECK(shrunk.actions[1].plan.nodes[1].node_rank == 1);
+
+  // Two lost at once: one node left, below MIN: no plan; the join timeout ends the job.
+  s = shrunk.state;
+  CoordinatorStep lost2 = Step(s, config, CE::NodeSilent(2, 1, "no heartbeat"));
+  s = Step(lost2.state, config, CE::Marker(lost2.actions[0].marker)).state;
+  s = Step(s, config, CE::NodeSilent(3, 1, "hung up")).state;
+  CoordinatorStep waiting = Step(s, config, CE::Reaped(2, 0));
+  CHECK(waiting.actions.empty());
+  CoordinatorStep ended = Step(waiting.state, config, CE::RejoinTimeout(2));
+  REQUIRE_FALSE(ended.actions.empty());
+  REQUIRE(ended.actions[0].plan.abort.has_value());
+  CHECK(ExitCodeFor(*ended.actions[0].plan.abort, 0) == 4);
+  CHECK_THAT(ended.actions[0].plan.abort->what,
+             Catch::Contains("1 node(s) remain of the 2 the job needs"));
+}
+
+// --nnodes N:N is --nnodes N: no ids, no last call.
+TEST_CASE("job policy: MIN = MAX is a fixed-size job", "[job_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 3;
+  config.max_restarts = 1;
+  config.master = Reg(0);
+  CHECK_FALSE(config.elastic());
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, Reg(0))).state;
+  s = Step(s, config, CE::Join(1, Reg(1))).state;
+  CHECK(Names(Step(s, config, CE::Join(1, Reg(2))).actions) == kGo0);
+}
+
 }  // namespace gculaunch::job

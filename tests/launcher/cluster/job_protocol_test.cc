@@ -81,9 +81,9 @@ TEST_CASE("job protocol: global ranks in node-rank order, heterogeneous nproc", 
   const JobPlan plan = MakePlan({Reg(2, 3), Reg(0, 1), Reg(1, 2)}, 0, 0);
   CHECK(plan.world_size == 6);
   REQUIRE(plan.nodes.size() == 3);
-  CHECK(plan.nodes[0] == PlanNode{0, 1, 0, "host0", "198.18.0.1"});
-  CHECK(plan.nodes[1] == PlanNode{1, 2, 1, "host1", "198.18.0.2"});
-  CHECK(plan.nodes[2] == PlanNode{2, 3, 3, "host2", "198.18.0.3"});
+  CHECK(plan.nodes[0] == PlanNode{0, 1, 0, "host0", "198.18.0.1", 0});
+  CHECK(plan.nodes[1] == PlanNode{1, 2, 1, "host1", "198.18.0.2", 1});
+  CHECK(plan.nodes[2] == PlanNode{2, 3, 3, "host2", "198.18.0.3", 2});
 }
 
 TEST_CASE("job protocol: decoders reject what the encoders never write", "[job_protocol]") {

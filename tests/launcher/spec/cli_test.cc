@@ -95,6 +95,10 @@ const std::vector<ValueCase>& ValueCases() {
       {"cpu-affinity", "numa",
        [](const CliOptions& o) { return o.cpu_affinity == CpuAffinity::kNuma; }},
       {"progress-interval", "2.5", [](const CliOptions& o) { return o.progress_interval == 2.5; }},
+      // metrics (docs/operations.md)
+      {"metrics-port", "9464", [](const CliOptions& o) { return o.metrics_port == 9464; }},
+      {"metrics-addr", "0.0.0.0",
+       [](const CliOptions& o) { return o.metrics_addr == std::string("0.0.0.0"); }},
       {"hang-timeout", "1.5m", [](const CliOptions& o) { return o.hang_timeout == 90.0; }},
       {"hang-grace", "500ms", [](const CliOptions& o) { return o.hang_grace == 0.5; }},
       {"on-hang", "report", [](const CliOptions& o) { return o.on_hang == OnHang::kReport; }},
@@ -408,11 +412,11 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
       {{"--dry-run=maybe", "x.py"},
        "gculaunch: --dry-run 'maybe': this flag takes no value (fix: write just --dry-run (or "
        "--dry-run=true / --dry-run=false))"},
-      {{"--nnodes", "1:4", "x.py"},
-       "gculaunch: --nnodes '1:4': elastic ranges are not supported (fix: give a fixed count "
-       "such as --nnodes 4)"},
+      {{"--nnodes", "4:1", "x.py"},
+       "gculaunch: --nnodes '4:1': MIN is above MAX (fix: give MIN:MAX with MIN <= MAX, such as "
+       "--nnodes 1:4)"},
       {{"--nnodes", "0", "x.py"},
-       "gculaunch: --nnodes '0': expected a positive number N (or N:N) (fix: e.g. --nnodes 2)"},
+       "gculaunch: --nnodes '0': expected N or MIN:MAX, positive numbers (fix: e.g. --nnodes 2)"},
       {{"--nproc-per-node", "many", "x.py"},
        "gculaunch: --nproc-per-node 'many': expected a positive number, auto, gpu or cpu (fix: "
        "e.g. --nproc-per-node 8)"},
@@ -498,9 +502,9 @@ TEST_CASE("cli: control characters in values cannot break the one-line message",
 }
 
 TEST_CASE("cli: errors from PET_ variables name the variable", "[cli]") {
-  CHECK(ParseError({"x.py"}, EnvMap{{"PET_NNODES", "1:4"}}) ==
-        "gculaunch: PET_NNODES '1:4': elastic ranges are not supported (fix: give a fixed count "
-        "such as PET_NNODES=4)");
+  CHECK(ParseError({"x.py"}, EnvMap{{"PET_NNODES", "3:2"}}) ==
+        "gculaunch: PET_NNODES '3:2': MIN is above MAX (fix: give MIN:MAX with MIN <= MAX, such "
+        "as PET_NNODES=2:3)");
   CHECK(ParseError({"x.py"}, EnvMap{{"PET_NPROC_PER_NODE", "x"}}) ==
         "gculaunch: PET_NPROC_PER_NODE 'x': expected a positive number, auto, gpu or cpu (fix: "
         "e.g. PET_NPROC_PER_NODE=8)");
@@ -510,11 +514,8 @@ TEST_CASE("cli: errors from PET_ variables name the variable", "[cli]") {
   CHECK(ParseError({"x.py"}, EnvMap{{"PET_ENV", "A=1\nBROKEN"}}) ==
         "gculaunch: PET_ENV 'BROKEN': expected KEY=VALUE (fix: e.g. PET_ENV=ECCL_DEBUG=INFO)");
   // A bad PET_ variable does not matter when the command line gives the flag.
-  CHECK(ParseCli({"--nnodes", "2", "x.py"}, EnvMap{{"PET_NNODES", "1:4"}}).ok());
+  CHECK(ParseCli({"--nnodes", "2", "x.py"}, EnvMap{{"PET_NNODES", "x:4"}}).ok());
 }
-
-}  // namespace
-}  // namespace gculaunch
 
 namespace gculaunch {
 namespace {
@@ -607,6 +608,24 @@ TEST_CASE("cli: every flag of the table sets a field of its own, on every path",
     }
     CHECK((Fields(others) == Fields(all)) == is_ignored(left_out));
   }
+}
+
+}  // namespace
+}  // namespace gculaunch
+
+TEST_CASE("cli: --nnodes MIN:MAX is elastic, N:N is --nnodes N", "[cli]") {
+  auto elastic = ParseCli({"--nnodes", "2:3", "x.py"}, EnvMap{});
+  REQUIRE(elastic.ok());
+  CHECK(elastic->options.nnodes == 3);
+  CHECK(elastic->options.min_nodes == 2);
+  auto fixed = ParseCli({"--nnodes", "2:2", "x.py"}, EnvMap{});
+  REQUIRE(fixed.ok());
+  CHECK(fixed->options.nnodes == 2);
+  CHECK_FALSE(fixed->options.min_nodes.has_value());
+  auto pet = ParseCli({"x.py"}, EnvMap{{"PET_NNODES", "1:4"}});
+  REQUIRE(pet.ok());
+  CHECK(pet->options.nnodes == 4);
+  CHECK(pet->options.min_nodes == 1);
 }
 
 }  // namespace

@@ -727,4 +727,22 @@ TEST_CASE("launch spec: LocalFileAccess searches PATH like execvp", "[launch_spe
 }
 
 }  // namespace
+TEST_CASE("launch spec: --metrics-port and --metrics-addr", "[launch_spec]") {
+  Fixture f;
+  auto off = f.Make({"x.py"});
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->metrics_port.has_value());
+  CHECK(off->metrics_addr == "127.0.0.1");
+  auto on = f.Make({"--metrics-port", "9464", "--metrics-addr", "::", "x.py"});
+  REQUIRE(on.ok());
+  CHECK(on->metrics_port == 9464);
+  CHECK(on->metrics_addr == "::");
+  CHECK(f.Err({"--metrics-addr", "0.0.0.0", "x.py"}) ==
+        "gculaunch: --metrics-addr only applies with --metrics-port (fix: add --metrics-port "
+        "PORT, or drop --metrics-addr)");
+  CHECK(f.Err({"--metrics-port", "1", "--metrics-addr", "a b", "x.py"}) ==
+        "gculaunch: --metrics-addr 'a b' is not an address (fix: give a numeric address such as "
+        "127.0.0.1, 0.0.0.0 or ::)");
+}
+
 }  // namespace gculaunch

@@ -1,0 +1,211 @@
+#include "launcher/run/metrics_http.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <unordered_set>
+
+#include "rendezvous/listener.h"
+
+namespace gculaunch {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kMaxHead = 8192;
+constexpr std::size_t kMaxConnections = 32;
+constexpr auto kIdle = std::chrono::seconds(30);
+constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace
+
+class MetricsHttpConn;
+
+// The acceptor and the set of live connections, shared with the pending handlers.
+class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
+ public:
+  MetricsHttpCore(asio::io_context& io, MetricsHttpServer::Render render)
+      : io_(io), acceptor_(io), render_(std::move(render)) {}
+
+  void Start(rendezvous::ListenSocket listener) {
+    port_ = listener.port();
+    const auto protocol = listener.family() == AF_INET6 ? tcp::v6() : tcp::v4();
+    boost::system::error_code ec;
+    acceptor_.assign(protocol, listener.Release(), ec);
+    if (!ec) ArmAccept();
+  }
+  void Stop();
+  void Forget(MetricsHttpConn* conn) { conns_.erase(conn); }
+  std::string Render() const { return render_(); }
+
+  asio::io_context& io_;
+  tcp::acceptor acceptor_;
+  MetricsHttpServer::Render render_;
+  std::uint16_t port_ = 0;
+  bool stopped_ = false;
+  std::unordered_set<MetricsHttpConn*> conns_;
+
+ private:
+  void ArmAccept() {
+    acceptor_.async_wait(tcp::acceptor::wait_read,
+                         [self = shared_from_this()](const boost::system::error_code& ec) {
+                           if (!ec && !self->stopped_) self->AcceptPending();
+                         });
+  }
+  void AcceptPending();
+};
+
+// One client connection: read a request head, answer, repeat while keep-alive.
+class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
+ public:
+  MetricsHttpConn(std::shared_ptr<MetricsHttpCore> core, tcp::socket socket)
+      : core_(std::move(core)), stream_(std::move(socket)) {}
+
+  void Start() {
+    core_->conns_.insert(this);
+    Read();
+  }
+  void Close() {
+    boost::system::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+  ~MetricsHttpConn() { core_->Forget(this); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(kMaxHead);
+    parser_->body_limit(0);
+    stream_.expires_after(kIdle);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(const boost::system::error_code& ec) {
+    if (ec || core_->stopped_) {
+      Close();  // end of stream, timeout, a head too large or malformed: that connection ends
+      return;
+    }
+    const auto& req = parser_->get();
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(req.version());
+    res->keep_alive(req.keep_alive());
+    res->set(http::field::server, "gculaunch");
+    const bool head = req.method() == http::verb::head;
+    std::string_view target(req.target().data(), req.target().size());
+    if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+    if (req.method() != http::verb::get && !head) {
+      res->result(http::status::method_not_allowed);
+      res->set(http::field::allow, "GET, HEAD");
+      res->set(http::field::content_type, "text/plain; charset=utf-8");
+      res->body() = "only GET and HEAD are served\n";
+    } else if (target != "/metrics") {
+      res->result(http::status::not_found);
+      res->set(http::field::content_type, "text/plain; charset=utf-8");
+      res->body() = "not found: the metrics are at /metrics\n";
+    } else {
+      res->result(http::status::ok);
+      res->set(http::field::content_type, kContentType);
+      res->body() = core_->Render();
+    }
+    res->prepare_payload();
+    if (head) res->body().clear();  // Content-Length stays that of the body a GET gets
+    stream_.expires_after(kIdle);
+    http::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res](const boost::system::error_code& wec, std::size_t) {
+          if (wec || !res->keep_alive() || self->core_->stopped_) {
+            self->Close();
+            return;
+          }
+          self->Read();
+        });
+  }
+
+  std::shared_ptr<MetricsHttpCore> core_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_{kMaxHead};
+  std::optional<http::request_parser<http::empty_body>> parser_;
+};
+
+// accept4 with SOCK_CLOEXEC: no accepted fd is ever inheritable, not even for an instant.
+void MetricsHttpCore::AcceptPending() {
+  for (int n = 0; n < 64; ++n) {
+    const int fd =
+        ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN: the backlog is empty; anything else: try at the next readiness
+    }
+    if (conns_.size() >= kMaxConnections) {
+      ::close(fd);
+      continue;
+    }
+    tcp::socket socket(io_);
+    boost::system::error_code ec;
+    socket.assign(acceptor_.local_endpoint(ec).protocol(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      continue;
+    }
+    std::make_shared<MetricsHttpConn>(shared_from_this(), std::move(socket))->Start();
+  }
+  ArmAccept();
+}
+
+void MetricsHttpCore::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  auto conns = conns_;  // Close() may end a connection, which erases itself
+  for (MetricsHttpConn* c : conns) c->Close();
+}
+
+Result<rendezvous::ListenSocket> MetricsHttpServer::Bind(const std::string& addr,
+                                                         std::uint16_t port) {
+  auto bound = rendezvous::ListenSocket::Bind(addr, port, 64);
+  if (!bound.ok()) {
+    return Error{"--metrics-port " + std::to_string(port) + ": " + bound.error().what,
+                 "choose a free port with --metrics-port (or stop what listens there), or "
+                 "another --metrics-addr"};
+  }
+  return bound;
+}
+
+MetricsHttpServer::MetricsHttpServer(asio::io_context& io, rendezvous::ListenSocket socket,
+                                     Render render)
+    : core_(std::make_shared<MetricsHttpCore>(io, std::move(render))) {
+  core_->Start(std::move(socket));
+}
+
+MetricsHttpServer::~MetricsHttpServer() { core_->Stop(); }
+
+std::uint16_t MetricsHttpServer::port() const { return core_->port_; }
+
+void MetricsHttpServer::Stop() { core_->Stop(); }
+
+}  // namespace gculaunch
