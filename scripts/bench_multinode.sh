@@ -51,12 +51,24 @@
 #                   node 0 agent opens a fresh store and waits for agents that will not come:
 #                   the job never re-forms.  Printed as "never (within 60 s)" with what
 #                   happened (exits, the error found in the logs).
+#   shrink/grow   (elastic) 3 hosts, --nnodes 2:3, torchrun-style flags on both sides
+#                 (--rdzv-backend c10d --rdzv-endpoint host0:port --rdzv-id, no platform
+#                 variables), --max-restarts 3, defaults otherwise (last call 30 s).  The
+#                 ranks import torch and all_reduce over gloo in a loop, so a lost peer
+#                 shows up in the survivors' collective, as in training.  shrink: node 2's
+#                 launcher and its ranks (its process group) SIGKILLed for good -> every rank
+#                 of the 2-node world (WORLD_SIZE = 2 x BENCH_NPROC) started.  grow: then a
+#                 new launcher on node 2 -> every rank of the 3-node world started.  Ranks are
+#                 counted when they run their first line (before `import torch`); each event
+#                 happens once every rank of the current world is inside its loop.
+#                 BENCH_PARTS=elastic runs this part alone; ELASTIC_REPS (2) each side,
+#                 ELASTIC_SIDES ("gculaunch torchrun").
 # Prints median and p90 (nearest rank) in milliseconds, and torchrun/gculaunch ratios.
 #
 # Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS, TORCHRUN_REPS,
 # TORCHRUN_NODE0_REPS (1: each one waits 60 s), BENCH_NPROC, BENCH_NODES (default "2 3"),
-# BENCH_PARTS (default "base rejoin": the existing rows and the node-back rows; "rejoin"
-# alone for the latter), BENCH_LOG_DIR (keep every launcher's output there, torchrun's at
+# BENCH_PARTS (default "base rejoin elastic": the existing rows, the node-back rows and the
+# shrink/grow rows; any subset), ELASTIC_REPS, BENCH_LOG_DIR (keep every launcher's output there, torchrun's at
 # LOGLEVEL=INFO).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -83,7 +95,9 @@ TORCHRUN_REJOIN_WAIT = 60
 LOG_DIR = os.environ.get("BENCH_LOG_DIR") or None
 if LOG_DIR:
     os.makedirs(LOG_DIR, exist_ok=True)
-PARTS = os.environ.get("BENCH_PARTS", "base rejoin").split()
+PARTS = os.environ.get("BENCH_PARTS", "base rejoin elastic").split()
+EREPS = int(os.environ.get("ELASTIC_REPS", "2"))
+ELASTIC_WAIT = 90        # seconds for one shrink or grow to complete
 TREPS0 = int(os.environ.get("TORCHRUN_NODE0_REPS", "1"))
 TOTAL_BUDGET = 40 * 60    # the whole benchmark
 STARTED = time.monotonic()
@@ -579,13 +593,153 @@ def print_outcomes(whats, count):
         print("      %d of %d: %s" % (times, count, what))
 
 
+# An elastic rank: records (rank, world, start time) at once, then a gloo all_reduce loop
+# until killed (a lost peer makes the collective fail: the rank exits 1).
+ELASTIC_RANK = r"""
+import os, sys, time
+t0 = time.time()
+out = sys.argv[1]
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+with open(os.path.join(out, "estart.%d" % os.getpid()), "w") as f:
+    f.write("%d %d %r" % (rank, world, t0))
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+with open(os.path.join(out, "eloop.%d" % os.getpid()), "w") as f:
+    f.write("%d %d" % (rank, world))
+t = torch.ones(1)
+deadline = time.time() + 600
+while time.time() < deadline:
+    dist.all_reduce(t)
+    time.sleep(0.05)
+"""
+
+
+def elastic_world_running(out, after, world):
+    """The time by which ranks 0..world-1 of a `world`-sized job all started after `after`
+    (each rank's first such start), or None."""
+    first = {}
+    for name in os.listdir(out):
+        if not name.startswith("estart."):
+            continue
+        try:
+            with open(os.path.join(out, name)) as f:
+                rank, w, t = f.read().split()
+        except (OSError, ValueError):
+            continue
+        rank, w, t = int(rank), int(w), float(t)
+        if w == world and t > after and (rank not in first or t < first[rank]):
+            first[rank] = t
+    if all(r in first for r in range(world)):
+        return max(first.values())
+    return None
+
+
+def elastic_in_loop(out, world):
+    """True once `world` ranks of a `world`-sized job are inside their all_reduce loop."""
+    count = 0
+    for name in os.listdir(out):
+        if name.startswith("eloop."):
+            try:
+                with open(os.path.join(out, name)) as f:
+                    count += int(f.read().split()[1]) == world
+            except (OSError, ValueError, IndexError):
+                pass
+    return True if count >= world else None
+
+
+def elastic_round(hosts, root, rep, side):
+    """side "gculaunch" or "torchrun": (shrink seconds or None, grow seconds or None)."""
+    port = 31000 + rep + (500 if side == "torchrun" else 0)
+    out = new_out(root, "el_%s_%d" % (side, rep))
+    script = os.path.join(root, "elastic_rank.py")
+    endpoint = "%s:%d" % (hosts.addr(0), port)
+
+    def cmd(k):
+        if side == "gculaunch":
+            return [GCULAUNCH, "--nnodes", "2:3", "--nproc-per-node", str(NPROC), "--device",
+                    "cpu", "--max-restarts", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                    endpoint, "--rdzv-id", "benchel%d" % rep, "--python", PYTHON, script, out]
+        # torchrun 1.13's c10d hands its ranks MASTER_ADDR = the FQDN of the host of group
+        # rank 0; simulated hosts share the machine's host name, so each torchrun gets a UTS
+        # namespace of its own with a name that the hosts' private name table resolves.
+        return ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', "elhost%d" % k,
+                PYTHON, TORCHRUN, "--nnodes", "2:3", "--nproc_per_node", str(NPROC),
+                "--max_restarts", "3", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
+                "--rdzv_id", "benchel%d" % rep, "--rdzv_conf", "is_host=%d" % (k == 0),
+                script, out]
+
+    names = gltest.HostsFileNames(hosts)
+    for k in range(3):
+        names.set("elhost%d" % k, hosts.addr(k))
+    run = Run(hosts, [cmd(k) for k in range(3)], torchrun_env,
+              name="elastic-%s-%d" % (side, rep))
+    shrink = grow = None
+    try:
+        full = 3 * NPROC
+        if wait_for(lambda: elastic_in_loop(out, full), RUN_TIMEOUT) is None:
+            return None, None
+        time.sleep(0.5)
+        t_kill = time.time()
+        os.killpg(run.procs[2].pid, signal.SIGKILL)
+        run.procs[2].wait()
+        t = wait_for(lambda: elastic_world_running(out, t_kill, 2 * NPROC), ELASTIC_WAIT)
+        if t is None:
+            return None, None
+        shrink = t - t_kill
+        wait_for(lambda: elastic_in_loop(out, 2 * NPROC), RUN_TIMEOUT)
+        time.sleep(0.5)
+        t_back = run.again(2)
+        t = wait_for(lambda: elastic_world_running(out, t_back, full), ELASTIC_WAIT)
+        grow = None if t is None else t - t_back
+        return shrink, grow
+    finally:
+        run.kill()
+        names.close()
+
+
+def elastic_rounds(hosts, root):
+    """{side: {"shrink": [...], "grow": [...]}}, interleaved sides."""
+    e = {side: {"shrink": [], "grow": []} for side in ("gculaunch", "torchrun")}
+    for rep in range(EREPS):
+        for side in os.environ.get("ELASTIC_SIDES", "gculaunch torchrun").split():
+            if budget_left() < 2 * ELASTIC_WAIT + 60:
+                break
+            shrink, grow = elastic_round(hosts, root, rep, side)
+            e[side]["shrink"].append(shrink)
+            e[side]["grow"].append(grow)
+    return e
+
+
+def print_elastic(e):
+    print()
+    print("elastic, 3 hosts, --nnodes 2:3, %d ranks per node, gloo all_reduce loop; times in ms,"
+          " median / p90 (n completed of tried)" % NPROC)
+    for key, label in (("shrink", "shrink: node 2 killed -> 2-node world runs"),
+                       ("grow", "grow: node 2 back -> 3-node world runs")):
+        g_med = stats(e["gculaunch"][key])[0]
+        for side in ("gculaunch", "torchrun"):
+            med, p90, cnt = stats(e[side][key])
+            ratio = ""
+            if side == "torchrun" and med is not None and g_med:
+                ratio = "  ratio %.1fx" % (med / g_med)
+            print("  %-9s %-44s %6s / %6s  (%d of %d)%s" % (side, label, ms(med), ms(p90), cnt,
+                                                            len(e[side][key]), ratio))
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="bench-mn-") as root:
         os.chmod(root, 0o755)
         with open(os.path.join(root, "rank.py"), "w") as f:
             f.write(RANK)
+        with open(os.path.join(root, "elastic_rank.py"), "w") as f:
+            f.write(ELASTIC_RANK)
         report = []
-        for n in NODE_COUNTS:
+        elastic = None
+        if "elastic" in PARTS:
+            with gltest.SimulatedHosts(3) as hosts:
+                elastic = elastic_rounds(hosts, root)
+        for n in (NODE_COUNTS if PARTS != ["elastic"] else []):
             with gltest.SimulatedHosts(n) as hosts:
                 g = {"rendezvous": [], "restart": [], "failure exit": [], "lost node": [],
                      "vanished host": [], "baseline": [], "node 1 back": [],
@@ -630,6 +784,8 @@ def main():
                 print_base(g, t, static_note)
             if "rejoin" in PARTS:
                 print_rejoin(g, tj)
+        if elastic is not None:
+            print_elastic(elastic)
 
 
 def print_base(g, t, static_note):
