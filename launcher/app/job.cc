@@ -19,6 +19,7 @@
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/dump_exchange.h"
+#include "launcher/cluster/hang_exchange.h"
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/net_address.h"
 #include "launcher/cluster/node_agent.h"
@@ -603,14 +604,29 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
   std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
+  const std::string hang_dir = WantsLogFiles(spec_) ? runtime_.error_file_root : "";
   std::optional<HangWatch> hang;
-  if (spec_.hang_timeout_s > 0) {
-    hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
-                 HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
-                                 WantsLogFiles(spec_) ? runtime_.error_file_root : ""});
+  std::optional<JobHangWatch> job_hang;      ///< node 0 of several: decides for the job
+  std::optional<ProgressReporter> progress;  ///< the other nodes: report to node 0
+  if (spec_.hang_timeout_s > 0 && !loop.multinode) {
+    hang.emplace(
+        loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
+        HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, hang_dir});
     hang->Start();
+  } else if (spec_.hang_timeout_s > 0 && cluster.coordinator_board && cluster.coordinator) {
+    job_hang.emplace(loop.io, *cluster.coordinator_board, *cluster.coordinator, supervisor, stacks,
+                     loop.writer, loop.console_err, log_,
+                     JobHangConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
+                                   hang_dir, spec_.nnodes});
+    job_hang->Start();
+  } else if (spec_.hang_timeout_s > 0 && cluster.agent_board) {
+    progress.emplace(loop.io, *cluster.agent_board, supervisor, spec_.node_rank,
+                     spec_.hang_timeout_s);
+    progress->Start();
   }
   const JobOutcome outcome = supervisor.Run();
+  job_hang.reset();
+  progress.reset();
   if (cluster.agent) WaitForByes(loop, cluster);
   cluster.dump_responder.reset();
   cluster.dump_gatherer.reset();

@@ -110,6 +110,10 @@ void StoreAgentBoard::PublishDump(int request, const std::string& stacks, Done d
   link_.Set(job::DumpKey(request, node_), stacks, std::move(done));
 }
 
+void StoreAgentBoard::PublishProgress(const std::string& report, Done done) {
+  link_.Set(job::ProgressKey(node_), report, std::move(done));
+}
+
 void StoreAgentBoard::Close() { link_.Close(); }
 
 // -------------------------------- StoreCoordinatorBoard --------------------------------
@@ -212,6 +216,10 @@ int StoreCoordinatorBoard::RequestDump() {
 
 std::optional<std::string> StoreCoordinatorBoard::DumpAnswer(int request, int node) const {
   return server_.Get(job::DumpKey(request, node));
+}
+
+std::optional<std::string> StoreCoordinatorBoard::ProgressReport(int node) const {
+  return server_.Get(job::ProgressKey(node));
 }
 
 void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::Request& request) {

@@ -1,7 +1,8 @@
 // JobBoard: the job protocol (job_protocol.h) as operations, whatever store carries them.
 //
 //   AgentBoard        what a node agent does: connect, join, wait for its admission, plans
-//                     and markers, publish markers, report done / reaped, heartbeat, say bye
+//                     and markers, publish markers, report done / reaped, heartbeat, say bye;
+//                     answer stack-dump requests and report progress (--hang-timeout)
 //   CoordinatorBoard  what node 0's coordinator does: watch join requests, admit, publish
 //                     plans and markers, watch the nodes' reports, read heartbeats, hear of
 //                     nodes that hung up, switch the ranks' key space
@@ -66,6 +67,8 @@ class AgentBoard {
   /// this node's answer to request `request`.
   virtual void ReadDumpRequest(Seq done) = 0;
   virtual void PublishDump(int request, const std::string& stacks, Done done) = 0;
+  /// --hang-timeout (job_hang.h): this node's latest progress report, replacing the last.
+  virtual void PublishProgress(const std::string& report, Done done) = 0;
   virtual void Close() = 0;
 };
 
@@ -103,6 +106,8 @@ class CoordinatorBoard {
   /// number; node `node`'s answer to it (nullopt until it answered).
   virtual int RequestDump() = 0;
   virtual std::optional<std::string> DumpAnswer(int request, int node) const = 0;
+  /// --hang-timeout (job_hang.h): node `node`'s latest progress report (nullopt: none yet).
+  virtual std::optional<std::string> ProgressReport(int node) const = 0;
 };
 
 // ---------------------------- the TCP store implementations ----------------------------
@@ -130,6 +135,7 @@ class StoreAgentBoard : public AgentBoard {
   void ReadJobInfo(Text done) override;
   void ReadDumpRequest(Seq done) override;
   void PublishDump(int request, const std::string& stacks, Done done) override;
+  void PublishProgress(const std::string& report, Done done) override;
   void Close() override;
 
  private:
@@ -163,6 +169,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   void OnHangUp(std::function<void(int, int)> hung_up) override;
   int RequestDump() override;
   std::optional<std::string> DumpAnswer(int request, int node) const override;
+  std::optional<std::string> ProgressReport(int node) const override;
 
   /// From the store's observers (ConnectionHooks in coordinator.h): a heartbeat names its
   /// control connection; that connection ending is a hang-up.

@@ -19,6 +19,7 @@ std::string AdmitKey(int node, int seq) {
 std::string DumpKey(int request, int node) {
   return "job/dump/" + std::to_string(request) + "/" + std::to_string(node);
 }
+std::string ProgressKey(int node) { return "job/progress/" + std::to_string(node); }
 std::string PlanKey(int epoch) { return "job/plan/" + std::to_string(epoch); }
 std::string StopKey(int epoch) { return "job/stop/" + std::to_string(epoch); }
 std::string DoneKey(int epoch, int node) {
@@ -100,7 +101,8 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   bool known = false;
   for (auto k :
        {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
-        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kNodeJoined}) {
+        StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kNodeJoined,
+        StopMarker::Kind::kHang}) {
     if (KindName(k) == *kind) {
       m.kind = k;
       known = true;
@@ -155,6 +157,8 @@ std::string KindName(StopMarker::Kind kind) {
       return "job_error";
     case StopMarker::Kind::kNodeJoined:
       return "node_joined";
+    case StopMarker::Kind::kHang:
+      return "hang";
   }
   return "?";
 }
@@ -360,9 +364,9 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
 
 bool Restartable(const StopMarker& marker, int max_restarts) {
   if (marker.kind == StopMarker::Kind::kNodeJoined) return true;  // membership: free
-  const bool reform = marker.kind == StopMarker::Kind::kRankFailed ||
-                      marker.kind == StopMarker::Kind::kNodeLost ||
-                      marker.kind == StopMarker::Kind::kNodeLeft;
+  const bool reform =
+      marker.kind == StopMarker::Kind::kRankFailed || marker.kind == StopMarker::Kind::kNodeLost ||
+      marker.kind == StopMarker::Kind::kNodeLeft || marker.kind == StopMarker::Kind::kHang;
   return reform && marker.restartable && RestartsOf(marker) < max_restarts;
 }
 
@@ -379,6 +383,8 @@ int ExitCodeFor(const StopMarker& marker, int self) {
       return exit_code::kNodeLost;
     case StopMarker::Kind::kNodeJoined:
       return exit_code::kInternal;  // never final: a join is always restartable
+    case StopMarker::Kind::kHang:
+      return exit_code::kHang;
   }
   return exit_code::kInternal;
 }
@@ -412,6 +418,8 @@ std::string Describe(const StopMarker& m) {
       return "every node's ranks finished successfully";
     case StopMarker::Kind::kJobError:
       return m.what;
+    case StopMarker::Kind::kHang:
+      return "the job hung: " + m.what;
   }
   return m.what;
 }

@@ -24,6 +24,8 @@
 //                       polls it while it runs
 //   job/dump/<n>/<k>    node k's answer to dump request n: its stacks (stack_report.h,
 //                       EncodeNodeStacks)
+//   job/progress/<k>    node k's latest progress report (--hang-timeout, k > 0; job_hang.h):
+//                       the epoch and each rank's progress ages; node 0 decides hangs
 //
 // Epoch e is TORCHELASTIC_RESTART_COUNT of the ranks it runs, and the number of restarts the
 // job has used: every re-form (a rank failed, a node was lost or left) costs one.  An epoch's
@@ -61,6 +63,8 @@ inline constexpr const char* kMissingKey = "job/missing";
 inline constexpr const char* kInfoKey = "job/info";
 inline constexpr const char* kDumpRequestKey = "job/dumpreq";
 std::string DumpKey(int request, int node);
+/// Node k's latest progress report (--hang-timeout; launcher/cluster/job_hang.h).
+std::string ProgressKey(int node);
 /// The key as a socket client names it ("gculaunch/" + key).
 std::string KeyForSocket(const std::string& key);
 
@@ -92,6 +96,8 @@ struct StopMarker {
     kSuccess,     ///< every node's ranks exited 0
     kJobError,    ///< the job cannot run: nodes disagree, or nodes never joined
     kNodeJoined,  ///< elastic: a node arrived while the job runs below MAX; re-form, free
+    kHang,        ///< node 0 found the job hung (--hang-timeout): restartable with --on-hang
+                  ///< restart, else every node exits 6
   };
   Kind kind = Kind::kRankFailed;
   int epoch = 0;
@@ -165,13 +171,13 @@ Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master
 Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master);
 
 /// Whether the job re-forms after `marker` ended its epoch: a node joined (free), or a rank
-/// failure that a restart can help, a node lost or a node that left, while the restarts used
-/// (`marker.restarts`) are below `max_restarts`.
+/// failure that a restart can help, a node lost or a node that left, a hang with --on-hang
+/// restart, while the restarts used (`marker.restarts`) are below `max_restarts`.
 bool Restartable(const StopMarker& marker, int max_restarts);
 
 /// The exit code of node `self` when the job ends with `marker` (exit_codes.h): 0 for
 /// success, the failed rank's code, kNodeLost for a lost node or for a node that left (the
-/// node that left itself exits with its own code), kJobError's code.
+/// node that left itself exits with its own code), kJobError's code, kHang (6) for a hang.
 int ExitCodeFor(const StopMarker& marker, int self);
 
 /// One line for logs: "rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed with exit
@@ -181,7 +187,7 @@ std::string Describe(const StopMarker& marker);
 std::string NodeName(int node, const std::string& host, const std::string& addr);
 
 /// "outcome" names for --summary-json: "success", "rank_failed", "node_lost", "node_left",
-/// "job_error".
+/// "job_error", "hang".
 std::string KindName(StopMarker::Kind kind);
 
 }  // namespace gculaunch::job

@@ -270,7 +270,8 @@ void NodeAgent::LogMarker(const job::StopMarker& m) {
   if (job::Restartable(m, max)) {
     if (m.kind == job::StopMarker::Kind::kNodeJoined) {
       log_.warn("{}; every node stops its ranks and the job re-forms", what);
-    } else if (m.kind == job::StopMarker::Kind::kRankFailed) {
+    } else if (m.kind == job::StopMarker::Kind::kRankFailed ||
+               m.kind == job::StopMarker::Kind::kHang) {
       log_.warn("{}; every node restarts its ranks (restart {} of {})", what,
                 job::RestartsOf(m) + 1, max);
     } else if (job::Elastic(settings_.registration)) {

@@ -11,8 +11,8 @@
 // Only a running attempt is watched; a new attempt starts with a clean slate (its own
 // start-up grace).
 //
-// Multi-node: refused by MakeLaunchSpec for now.  Gathering every node's dumps on node 0
-// through the cluster protocol would replace step 1's local dump (launcher/cluster/).
+// Single node only: on several nodes node 0 decides for the job (launcher/cluster/
+// hang_exchange.h) and the other nodes only report their progress.
 //
 // Ownership: borrows everything; must be destroyed before the Supervisor and the dumper.
 // Thread safety: io_context thread only.

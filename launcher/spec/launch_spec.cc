@@ -734,10 +734,12 @@ class SpecBuilder {
       }
     }
     if (!o_.hang_timeout) return OkStatus();
-    if (spec_.nnodes > 1) {
-      return Error{o_.Source("hang-timeout") + " is not supported on several nodes yet",
-                   "drop --hang-timeout, and use --stack-dumps with `gculaunch stacks` on "
-                   "each node"};
+    if (spec_.elastic()) {
+      // Node 0 watches the node ranks 1..N-1; an elastic job's nodes come and go by id.
+      return Error{
+          o_.Source("hang-timeout") + " is not supported with an elastic " + from_.nnodes + " yet",
+          "give a fixed node count (--nnodes N), or drop --hang-timeout and use "
+          "`gculaunch stacks`"};
     }
     spec_.hang_timeout_s = *o_.hang_timeout;
     spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
@@ -751,6 +753,12 @@ class SpecBuilder {
          FormatSeconds(spec_.hang_grace_s) +
          " before it, is a hang: every rank's stacks are shown, then gculaunch will " +
          kActions[static_cast<int>(spec_.on_hang)]);
+    if (spec_.nnodes > 1) {
+      Note(
+          "--hang-timeout on several nodes: node 0 decides for the whole job from every "
+          "node's progress reports and gathers every node's stacks; give every node the same "
+          "--hang-timeout");
+    }
     return OkStatus();
   }
 

@@ -46,6 +46,7 @@ TEST_CASE("job protocol: key names", "[job_protocol]") {
   CHECK(ReapedKey(1, 2) == "job/reaped/1/2");
   CHECK(HeartbeatKey(4, 2) == "job/hb/4/2");
   CHECK(ByeKey(0, 1) == "job/bye/0/1");
+  CHECK(ProgressKey(2) == "job/progress/2");
   CHECK(KeyForSocket(PlanKey(1)) == "gculaunch/job/plan/1");
 }
 
@@ -205,6 +206,26 @@ TEST_CASE("job protocol: restart decisions and exit codes per marker", "[job_pro
   error.kind = StopMarker::Kind::kJobError;
   error.exit_code = 3;
   CHECK(ExitCodeFor(error, 1) == 3);
+
+  // A hang: --on-hang restart re-forms the job for one restart; stop (or no restart left)
+  // ends it with 6 on every node.
+  StopMarker hang;
+  hang.kind = StopMarker::Kind::kHang;
+  hang.node = 1;
+  hang.exit_code = 6;
+  hang.restartable = true;
+  CHECK(Restartable(hang, 1));
+  hang.epoch = 1;
+  CHECK_FALSE(Restartable(hang, 1));
+  hang.epoch = 0;
+  hang.restartable = false;
+  CHECK_FALSE(Restartable(hang, 5));
+  CHECK(ExitCodeFor(hang, 0) == 6);
+  CHECK(ExitCodeFor(hang, 1) == 6);
+  CHECK(KindName(hang.kind) == "hang");
+  auto back = DecodeMarker(Encode(hang));
+  REQUIRE(back.ok());
+  CHECK(*back == hang);
 }
 
 TEST_CASE("job protocol: one-line descriptions name node, host, address and rank",
@@ -229,6 +250,11 @@ TEST_CASE("job protocol: one-line descriptions name node, host, address and rank
   CHECK(Describe(spawn) ==
         "rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) could not be started: not found");
   CHECK(NodeName(1, "", "198.18.0.2") == "node 1 (198.18.0.2)");
+  StopMarker hang;
+  hang.kind = StopMarker::Kind::kHang;
+  hang.what = "no progress from any rank for 3.2 s (--hang-timeout 3.0 s)";
+  CHECK(Describe(hang) ==
+        "the job hung: no progress from any rank for 3.2 s (--hang-timeout 3.0 s)");
 }
 
 }  // namespace gculaunch::job

@@ -1,0 +1,173 @@
+#include "launcher/cluster/hang_exchange.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "launcher/cluster/job_hang.h"
+#include "launcher/cluster/job_policy.h"
+
+namespace gculaunch {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds HangCheckPeriod(double timeout_s) {
+  return std::clamp(std::chrono::milliseconds(static_cast<long long>(timeout_s * 100)),
+                    std::chrono::milliseconds(100), std::chrono::milliseconds(500));
+}
+
+// ----------------------------------- ProgressReporter -----------------------------------
+
+ProgressReporter::ProgressReporter(boost::asio::io_context& io, AgentBoard& board,
+                                   const Supervisor& supervisor, int node, double timeout_s)
+    : board_(board),
+      supervisor_(supervisor),
+      node_(node),
+      timeout_s_(timeout_s),
+      period_(HangCheckPeriod(timeout_s)),
+      timer_(io) {}
+
+void ProgressReporter::Start() { Arm(); }
+
+void ProgressReporter::Arm() {
+  timer_.expires_after(period_);
+  timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    Report();
+    Arm();
+  }));
+}
+
+void ProgressReporter::Report() {
+  const WorkerGroup* group = supervisor_.group();
+  if (busy_ || group == nullptr || supervisor_.phase() != PolicyState::Phase::kRunning) return;
+  job::NodeProgress report;
+  report.node = node_;
+  report.epoch = group->restart_count();
+  report.seq = ++seq_;
+  report.timeout_s = timeout_s_;
+  report.ranks = group->Progress();
+  busy_ = true;
+  // A failed write means node 0 is gone: the agent hears of it through its own requests.
+  board_.PublishProgress(job::Encode(report),
+                         lifetime_.Wrap([this](const Status&) { busy_ = false; }));
+}
+
+// ------------------------------------- JobHangWatch -------------------------------------
+
+JobHangWatch::JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board,
+                           const Coordinator& coordinator, Supervisor& supervisor, Gather gather,
+                           OutputWriter& writer, TargetPtr console, spdlog::logger& log,
+                           JobHangConfig config)
+    : board_(board),
+      coordinator_(coordinator),
+      supervisor_(supervisor),
+      gather_(std::move(gather)),
+      writer_(writer),
+      console_(std::move(console)),
+      log_(log),
+      config_(std::move(config)),
+      period_(HangCheckPeriod(config_.timeout_s)),
+      timer_(io) {}
+
+void JobHangWatch::Start() { Arm(); }
+
+void JobHangWatch::Arm() {
+  timer_.expires_after(period_);
+  timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    Tick();
+    Arm();
+  }));
+}
+
+void JobHangWatch::Tick() {
+  const WorkerGroup* group = supervisor_.group();
+  if (group == nullptr || gathering_ || supervisor_.phase() != PolicyState::Phase::kRunning) {
+    return;
+  }
+  const auto now = Clock::now();
+  if (group->restart_count() != epoch_) {
+    epoch_ = group->restart_count();
+    epoch_start_ = now;
+    reported_ = false;
+    warned_ = false;
+  }
+  std::vector<job::SeenProgress> others;
+  for (int node = 1; node < config_.nnodes; ++node) {
+    job::SeenProgress seen;
+    seen.node = node;
+    if (auto text = board_.ProgressReport(node)) {
+      auto it = seen_.find(node);
+      if (it == seen_.end() || it->second.text != *text) {
+        it = seen_.insert_or_assign(node, Seen{*text, now}).first;
+      }
+      if (auto report = job::DecodeProgress(*text); report.ok()) {
+        seen.report = std::move(*report);
+        seen.seen_age_s = std::chrono::duration<double>(now - it->second.at).count();
+      }
+    }
+    others.push_back(std::move(seen));
+  }
+  const job::JobHangCheck check =
+      job::CheckJobHang(epoch_, group->Progress(), others, config_.timeout_s, config_.grace_s);
+  if (!check.unreported.empty()) {
+    // A node's ranks are still starting; one that never reports runs without --hang-timeout.
+    if (!warned_ && now - epoch_start_ > std::chrono::seconds(10)) WarnUnreported(check.unreported);
+    return;
+  }
+  if (!check.verdict.hang) {
+    reported_ = false;  // progress resumed: a later hang is reported again
+    return;
+  }
+  if (reported_) return;
+  reported_ = true;
+  gathering_ = true;
+  ++hangs_;
+  log_.error("hang: {}; gathering every node's stacks", check.verdict.why);
+  gather_(
+      lifetime_.Wrap([this, epoch = epoch_, why = check.verdict.why](
+                         const std::vector<NodeStacks>& parts) { OnGathered(epoch, why, parts); }));
+}
+
+void JobHangWatch::WarnUnreported(const std::vector<int>& nodes) {
+  warned_ = true;
+  log_.warn(
+      "--hang-timeout: node{} {} sent no progress report for epoch {} in 10 s; no hang is "
+      "decided until every node reports (fix: give every node the same --hang-timeout)",
+      nodes.size() == 1 ? "" : "s", job::JoinNodes(nodes), epoch_);
+}
+
+void JobHangWatch::OnGathered(int epoch, const std::string& why,
+                              const std::vector<NodeStacks>& parts) {
+  gathering_ = false;
+  const std::string report = "gculaunch: hang (" + why + "): stacks of epoch " +
+                             std::to_string(epoch) +
+                             ", every node\ngculaunch: " + FormatJobStackReport(parts);
+  writer_.Urgent(console_, report);
+  if (!config_.report_dir.empty()) {
+    const std::string path = config_.report_dir + "/hang_" + std::to_string(hangs_) + ".txt";
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << report;
+    if (out) {
+      log_.info("hang report: {}", path);
+    } else {
+      log_.warn("cannot write the hang report {}", path);
+    }
+  }
+  const WorkerGroup* group = supervisor_.group();
+  if (group == nullptr || group->restart_count() != epoch ||
+      supervisor_.phase() != PolicyState::Phase::kRunning) {
+    return;  // the epoch ended meanwhile
+  }
+  if (config_.on_hang == OnHang::kReport) {
+    log_.warn("--on-hang report: the ranks keep running");
+    return;
+  }
+  // First writer wins: a marker already written for this epoch stays.
+  const job::CoordinatorState& job = coordinator_.state();
+  const int restarts = job.epoch == epoch ? job.restarts : -1;
+  board_.PublishMarker(epoch, job::Encode(job::HangMarker(epoch, restarts, why, parts,
+                                                          config_.on_hang == OnHang::kRestart)));
+}
+
+}  // namespace gculaunch

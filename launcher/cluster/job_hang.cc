@@ -1,0 +1,169 @@
+#include "launcher/cluster/job_hang.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/exit_codes.h"
+
+namespace gculaunch::job {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kWhat = "progress report";
+
+Error FieldError(const std::string& field, const std::string& problem) {
+  return Error{std::string(kWhat) + " field '" + field + "': " + problem,
+               "run the same gculaunch version on every node"};
+}
+
+json Age(const std::optional<double>& age) { return age ? json(*age) : json(nullptr); }
+
+// An age: a non-negative number, or null.
+Result<std::optional<double>> AgeFrom(const json& doc, const char* field) {
+  auto it = doc.find(field);
+  if (it == doc.end()) return FieldError(field, "missing");
+  if (it->is_null()) return std::optional<double>();
+  if (!it->is_number() || it->get<double>() < 0) {
+    return FieldError(field, "expected a number >= 0 or null");
+  }
+  return std::optional<double>(it->get<double>());
+}
+
+Result<RankProgress> RankFrom(const json& doc) {
+  if (!doc.is_object()) return FieldError("ranks", "expected objects");
+  RankProgress r;
+  for (const char* field : {"local_rank", "rank"}) {
+    auto it = doc.find(field);
+    if (it == doc.end() || !it->is_number_integer() || it->get<long long>() < 0) {
+      return FieldError(field, "expected a whole number >= 0");
+    }
+  }
+  r.local_rank = doc["local_rank"].get<int>();
+  r.rank = doc["rank"].get<int>();
+  auto running = doc.find("running");
+  if (running == doc.end() || !running->is_boolean()) {
+    return FieldError("running", "expected true or false");
+  }
+  r.running = running->get<bool>();
+  auto output = AgeFrom(doc, "output_age");
+  if (!output.ok()) return output.error();
+  auto beat = AgeFrom(doc, "heartbeat_age");
+  if (!beat.ok()) return beat.error();
+  auto since = AgeFrom(doc, "since_start");
+  if (!since.ok()) return since.error();
+  if (!*since) return FieldError("since_start", "expected a number >= 0");
+  r.output_age_s = *output;
+  r.heartbeat_age_s = *beat;
+  r.since_start_s = **since;
+  return r;
+}
+
+void Older(std::optional<double>& age, double by) {
+  if (age) *age += by;
+}
+
+}  // namespace
+
+std::string Encode(const NodeProgress& report) {
+  json ranks = json::array();
+  for (const RankProgress& r : report.ranks) {
+    ranks.push_back({{"local_rank", r.local_rank},
+                     {"rank", r.rank},
+                     {"running", r.running},
+                     {"output_age", Age(r.output_age_s)},
+                     {"heartbeat_age", Age(r.heartbeat_age_s)},
+                     {"since_start", r.since_start_s}});
+  }
+  return json{{"node", report.node},
+              {"epoch", report.epoch},
+              {"seq", report.seq},
+              {"timeout", report.timeout_s},
+              {"ranks", ranks}}
+      .dump();
+}
+
+Result<NodeProgress> DecodeProgress(std::string_view text) {
+  const json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Error{std::string(kWhat) + " is not a JSON object",
+                 "run the same gculaunch version on every node"};
+  }
+  NodeProgress report;
+  for (const char* field : {"node", "epoch", "seq"}) {
+    auto it = doc.find(field);
+    if (it == doc.end() || !it->is_number_integer() || it->get<long long>() < 0) {
+      return FieldError(field, "expected a whole number >= 0");
+    }
+  }
+  report.node = doc["node"].get<int>();
+  report.epoch = doc["epoch"].get<int>();
+  report.seq = doc["seq"].get<long long>();
+  auto timeout = doc.find("timeout");
+  if (timeout == doc.end() || !timeout->is_number() || timeout->get<double>() < 0) {
+    return FieldError("timeout", "expected a number >= 0");
+  }
+  report.timeout_s = timeout->get<double>();
+  auto ranks = doc.find("ranks");
+  if (ranks == doc.end() || !ranks->is_array()) return FieldError("ranks", "expected a list");
+  for (const json& r : *ranks) {
+    auto rank = RankFrom(r);
+    if (!rank.ok()) return rank.error();
+    report.ranks.push_back(*rank);
+  }
+  return report;
+}
+
+JobHangCheck CheckJobHang(int epoch, const std::vector<RankProgress>& own,
+                          const std::vector<SeenProgress>& others, double timeout_s,
+                          double grace_s) {
+  JobHangCheck check;
+  check.ranks = own;
+  for (const SeenProgress& seen : others) {
+    if (!seen.report || seen.report->epoch != epoch) {
+      check.unreported.push_back(seen.node);
+      continue;
+    }
+    for (RankProgress r : seen.report->ranks) {
+      Older(r.output_age_s, seen.seen_age_s);
+      Older(r.heartbeat_age_s, seen.seen_age_s);
+      r.since_start_s += seen.seen_age_s;
+      check.ranks.push_back(r);
+    }
+  }
+  if (check.unreported.empty()) check.verdict = CheckHang(check.ranks, timeout_s, grace_s);
+  return check;
+}
+
+StopMarker HangMarker(int epoch, int restarts, const std::string& why,
+                      const std::vector<NodeStacks>& parts, bool restart) {
+  StopMarker m;
+  m.kind = StopMarker::Kind::kHang;
+  m.epoch = epoch;
+  m.restarts = restarts;
+  m.exit_code = exit_code::kHang;
+  m.restartable = restart;
+  m.what = why;
+  std::vector<StackDump> all;
+  for (const NodeStacks& part : parts) all.insert(all.end(), part.dumps.begin(), part.dumps.end());
+  for (const int rank : OddRanks(all)) {
+    for (const NodeStacks& part : parts) {
+      for (const StackDump& d : part.dumps) {
+        if (d.rank != rank) continue;
+        if (m.rank < 0) {
+          m.rank = d.rank;
+          m.local_rank = d.local_rank;
+          m.node = part.node_rank;
+        }
+        m.what += "; rank " + std::to_string(d.rank) + " (local rank " +
+                  std::to_string(d.local_rank) + ") on node " + std::to_string(part.node_rank) +
+                  " differs from the majority";
+        const std::vector<StackFrame> frames = MainThreadFrames(d.text);
+        if (!frames.empty()) m.what += ": in " + frames.front().function;
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace gculaunch::job
