@@ -50,6 +50,15 @@ Status WritePythonShim(const std::string& dir);
 /// layers below gculaunch's own (its PYTHONPATH is the one kept behind the shim).
 void AddPythonShimEnv(const LaunchSpec& spec, const RankRuntime& runtime, EnvMap& env);
 
+/// Shared with the stack-dump hook (stack_hook.h), which is written and found the same way:
+/// creates `dir` (and its parents) and writes `files` into it, readable by the ranks.  The
+/// error starts with `flag` and names the file and the reason.
+Status WriteSiteDir(const std::string& flag, const std::string& dir,
+                    const std::vector<std::pair<std::string_view, std::string_view>>& files);
+
+/// Puts `dir` first on the PYTHONPATH of `env`.
+void PrependPythonPath(const std::string& dir, EnvMap& env);
+
 /// The GCULAUNCH_SHIM_* variable names (owned by gculaunch; --env may not set them).
 const std::vector<std::string>& PythonShimVariables();
 

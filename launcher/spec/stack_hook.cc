@@ -1,10 +1,8 @@
 #include "launcher/spec/stack_hook.h"
 
-#include <cerrno>
 #include <csignal>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
+
+#include "launcher/spec/python_shim.h"
 
 namespace gculaunch {
 
@@ -25,29 +23,7 @@ std::string RankHeartbeatFile(const RankRuntime& runtime, int restart_count, int
 }
 
 Status WriteStackHook(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Error{"--stack-dumps: cannot create '" + dir + "': " + ec.message(),
-                 "check the permissions of --log-dir (or of the temporary directory)"};
-  }
-  for (const auto& [name, text] : StackHookFiles()) {
-    const std::string path = dir + "/" + std::string(name);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      return Error{"--stack-dumps: cannot write '" + path + "': " + std::strerror(errno),
-                   "check the permissions and free space of --log-dir (or of the temporary "
-                   "directory)"};
-    }
-    std::filesystem::permissions(
-        path,
-        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
-            std::filesystem::perms::group_read | std::filesystem::perms::others_read,
-        ec);
-  }
-  return OkStatus();
+  return WriteSiteDir("--stack-dumps", dir, StackHookFiles());
 }
 
 const std::vector<std::string>& StackHookVariables() {
@@ -60,8 +36,7 @@ const std::vector<std::string>& StackHookVariables() {
 void AddStackHookEnv(const LaunchSpec& spec, const RankRuntime& runtime, int local_rank,
                      int restart_count, EnvMap& env) {
   const std::string dir = StackHookDir(runtime);
-  const std::string python_path = env.GetOr("PYTHONPATH", "");
-  env.Set("PYTHONPATH", python_path.empty() ? dir : dir + ":" + python_path);
+  PrependPythonPath(dir, env);
   env.Set("GCULAUNCH_STACKS_PARENT", runtime.launcher_pid);
   env.Set("GCULAUNCH_STACKS_DIR", dir);
   env.Set("GCULAUNCH_STACKS_SIGNAL", std::to_string(spec.stack_dump_signal));
