@@ -27,7 +27,7 @@ struct DumpFixture : testing::JobFixture {
   DumpResponder& StartResponder() {
     responder.emplace(
         io, *nodes[1].board,
-        [this](std::function<void(NodeStacks)> done) {
+        [this](const std::function<void(NodeStacks)>& done) {
           ++dumps;
           StackDump dump;
           dump.rank = 1;
