@@ -12,15 +12,20 @@
 #                 gculaunch's stdout to the hang report on its stderr, for --hang-timeout 1, 3
 #                 and 5 s (the report comes after the timeout plus at most one check, a tenth
 #                 of the timeout, plus the stack dump: signal, file quiet for 150 ms)
+#   two nodes     the same on two simulated hosts (network namespaces, as the multi-node
+#                 integration tests make them; needs root and `ip`), one rank each, for
+#                 --hang-timeout 3 s: from both ranks' line reaching their gculaunch to node
+#                 0's report (adds node 1's progress reports, a tenth of the timeout apart,
+#                 and node 1's stacks through the store)
 set -euo pipefail
 die() { echo "bench_hang: error: $*" >&2; exit 1; }
 src=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${1:-$src/build/launcher/gculaunch}
 [[ -x $bin ]] || die "$bin is not an executable gculaunch (build it first, or pass its path)"
 command -v python3 >/dev/null || die "python3 is missing (run scripts/bootstrap.sh)"
-BENCH_REPS=${BENCH_REPS:-10} exec python3 - "$bin" <<'PY'
-import os, statistics, subprocess, sys, tempfile, time
-bin_ = sys.argv[1]
+BENCH_REPS=${BENCH_REPS:-10} exec python3 - "$bin" "$src" <<'PY'
+import os, shutil, statistics, subprocess, sys, tempfile, time
+bin_, src = sys.argv[1], sys.argv[2]
 reps = int(os.environ["BENCH_REPS"])
 py = "/usr/bin/python3"
 with tempfile.TemporaryDirectory(prefix="bench-hang-") as tmp:
@@ -55,4 +60,33 @@ with tempfile.TemporaryDirectory(prefix="bench-hang-") as tmp:
         print("detection, --hang-timeout %d s: report %.2f s after the last output (median of "
               "%d; %.2f s beyond the timeout)" % (timeout, statistics.median(lat), len(lat),
                                                   statistics.median(lat) - timeout))
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        print("detection on two nodes: skipped (needs root and ip for network namespaces)")
+        sys.exit(0)
+    os.chmod(tmp, 0o755)
+    os.environ["GCULAUNCH_BIN"] = bin_
+    sys.path.insert(0, os.path.join(src, "tests", "integration"))
+    import gltest
+    lat = []
+    for _ in range(max(1, reps // 3)):
+        tag = gltest.new_tag()
+        with gltest.SimulatedHosts(2) as hosts:
+            jobs = [gltest.NodeJob(hosts, i, 2, 29500, ["--nproc-per-node", "1", "--device",
+                                                        "cpu", "--python", py, "--grace-period",
+                                                        "2", "--hang-timeout", "3s", quiet], tag)
+                    for i in range(2)]
+            try:
+                for job in jobs:
+                    job.wait_for(lambda out, err: "up" in out, timeout=120, what="the rank")
+                t0 = time.monotonic()
+                jobs[0].wait_for(lambda out, err: "gculaunch: hang (" in err, timeout=60,
+                                 what="node 0's hang report")
+                lat.append(time.monotonic() - t0)
+            finally:
+                for job in jobs:
+                    job.__exit__(None, None, None)
+                gltest.kill_tagged(tag)
+    print("detection on two nodes, --hang-timeout 3 s: node 0's report %.2f s after the last "
+          "output (median of %d; %.2f s beyond the timeout)"
+          % (statistics.median(lat), len(lat), statistics.median(lat) - 3))
 PY

@@ -27,6 +27,7 @@
 #include "launcher/run/event_log.h"
 #include "launcher/run/exit_summary.h"
 #include "launcher/run/file_timer.h"
+#include "launcher/run/hang_check.h"
 #include "launcher/run/hang_watch.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/run/metrics.h"
@@ -109,6 +110,14 @@ struct MultiNodeSettings {
   CoordinatorSettings coordinator;
 };
 
+// --hang-timeout and --on-hang as a node's registration states them: they must agree.
+std::string HangSetting(const LaunchSpec& spec) {
+  if (spec.hang_timeout_s <= 0) return "no --hang-timeout";
+  std::ostringstream out;
+  out << "--hang-timeout " << spec.hang_timeout_s << " s, --on-hang " << OnHangName(spec.on_hang);
+  return out.str();
+}
+
 // Everything the multi-node pieces need, from the spec (docs/multinode.md).
 MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
   MultiNodeSettings m;
@@ -120,6 +129,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.nnodes;
   reg.nproc = spec.nproc_per_node;
   reg.max_restarts = spec.max_restarts;
+  reg.hang = HangSetting(spec);
   reg.run_id = runtime.run_id;
   reg.host = sys::HostName();
   reg.pid = static_cast<int>(::getpid());
@@ -609,15 +619,15 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   std::optional<JobHangWatch> job_hang;      ///< node 0 of several: decides for the job
   std::optional<ProgressReporter> progress;  ///< the other nodes: report to node 0
   if (spec_.hang_timeout_s > 0 && !loop.multinode) {
-    hang.emplace(
-        loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
-        HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, hang_dir});
+    hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
+                 HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, hang_dir,
+                                 &loop.events});
     hang->Start();
   } else if (spec_.hang_timeout_s > 0 && cluster.coordinator_board && cluster.coordinator) {
     job_hang.emplace(loop.io, *cluster.coordinator_board, *cluster.coordinator, supervisor, stacks,
                      loop.writer, loop.console_err, log_,
                      JobHangConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
-                                   hang_dir, spec_.nnodes});
+                                   hang_dir, &loop.events});
     job_hang->Start();
   } else if (spec_.hang_timeout_s > 0 && cluster.agent_board) {
     progress.emplace(loop.io, *cluster.agent_board, supervisor, spec_.node_rank,
@@ -675,9 +685,9 @@ std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& sup
   return std::move(*server);
 }
 
-// This node's stacks, and on node 0 of a multi-node job every other node's, gathered through
-// the job board with a bound (dump_exchange.h).  The other nodes answer node 0's requests
-// while they run.
+// This node's stacks, and on node 0 of a multi-node job every other member's of the current
+// epoch, gathered through the job board with a bound (dump_exchange.h).  The other nodes answer
+// node 0's requests while they run.
 Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supervisor,
                                   StackDumper& dumper) {
   const std::string title = "stacks of run " + runtime_.run_id + ", node " +
@@ -699,16 +709,15 @@ Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supe
     cluster.dump_responder->Start();
   }
   DumpGatherer* gatherer = cluster.dump_gatherer ? &*cluster.dump_gatherer : nullptr;
-  const int nnodes = spec_.nnodes;
-  return [local, gatherer, nnodes](std::function<void(std::vector<NodeStacks>)> done) {
-    local([gatherer, nnodes, done = std::move(done)](NodeStacks own) {
-      if (gatherer == nullptr) {
+  const Coordinator* coordinator = cluster.coordinator ? &*cluster.coordinator : nullptr;
+  return [local, gatherer, coordinator](std::function<void(std::vector<NodeStacks>)> done) {
+    local([gatherer, coordinator, done = std::move(done)](NodeStacks own) {
+      if (gatherer == nullptr || coordinator == nullptr) {
         done({std::move(own)});
         return;
       }
-      std::vector<int> others;
-      for (int n = 1; n < nnodes; ++n) others.push_back(n);
-      gatherer->Gather(others, std::chrono::seconds(20),
+      // The current epoch's members: an elastic job's nodes are keyed by their drawn ids.
+      gatherer->Gather(coordinator->OtherMembers(), std::chrono::seconds(20),
                        [own = std::move(own), done](std::vector<NodeStacks> parts) {
                          parts.insert(parts.begin(), own);
                          done(std::move(parts));

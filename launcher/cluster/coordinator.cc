@@ -38,6 +38,22 @@ rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<Connect
   return options;
 }
 
+std::vector<int> Coordinator::OtherMembers() const {
+  std::vector<int> nodes;
+  if (!state_.order.empty()) {
+    for (const int node : state_.order) {
+      if (node != 0) nodes.push_back(node);
+    }
+  } else if (settings_.config.elastic()) {
+    for (const auto& [node, member] : state_.members) {
+      if (node != 0) nodes.push_back(node);
+    }
+  } else {
+    for (int node = 1; node < settings_.config.nnodes; ++node) nodes.push_back(node);
+  }
+  return nodes;
+}
+
 void Coordinator::Start() {
   started_ = Clock::now();
   board_.OnHangUp(lifetime_.Wrap([this](int node, int seq) {

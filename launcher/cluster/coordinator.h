@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/lifetime.h"
 #include "launcher/cluster/job_board.h"
@@ -70,6 +71,10 @@ class Coordinator {
   void Start();
   bool finished() const { return state_.phase == job::CoordinatorState::Phase::kDone; }
   const job::CoordinatorState& state() const { return state_; }
+  /// The nodes other than node 0 that node 0 asks for stacks and progress reports, by their
+  /// board key: the members of the current epoch's plan (an elastic job's drawn ids); before
+  /// the first plan, the nodes that joined (elastic) or node ranks 1..N-1 (fixed size).
+  std::vector<int> OtherMembers() const;
 
  private:
   void WatchJoins(int node, int seq);

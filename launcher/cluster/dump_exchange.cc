@@ -23,6 +23,9 @@ DumpGatherer::DumpGatherer(boost::asio::io_context& io, CoordinatorBoard& board)
 
 void DumpGatherer::Gather(const std::vector<int>& nodes, std::chrono::milliseconds bound,
                           Done done) {
+  // A node that answered the last request after its bound left its answer behind.
+  if (last_request_ > 0) Forget(last_request_, last_nodes_);
+  last_request_ = 0;
   auto request = std::make_shared<Request>(io_, board_.RequestDump());
   for (const int node : nodes) {
     NodeStacks part;
@@ -66,6 +69,11 @@ void DumpGatherer::Check(const std::shared_ptr<Request>& request) {
             "dumps)";
       }
     }
+    std::vector<int> asked;
+    for (const NodeStacks& part : request->nodes) asked.push_back(part.node_rank);
+    Forget(request->number, asked);
+    last_request_ = request->number;
+    last_nodes_ = asked;
     request->done(std::move(request->nodes));
     return;
   }
@@ -73,6 +81,10 @@ void DumpGatherer::Check(const std::shared_ptr<Request>& request) {
   request->timer.async_wait(lifetime_.Wrap([this, request](const boost::system::error_code& ec) {
     if (!ec) Check(request);
   }));
+}
+
+void DumpGatherer::Forget(int request, const std::vector<int>& nodes) {
+  for (const int node : nodes) board_.ForgetDump(request, node);
 }
 
 // ------------------------------------- DumpResponder ------------------------------------

@@ -3,6 +3,8 @@
 //   DumpGatherer   node 0: RequestDump() on the board (job/dumpreq, ADD 1: request n), then
 //                  polls every node's answer (job/dump/<n>/<k>) every 100 ms until each named
 //                  node answered or the bound passed; a node that did not answer is named.
+//                  Then it deletes the request's answer keys; an answer that comes after the
+//                  bound is deleted when the next request starts.
 //   DumpResponder  every other node, while it runs: polls the latest request number every
 //                  `poll` (the agent link's one blocking WAIT is taken by plans and markers),
 //                  and for each new request dumps its own ranks (the LocalDump callback) and
@@ -47,10 +49,13 @@ class DumpGatherer {
  private:
   struct Request;
   void Check(const std::shared_ptr<Request>& request);
+  void Forget(int request, const std::vector<int>& nodes);
 
   boost::asio::io_context& io_;
   CoordinatorBoard& board_;
-  LifetimeGuard lifetime_;  ///< last member
+  int last_request_ = 0;         ///< the latest request finished (0: none)
+  std::vector<int> last_nodes_;  ///< the nodes it asked
+  LifetimeGuard lifetime_;       ///< last member
 };
 
 class DumpResponder {

@@ -92,8 +92,10 @@ void JobHangWatch::Tick() {
     reported_ = false;
     warned_ = false;
   }
+  // The members of the epoch being watched (an elastic job's change from one to the next).
+  if (coordinator_.state().epoch != epoch_) return;
   std::vector<job::SeenProgress> others;
-  for (int node = 1; node < config_.nnodes; ++node) {
+  for (const int node : coordinator_.OtherMembers()) {
     job::SeenProgress seen;
     seen.node = node;
     if (auto text = board_.ProgressReport(node)) {
@@ -124,9 +126,10 @@ void JobHangWatch::Tick() {
   gathering_ = true;
   ++hangs_;
   log_.error("hang: {}; gathering every node's stacks", check.verdict.why);
-  gather_(
-      lifetime_.Wrap([this, epoch = epoch_, why = check.verdict.why](
-                         const std::vector<NodeStacks>& parts) { OnGathered(epoch, why, parts); }));
+  gather_(lifetime_.Wrap(
+      [this, epoch = epoch_, verdict = check.verdict](const std::vector<NodeStacks>& parts) {
+        OnGathered(epoch, verdict, parts);
+      }));
 }
 
 void JobHangWatch::WarnUnreported(const std::vector<int>& nodes) {
@@ -137,9 +140,14 @@ void JobHangWatch::WarnUnreported(const std::vector<int>& nodes) {
       nodes.size() == 1 ? "" : "s", job::JoinNodes(nodes), epoch_);
 }
 
-void JobHangWatch::OnGathered(int epoch, const std::string& why,
+void JobHangWatch::OnGathered(int epoch, const HangVerdict& verdict,
                               const std::vector<NodeStacks>& parts) {
   gathering_ = false;
+  const std::string& why = verdict.why;
+  std::vector<StackDump> all;
+  for (const NodeStacks& part : parts) all.insert(all.end(), part.dumps.begin(), part.dumps.end());
+  config_.events->On(JobEvent::Hang(epoch, config_.timeout_s, verdict.silent_s,
+                                    OnHangName(config_.on_hang), OddRanks(all), why));
   const std::string report = "gculaunch: hang (" + why + "): stacks of epoch " +
                              std::to_string(epoch) +
                              ", every node\ngculaunch: " + FormatJobStackReport(parts);

@@ -3,7 +3,9 @@
 //   ProgressReporter  every node other than 0: every `period`, while its ranks run, publishes
 //                     their progress (WorkerGroup::Progress) as job/progress/<k> through the
 //                     agent board.  It decides nothing.
-//   JobHangWatch      node 0: every `period` it reads every other node's latest report,
+//   JobHangWatch      node 0: every `period` it reads the latest report of every other
+//                     member of the epoch its ranks run (Coordinator::OtherMembers: node
+//                     ranks, or an elastic job's drawn ids; a re-form starts a fresh watch),
 //                     merges it with its own ranks' progress and lets CheckJobHang decide.
 //                     On a hang:
 //                       1. gathers every node's stacks (the `gather` callback: node 0's own
@@ -35,6 +37,8 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/job_board.h"
+#include "launcher/run/event_log.h"
+#include "launcher/run/hang_check.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/stack_report.h"
 #include "launcher/run/supervisor.h"
@@ -74,8 +78,8 @@ struct JobHangConfig {
   double timeout_s = 0;  ///< --hang-timeout
   double grace_s = 600;  ///< --hang-grace (>= timeout_s)
   OnHang on_hang = OnHang::kStop;
-  std::string report_dir;  ///< where hang_<n>.txt goes; empty: console only
-  int nnodes = 2;
+  std::string report_dir;             ///< where hang_<n>.txt goes; empty: console only
+  JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (event_log.h)
 };
 
 class JobHangWatch {
@@ -103,7 +107,7 @@ class JobHangWatch {
   void Arm();
   void Tick();
   void WarnUnreported(const std::vector<int>& nodes);
-  void OnGathered(int epoch, const std::string& why, const std::vector<NodeStacks>& parts);
+  void OnGathered(int epoch, const HangVerdict& verdict, const std::vector<NodeStacks>& parts);
 
   CoordinatorBoard& board_;
   const Coordinator& coordinator_;

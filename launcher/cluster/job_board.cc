@@ -218,6 +218,10 @@ std::optional<std::string> StoreCoordinatorBoard::DumpAnswer(int request, int no
   return server_.Get(job::DumpKey(request, node));
 }
 
+void StoreCoordinatorBoard::ForgetDump(int request, int node) {
+  server_.DeleteKey(job::DumpKey(request, node));
+}
+
 std::optional<std::string> StoreCoordinatorBoard::ProgressReport(int node) const {
   return server_.Get(job::ProgressKey(node));
 }

@@ -106,6 +106,8 @@ class CoordinatorBoard {
   /// number; node `node`'s answer to it (nullopt until it answered).
   virtual int RequestDump() = 0;
   virtual std::optional<std::string> DumpAnswer(int request, int node) const = 0;
+  /// Deletes node `node`'s answer to request `request` (if any): node 0 gathered it.
+  virtual void ForgetDump(int request, int node) = 0;
   /// --hang-timeout (job_hang.h): node `node`'s latest progress report (nullopt: none yet).
   virtual std::optional<std::string> ProgressReport(int node) const = 0;
 };
@@ -169,6 +171,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   void OnHangUp(std::function<void(int, int)> hung_up) override;
   int RequestDump() override;
   std::optional<std::string> DumpAnswer(int request, int node) const override;
+  void ForgetDump(int request, int node) override;
   std::optional<std::string> ProgressReport(int node) const override;
 
   /// From the store's observers (ConnectionHooks in coordinator.h): a heartbeat names its

@@ -169,6 +169,7 @@ std::string Encode(const NodeRegistration& r) {
               {"min_nodes", r.min_nodes},
               {"nproc", r.nproc},
               {"max_restarts", r.max_restarts},
+              {"hang", r.hang},
               {"run_id", r.run_id},
               {"host", r.host},
               {"addr", r.addr},
@@ -238,6 +239,11 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   r.last_epoch = *last_epoch;
   r.min_nodes = *min_nodes;
   r.last_restarts = *last_restarts;
+  if (doc->contains("hang")) {
+    auto hang = TextField(*doc, what, "hang");
+    if (!hang.ok()) return hang.error();
+    r.hang = *hang;
+  }
   return r;
 }
 
@@ -358,6 +364,10 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
     return Error{who + " allows " + std::to_string(reg.max_restarts) + " restarts but " +
                      master_name + " allows " + std::to_string(master.max_restarts),
                  "give every node the same --max-restarts"};
+  }
+  if (!reg.hang.empty() && !master.hang.empty() && reg.hang != master.hang) {
+    return Error{who + " runs with " + reg.hang + " but " + master_name + " with " + master.hang,
+                 "give every node the same --hang-timeout and --on-hang"};
   }
   return OkStatus();
 }

@@ -72,11 +72,14 @@ std::string KeyForSocket(const std::string& key);
 
 /// What a node tells the job when it arrives.
 struct NodeRegistration {
-  int node_rank = 0;        ///< fixed size: the node rank; elastic: the node id (0: the store host)
-  int nnodes = 1;           ///< fixed size: the node count; elastic: MAX
-  int min_nodes = 0;        ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
-  int nproc = 1;            ///< ranks on this node
-  int max_restarts = 0;     ///< must agree job-wide
+  int node_rank = 0;     ///< fixed size: the node rank; elastic: the node id (0: the store host)
+  int nnodes = 1;        ///< fixed size: the node count; elastic: MAX
+  int min_nodes = 0;     ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
+  int nproc = 1;         ///< ranks on this node
+  int max_restarts = 0;  ///< must agree job-wide
+  /// --hang-timeout and --on-hang as text ("--hang-timeout 3 s, --on-hang stop", or "no
+  /// --hang-timeout"): must agree job-wide; "" (an older gculaunch): not compared.
+  std::string hang;
   std::string run_id;       ///< the job's identity: a node with another one is a stranger
   std::string host;         ///< gethostname(), for messages only
   std::string addr;         ///< numeric address that routes to the master (net_address.h)

@@ -93,6 +93,14 @@ void AddFields(nlohmann::json& j, const JobEvent& e) {
     case K::kHeartbeat:
       j["node"] = e.node;
       break;
+    case K::kHang:
+      j["epoch"] = e.epoch;
+      j["timeout_s"] = Millis(e.timeout_s);
+      j["silent_s"] = Millis(e.silent_s);
+      j["action"] = e.action;
+      j["odd_ranks"] = e.odd_ranks;
+      j["reason"] = e.reason;
+      break;
     case K::kStop:
       j["exit_code"] = e.exit_code;
       j["reason"] = e.reason;
@@ -185,6 +193,19 @@ JobEvent JobEvent::Heartbeat(int node) {
   return e;
 }
 
+JobEvent JobEvent::Hang(int epoch, double timeout_s, double silent_s, std::string action,
+                        std::vector<int> odd_ranks, std::string reason) {
+  JobEvent e;
+  e.kind = Kind::kHang;
+  e.epoch = epoch;
+  e.timeout_s = timeout_s;
+  e.silent_s = silent_s;
+  e.action = std::move(action);
+  e.odd_ranks = std::move(odd_ranks);
+  e.reason = std::move(reason);
+  return e;
+}
+
 JobEvent JobEvent::Stop(int exit_code, std::string reason) {
   JobEvent e;
   e.kind = Kind::kStop;
@@ -214,6 +235,8 @@ const char* EventName(JobEvent::Kind kind) {
       return "node_return";
     case K::kHeartbeat:
       return "heartbeat";
+    case K::kHang:
+      return "hang";
     case K::kStop:
       return "stop";
   }

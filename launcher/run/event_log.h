@@ -41,6 +41,8 @@ struct JobEvent {
     kNodeLoss,    ///< node 0: node `node` is lost: `reason`
     kNodeReturn,  ///< node 0: node `node` is back (`addr`)
     kHeartbeat,   ///< node 0: node `node` heartbeated (not written to events.jsonl)
+    kHang,        ///< a hang was called (--hang-timeout): `timeout_s`, `silent_s`, `action`,
+                  ///< `odd_ranks`, `reason` (single node, and node 0 of several)
     kStop,        ///< gculaunch ends with `exit_code`: `reason`
   };
   Kind kind = Kind::kLaunch;
@@ -59,7 +61,11 @@ struct JobEvent {
   std::string reason;
   std::string host;
   std::string addr;
-  nlohmann::json launch;  ///< kLaunch: the launch's fields (an object)
+  double timeout_s = 0;        ///< kHang: --hang-timeout
+  double silent_s = 0;         ///< kHang: how long the job was silent
+  std::string action;          ///< kHang: --on-hang (stop, restart, report)
+  std::vector<int> odd_ranks;  ///< kHang: the ranks whose stacks differ from the majority
+  nlohmann::json launch;       ///< kLaunch: the launch's fields (an object)
 
   static JobEvent Launch(nlohmann::json fields);
   static JobEvent Rendezvous(int epoch, int nodes, int world_size, double duration_s);
@@ -70,6 +76,8 @@ struct JobEvent {
   static JobEvent NodeLoss(int node, std::string reason);
   static JobEvent NodeReturn(int node, std::string addr);
   static JobEvent Heartbeat(int node);
+  static JobEvent Hang(int epoch, double timeout_s, double silent_s, std::string action,
+                       std::vector<int> odd_ranks, std::string reason);
   static JobEvent Stop(int exit_code, std::string reason);
 };
 

@@ -20,6 +20,18 @@ std::string Ranks(const std::vector<int>& ranks) {
 
 }  // namespace
 
+const char* OnHangName(OnHang on_hang) {
+  switch (on_hang) {
+    case OnHang::kStop:
+      return "stop";
+    case OnHang::kRestart:
+      return "restart";
+    case OnHang::kReport:
+      return "report";
+  }
+  return "?";
+}
+
 HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, double grace_s) {
   HangVerdict verdict;
   if (std::none_of(ranks.begin(), ranks.end(), [](const RankProgress& r) { return r.running; })) {
@@ -36,6 +48,7 @@ HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, 
   if (!job_age) {
     if (since_start > grace_s) {
       verdict.hang = true;
+      verdict.silent_s = since_start;
       verdict.why = "no rank has shown any progress in the " + Seconds(since_start) +
                     " since the attempt started (--hang-grace " + Seconds(grace_s) + ")";
     }
@@ -43,6 +56,7 @@ HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, 
   }
   if (*job_age > timeout_s) {
     verdict.hang = true;
+    verdict.silent_s = *job_age;
     verdict.why = "no progress from any rank for " + Seconds(*job_age) + " (--hang-timeout " +
                   Seconds(timeout_s) + ")";
     return verdict;
@@ -54,6 +68,7 @@ HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, 
   for (const RankProgress& r : ranks) {
     if (r.running && r.heartbeat_age_s && *r.heartbeat_age_s > timeout_s) {
       verdict.silent_ranks.push_back(r.rank);
+      verdict.silent_s = std::max(verdict.silent_s, *r.heartbeat_age_s);
     }
   }
   if (!verdict.silent_ranks.empty()) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/spec/types.h"
+
 namespace gculaunch {
 
 /// What is known about one rank's progress, as ages in seconds at the time of the check.
@@ -33,7 +35,12 @@ struct HangVerdict {
   std::vector<int> silent_ranks;
   /// One sentence: "no progress from any rank for 3.2 s (--hang-timeout 3 s)".
   std::string why;
+  /// How long the job (or, for flagged ranks, the quietest of them) has been silent.
+  double silent_s = 0;
 };
+
+/// "stop", "restart", "report": the --on-hang value as typed.
+const char* OnHangName(OnHang on_hang);
 
 /// REQUIRES: 0 < timeout_s <= grace_s.  No running rank: never a hang.
 HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, double grace_s);

@@ -52,14 +52,19 @@ void HangWatch::Tick() {
   dumping_ = true;
   ++hangs_;
   log_.error("hang: {}; dumping every rank's stacks", verdict.why);
-  dumper_.Dump(group->StackTargets(), lifetime_.Wrap([this, attempt = attempt_, why = verdict.why](
-                                                         const std::vector<StackDump>& dumps) {
-    OnDumped(attempt, why, dumps);
-  }));
+  dumper_.Dump(
+      group->StackTargets(),
+      lifetime_.Wrap([this, attempt = attempt_, verdict](const std::vector<StackDump>& dumps) {
+        OnDumped(attempt, verdict, dumps);
+      }));
 }
 
-void HangWatch::OnDumped(int attempt, const std::string& why, const std::vector<StackDump>& dumps) {
+void HangWatch::OnDumped(int attempt, const HangVerdict& verdict,
+                         const std::vector<StackDump>& dumps) {
   dumping_ = false;
+  const std::string& why = verdict.why;
+  config_.events->On(JobEvent::Hang(attempt, config_.timeout_s, verdict.silent_s,
+                                    OnHangName(config_.on_hang), OddRanks(dumps), why));
   const std::string report = FormatStackReport(
       "gculaunch: hang (" + why + "): stacks of attempt " + std::to_string(attempt), dumps);
   writer_.Urgent(console_, report);

@@ -26,6 +26,8 @@
 #include <string>
 
 #include "base/lifetime.h"
+#include "launcher/run/event_log.h"
+#include "launcher/run/hang_check.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/stack_dumper.h"
 #include "launcher/run/supervisor.h"
@@ -37,7 +39,8 @@ struct HangWatchConfig {
   double timeout_s = 0;  ///< --hang-timeout
   double grace_s = 600;  ///< --hang-grace (>= timeout_s)
   OnHang on_hang = OnHang::kStop;
-  std::string report_dir;  ///< where hang_<n>.txt goes; empty: console only
+  std::string report_dir;             ///< where hang_<n>.txt goes; empty: console only
+  JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (event_log.h)
 };
 
 class HangWatch {
@@ -55,7 +58,7 @@ class HangWatch {
  private:
   void Arm();
   void Tick();
-  void OnDumped(int attempt, const std::string& why, const std::vector<StackDump>& dumps);
+  void OnDumped(int attempt, const HangVerdict& verdict, const std::vector<StackDump>& dumps);
 
   Supervisor& supervisor_;
   StackDumper& dumper_;

@@ -80,6 +80,8 @@ void JobStatus::On(const JobEvent& e) {
     case K::kHeartbeat:
       OnNode(e);
       break;
+    case K::kHang:
+      break;  // the stop or restart that follows tells the status
     case K::kStop:
       s_.exit_code = e.exit_code;
       s_.stop_reason = e.reason;

@@ -734,13 +734,6 @@ class SpecBuilder {
       }
     }
     if (!o_.hang_timeout) return OkStatus();
-    if (spec_.elastic()) {
-      // Node 0 watches the node ranks 1..N-1; an elastic job's nodes come and go by id.
-      return Error{
-          o_.Source("hang-timeout") + " is not supported with an elastic " + from_.nnodes + " yet",
-          "give a fixed node count (--nnodes N), or drop --hang-timeout and use "
-          "`gculaunch stacks`"};
-    }
     spec_.hang_timeout_s = *o_.hang_timeout;
     spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
     spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);

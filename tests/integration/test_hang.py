@@ -1,6 +1,7 @@
 """--hang-timeout: a job that stops progressing is reported within seconds, with every rank's
 Python stack and the odd rank named, then --on-hang stop|restart|report (real gloo ranks with
 Debian torch 1.13 where a collective is involved)."""
+import json
 import os
 import re
 import time
@@ -111,6 +112,19 @@ class Hang(unittest.TestCase):
             self.assertEqual(len(reports), 1, reports)
             with open(reports[0]) as f:
                 self.assertIn("rank 1 differs from the majority", f.read())
+            # events.jsonl: one `hang` event with the timeout, the silence, the action and the
+            # odd rank.
+            events = [os.path.join(d, f) for d, _, files in os.walk(log_dir) for f in files
+                      if f == "events.jsonl"]
+            self.assertEqual(len(events), 1, events)
+            with open(events[0]) as f:
+                hangs = [e for e in map(json.loads, f) if e["event"] == "hang"]
+            self.assertEqual(len(hangs), 1, hangs)
+            self.assertEqual((hangs[0]["epoch"], hangs[0]["timeout_s"], hangs[0]["action"],
+                              hangs[0]["odd_ranks"]), (0, 3.0, "stop", [1]), hangs)
+            self.assertGreaterEqual(hangs[0]["silent_s"], 3.0)
+            self.assertLess(hangs[0]["silent_s"], 3.0 + 4)
+            self.assertRegex(hangs[0]["reason"], r"^no progress from any rank for 3\.\d s")
 
     def test_on_hang_restart_runs_the_next_attempt(self):
         with gltest.TempDir() as tmp:

@@ -2,6 +2,7 @@
 node 0 decides for the whole job from every node's progress reports, gathers every node's
 stacks so they land together on node 0, names the odd rank across nodes, and ends the epoch
 with a `hang` stop marker (every node exits 6), or re-forms the job with --on-hang restart."""
+import json
 import os
 import re
 import time
@@ -135,6 +136,17 @@ class HangMultiNode(unittest.TestCase):
             text = f.read()
         self.assertIn("rank 2 differs from the majority", text)
         self.assertIn("---- rank 3 (local rank 1", text)
+        # Node 0's events.jsonl has the `hang` event, with the odd rank of the whole job.
+        events = [os.path.join(d, f) for d, _, files in os.walk(os.path.join(self.tmp, "logs0"))
+                  for f in files if f == "events.jsonl"]
+        self.assertEqual(len(events), 1, events)
+        with open(events[0]) as f:
+            hangs = [e for e in map(json.loads, f) if e["event"] == "hang"]
+        self.assertEqual(len(hangs), 1, hangs)
+        self.assertEqual((hangs[0]["node_rank"], hangs[0]["epoch"], hangs[0]["timeout_s"],
+                          hangs[0]["action"], hangs[0]["odd_ranks"]), (0, 0, 3.0, "stop", [2]),
+                         hangs)
+        self.assertGreaterEqual(hangs[0]["silent_s"], 3.0)
         self.assertEqual(gltest.wait_no_tagged(self.tag, 10), [])
 
     def test_on_hang_restart_reforms_the_job_and_the_second_epoch_completes(self):

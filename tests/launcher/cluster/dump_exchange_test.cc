@@ -27,7 +27,7 @@ struct DumpFixture : testing::JobFixture {
   DumpResponder& StartResponder() {
     responder.emplace(
         io, *nodes[1].board,
-        [this](std::function<void(NodeStacks)> done) {
+        [this](const std::function<void(NodeStacks)>& done) {
           ++dumps;
           StackDump dump;
           dump.rank = 1;
@@ -76,9 +76,32 @@ TEST_CASE("the gatherer gets every request's answer once and names a node that n
     CHECK((*parts)[0].dumps[0].text == "dump " + std::to_string(round));
     CHECK((*parts)[1].node_rank == 2);
     CHECK((*parts)[1].missing.find("no answer within 1 s") == 0);
+    // Gathered: the request's answer key is gone from the store.
+    CHECK_FALSE(f.board->DumpAnswer(round, 1).has_value());
   }
   CHECK(responder.answered() == 2);
   CHECK(f.dumps == 2);
+}
+
+TEST_CASE("an answer that comes after the bound is deleted when the next request starts",
+          "[dump_exchange]") {
+  DumpFixture f;
+  DumpGatherer gatherer(f.io, *f.board);
+  std::optional<std::vector<NodeStacks>> parts;
+  gatherer.Gather({1}, milliseconds(0),
+                  [&](std::vector<NodeStacks> got) { parts = std::move(got); });
+  REQUIRE(testing::RunUntil(f.io, [&] { return parts.has_value(); }));
+  CHECK_FALSE((*parts)[0].missing.empty());
+  DumpResponder& responder = f.StartResponder();  // answers request 1, too late
+  REQUIRE(testing::RunUntil(f.io, [&] { return responder.answered() == 1; }));
+  REQUIRE(f.board->DumpAnswer(1, 1).has_value());
+  parts.reset();
+  gatherer.Gather({1}, milliseconds(1500),
+                  [&](std::vector<NodeStacks> got) { parts = std::move(got); });
+  CHECK_FALSE(f.board->DumpAnswer(1, 1).has_value());
+  REQUIRE(testing::RunUntil(f.io, [&] { return parts.has_value(); }));
+  CHECK((*parts)[0].missing.empty());
+  CHECK_FALSE(f.board->DumpAnswer(2, 1).has_value());
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_pro
   NodeRegistration reg = Reg(2, 4);
   reg.host = "h\xc3\xa9te \"quoted\"";  // any text survives
   reg.addr = "fe80::1%eth0";
+  reg.hang = "--hang-timeout 3 s, --on-hang stop";
   auto back = DecodeRegistration(Encode(reg));
   REQUIRE(back.ok());
   CHECK(*back == reg);
@@ -164,6 +165,30 @@ TEST_CASE("job protocol: a registration must agree with node 0's", "[job_protoco
   auto e4 = CheckRegistration(range, master);
   REQUIRE_FALSE(e4.ok());
   CHECK_THAT(e4.error().what, Catch::Contains("outside 0..2"));
+
+  // --hang-timeout and --on-hang must agree; an older gculaunch that does not say is let in.
+  NodeRegistration hang_master = Reg(0, 2);
+  hang_master.hang = "--hang-timeout 3 s, --on-hang stop";
+  NodeRegistration hang = Reg(1, 2);
+  hang.hang = "--hang-timeout 5 s, --on-hang stop";
+  auto e5 = CheckRegistration(hang, hang_master);
+  REQUIRE_FALSE(e5.ok());
+  CHECK(e5.error().what ==
+        "node 1 (host1, 198.18.0.2) runs with --hang-timeout 5 s, --on-hang stop but node 0 "
+        "(host0, 198.18.0.1) with --hang-timeout 3 s, --on-hang stop");
+  CHECK(e5.error().hint == "give every node the same --hang-timeout and --on-hang");
+  hang.hang = "no --hang-timeout";
+  CHECK_FALSE(CheckRegistration(hang, hang_master).ok());
+  hang.hang = hang_master.hang;
+  CHECK(CheckRegistration(hang, hang_master).ok());
+  hang.hang = "";
+  CHECK(CheckRegistration(hang, hang_master).ok());
+  // A registration without the field decodes as "" (not compared).
+  auto old = DecodeRegistration(
+      R"({"node_rank":1,"nnodes":3,"nproc":2,"max_restarts":1,"run_id":"job-7","host":"h",)"
+      R"("addr":"a","pid":1,"incarnation":"i","last_epoch":-1})");
+  REQUIRE(old.ok());
+  CHECK(old->hang.empty());
 }
 
 TEST_CASE("job protocol: restart decisions and exit codes per marker", "[job_protocol]") {

@@ -57,6 +57,14 @@ TEST_CASE("every event has its documented fields", "[event_log]") {
   CHECK(line(JobEvent::NodeJoin(1, "hostb", "10.0.0.2"))["addr"] == "10.0.0.2");
   CHECK(line(JobEvent::NodeLoss(1, "no heartbeat"))["event"] == "node_loss");
   CHECK(line(JobEvent::NodeReturn(1, "10.0.0.3"))["event"] == "node_return");
+  auto hang = line(JobEvent::Hang(2, 3.0, 3.14159, "restart", {1, 5}, "no progress"));
+  CHECK(hang["event"] == "hang");
+  CHECK(hang["epoch"] == 2);
+  CHECK(hang["timeout_s"] == 3.0);
+  CHECK(hang["silent_s"] == 3.142);
+  CHECK(hang["action"] == "restart");
+  CHECK(hang["odd_ranks"] == nlohmann::json::array({1, 5}));
+  CHECK(hang["reason"] == "no progress");
   auto stop = line(JobEvent::Stop(7, "rank_failed"));
   CHECK(stop["exit_code"] == 7);
   CHECK(stop["reason"] == "rank_failed");

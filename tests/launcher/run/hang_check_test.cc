@@ -73,4 +73,14 @@ TEST_CASE("hang check: table", "[hang_check]") {
   }
 }
 
+TEST_CASE("hang check: the silence a verdict states", "[hang_check]") {
+  const std::nullopt_t none = std::nullopt;
+  CHECK(CheckHang({Rank(0, 3.5, none), Rank(1, 4.0, 5.0)}, 3.0, 60.0).silent_s == 3.5);
+  CHECK(
+      CheckHang({Rank(0, none, 0.1), Rank(1, none, 7.0), Rank(2, none, 9.0)}, 3.0, 60.0).silent_s ==
+      9.0);
+  CHECK(CheckHang({Rank(0, none, none, 61)}, 3.0, 60.0).silent_s == 61.0);
+  CHECK(CheckHang({Rank(0, 1.0, none)}, 3.0, 60.0).silent_s == 0.0);
+}
+
 }  // namespace gculaunch

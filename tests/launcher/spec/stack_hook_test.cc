@@ -173,14 +173,11 @@ TEST_CASE("hang timeout: the spec, the heartbeat file and the flags' rules", "[s
                     "every node's progress reports and gathers every node's stacks; give every "
                     "node the same --hang-timeout") != spec.notes.end());
   }
-  SECTION("not with an elastic node count yet") {
-    auto spec = f.TrySpec({"--device", "cpu", "--nnodes", "1:3", "--rdzv-endpoint",
-                           "127.0.0.1:29500", "--hang-timeout", "3s", "train.py"});
-    REQUIRE_FALSE(spec.ok());
-    CHECK(spec.error().Format() ==
-          "gculaunch: --hang-timeout is not supported with an elastic --nnodes 1:3 yet (fix: "
-          "give a fixed node count (--nnodes N), or drop --hang-timeout and use `gculaunch "
-          "stacks`)");
+  SECTION("an elastic node count: node 0 decides over each epoch's members") {
+    const LaunchSpec spec = f.Spec({"--device", "cpu", "--nnodes", "1:3", "--rdzv-endpoint",
+                                    "127.0.0.1:29500", "--hang-timeout", "3s", "train.py"});
+    CHECK(spec.hang_timeout_s == 3.0);
+    CHECK(spec.stack_dumps);
   }
   SECTION("--stack-dumps alone: no heartbeat file, even inherited") {
     f.env.Set("GCULAUNCH_HEARTBEAT_FILE", "/old");
