@@ -303,38 +303,38 @@ Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
 
-Client::Task<Result<RangeResponse>> Client::Get(std::string key) {
-  return Range(std::move(key), "", 0);
+Client::Task<Result<RangeResponse>> Client::Get(const std::string& key) {
+  return Range(key, "", 0);
 }
 
-Client::Task<Result<RangeResponse>> Client::GetPrefix(std::string prefix) {
-  std::string end = PrefixEnd(prefix);
-  return Range(std::move(prefix), std::move(end), 0);
+Client::Task<Result<RangeResponse>> Client::GetPrefix(const std::string& prefix) {
+  return Range(prefix, PrefixEnd(prefix), 0);
 }
 
-Client::Task<Result<RangeResponse>> Client::Range(std::string key, std::string range_end,
+Client::Task<Result<RangeResponse>> Client::Range(const std::string& key,
+                                                  const std::string& range_end,
                                                   std::int64_t revision) {
   return CallAndParse<RangeResponse>(*state_, "/v3/kv/range", RangeBody(key, range_end, revision),
                                      "range", ParseRange);
 }
 
-Client::Task<Result<PutResponse>> Client::Put(std::string key, std::string value,
+Client::Task<Result<PutResponse>> Client::Put(const std::string& key, const std::string& value,
                                               std::int64_t lease) {
   return CallAndParse<PutResponse>(*state_, "/v3/kv/put", PutBody(key, value, lease), "put",
                                    ParsePut);
 }
 
-Client::Task<Result<DeleteResponse>> Client::Delete(std::string key) {
+Client::Task<Result<DeleteResponse>> Client::Delete(const std::string& key) {
   return CallAndParse<DeleteResponse>(*state_, "/v3/kv/deleterange", DeleteBody(key, ""), "delete",
                                       ParseDelete);
 }
 
-Client::Task<Result<DeleteResponse>> Client::DeletePrefix(std::string prefix) {
+Client::Task<Result<DeleteResponse>> Client::DeletePrefix(const std::string& prefix) {
   return CallAndParse<DeleteResponse>(*state_, "/v3/kv/deleterange",
                                       DeleteBody(prefix, PrefixEnd(prefix)), "delete", ParseDelete);
 }
 
-Client::Task<Result<TxnResponse>> Client::Txn(TxnRequest txn) {
+Client::Task<Result<TxnResponse>> Client::Txn(const TxnRequest& txn) {
   return CallAndParse<TxnResponse>(*state_, "/v3/kv/txn", TxnBody(txn), "txn", ParseTxn);
 }
 

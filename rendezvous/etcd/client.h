@@ -110,19 +110,23 @@ class Client {
   Client& operator=(const Client&) = delete;
   ~Client();
 
+  // The requests below are serialised before the call returns: the arguments need not
+  // outlive the awaitable.
+
   /// The one key (an empty kvs when it does not exist).
-  Task<Result<RangeResponse>> Get(std::string key);
+  Task<Result<RangeResponse>> Get(const std::string& key);
   /// Every key that starts with `prefix`, in key order.
-  Task<Result<RangeResponse>> GetPrefix(std::string prefix);
+  Task<Result<RangeResponse>> GetPrefix(const std::string& prefix);
   /// Keys in [key, range_end) as of `revision` (0: the latest).
-  Task<Result<RangeResponse>> Range(std::string key, std::string range_end,
+  Task<Result<RangeResponse>> Range(const std::string& key, const std::string& range_end,
                                     std::int64_t revision = 0);
   /// Writes the key, attached to `lease` (0: none).
-  Task<Result<PutResponse>> Put(std::string key, std::string value, std::int64_t lease = 0);
-  Task<Result<DeleteResponse>> Delete(std::string key);
-  Task<Result<DeleteResponse>> DeletePrefix(std::string prefix);
+  Task<Result<PutResponse>> Put(const std::string& key, const std::string& value,
+                                std::int64_t lease = 0);
+  Task<Result<DeleteResponse>> Delete(const std::string& key);
+  Task<Result<DeleteResponse>> DeletePrefix(const std::string& prefix);
   /// One transaction; `succeeded` tells which branch ran.
-  Task<Result<TxnResponse>> Txn(TxnRequest txn);
+  Task<Result<TxnResponse>> Txn(const TxnRequest& txn);
 
   /// A new lease of `ttl` seconds.
   Task<Result<Lease>> LeaseGrant(std::int64_t ttl);

@@ -39,7 +39,7 @@ void Run(const std::function<asio::awaitable<void>(asio::any_io_executor)>& body
         co_await body(io.get_executor());
         finished = true;
       },
-      [&](std::exception_ptr e) { error = e; });
+      [&](std::exception_ptr e) { error = std::move(e); });
   io.run_for(std::chrono::seconds(40));
   if (error) std::rethrow_exception(error);
   REQUIRE(finished);
