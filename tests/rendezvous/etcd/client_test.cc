@@ -197,7 +197,7 @@ TEST_CASE("a create-only transaction succeeds once, then reports failure and the
   });
 }
 
-TEST_CASE("a lease keeps its key alive until it is revoked; then keepalive reports expiry") {
+TEST_CASE("a lease keeps its key alive until it is revoked, then keepalive reports expiry") {
   EtcdServer etcd;
   Run([&](asio::any_io_executor ex) -> asio::awaitable<void> {
     Client client(ex, Options(etcd.endpoint()));
@@ -363,7 +363,7 @@ TEST_CASE("authentication: a wrong password is refused, an expired token is rene
   });
 }
 
-TEST_CASE("fail-over: a closed first endpoint is skipped; none reachable is a clear error") {
+TEST_CASE("fail-over: a closed first endpoint is skipped, none reachable is a clear error") {
   EtcdServer etcd;
   Run([&](asio::any_io_executor ex) -> asio::awaitable<void> {
     const std::string closed = Closed();
