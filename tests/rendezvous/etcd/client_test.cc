@@ -232,6 +232,32 @@ TEST_CASE("a lease keeps its key alive until it is revoked, then keepalive repor
   });
 }
 
+TEST_CASE("a lease that is not kept alive expires, its key goes, keepalive says expired") {
+  EtcdServer etcd;
+  Run([&](asio::any_io_executor ex) -> asio::awaitable<void> {
+    Client client(ex, Options(etcd.endpoint()));
+    auto lease = co_await client.LeaseGrant(1);  // etcd raises it to its minimum (2 s here)
+    REQUIRE(lease.ok());
+    REQUIRE(lease->ttl <= 3);
+    auto put = co_await client.Put("/job/alive/2", "x", lease->id);
+    REQUIRE(put.ok());
+    // Bounded: at most 20 polls of 250 ms after the TTL.
+    co_await Sleep(ex, std::chrono::seconds(lease->ttl));
+    bool gone = false;
+    for (int i = 0; i < 20 && !gone; ++i) {
+      auto read = co_await client.Get("/job/alive/2");
+      REQUIRE(read.ok());
+      gone = read->kvs.empty();
+      if (!gone) co_await Sleep(ex, std::chrono::milliseconds(250));
+    }
+    CHECK(gone);
+    auto keepalive = co_await client.LeaseKeepAlive(lease->id);
+    REQUIRE(keepalive.ok());
+    CHECK(keepalive->expired);
+    CHECK(keepalive->ttl == 0);
+  });
+}
+
 TEST_CASE("a watch sees puts and deletes in order and resumes across a restarted etcd") {
   EtcdServer etcd;
   Run([&](asio::any_io_executor ex) -> asio::awaitable<void> {
