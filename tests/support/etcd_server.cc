@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,10 +91,14 @@ void EtcdServer::Start() {
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   const std::string log = dir_.File("etcd.log");
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::setpgid(0, 0);
+    // A test binary that crashes (its destructors never run) must not leave etcd behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);
     const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out >= 0) {
       ::dup2(out, 1);

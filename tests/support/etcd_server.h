@@ -3,7 +3,8 @@
 // Starts `etcd` on 127.0.0.1 with a free client port and a free peer port and a data
 // directory of its own (removed at the end), in a process group of its own, and returns once
 // the member answers GET /health. Stop() ends that group (SIGTERM, then SIGKILL after 5 s) and
-// reaps it; Start() again runs a new etcd on the same ports and data directory (the keys, the
+// reaps it (and etcd gets SIGTERM by itself when the test process dies without stopping it);
+// Start() again runs a new etcd on the same ports and data directory (the keys, the
 // revisions and the users survive, tokens do not). etcd's own output goes to etcd.log in the
 // data directory and is printed when it fails to start.
 //
