@@ -4,6 +4,7 @@
 # A file's layer follows from its path:
 #   base/                                   base
 #   rendezvous/{protocol,codec,store}.*     codec       (wire format and store semantics)
+#   rendezvous/etcd/                        etcd        (etcd v3 client over its HTTP/JSON gateway)
 #   rendezvous/ (the rest)                  rendezvous  (server, sessions, client, `gculaunch store`)
 #   launcher/spec/                          spec        (pure: flags, platform, profiles, the launch spec)
 #   launcher/sys/                           sys         (processes, signals, /proc, /dev, files)
@@ -31,17 +32,18 @@
 set(GCULAUNCH_LAYER_ALLOW_base       base std)
 set(GCULAUNCH_LAYER_ALLOW_codec      base codec std)
 set(GCULAUNCH_LAYER_ALLOW_rendezvous base codec rendezvous std posix asio spdlog cli11)
+set(GCULAUNCH_LAYER_ALLOW_etcd       base etcd std posix asio beast json)
 set(GCULAUNCH_LAYER_ALLOW_spec       base spec std yaml cli11 json)
 set(GCULAUNCH_LAYER_ALLOW_sys        base spec sys std posix asio process)
 set(GCULAUNCH_LAYER_ALLOW_run
     base codec rendezvous spec sys run std posix asio beast spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_cluster
-    base codec rendezvous spec sys run cluster std posix asio spdlog json)
+    base codec rendezvous etcd spec sys run cluster std posix asio spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_check      base spec sys check std posix json)
 set(GCULAUNCH_LAYER_ALLOW_app
-    base codec rendezvous spec sys run cluster check app std posix asio spdlog json cli11)
+    base codec rendezvous etcd spec sys run cluster check app std posix asio spdlog json cli11)
 set(GCULAUNCH_LAYER_ALLOW_tests
-    base codec rendezvous spec sys run cluster check app tests
+    base codec rendezvous etcd spec sys run cluster check app tests
     std posix asio process beast boost spdlog yaml cli11 json catch2)
 
 # The layer of a project file, from its path relative to the source root; "" if none.
@@ -51,6 +53,8 @@ function(gculaunch_layer_of_path path out)
     set(layer base)
   elseif(path MATCHES "^rendezvous/bench/")
     set(layer tests)
+  elseif(path MATCHES "^rendezvous/etcd/")
+    set(layer etcd)
   elseif(path MATCHES "^rendezvous/(protocol|codec|store)\\.(h|cc)$")
     set(layer codec)
   elseif(path MATCHES "^rendezvous/")

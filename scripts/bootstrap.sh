@@ -28,6 +28,9 @@ packages=(
   python3 python3-torch
   # platform recipes test: parses the Kubernetes/Volcano/Kubeflow manifests
   python3-yaml
+  # rendezvous on etcd: the etcd 3.4 server the tests start (its v3 HTTP/JSON gateway is what
+  # rendezvous/etcd/ speaks), and etcdctl for people debugging a job's keys
+  etcd-server etcd-client
   # test hosts and chroots: network namespaces, debootstrap, process tools
   iproute2 procps psmisc util-linux debootstrap binutils file
   # packaging checks

@@ -78,7 +78,8 @@ echo "layers: ok: ${#files[@]} files of base/, rendezvous/, launcher/ and tests/
 # ---- 2. wrong-way includes in a throw-away tree ----
 tree=$work/tree
 # Copies of the real headers the includes below name: a quoted include must name a file.
-for header in base/error.h rendezvous/server.h launcher/spec/cli.h launcher/cluster/coordinator.h; do
+for header in base/error.h rendezvous/server.h rendezvous/etcd/gateway.h launcher/spec/cli.h \
+  launcher/cluster/coordinator.h; do
   mkdir -p "$tree/$(dirname "$header")"
   cp -- "$src/$header" "$tree/$header"
 done
@@ -134,6 +135,16 @@ put rendezvous/store.cc <<'EOF'
 EOF
 expect_failure "Asio in the store (the codec layer)" rendezvous/store.cc \
   "rendezvous/store.cc:2: layer 'codec' may not include boost/asio/io_context.hpp (asio); it may include: $(allowed codec)"
+
+put rendezvous/etcd/v.cc <<'EOF'
+// The etcd client knows nothing of the TCPStore or the launcher, and logs nothing itself.
+#include "rendezvous/etcd/gateway.h"
+#include "rendezvous/server.h"
+#include <spdlog/spdlog.h>
+EOF
+expect_failure "the TCPStore server and spdlog in rendezvous/etcd/" rendezvous/etcd/v.cc \
+  "rendezvous/etcd/v.cc:3: layer 'etcd' may not include rendezvous/server.h (rendezvous); it may include: $(allowed etcd)" \
+  "rendezvous/etcd/v.cc:4: layer 'etcd' may not include spdlog/spdlog.h (spdlog); it may include: $(allowed etcd)"
 
 put base/z.h <<'EOF'
 #pragma once
