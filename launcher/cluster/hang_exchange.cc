@@ -1,7 +1,6 @@
 #include "launcher/cluster/hang_exchange.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "launcher/cluster/job_hang.h"
 #include "launcher/cluster/job_policy.h"
@@ -146,22 +145,10 @@ void JobHangWatch::OnGathered(int epoch, const HangVerdict& verdict,
   const std::string& why = verdict.why;
   std::vector<StackDump> all;
   for (const NodeStacks& part : parts) all.insert(all.end(), part.dumps.begin(), part.dumps.end());
-  config_.events->On(JobEvent::Hang(epoch, config_.timeout_s, verdict.silent_s,
-                                    OnHangName(config_.on_hang), OddRanks(all), why));
-  const std::string report = "gculaunch: hang (" + why + "): stacks of epoch " +
-                             std::to_string(epoch) +
-                             ", every node\ngculaunch: " + FormatJobStackReport(parts);
-  writer_.Urgent(console_, report);
-  if (!config_.report_dir.empty()) {
-    const std::string path = config_.report_dir + "/hang_" + std::to_string(hangs_) + ".txt";
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << report;
-    if (out) {
-      log_.info("hang report: {}", path);
-    } else {
-      log_.warn("cannot write the hang report {}", path);
-    }
-  }
+  PublishHangReport(config_, hangs_, epoch, verdict, all,
+                    "gculaunch: hang (" + why + "): stacks of epoch " + std::to_string(epoch) +
+                        ", every node\ngculaunch: " + FormatJobStackReport(parts),
+                    writer_, console_, log_);
   const WorkerGroup* group = supervisor_.group();
   if (group == nullptr || group->restart_count() != epoch ||
       supervisor_.phase() != PolicyState::Phase::kRunning) {

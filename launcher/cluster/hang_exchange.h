@@ -39,6 +39,7 @@
 #include "launcher/cluster/job_board.h"
 #include "launcher/run/event_log.h"
 #include "launcher/run/hang_check.h"
+#include "launcher/run/hang_watch.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/stack_report.h"
 #include "launcher/run/supervisor.h"
@@ -74,13 +75,9 @@ class ProgressReporter {
   LifetimeGuard lifetime_;  ///< last member
 };
 
-struct JobHangConfig {
-  double timeout_s = 0;  ///< --hang-timeout
-  double grace_s = 600;  ///< --hang-grace (>= timeout_s)
-  OnHang on_hang = OnHang::kStop;
-  std::string report_dir;             ///< where hang_<n>.txt goes; empty: console only
-  JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (event_log.h)
-};
+/// The same settings as a single node's watch (--hang-timeout, --hang-grace, --on-hang, the
+/// report directory, the event hub).
+using JobHangConfig = HangWatchConfig;
 
 class JobHangWatch {
  public:

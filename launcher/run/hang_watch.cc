@@ -8,6 +8,24 @@
 
 namespace gculaunch {
 
+void PublishHangReport(const HangWatchConfig& config, int number, int epoch,
+                       const HangVerdict& verdict, const std::vector<StackDump>& dumps,
+                       const std::string& report, OutputWriter& writer, const TargetPtr& console,
+                       spdlog::logger& log) {
+  config.events->On(JobEvent::Hang(epoch, config.timeout_s, verdict.silent_s,
+                                   OnHangName(config.on_hang), OddRanks(dumps), verdict.why));
+  writer.Urgent(console, report);
+  if (config.report_dir.empty()) return;
+  const std::string path = config.report_dir + "/hang_" + std::to_string(number) + ".txt";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << report;
+  if (out) {
+    log.info("hang report: {}", path);
+  } else {
+    log.warn("cannot write the hang report {}", path);
+  }
+}
+
 HangWatch::HangWatch(boost::asio::io_context& io, Supervisor& supervisor, StackDumper& dumper,
                      OutputWriter& writer, TargetPtr console, spdlog::logger& log,
                      HangWatchConfig config)
@@ -62,22 +80,11 @@ void HangWatch::Tick() {
 void HangWatch::OnDumped(int attempt, const HangVerdict& verdict,
                          const std::vector<StackDump>& dumps) {
   dumping_ = false;
-  const std::string& why = verdict.why;
-  config_.events->On(JobEvent::Hang(attempt, config_.timeout_s, verdict.silent_s,
-                                    OnHangName(config_.on_hang), OddRanks(dumps), why));
-  const std::string report = FormatStackReport(
-      "gculaunch: hang (" + why + "): stacks of attempt " + std::to_string(attempt), dumps);
-  writer_.Urgent(console_, report);
-  if (!config_.report_dir.empty()) {
-    const std::string path = config_.report_dir + "/hang_" + std::to_string(hangs_) + ".txt";
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << report;
-    if (out) {
-      log_.info("hang report: {}", path);
-    } else {
-      log_.warn("cannot write the hang report {}", path);
-    }
-  }
+  PublishHangReport(config_, hangs_, attempt, verdict, dumps,
+                    FormatStackReport("gculaunch: hang (" + verdict.why + "): stacks of attempt " +
+                                          std::to_string(attempt),
+                                      dumps),
+                    writer_, console_, log_);
   const WorkerGroup* group = supervisor_.group();
   if (group == nullptr || group->restart_count() != attempt) return;  // already over
   switch (config_.on_hang) {

@@ -24,6 +24,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "base/lifetime.h"
 #include "launcher/run/event_log.h"
@@ -42,6 +43,14 @@ struct HangWatchConfig {
   std::string report_dir;             ///< where hang_<n>.txt goes; empty: console only
   JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (event_log.h)
 };
+
+/// What a single node's HangWatch and node 0's JobHangWatch (launcher/cluster/hang_exchange.h)
+/// both do once a hang's stacks are in: the `hang` event (of `epoch`, with the odd ranks of
+/// `dumps`), `report` on the console and in <report_dir>/hang_<number>.txt.
+void PublishHangReport(const HangWatchConfig& config, int number, int epoch,
+                       const HangVerdict& verdict, const std::vector<StackDump>& dumps,
+                       const std::string& report, OutputWriter& writer, const TargetPtr& console,
+                       spdlog::logger& log);
 
 class HangWatch {
  public:
