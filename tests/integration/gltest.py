@@ -807,3 +807,97 @@ def ckpt_attempts(directory):
     """The attempts (TORCHELASTIC_RESTART_COUNT values) that executed steps, per rank."""
     return {rank: sorted({r["attempt"] for r in records})
             for rank, records in read_ckpt_journal(directory).items()}
+
+
+# ---- the checkpointing example on simulated hosts: shared by test_rejoin.py and test_elastic.py ----
+
+import unittest  # noqa: E402
+
+
+class CheckpointJobCase(unittest.TestCase):
+    """A test case that runs examples/ckpt_train.py on simulated hosts: a private work
+    directory per test (checkpoint, journal, result), one tag for every gculaunch it starts,
+    hosts that are removed afterwards, and bounded waits that fail at once when a gculaunch
+    exits first.  Subclasses set WORK_PREFIX."""
+
+    WORK_PREFIX = "gltest-ckpt-"
+
+    def setUp(self):
+        require_binary()
+        self.started = time.monotonic()
+        self.tmp = TempDir(prefix=self.WORK_PREFIX)
+        self.work = self.tmp.__enter__()
+        self.addCleanup(self.tmp.__exit__, None, None, None)
+        os.chmod(self.work, 0o755)
+        self.ckpt = os.path.join(self.work, "ckpt")
+        self.journal = os.path.join(self.work, "journal")
+        self.result = os.path.join(self.work, "result.json")
+        self.tag = new_tag()
+
+    def tearDown(self):
+        eprint("  %s: %.1f s" % (self._testMethodName, time.monotonic() - self.started))
+
+    def hosts(self, count, spares=0):
+        """`count` hosts plus `spares` more on the same bridge (198.18.0.<count+1>, ...)."""
+        hosts = SimulatedHosts(count)
+        self.addCleanup(hosts.close)
+        self.addCleanup(kill_tagged, self.tag)
+        for _ in range(spares):
+            add_host(hosts)
+        return hosts
+
+    def wait_until(self, predicate, what, jobs, timeout=60):
+        """Polls predicate() (bounded); fails at once when one of `jobs` exits first."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            for job in jobs:
+                job._pump(0)
+                if job.proc.poll() is not None:
+                    job.wait(timeout=10)
+                    self.fail("a gculaunch exited (code %s) while waiting for %s\n--- its "
+                              "stderr:\n%s" % (job.proc.returncode, what, job.stderr[-4000:]))
+            if time.monotonic() >= deadline:
+                self.fail("timed out after %s s waiting for %s\n%s"
+                          % (timeout, what, "\n".join("--- stderr:\n" + j.stderr[-3000:]
+                                                      for j in jobs)))
+            time.sleep(0.1)
+
+    def checkpoint_step(self):
+        """The step of the example's last checkpoint (0: none yet)."""
+        try:
+            with open(os.path.join(self.ckpt, "checkpoint.json")) as f:
+                return json.load(f)["step"]
+        except FileNotFoundError:
+            return 0
+
+
+# ---- the hang tests' script: shared by test_hang.py and test_hang_multinode.py ----
+
+_HANG_SCRIPT = r"""
+import os, time
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+
+def stuck_in_my_own_function():
+    print("rank %d is stuck" % rank, flush=True)
+    while True:
+        time.sleep(0.2)
+
+if rank == STUCK_RANK and attempt == "0":
+    stuck_in_my_own_function()
+print("rank %d enters all_reduce in attempt %s" % (rank, attempt), flush=True)
+t = torch.ones(1)
+dist.all_reduce(t)
+print("rank %d done: %d" % (rank, int(t.item())), flush=True)
+"""
+
+
+def hang_script(stuck_rank):
+    """A gloo job whose rank `stuck_rank` never enters the all_reduce the others wait in (in
+    its first attempt only: gloo's own timeout is 30 minutes), stuck in a function of its own
+    (stuck_in_my_own_function) that prints "rank N is stuck" once.  In later attempts every
+    rank takes part and prints "rank N done: <world size>"."""
+    return _HANG_SCRIPT.replace("STUCK_RANK", str(int(stuck_rank)))

@@ -28,7 +28,9 @@ STEP_TIME = 0.15    # seconds per step
 LAST_CALL = 2       # --rdzv-conf last_call_timeout in these tests (torchrun's default is 30)
 
 
-class Elastic(unittest.TestCase):
+class Elastic(gltest.CheckpointJobCase):
+    WORK_PREFIX = "gltest-elastic-"
+
     @classmethod
     def setUpClass(cls):
         example = gltest.ckpt_example()
@@ -36,30 +38,7 @@ class Elastic(unittest.TestCase):
         cls.final_state = states[-1]
         cls.values = [example.value_of(s) for s in states]
 
-    def setUp(self):
-        gltest.require_binary()
-        self.started = time.monotonic()
-        self.tmp = gltest.TempDir(prefix="gltest-elastic-")
-        self.work = self.tmp.__enter__()
-        self.addCleanup(self.tmp.__exit__, None, None, None)
-        os.chmod(self.work, 0o755)
-        self.ckpt = os.path.join(self.work, "ckpt")
-        self.journal = os.path.join(self.work, "journal")
-        self.result = os.path.join(self.work, "result.json")
-        self.tag = gltest.new_tag()
-
-    def tearDown(self):
-        gltest.eprint("  %s: %.1f s" % (self._testMethodName, time.monotonic() - self.started))
-
     # ---------------------------------------------------------------- helpers
-
-    def hosts(self, count, spares=0):
-        hosts = gltest.SimulatedHosts(count)
-        self.addCleanup(hosts.close)
-        self.addCleanup(gltest.kill_tagged, self.tag)
-        for _ in range(spares):
-            gltest.add_host(hosts)
-        return hosts
 
     def example_args(self, steps=STEPS):
         return ["--python", gltest.PYTHON, gltest.CKPT_EXAMPLE, self.ckpt, "--steps", str(steps),
@@ -94,21 +73,6 @@ class Elastic(unittest.TestCase):
                 out.append((r["world"], r["attempt"]))
         return out
 
-    def wait_until(self, predicate, what, jobs, timeout=60):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            for job in jobs:
-                job._pump(0)
-                if job.proc.poll() is not None:
-                    job.wait(timeout=10)
-                    self.fail("a gculaunch exited (code %s) while waiting for %s\n--- its "
-                              "stderr:\n%s" % (job.proc.returncode, what, job.stderr[-4000:]))
-            if time.monotonic() >= deadline:
-                self.fail("timed out after %s s waiting for %s\n%s"
-                          % (timeout, what, "\n".join("--- stderr:\n" + j.stderr[-3000:]
-                                                      for j in jobs)))
-            time.sleep(0.1)
-
     def wait_world(self, world, attempt, jobs, timeout=60):
         """Waits until every rank of a `world`-rank job journaled a step of `attempt`."""
         def running():
@@ -117,13 +81,6 @@ class Elastic(unittest.TestCase):
                            for r in recs.get(rank, [])) for rank in range(world))
         self.wait_until(running, "%d ranks running in attempt %d" % (world, attempt), jobs,
                         timeout)
-
-    def checkpoint_step(self):
-        try:
-            with open(os.path.join(self.ckpt, "checkpoint.json")) as f:
-                return json.load(f)["step"]
-        except FileNotFoundError:
-            return 0
 
     def wait_checkpoint(self, jobs, after=0, timeout=90):
         self.wait_until(lambda: self.checkpoint_step() > after, "a checkpoint after step %d"

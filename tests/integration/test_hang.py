@@ -11,26 +11,7 @@ import gltest
 
 # 4 ranks; in attempt 0 rank 1 never enters the all_reduce the others wait in (gloo's own
 # timeout: 30 minutes).  In later attempts everyone takes part.
-HANG = r"""
-import os, time
-import torch
-import torch.distributed as dist
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
-
-def stuck_in_my_own_function():
-    print("rank %d is stuck" % rank, flush=True)
-    while True:
-        time.sleep(0.2)
-
-if rank == 1 and attempt == "0":
-    stuck_in_my_own_function()
-print("rank %d enters all_reduce in attempt %s" % (rank, attempt), flush=True)
-t = torch.ones(1)
-dist.all_reduce(t)
-print("rank %d done: %d" % (rank, int(t.item())), flush=True)
-"""
+HANG = gltest.hang_script(stuck_rank=1)
 
 # Rank 0 only touches its heartbeat (prints nothing); rank 1 touches it twice and then stops.
 HEARTBEAT = r"""

@@ -14,26 +14,7 @@ PORT = 29500  # every node has its own network namespace: the port is free in ea
 
 # 2 nodes x 2 ranks; in epoch 0 rank 2 (node 1, local rank 0) never enters the all_reduce the
 # others wait in (gloo's own timeout: 30 minutes).  In later epochs everyone takes part.
-HANG = r"""
-import os, time
-import torch
-import torch.distributed as dist
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
-
-def stuck_in_my_own_function():
-    print("rank %d is stuck" % rank, flush=True)
-    while True:
-        time.sleep(0.2)
-
-if rank == 2 and attempt == "0":
-    stuck_in_my_own_function()
-print("rank %d enters all_reduce in attempt %s" % (rank, attempt), flush=True)
-t = torch.ones(1)
-dist.all_reduce(t)
-print("rank %d done: %d" % (rank, int(t.item())), flush=True)
-"""
+HANG = gltest.hang_script(stuck_rank=2)
 
 # Rank 0 (node 0) keeps touching its heartbeat; rank 2 (node 1) touches it twice and stops;
 # ranks 1 and 3 neither print nor touch theirs.

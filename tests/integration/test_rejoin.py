@@ -31,37 +31,15 @@ LOSS_LINE = (r"node 1 \(\S+, 198\.18\.0\.2\) .*; every node stops its ranks and 
              r"[\d.]+ s for it to come back \(restart 1 of 3\)")
 
 
-class Rejoin(unittest.TestCase):
+class Rejoin(gltest.CheckpointJobCase):
+    WORK_PREFIX = "gltest-rejoin-"
+
     @classmethod
     def setUpClass(cls):
         example = gltest.ckpt_example()
         cls.final_state = example.simulate(STEPS)[-1]
 
-    def setUp(self):
-        gltest.require_binary()
-        self.started = time.monotonic()
-        self.tmp = gltest.TempDir(prefix="gltest-rejoin-")
-        self.work = self.tmp.__enter__()
-        self.addCleanup(self.tmp.__exit__, None, None, None)
-        os.chmod(self.work, 0o755)
-        self.ckpt = os.path.join(self.work, "ckpt")
-        self.journal = os.path.join(self.work, "journal")
-        self.result = os.path.join(self.work, "result.json")
-        self.tag = gltest.new_tag()
-
-    def tearDown(self):
-        gltest.eprint("  %s: %.1f s" % (self._testMethodName, time.monotonic() - self.started))
-
     # ---------------------------------------------------------------- helpers
-
-    def hosts(self, count, spares=0):
-        """`count` hosts plus `spares` more on the same bridge (198.18.0.<count+1>, ...)."""
-        hosts = gltest.SimulatedHosts(count)
-        self.addCleanup(hosts.close)
-        self.addCleanup(gltest.kill_tagged, self.tag)
-        for _ in range(spares):
-            gltest.add_host(hosts)
-        return hosts
 
     def node(self, hosts, host, node_rank, nnodes=2, max_restarts=3, rdzv_timeout=RDZV_TIMEOUT,
              extra_args=(), master_addr=None):
@@ -77,29 +55,6 @@ class Rejoin(unittest.TestCase):
                              extra_env={"RANK": str(node_rank)}, master_addr=master_addr)
         self.addCleanup(job.__exit__, None, None, None)
         return job
-
-    def wait_until(self, predicate, what, jobs, timeout=60):
-        """Polls predicate() (bounded); fails at once when one of `jobs` exits first."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            for job in jobs:
-                job._pump(0)
-                if job.proc.poll() is not None:
-                    job.wait(timeout=10)
-                    self.fail("a gculaunch exited (code %s) while waiting for %s\n--- its "
-                              "stderr:\n%s" % (job.proc.returncode, what, job.stderr[-4000:]))
-            if time.monotonic() >= deadline:
-                self.fail("timed out after %s s waiting for %s\n%s"
-                          % (timeout, what, "\n".join("--- stderr:\n" + j.stderr[-3000:]
-                                                      for j in jobs)))
-            time.sleep(0.1)
-
-    def checkpoint_step(self):
-        try:
-            with open(os.path.join(self.ckpt, "checkpoint.json")) as f:
-                return json.load(f)["step"]
-        except FileNotFoundError:
-            return 0
 
     def wait_checkpoint(self, jobs, timeout=90):
         self.wait_until(lambda: self.checkpoint_step() >= EVERY, "a first checkpoint", jobs,
