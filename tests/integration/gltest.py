@@ -901,3 +901,132 @@ def hang_script(stuck_rank):
     (stuck_in_my_own_function) that prints "rank N is stuck" once.  In later attempts every
     rank takes part and prints "rank N done: <world size>"."""
     return _HANG_SCRIPT.replace("STUCK_RANK", str(int(stuck_rank)))
+
+
+# ---- etcd members on simulated hosts (the etcd rendezvous tests, docs/etcd.md) ----
+
+ETCD = "/usr/bin/etcd"
+ETCDCTL = "/usr/bin/etcdctl"
+
+
+class EtcdCluster:
+    """Debian's etcd as a 1- or 3-member cluster, member i listening on host `members[i]` of
+    `hosts` (a SimulatedHosts) at <addr>:2379 (clients) and <addr>:2380 (peers).  Each member
+    runs in a process group of its own, with a data directory under `workdir`; stop(i) ends
+    exactly that group (kill -9 with `hard`), start(i) brings the member back with its data.
+    close() stops every member this instance started.  A missing etcd binary raises (a test
+    that needs etcd fails, it is never skipped)."""
+
+    def __init__(self, hosts, members, workdir, token=None):
+        if not os.access(ETCD, os.X_OK):
+            raise RuntimeError("etcd is not installed (Debian's etcd-server): run "
+                               "scripts/bootstrap.sh as root")
+        self.hosts = hosts
+        self.members = list(members)
+        self.workdir = workdir
+        self.token = token or ("gl-" + uuid.uuid4().hex[:8])
+        self.procs = [None] * len(self.members)
+        self._logs = [None] * len(self.members)
+        try:
+            for i in range(len(self.members)):
+                self.start(i, wait=False)
+            for i in range(len(self.members)):
+                self.wait_healthy(i)
+        except Exception:
+            self.close()
+            raise
+
+    def addr(self, i):
+        return self.hosts.addr(self.members[i])
+
+    def endpoint(self, i):
+        return "%s:2379" % self.addr(i)
+
+    def endpoints(self):
+        return ",".join(self.endpoint(i) for i in range(len(self.members)))
+
+    def _args(self, i):
+        name = "m%d" % i
+        peers = ",".join("m%d=http://%s:2380" % (k, self.addr(k))
+                         for k in range(len(self.members)))
+        client = "http://%s:2379" % self.addr(i)
+        return [ETCD, "--name", name,
+                "--data-dir", os.path.join(self.workdir, "etcd-" + name),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", "http://%s:2380" % self.addr(i),
+                "--initial-advertise-peer-urls", "http://%s:2380" % self.addr(i),
+                "--initial-cluster", peers, "--initial-cluster-token", self.token,
+                "--initial-cluster-state", "new"]
+
+    def start(self, i, wait=True):
+        if self.procs[i] is not None and self.procs[i].poll() is None:
+            raise RuntimeError("etcd member %d is already running" % i)
+        log = open(os.path.join(self.workdir, "etcd-m%d.log" % i), "ab")
+        self._logs[i] = log
+        self.procs[i] = subprocess.Popen(
+            self.hosts.command_prefix(self.members[i]) + self._args(i), stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True)
+        if wait:
+            self.wait_healthy(i)
+
+    def healthy(self, i):
+        out = subprocess.run(
+            self.hosts.command_prefix(self.members[i]) +
+            [ETCDCTL, "--endpoints", self.endpoint(i), "--command-timeout=2s", "endpoint",
+             "health"], capture_output=True, text=True, timeout=20)
+        return out.returncode == 0
+
+    def wait_healthy(self, i, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[i].poll() is not None:
+                raise RuntimeError("etcd member %d exited at start: %s" % (i, self.log(i)))
+            if self.healthy(i):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("etcd member %d not healthy within %d s: %s" %
+                           (i, timeout, self.log(i)))
+
+    def log(self, i):
+        try:
+            with open(os.path.join(self.workdir, "etcd-m%d.log" % i), "rb") as f:
+                return f.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, i, hard=False):
+        proc = self.procs[i]
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL if hard else signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.procs[i] = None
+        if self._logs[i] is not None:
+            self._logs[i].close()
+            self._logs[i] = None
+
+    def etcdctl(self, *args, via=0, timeout=20):
+        """Runs etcdctl against member `via`; returns its CompletedProcess."""
+        return subprocess.run(
+            self.hosts.command_prefix(self.members[via]) +
+            [ETCDCTL, "--endpoints", self.endpoint(via)] + list(args), capture_output=True,
+            text=True, timeout=timeout)
+
+    def close(self):
+        for i in range(len(self.members)):
+            self.stop(i)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
