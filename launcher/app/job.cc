@@ -126,7 +126,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
-  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.nnodes;
+  reg.min_nodes = spec.elastic() ? spec.min_nodes : 0;  // 0: fixed size (job_protocol.h)
   reg.nproc = spec.nproc_per_node;
   reg.max_restarts = spec.max_restarts;
   reg.hang = HangSetting(spec);

@@ -315,6 +315,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   layout.nnodes = static_cast<int>(plan.nodes.size());
   layout.restarts = job::RestartsOf(plan);
   layout.ranks_port = port;
+  if (settings_.ranks_follow_plan && !plan.nodes.empty()) layout.master_addr = plan.nodes[0].addr;
   planner_.ApplyLayout(layout);
   if (job::Elastic(settings_.registration)) LogElasticLayout(plan, *mine);
   const std::string ranks = mine->nproc == 1

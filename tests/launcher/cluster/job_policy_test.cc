@@ -688,18 +688,29 @@ TEST_CASE("job policy: an elastic job starts at the last call, grows and shrinks
              Catch::Contains("1 node(s) remain of the 2 the job needs"));
 }
 
-// --nnodes N:N is --nnodes N: no ids, no last call.
-TEST_CASE("job policy: MIN = MAX is a fixed-size job", "[job_policy]") {
+// A job on etcd: MIN = MAX is a fixed size on the elastic path (drawn ids, node ranks per plan):
+// no last call, the job starts when all N are in.  (The built-in backend's --nnodes N:N is
+// min_nodes 0: not elastic.)
+TEST_CASE("job policy: MIN = MAX is a fixed size on the elastic path", "[job_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
+  config.min_nodes = 0;
+  CHECK_FALSE(config.elastic());
   config.min_nodes = 3;
   config.max_restarts = 1;
-  config.master = Reg(0);
-  CHECK_FALSE(config.elastic());
+  const auto reg = [](int id) {
+    NodeRegistration r = Reg(id);
+    r.min_nodes = 3;
+    return r;
+  };
+  config.master = reg(0);
+  CHECK(config.elastic());
+  CHECK(Elastic(reg(1)));
   CoordinatorState s;
-  s = Step(s, config, CE::Join(1, Reg(0))).state;
-  s = Step(s, config, CE::Join(1, Reg(1))).state;
-  CHECK(Names(Step(s, config, CE::Join(1, Reg(2))).actions) == kGo0);
+  s = Step(s, config, CE::Join(1, reg(0))).state;
+  CoordinatorStep two = Step(s, config, CE::Join(1, reg(1)));
+  CHECK(two.actions.empty());  // two of three: no last call
+  CHECK(Names(Step(two.state, config, CE::Join(1, reg(2))).actions) == kGo0);
 }
 
 }  // namespace gculaunch::job
