@@ -78,6 +78,9 @@ class NodeAgent : public JobLink {
   /// Why joining failed (master unreachable), if it did.
   const std::optional<Error>& join_error() const { return join_error_; }
   const job::AgentState& state() const { return state_; }
+  /// Ends this node before it joined: the job's store (or etcd) could not be reached.  Logs
+  /// `error`, keeps it as join_error() and exits the ranks' job with `code`.
+  void JoinFailed(Error error, int code);
 
   // ---- JobLink ----
   void LocalStop(const LocalStopReport& report) override;
@@ -94,7 +97,6 @@ class NodeAgent : public JobLink {
   void LogElasticLayout(const job::JobPlan& plan, const job::PlanNode& mine);
   void Refused(const Error& why);
   void Admitted(Result<std::string> text);
-  void JoinFailed(Error error, int code);
   void Dispatch(const job::AgentEvent& event);
   void Execute(const job::AgentAction& action);
   void StartRanks(const job::AgentAction& action);
