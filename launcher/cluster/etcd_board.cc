@@ -71,6 +71,7 @@ void EtcdAgentBoard::Connect(bool /*rejoin*/, std::chrono::milliseconds deadline
   }));
   auto follow = [this, once](const Status& ready) {
     if (!ready.ok()) {
+      leader_started_ = false;  // the next Connect lists again
       if (*once) {
         auto d = std::move(*once);
         *once = nullptr;
@@ -96,6 +97,10 @@ void EtcdAgentBoard::Connect(bool /*rejoin*/, std::chrono::milliseconds deadline
   leader_started_ = true;
   leader_.OnChange(lifetime_.Wrap(
       [this](const etcd::Event& /*event*/, const std::string& /*key*/) { LeaderChanged(); }));
+  leader_.OnBroken(lifetime_.Wrap([this](std::string what) {
+    leader_started_ = false;  // the next Connect lists again
+    Lose("the watch on the job's leader key in etcd failed: " + std::move(what));
+  }));
   leader_.Start(lifetime_.Wrap(follow));
 }
 
@@ -170,7 +175,7 @@ void EtcdAgentBoard::Beat(int seq, std::function<void(std::string)> on_lost) {
   on_lost_ = std::move(on_lost);
   if (lease_listener_ == 0) {
     lease_listener_ = member_.AddLeaseListener(
-        lifetime_.Wrap([this](std::string what) { Lose("this node's " + what); }));
+        lifetime_.Wrap([this](std::string what) { Lose(std::move(what)); }));
   }
   member_.Put(Key(job::HeartbeatKey(node_, seq)), "1", true,
               lifetime_.Wrap([this](const Status& s) {
@@ -263,7 +268,8 @@ EtcdCoordinatorBoard::EtcdCoordinatorBoard(EtcdMember& member, int term, std::in
       term_(term),
       guard_(guard),
       attempts_(attempts),
-      keys_(member, TermPrefix(member.prefix(), term)) {}
+      keys_(member, TermPrefix(member.prefix(), term)),
+      retry_timer_(member.io()) {}
 
 EtcdCoordinatorBoard::~EtcdCoordinatorBoard() { keys_.Stop(); }
 
@@ -305,14 +311,27 @@ void EtcdCoordinatorBoard::Write(etcd::RequestOp op, bool only_if_missing) {
 void EtcdCoordinatorBoard::Pump() {
   if (writing_ || writes_.empty() || deposed_) return;
   writing_ = true;
-  etcd::TxnRequest txn = std::move(writes_.front());
+  etcd::TxnRequest txn = writes_.front();
   writes_.pop_front();
-  member_.RunTxn(std::move(txn), lifetime_.Wrap([this](Result<etcd::TxnResponse> r) {
+  member_.RunTxn(txn, lifetime_.Wrap([this, txn](Result<etcd::TxnResponse> r) {
     writing_ = false;
-    if (!r.ok()) {
-      Deposed("etcd refused a write: " + r.error().what);
+    if (!r.ok() && retries_ < kWriteRetries) {
+      // etcd did not answer: the same write again (guarded puts and deletes are idempotent;
+      // a marker that did get written fails its own compare, which is fine).
+      ++retries_;
+      writes_.push_front(txn);
+      retry_timer_.expires_after(std::chrono::milliseconds(300));
+      retry_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+        if (!ec) Pump();
+      }));
       return;
     }
+    if (!r.ok()) {
+      Deposed("etcd did not take a write " + std::to_string(kWriteRetries + 1) +
+              " times: " + r.error().what);
+      return;
+    }
+    retries_ = 0;
     if (!r->succeeded) {
       const auto& kvs =
           r->responses.empty() ? std::vector<etcd::KeyValue>{} : r->responses[0].range.kvs;

@@ -155,6 +155,9 @@ class EtcdCoordinatorBoard : public CoordinatorBoard {
   EtcdMirror keys_;
   std::deque<etcd::TxnRequest> writes_;
   bool writing_ = false;
+  static constexpr int kWriteRetries = 3;  ///< etcd unreachable: the same write again
+  int retries_ = 0;
+  boost::asio::steady_timer retry_timer_;
   bool deposed_ = false;
   std::function<void(std::string)> on_deposed_;
   std::function<void(int, int)> hung_up_;

@@ -83,9 +83,9 @@ void EtcdMember::KeepAlive() {
         if (alive.ok() && !alive->expired) {
           last_alive_ = Clock::now();
         } else if (alive.ok()) {
-          Lost("its etcd lease " + std::to_string(id) + " expired");
+          Lost("this process's etcd lease " + std::to_string(id) + " expired");
         } else if (Clock::now() - last_alive_ >= ttl_) {
-          Lost("no etcd keepalive got through for " + std::to_string(ttl_.count()) +
+          Lost("no etcd keepalive of this process got through for " + std::to_string(ttl_.count()) +
                " s (the lease's TTL): " + alive.error().what);
         }
         ArmKeepAlive();

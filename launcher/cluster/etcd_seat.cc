@@ -16,6 +16,7 @@ EtcdSeat::EtcdSeat(EtcdMember& member, EtcdSeatSettings settings, spdlog::logger
       retry_timer_(member.io()) {}
 
 EtcdSeat::~EtcdSeat() {
+  if (lease_listener_ != 0) member_.RemoveLeaseListener(lease_listener_);
   leader_key_.Stop();
   coordinator_.reset();
   board_.reset();
@@ -23,14 +24,30 @@ EtcdSeat::~EtcdSeat() {
 }
 
 void EtcdSeat::Start() {
+  lease_listener_ = member_.AddLeaseListener(lifetime_.Wrap([this](std::string what) {
+    Depose(std::move(what));  // its leader key went with the lease
+  }));
   leader_key_.OnChange(lifetime_.Wrap(
       [this](const etcd::Event& /*event*/, const std::string& /*key*/) { Watched(); }));
+  leader_key_.OnBroken(lifetime_.Wrap([this](const std::string& what) {
+    log_.warn("the watch on the job's leader key in etcd failed ({}); watching again", what);
+    WatchLeaderKey();
+  }));
+  WatchLeaderKey();
+}
+
+// Lists P/leader and watches it; etcd unreachable: again a second later.
+void EtcdSeat::WatchLeaderKey() {
   leader_key_.Start(lifetime_.Wrap([this](const Status& ready) {
-    if (!ready.ok()) {
-      log_.error("cannot watch the job's leader key in etcd: {}", ready.error().what);
+    if (ready.ok()) {
+      Watched();
       return;
     }
-    Watched();
+    log_.warn("cannot watch the job's leader key in etcd: {}", ready.error().what);
+    retry_timer_.expires_after(std::chrono::seconds(1));
+    retry_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+      if (!ec) WatchLeaderKey();
+    }));
   }));
 }
 
@@ -129,10 +146,16 @@ void EtcdSeat::Won(int term, std::int64_t guard) {
   }));
 }
 
-// Posted: the board that reports it must not be destroyed inside its own callback.
+// Posted: the board that reports it must not be destroyed inside its own callback.  A leader
+// key that is still this seat's is deleted (resigning), so that another process can win.
 void EtcdSeat::Depose(const std::string& what) {
-  if (!leader()) return;
+  if (!leader() || finishing_) return;
   log_.warn("this node no longer leads the job (term {}): {}", term_, what);
+  const std::string leader = member_.prefix() + kEtcdLeaderKey;
+  etcd::TxnRequest resign;
+  resign.compare.push_back(etcd::Compare::CreatedAt(leader, guard_));
+  resign.success.push_back(etcd::RequestOp::Delete(leader));
+  member_.RunTxn(std::move(resign), [](const Result<etcd::TxnResponse>&) {});
   guard_ = 0;
   timer_.cancel();
   asio::post(member_.io(), lifetime_.Wrap([this] {

@@ -62,12 +62,15 @@ class EtcdSeat {
   int term() const { return term_; }
   /// The job is over: this leader removed its keys, or they were removed.
   bool finished() const { return finished_; }
+  /// After Stop(): the process may exit (it does not lead, or it removed the job's keys).
+  bool idle() const { return stopped_ && (!leader() || finished_); }
   const Coordinator* coordinator() const { return coordinator_.get(); }
   EtcdCoordinatorBoard* board() { return board_.get(); }
   /// The ranks' store while leading (null otherwise).
   AgentStore* ranks_store() { return store_.get(); }
 
  private:
+  void WatchLeaderKey();
   void Watched();
   void Campaign();
   void Won(int term, std::int64_t guard);
@@ -85,6 +88,7 @@ class EtcdSeat {
   int term_ = 0;
   int seen_term_ = 0;  ///< the highest term read from P/term
   std::int64_t guard_ = 0;
+  int lease_listener_ = 0;
   bool campaigning_ = false;  ///< a campaign transaction is in flight
   bool stopped_ = false;
   bool finishing_ = false;  ///< removing the job's keys
