@@ -123,10 +123,11 @@ class SpecBuilder {
 
   Result<LaunchSpec> Build() {
     for (Status (SpecBuilder::*step)() :
-         {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::StorePorts,
-          &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards,
-          &SpecBuilder::Affinity, &SpecBuilder::Program, &SpecBuilder::Environment,
-          &SpecBuilder::Output, &SpecBuilder::Extras, &SpecBuilder::Metrics}) {
+         {&SpecBuilder::Topology, &SpecBuilder::Rendezvous, &SpecBuilder::Master,
+          &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc,
+          &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
+          &SpecBuilder::Environment, &SpecBuilder::Output, &SpecBuilder::Extras,
+          &SpecBuilder::Metrics}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
@@ -206,9 +207,44 @@ class SpecBuilder {
     return OkStatus();
   }
 
+  // --rdzv-backend: etcd's settings (etcd_settings.h); the etcd keys and an endpoint list
+  // belong to etcd alone.
+  Status Rendezvous() {
+    spec_.rdzv_backend = o_.rdzv_backend.value_or("static");
+    if (IsEtcdBackend(spec_.rdzv_backend) && o_.standalone) {
+      Note(o_.Source("rdzv-backend") + " " + spec_.rdzv_backend +
+           " is ignored with --standalone (as torchrun does): the store is on this node");
+      return OkStatus();
+    }
+    if (IsEtcdBackend(spec_.rdzv_backend)) {
+      auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_);
+      if (!etcd.ok()) return etcd.error();
+      spec_.etcd = std::move(*etcd);
+      if (spec_.rdzv_backend == "etcd-v2") {
+        Note(
+            "--rdzv-backend etcd-v2 is gculaunch's etcd backend: it speaks etcd's v3 API, so "
+            "etcd needs no --enable-v2");
+      }
+      return OkStatus();
+    }
+    for (const auto& [key, value] : o_.rdzv_conf) {
+      if (!IsEtcdConfKey(key)) continue;
+      return Error{o_.Source("rdzv-conf") + " '" + key + "' is a key of the etcd backend, not of " +
+                       spec_.rdzv_backend,
+                   "add --rdzv-backend etcd, or drop " + key};
+    }
+    if (o_.rdzv_endpoint_list) {
+      return Error{o_.Source("rdzv-endpoint") + " '" + *o_.rdzv_endpoint_list +
+                       "': a list of endpoints (or a URL) is only for --rdzv-backend etcd",
+                   "give one HOST:PORT, e.g. --rdzv-endpoint node0:29400"};
+    }
+    return OkStatus();
+  }
+
   // Where the store is: MASTER_ADDR and MASTER_PORT, from --standalone, --rdzv-endpoint,
   // --master-addr/--master-port, the platform or the defaults.
   Status Master() {
+    if (spec_.etcd) return EtcdMaster();
     const bool addr_given = o_.master_addr.has_value();
     const bool port_given = o_.master_port.has_value();
     if (o_.rdzv_endpoint && (addr_given || port_given) && !o_.standalone) {
@@ -262,6 +298,19 @@ class SpecBuilder {
       Note(o_.Source("rdzv-endpoint") + " has no port: using " +
            std::to_string(kDefaultEndpointPort) + " (torchrun's default)");
     }
+  }
+
+  // etcd: --rdzv-endpoint names etcd; each epoch's leader hosts the ranks' store, on
+  // MASTER_PORT (from the flags, the platform or the default).
+  Status EtcdMaster() {
+    const int nnodes = spec_.nnodes;
+    spec_.nnodes = 1;  // no "needs the store's address": the leader's is found in etcd
+    Status ok = FlagsMaster();
+    spec_.nnodes = nnodes;
+    Note(
+        "etcd rendezvous: the ranks' store is on each epoch's leader, found in etcd; "
+        "MASTER_ADDR here is a placeholder");
+    return ok;
   }
 
   // --master-addr and --master-port, each else from the platform, else the default.
