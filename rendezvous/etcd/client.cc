@@ -468,6 +468,7 @@ Watch::Task<Status> Watch::Open() {
       if (!ec) co_await conn.ReadHeader(stream_->buffer, stream_->parser, ec);
       if (ec) {
         why = name + ": /v3/watch failed: " + ec.message();
+        if (hint.empty()) hint = TransportHint(state, ec);
       } else if (stream_->parser.get().result_int() != 200) {
         why = name + ": /v3/watch answered HTTP " +
               std::to_string(stream_->parser.get().result_int());

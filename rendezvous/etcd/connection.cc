@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/system/system_error.hpp>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -30,7 +31,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
-using asio::ip::tcp;
 
 namespace {
 
@@ -133,10 +133,20 @@ Result<std::shared_ptr<ssl::context>> MakeTlsContext(const TlsOptions& options) 
     return Error{"etcd TLS: a client certificate needs both the certificate and its key file",
                  "give both cert and key, or neither"};
   }
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  std::shared_ptr<ssl::context> context;
+  try {  // Asio throws when OpenSSL cannot make a context; the client reports, never throws
+    context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  } catch (const boost::system::system_error& e) {
+    return Error{std::string("etcd TLS: OpenSSL could not make a TLS context: ") + e.what(), ""};
+  }
+  boost::system::error_code settings;
   context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-  context->set_verify_mode(ssl::verify_peer);
+                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                           ssl::context::no_tlsv1_1,
+                       settings);
+  if (!settings) context->set_verify_mode(ssl::verify_peer, settings);
+  if (settings)
+    return Error{"etcd TLS: OpenSSL refused the TLS settings: " + settings.message(), ""};
   if (!options.ca_file.empty()) {
     // Only this file: the build machine's CA paths play no part.
     auto loaded = LoadFile(options.ca_file, "the CA certificate that signed etcd's certificate",

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gculaunch::testing {
@@ -58,7 +59,7 @@ std::uint16_t FreeLoopbackPort() {
 }
 
 EtcdServer::EtcdServer(Options options)
-    : options_(options), data_dir_(dir_.File("data")), binary_(FindEtcd()) {
+    : options_(std::move(options)), data_dir_(dir_.File("data")), binary_(FindEtcd()) {
   if (binary_.empty()) {
     FAIL("etcd is not installed (Debian's etcd-server): run scripts/bootstrap.sh as root");
   }

@@ -185,6 +185,9 @@ TEST_CASE("TLS: etcd's --client-cert-auth refuses a client without a certificate
     CHECK(refused.error().hint ==
           "etcd may require a client certificate (--client-cert-auth): give the client "
           "certificate and key files");
+    auto no_watch = co_await anonymous.OpenWatch(WatchOn("/c"));
+    REQUIRE(!no_watch.ok());
+    CHECK(no_watch.error().hint == refused.error().hint);
     ClientOptions options = Options(etcd.url(), pki.File("ca.pem"));
     options.tls.cert_file = pki.File("client.pem");
     options.tls.key_file = pki.File("client.key");
