@@ -458,9 +458,17 @@ TEST_CASE("endpoint lists parse with defaults and refuse what is not host:port")
   CHECK(bad.error().Format() ==
         "gculaunch: etcd endpoint 'node2:http': 'http' is no port (fix: give host:port pairs "
         "separated by commas, e.g. 10.0.0.1:2379,10.0.0.2:2379)");
-  auto tls = ParseEndpoints("https://node1:2379");
-  REQUIRE(!tls.ok());
-  CHECK(tls.error().what == "etcd endpoint 'https://node1:2379': TLS is not supported yet");
+  auto tls = ParseEndpoints("https://node1:2379,https://[::1]/");
+  REQUIRE(tls.ok());
+  REQUIRE(tls->size() == 2);
+  CHECK((*tls)[0].tls);
+  CHECK((*tls)[1].ToString() == "[::1]:2379");
+  CHECK_FALSE((*parsed)[1].tls);
+  auto mixed = ParseEndpoints("https://node1:2379,node2:2379");
+  REQUIRE(!mixed.ok());
+  CHECK(mixed.error().Format() ==
+        "gculaunch: etcd endpoint 'node2:2379' is http:// but 'node1:2379' is https:// (fix: "
+        "give every endpoint the same scheme: all https:// (TLS) or all http://)");
   CHECK_FALSE(ParseEndpoints("").ok());
 }
 
