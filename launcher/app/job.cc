@@ -907,7 +907,7 @@ void Job::Teardown() {
 
 int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
            const JobOptions& options) {
-  if (spec.elastic() && !spec.store_host) {
+  if (spec.elastic() && !spec.store_host && !spec.etcd) {
     // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
     LaunchSpec decided = spec;
     decided.store_host = NamesThisHost(spec.master_addr);

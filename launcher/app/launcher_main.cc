@@ -60,14 +60,6 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     return exit_code::kSuccess;
   }
 
-  if (spec->etcd) {
-    // The one place that stops an etcd job until the cluster layer runs it on etcd.
-    PrintError(Error{"--rdzv-backend " + spec->etcd->backend +
-                         ": the etcd job rendezvous is not in this build yet",
-                     "`gculaunch check --rdzv-backend etcd --rdzv-endpoint ... --rdzv-id ...` "
-                     "tests the etcd endpoints; run jobs with --rdzv-backend c10d meanwhile"});
-    return exit_code::kUsage;
-  }
   for (const std::string& warning : spec->warnings) logger->warn("{}", warning);
 
   JobOptions job;

@@ -786,6 +786,12 @@ void OnBadJoin(CoordinatorStep& step, int node, int seq, const std::string& what
 
 void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config) {
   if (step.state.phase != CPhase::kGathering) return;
+  if (config.elastic() && Present(step.state) >= config.min_nodes) {
+    // MIN is in but the last call (longer than --rdzv-timeout) has not passed: start now.
+    step.state.last_call_passed = true;
+    MaybeStart(step, config);
+    return;
+  }
   if (config.elastic()) {
     AbortAll(step, step.state.adopted + 1,
              JobError(exit_code::kRendezvousFailed,

@@ -90,7 +90,16 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
   std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
                      Plural(spec.nproc_per_node, "rank") + ", node " +
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;
-  if (spec.elastic()) {
+  if (spec.etcd) {
+    // Every node is alike: the leader of each term hosts the ranks' store (docs/etcd.md).
+    const std::string count = spec.elastic() ? std::to_string(spec.min_nodes) + " to " +
+                                                   std::to_string(spec.nnodes) + " nodes (elastic)"
+                                             : Plural(spec.nnodes, "node");
+    line = "layout: " + count + " x " + Plural(spec.nproc_per_node, "rank") +
+           ", rendezvous in etcd at " + Join(spec.etcd->endpoints, ",") + " under " +
+           spec.etcd->key_prefix + ", node rank assigned at rendezvous, the leader of each term " +
+           "hosts the ranks' store on port " + port;
+  } else if (spec.elastic()) {
     // Node ranks come from the rendezvous: each epoch's layout line names them.
     const std::string who = !spec.store_host   ? "the node the endpoint names hosts the store"
                             : *spec.store_host ? "this node hosts the store"
@@ -783,6 +792,12 @@ class SpecBuilder {
       }
     }
     if (!o_.hang_timeout) return OkStatus();
+    if (IsEtcdBackend(o_.rdzv_backend.value_or("")) && !o_.standalone) {
+      // The job-wide hang watch runs next to the store host's coordinator; on etcd that is
+      // each term's leader, which does not carry it yet (docs/etcd.md, "Limits").
+      return Error{o_.Source("hang-timeout") + " is not available with --rdzv-backend etcd yet",
+                   "drop --hang-timeout, or use --rdzv-backend c10d for this job"};
+    }
     spec_.hang_timeout_s = *o_.hang_timeout;
     spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
     spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);

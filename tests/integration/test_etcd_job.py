@@ -43,7 +43,7 @@ class EtcdJob(gltest.CheckpointJobCase):
     def node(self, hosts, etcd, host, nnodes="3", rdzv_id="job1", extra=(), max_restarts=3,
              rdzv_timeout=30, fail_rank=-1, fail_step=0):
         args = ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints(), "--rdzv-id",
-                rdzv_id, "--rdzv-conf", "lease_ttl=2", "--nnodes", nnodes,
+                rdzv_id, "--rdzv-conf", "lease_ttl=2,last_call_timeout=2", "--nnodes", nnodes,
                 "--nproc-per-node", "1", "--device", "cpu", "--grace-period", "5",
                 "--max-restarts", str(max_restarts), "--rdzv-timeout", str(rdzv_timeout)]
         args += list(extra)
@@ -121,7 +121,13 @@ class EtcdJob(gltest.CheckpointJobCase):
         leader[0].signal(signal.SIGKILL)
         leader[0].proc.wait(timeout=30)
         rest = [j for j in jobs if j is not leader[0]]
-        self.wait_world(2, 1, rest, timeout=60)
+        try:
+            self.wait_world(2, 1, rest, timeout=60)
+        except AssertionError:
+            for j in rest:
+                j.wait(timeout=30)
+                gltest.eprint("---- node stderr\n" + j.stderr[-5000:])
+            raise
         self.assert_finished(rest)
         self.assertNotEqual(self.leader_pid(etcd), pid)
 
@@ -146,8 +152,8 @@ class EtcdJob(gltest.CheckpointJobCase):
         hosts = self.hosts(2)
         job = gltest.Job(["--rdzv-backend", "etcd", "--rdzv-endpoint", hosts.addr(1) + ":2379",
                           "--rdzv-id", "job1", "--nnodes", "2", "--nproc-per-node", "1",
-                          "--device", "cpu", "--rdzv-timeout", "4", "--python", gltest.PYTHON,
-                          "-c", "pass"], tag=self.tag, prefix=hosts.command_prefix(0))
+                          "--device", "cpu", "--rdzv-timeout", "4", "--no-python", "/bin/true"],
+                         tag=self.tag, prefix=hosts.command_prefix(0))
         with job:
             code = job.wait(timeout=60)
         self.assertEqual(code, 3, job.stderr)

@@ -688,6 +688,41 @@ TEST_CASE("job policy: an elastic job starts at the last call, grows and shrinks
              Catch::Contains("1 node(s) remain of the 2 the job needs"));
 }
 
+// Elastic: the join deadline passes while MIN nodes are in but the last call is still open
+// (last_call_timeout longer than --rdzv-timeout, or a new leader adopting the job): the job
+// starts with the nodes it has instead of failing "2 joined but the job needs 2".
+TEST_CASE("job policy: an elastic job with MIN present starts at the join deadline",
+          "[job_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 2;
+  config.max_restarts = 3;
+  config.rdzv_timeout_s = 30;
+  const auto reg = [](int id) {
+    NodeRegistration r = Reg(id);
+    r.min_nodes = 2;
+    r.max_restarts = 3;
+    return r;
+  };
+  config.master = reg(0);
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, reg(0))).state;
+  s = Step(s, config, CE::Join(1, reg(1))).state;
+  CoordinatorStep deadline = Step(s, config, CE::RendezvousTimeout());
+  REQUIRE_FALSE(deadline.actions.empty());
+  CHECK(Names(deadline.actions)[0] == "PublishPlan(0)");
+  CHECK(deadline.actions[0].plan.world_size == 2);
+  CHECK_FALSE(deadline.actions[0].plan.abort.has_value());
+
+  // Below MIN the deadline still ends the job (exit 3).
+  CoordinatorState one;
+  one = Step(one, config, CE::Join(1, reg(0))).state;
+  CoordinatorStep alone = Step(one, config, CE::RendezvousTimeout());
+  REQUIRE_FALSE(alone.actions.empty());
+  REQUIRE(alone.actions[0].plan.abort.has_value());
+  CHECK(alone.actions[0].plan.abort->exit_code == 3);
+}
+
 // A job on etcd: MIN = MAX is a fixed size on the elastic path (drawn ids, node ranks per plan):
 // no last call, the job starts when all N are in.  (The built-in backend's --nnodes N:N is
 // min_nodes 0: not elastic.)
