@@ -24,8 +24,8 @@ EtcdSeat::~EtcdSeat() {
 }
 
 void EtcdSeat::Start() {
-  lease_listener_ = member_.AddLeaseListener(lifetime_.Wrap([this](std::string what) {
-    Depose(std::move(what));  // its leader key went with the lease
+  lease_listener_ = member_.AddLeaseListener(lifetime_.Wrap([this](const std::string& what) {
+    Depose(what);  // its leader key went with the lease
   }));
   leader_key_.OnChange(lifetime_.Wrap(
       [this](const etcd::Event& /*event*/, const std::string& /*key*/) { Watched(); }));
@@ -130,7 +130,7 @@ void EtcdSeat::Won(int term, std::int64_t guard) {
             socket->port());
   store_ = std::make_unique<AgentStore>(member_.io(), std::move(*socket), log_);
   board_ = std::make_unique<EtcdCoordinatorBoard>(member_, term, guard, *store_);
-  board_->OnDeposed(lifetime_.Wrap([this](std::string what) { Depose(what); }));
+  board_->OnDeposed(lifetime_.Wrap([this](const std::string& what) { Depose(what); }));
   board_->Start(lifetime_.Wrap([this, term](const Status& ready) {
     if (term != term_ || !leader()) return;
     if (!ready.ok()) {

@@ -4,6 +4,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "launcher/cluster/etcd_board.h"
 #include "launcher/cluster/etcd_seat.h"
