@@ -126,7 +126,7 @@ void EtcdNode::TryGrant() {
 bool EtcdNode::Done(const NodeAgent& agent) {
   if (!agent.finished()) return false;
   seat_->Stop();  // this node campaigns no more
-  return !seat_->leader() || seat_->finished();
+  return seat_->idle();
 }
 
 void EtcdNode::Leave(boost::asio::io_context& io, std::chrono::milliseconds bound) {
