@@ -140,7 +140,8 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
 
   m.agent.config.node_rank = spec.node_rank;
   m.agent.config.max_restarts = spec.max_restarts;
-  m.agent.config.master_addr = spec.master_addr;
+  // On etcd "node 0" is the leader of the current term, wherever it runs.
+  m.agent.config.master_addr = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
   m.agent.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   m.agent.rdzv_timeout = timeout;
   m.agent.registration = reg;

@@ -57,35 +57,71 @@ EtcdAgentBoard::~EtcdAgentBoard() {
   if (lease_listener_ != 0) member_.RemoveLeaseListener(lease_listener_);
 }
 
-// Waits (up to `deadline`) for a leader, then follows its term's keys.
+// Waits (up to `deadline`) for a leader, then follows its term's keys.  etcd out of reach is
+// retried with back-off: the deadline's error then names etcd's last error.
 void EtcdAgentBoard::Connect(bool /*rejoin*/, std::chrono::milliseconds deadline, Done done) {
   auto once = std::make_shared<Done>(std::move(done));
+  auto last_error = std::make_shared<std::string>();
   connect_timer_ = std::make_unique<asio::steady_timer>(member_.io());
+  retry_timer_ = std::make_unique<asio::steady_timer>(member_.io());
   connect_timer_->expires_after(deadline);
-  connect_timer_->async_wait(lifetime_.Wrap([this, once](const boost::system::error_code& ec) {
-    if (ec || !*once) return;
-    auto d = std::move(*once);
-    *once = nullptr;
-    d(Error{"no leader of the job appeared in etcd under " + member_.prefix() + kEtcdLeaderKey,
-            "start the job's other nodes, or check --rdzv-endpoint and --rdzv-id"});
-  }));
-  auto follow = [this, once](const Status& ready) {
-    if (!ready.ok()) {
-      leader_started_ = false;  // the next Connect lists again
-      if (*once) {
+  connect_timer_->async_wait(
+      lifetime_.Wrap([this, once, last_error](const boost::system::error_code& ec) {
+        if (ec || !*once) return;
         auto d = std::move(*once);
         *once = nullptr;
-        d(ready);
-      }
+        retry_timer_->cancel();
+        if (!last_error->empty()) {
+          d(Error{"could not reach etcd for the job's keys under " + member_.prefix() + ": " +
+                      *last_error,
+                  "check that etcd runs at --rdzv-endpoint and that this node reaches it"});
+          return;
+        }
+        d(Error{"no leader of the job appeared in etcd under " + member_.prefix() + kEtcdLeaderKey,
+                "start the job's other nodes, or check --rdzv-endpoint and --rdzv-id"});
+      }));
+  TryConnect(std::move(once), std::move(last_error), std::chrono::milliseconds(100));
+}
+
+void EtcdAgentBoard::TryConnect(std::shared_ptr<Done> once, std::shared_ptr<std::string> last_error,
+                                std::chrono::milliseconds backoff) {
+  auto retry = [this, once, last_error, backoff](const Status& failed) {
+    if (!*once) return;
+    *last_error = failed.error().what;
+    retry_timer_->expires_after(backoff);
+    retry_timer_->async_wait(
+        lifetime_.Wrap([this, once, last_error, backoff](const boost::system::error_code& ec) {
+          if (ec || !*once) return;
+          TryConnect(once, last_error, std::min(backoff * 2, std::chrono::milliseconds(1000)));
+        }));
+  };
+  auto follow = [this, once, retry](const Status& ready) {
+    if (!*once) return;
+    if (!ready.ok()) {
+      leader_started_ = false;  // the next attempt lists again
+      retry(ready);
       return;
     }
-    leader_.WaitKey("", lifetime_.Wrap([this, once](const std::string&) {
+    leader_.WaitKey("", lifetime_.Wrap([this, once, retry](const std::string& text) {
       if (!*once) return;
-      Follow([this, once](const Status& s) {
-        if (!*once) return;
+      if (!DecodeLeader(text)) {
         auto d = std::move(*once);
         *once = nullptr;
         connect_timer_->cancel();
+        d(Error{"etcd's " + member_.prefix() + kEtcdLeaderKey + " is not a gculaunch leader key",
+                "use a --rdzv-id of its own for every job"});
+        return;
+      }
+      Follow([this, once, retry](const Status& s) {
+        if (!*once) return;
+        if (!s.ok()) {  // the term's keys could not be listed: etcd went away meanwhile
+          retry(s);
+          return;
+        }
+        auto d = std::move(*once);
+        *once = nullptr;
+        connect_timer_->cancel();
+        retry_timer_->cancel();
         d(s);
       });
     }));
@@ -120,7 +156,10 @@ void EtcdAgentBoard::Follow(Done done) {
   }
   term_ = leader->term;
   keys_ = std::make_unique<EtcdMirror>(member_, TermPrefix(member_.prefix(), term_));
-  keys_->Start(std::move(done));
+  keys_->Start(lifetime_.Wrap([this, done = std::move(done)](const Status& listed) {
+    if (!listed.ok()) keys_.reset();  // the next Follow lists the term again
+    done(listed);
+  }));
 }
 
 void EtcdAgentBoard::LeaderChanged() {

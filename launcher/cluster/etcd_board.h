@@ -77,6 +77,10 @@ class EtcdAgentBoard : public AgentBoard {
   int term() const { return term_; }
 
  private:
+  /// One attempt of Connect: list and watch the leader key, wait for a leader, follow its
+  /// term; an etcd error is retried after `backoff` (doubling to 1 s) until the deadline.
+  void TryConnect(std::shared_ptr<Done> once, std::shared_ptr<std::string> last_error,
+                  std::chrono::milliseconds backoff);
   void Follow(Done done);
   void LeaderChanged();
   void Lose(std::string what);
@@ -97,6 +101,7 @@ class EtcdAgentBoard : public AgentBoard {
   std::function<void(std::string)> on_lost_;
   int lease_listener_ = 0;
   std::unique_ptr<boost::asio::steady_timer> connect_timer_;
+  std::unique_ptr<boost::asio::steady_timer> retry_timer_;  ///< Connect's back-off
   LifetimeGuard lifetime_;  ///< last member: expires first
 };
 

@@ -246,7 +246,7 @@ void NodeAgent::Dispatch(const AgentEvent& event) {
       LogMarker(*state_.marker);
       outcome_ = *state_.marker;
     } else if (!step.actions.empty() && step.actions.front().kind == AgentAction::Kind::kJoin &&
-               joins_ > 0) {
+               joins_ > 0 && !lost_since_) {  // once per loss, not for every failed attempt
       log_.warn(
           "node 0's store went away ({}); this node joins again when it is back (at most "
           "{} s, --rdzv-timeout)",
