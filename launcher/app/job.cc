@@ -212,7 +212,7 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& 
   config.events = events;
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
-  config.policy.job = spec.nnodes > 1;
+  config.policy.job = spec.nnodes > 1 || spec.etcd.has_value();  // an agent decides restarts
   config.grace = std::chrono::milliseconds(static_cast<long long>(spec.grace_period_s * 1000));
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;
@@ -634,7 +634,6 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
   cluster.agent.emplace(loop.io, *cluster.agent_board, loop.planner, settings.agent, log_);
 }
 
-
 int Job::Supervise(Loop& loop, Cluster& cluster) {
   Supervisor supervisor(
       WorkerGroupDeps{
@@ -649,10 +648,9 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     if (cluster.coordinator) cluster.coordinator->Start();
     if (cluster.etcd) {
       NodeAgent* agent = &*cluster.agent;
-      cluster.etcd->Start([agent] { agent->Start(); },
-                          [agent](Error e) {
-                            agent->JoinFailed(std::move(e), exit_code::kRendezvousFailed);
-                          });
+      cluster.etcd->Start(
+          [agent] { agent->Start(); },
+          [agent](Error e) { agent->JoinFailed(std::move(e), exit_code::kRendezvousFailed); });
     } else {
       cluster.agent->Start();
     }
@@ -678,8 +676,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
                                    hang_dir, &loop.events});
     job_hang->Start();
   } else if (spec_.hang_timeout_s > 0 && cluster.board) {
-    progress.emplace(loop.io, *cluster.board, supervisor, spec_.node_rank,
-                     spec_.hang_timeout_s);
+    progress.emplace(loop.io, *cluster.board, supervisor, spec_.node_rank, spec_.hang_timeout_s);
     progress->Start();
   }
   const JobOutcome outcome = supervisor.Run();

@@ -102,7 +102,7 @@ class EtcdAgentBoard : public AgentBoard {
   int lease_listener_ = 0;
   std::unique_ptr<boost::asio::steady_timer> connect_timer_;
   std::unique_ptr<boost::asio::steady_timer> retry_timer_;  ///< Connect's back-off
-  LifetimeGuard lifetime_;  ///< last member: expires first
+  LifetimeGuard lifetime_;                                  ///< last member: expires first
 };
 
 class EtcdCoordinatorBoard : public CoordinatorBoard {

@@ -316,6 +316,7 @@ class SpecBuilder {
     spec_.nnodes = 1;  // no "needs the store's address": the leader's is found in etcd
     Status ok = FlagsMaster();
     spec_.nnodes = nnodes;
+    spec_.agent_port = spec_.master_port;  // the leader serves the ranks' store on MASTER_PORT
     Note(
         "etcd rendezvous: the ranks' store is on each epoch's leader, found in etcd; "
         "MASTER_ADDR here is a placeholder");
