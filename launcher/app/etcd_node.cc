@@ -57,9 +57,9 @@ EtcdNode::EtcdNode(boost::asio::io_context& io, etcd::ClientOptions options,
       log_(log),
       endpoints_(JoinEndpoints(options)),
       retry_timer_(io) {
-  member_ = std::make_unique<EtcdMember>(io, std::move(options), etcd.key_prefix,
-                                         std::chrono::seconds(etcd.lease_ttl_s),
-                                         settings_.identity);
+  member_ =
+      std::make_unique<EtcdMember>(io, std::move(options), etcd.key_prefix,
+                                   std::chrono::seconds(etcd.lease_ttl_s), settings_.identity);
   seat_ = std::make_unique<EtcdSeat>(*member_, settings_.seat, log_);
   board_ = std::make_unique<EtcdAgentBoard>(*member_, std::move(local_addr));
 }
@@ -95,26 +95,30 @@ void EtcdNode::TryGrant() {
     const auto waited = now - started_;
     if (waited >= settings_.rdzv_timeout) {
       std::ostringstream what;
-      what << "could not reach etcd at " << endpoints_ << " after " << attempts_
-           << " attempts in " << Seconds(waited) << " s (--rdzv-timeout "
-           << Seconds(settings_.rdzv_timeout) << " s); last error: " << granted.error().what;
-      if (on_failed_) {
-        on_failed_(Error{what.str(),
-                         "check that etcd runs at --rdzv-endpoint and that this node can reach "
-                         "it (gculaunch check --rdzv-backend etcd ...); raise --rdzv-timeout if "
-                         "etcd starts later"});
+      what << "could not reach etcd at " << endpoints_ << " after " << attempts_ << " attempts in "
+           << Seconds(waited) << " s (--rdzv-timeout " << Seconds(settings_.rdzv_timeout)
+           << " s); last error: " << granted.error().what;
+      // The client's own hint names what to fix (a client certificate, a password, ...).
+      std::string hint = granted.error().hint;
+      if (hint.empty()) {
+        hint =
+            "check that etcd runs at --rdzv-endpoint and that this node can reach it "
+            "(gculaunch check --rdzv-backend etcd ...)";
       }
+      hint += "; raise --rdzv-timeout if etcd starts later";
+      if (on_failed_) on_failed_(Error{what.str(), std::move(hint)});
       return;
     }
     if (now - last_progress_ >= settings_.progress_period) {
       last_progress_ = now;
-      log_.info("waiting for etcd at {}: {} attempt(s) in {:.1f} s, last: {}; waiting up to "
-                "{:.1f} s (--rdzv-timeout)",
-                endpoints_, attempts_, Seconds(waited), granted.error().what,
-                Seconds(settings_.rdzv_timeout));
+      log_.info(
+          "waiting for etcd at {}: {} attempt(s) in {:.1f} s, last: {}; waiting up to "
+          "{:.1f} s (--rdzv-timeout)",
+          endpoints_, attempts_, Seconds(waited), granted.error().what,
+          Seconds(settings_.rdzv_timeout));
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        settings_.rdzv_timeout - waited);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(settings_.rdzv_timeout - waited);
     retry_timer_.expires_after(std::min(backoff_, std::max(left, std::chrono::milliseconds(1))));
     backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(1000));
     retry_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {

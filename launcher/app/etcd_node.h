@@ -47,8 +47,8 @@ class EtcdNode {
  public:
   /// An Error when the settings cannot make a client (one line with the fix).
   static Result<std::unique_ptr<EtcdNode>> Make(boost::asio::io_context& io,
-                                                const EtcdSettings& etcd,
-                                                EtcdNodeSettings settings, spdlog::logger& log);
+                                                const EtcdSettings& etcd, EtcdNodeSettings settings,
+                                                spdlog::logger& log);
   ~EtcdNode();
   EtcdNode(const EtcdNode&) = delete;
   EtcdNode& operator=(const EtcdNode&) = delete;
