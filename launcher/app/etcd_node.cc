@@ -98,12 +98,15 @@ void EtcdNode::TryGrant() {
       what << "could not reach etcd at " << endpoints_ << " after " << attempts_ << " attempts in "
            << Seconds(waited) << " s (--rdzv-timeout " << Seconds(settings_.rdzv_timeout)
            << " s); last error: " << granted.error().what;
-      if (on_failed_) {
-        on_failed_(Error{what.str(),
-                         "check that etcd runs at --rdzv-endpoint and that this node can reach "
-                         "it (gculaunch check --rdzv-backend etcd ...); raise --rdzv-timeout if "
-                         "etcd starts later"});
+      // The client's own hint names what to fix (a client certificate, a password, ...).
+      std::string hint = granted.error().hint;
+      if (hint.empty()) {
+        hint =
+            "check that etcd runs at --rdzv-endpoint and that this node can reach it "
+            "(gculaunch check --rdzv-backend etcd ...)";
       }
+      hint += "; raise --rdzv-timeout if etcd starts later";
+      if (on_failed_) on_failed_(Error{what.str(), std::move(hint)});
       return;
     }
     if (now - last_progress_ >= settings_.progress_period) {

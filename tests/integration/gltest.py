@@ -915,9 +915,16 @@ class EtcdCluster:
     runs in a process group of its own, with a data directory under `workdir`; stop(i) ends
     exactly that group (kill -9 with `hard`), start(i) brings the member back with its data.
     close() stops every member this instance started.  A missing etcd binary raises (a test
-    that needs etcd fails, it is never skipped)."""
+    that needs etcd fails, it is never skipped).
 
-    def __init__(self, hosts, members, workdir, token=None):
+    Optional, off by default: `tls`, a dict of PEM files {"ca", "cert", "key"} (the server's
+    certificate and key, signed by "ca") and optionally "client_cert"/"client_key" (what
+    etcdctl presents) and "client_cert_auth" (True: etcd requires a client certificate
+    signed by "ca"); client URLs are then https (peers stay http).  `auth_token_ttl`: etcd's
+    --auth-token-ttl in seconds.  `ctl_user` ("user:password") is passed to etcdctl once the
+    test enabled authentication."""
+
+    def __init__(self, hosts, members, workdir, token=None, tls=None, auth_token_ttl=None):
         if not os.access(ETCD, os.X_OK):
             raise RuntimeError("etcd is not installed (Debian's etcd-server): run "
                                "scripts/bootstrap.sh as root")
@@ -925,6 +932,9 @@ class EtcdCluster:
         self.members = list(members)
         self.workdir = workdir
         self.token = token or ("gl-" + uuid.uuid4().hex[:8])
+        self.tls = dict(tls) if tls else None
+        self.auth_token_ttl = auth_token_ttl
+        self.ctl_user = None
         self.procs = [None] * len(self.members)
         self._logs = [None] * len(self.members)
         try:
@@ -942,6 +952,19 @@ class EtcdCluster:
     def endpoint(self, i):
         return "%s:2379" % self.addr(i)
 
+    def scheme(self):
+        return "https" if self.tls else "http"
+
+    def _ctl_flags(self):
+        flags = []
+        if self.tls:
+            flags += ["--cacert", self.tls["ca"]]
+            if self.tls.get("client_cert"):
+                flags += ["--cert", self.tls["client_cert"], "--key", self.tls["client_key"]]
+        if self.ctl_user:
+            flags += ["--user", self.ctl_user]
+        return flags
+
     def endpoints(self):
         return ",".join(self.endpoint(i) for i in range(len(self.members)))
 
@@ -949,14 +972,22 @@ class EtcdCluster:
         name = "m%d" % i
         peers = ",".join("m%d=http://%s:2380" % (k, self.addr(k))
                          for k in range(len(self.members)))
-        client = "http://%s:2379" % self.addr(i)
+        client = "%s://%s:2379" % (self.scheme(), self.addr(i))
+        extra = []
+        if self.tls:
+            extra += ["--cert-file", self.tls["cert"], "--key-file", self.tls["key"]]
+            if self.tls.get("client_cert_auth"):
+                # etcd 3.4 asks for client certificates as soon as a trusted CA is given.
+                extra += ["--trusted-ca-file", self.tls["ca"], "--client-cert-auth"]
+        if self.auth_token_ttl is not None:
+            extra += ["--auth-token-ttl", str(self.auth_token_ttl)]
         return [ETCD, "--name", name,
                 "--data-dir", os.path.join(self.workdir, "etcd-" + name),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", "http://%s:2380" % self.addr(i),
                 "--initial-advertise-peer-urls", "http://%s:2380" % self.addr(i),
                 "--initial-cluster", peers, "--initial-cluster-token", self.token,
-                "--initial-cluster-state", "new"]
+                "--initial-cluster-state", "new"] + extra
 
     def start(self, i, wait=True):
         if self.procs[i] is not None and self.procs[i].poll() is None:
@@ -972,8 +1003,9 @@ class EtcdCluster:
     def healthy(self, i):
         out = subprocess.run(
             self.hosts.command_prefix(self.members[i]) +
-            [ETCDCTL, "--endpoints", self.endpoint(i), "--command-timeout=2s", "endpoint",
-             "health"], capture_output=True, text=True, timeout=20)
+            [ETCDCTL, "--endpoints", self.endpoint(i), "--command-timeout=2s"] +
+            self._ctl_flags() + ["endpoint", "health"], capture_output=True, text=True,
+            timeout=20)
         return out.returncode == 0
 
     def wait_healthy(self, i, timeout=30):
@@ -1017,8 +1049,8 @@ class EtcdCluster:
         """Runs etcdctl against member `via`; returns its CompletedProcess."""
         return subprocess.run(
             self.hosts.command_prefix(self.members[via]) +
-            [ETCDCTL, "--endpoints", self.endpoint(via)] + list(args), capture_output=True,
-            text=True, timeout=timeout)
+            [ETCDCTL, "--endpoints", self.endpoint(via)] + self._ctl_flags() + list(args),
+            capture_output=True, text=True, timeout=timeout)
 
     def close(self):
         for i in range(len(self.members)):
