@@ -80,10 +80,11 @@ void EtcdAgentBoard::Connect(bool /*rejoin*/, std::chrono::milliseconds deadline
         d(Error{"no leader of the job appeared in etcd under " + member_.prefix() + kEtcdLeaderKey,
                 "start the job's other nodes, or check --rdzv-endpoint and --rdzv-id"});
       }));
-  TryConnect(std::move(once), std::move(last_error), std::chrono::milliseconds(100));
+  TryConnect(once, last_error, std::chrono::milliseconds(100));
 }
 
-void EtcdAgentBoard::TryConnect(std::shared_ptr<Done> once, std::shared_ptr<std::string> last_error,
+void EtcdAgentBoard::TryConnect(const std::shared_ptr<Done>& once,
+                                const std::shared_ptr<std::string>& last_error,
                                 std::chrono::milliseconds backoff) {
   auto retry = [this, once, last_error, backoff](const Status& failed) {
     if (!*once) return;

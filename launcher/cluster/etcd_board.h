@@ -79,7 +79,7 @@ class EtcdAgentBoard : public AgentBoard {
  private:
   /// One attempt of Connect: list and watch the leader key, wait for a leader, follow its
   /// term; an etcd error is retried after `backoff` (doubling to 1 s) until the deadline.
-  void TryConnect(std::shared_ptr<Done> once, std::shared_ptr<std::string> last_error,
+  void TryConnect(const std::shared_ptr<Done>& once, const std::shared_ptr<std::string>& last_error,
                   std::chrono::milliseconds backoff);
   void Follow(Done done);
   void LeaderChanged();
