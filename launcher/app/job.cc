@@ -163,6 +163,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
       std::chrono::milliseconds(static_cast<long long>(spec.last_call_s * 1000));
   m.coordinator.config.max_restarts = spec.max_restarts;
   m.coordinator.config.master = reg;
+  m.coordinator.config.elected_leader = spec.etcd.has_value();
   m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   m.coordinator.rdzv_timeout = timeout;
   m.coordinator.ranks_port = spec.store_mode == StoreMode::kAgent ? 0

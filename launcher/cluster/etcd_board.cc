@@ -219,7 +219,8 @@ void EtcdAgentBoard::Beat(int seq, std::function<void(std::string)> on_lost) {
   }
   member_.Put(Key(job::HeartbeatKey(node_, seq)), "1", true,
               lifetime_.Wrap([this](const Status& s) {
-                if (!s.ok()) Lose("its heartbeat could not be written: " + s.error().what);
+                if (!s.ok())
+                  Lose("this node's heartbeat could not be written to etcd: " + s.error().what);
               }));
   LeaderChanged();  // the leader may have gone while this node joined
 }
@@ -332,7 +333,8 @@ void EtcdCoordinatorBoard::Changed(const etcd::Event& event, const std::string& 
   const std::string rest = key.substr(kBeat.size());
   const auto slash = rest.find('/');
   if (slash == std::string::npos) return;
-  hung_up_(std::atoi(rest.c_str()), std::atoi(rest.c_str() + slash + 1));
+  hung_up_(std::atoi(rest.c_str()), std::atoi(rest.c_str() + slash + 1),
+           "its etcd lease ended without a bye (killed, or cut off from etcd)");
 }
 
 void EtcdCoordinatorBoard::Write(etcd::RequestOp op, bool only_if_missing) {
@@ -466,9 +468,7 @@ void EtcdCoordinatorBoard::PublishJobInfo(const std::string& registration) {
 
 void EtcdCoordinatorBoard::BeginAttempt(int epoch) { attempts_.BeginAttempt(epoch); }
 
-void EtcdCoordinatorBoard::OnHangUp(std::function<void(int, int)> hung_up) {
-  hung_up_ = std::move(hung_up);
-}
+void EtcdCoordinatorBoard::OnHangUp(HungUp hung_up) { hung_up_ = std::move(hung_up); }
 
 // Only the term's leader writes job/dumpreq (the guard), so a local count is the counter.
 int EtcdCoordinatorBoard::RequestDump() {

@@ -135,7 +135,7 @@ class EtcdCoordinatorBoard : public CoordinatorBoard {
   void SetMissing(const std::string& text) override;
   void PublishJobInfo(const std::string& registration) override;
   void BeginAttempt(int epoch) override;
-  void OnHangUp(std::function<void(int, int)> hung_up) override;
+  void OnHangUp(HungUp hung_up) override;
   int RequestDump() override;
   std::optional<std::string> DumpAnswer(int request, int node) const override;
   void ForgetDump(int request, int node) override;
@@ -165,7 +165,7 @@ class EtcdCoordinatorBoard : public CoordinatorBoard {
   boost::asio::steady_timer retry_timer_;
   bool deposed_ = false;
   std::function<void(std::string)> on_deposed_;
-  std::function<void(int, int)> hung_up_;
+  HungUp hung_up_;
   int dump_requests_ = 0;
   /// Heartbeat(): a value that changes on every call while the key exists, frozen after.
   mutable std::map<std::pair<int, int>, std::string> beats_;

@@ -149,6 +149,9 @@ struct CoordinatorConfig {
   NodeRegistration master;   ///< node 0's own registration: the reference for the others
   int rdzv_timeout_s = 900;  ///< for the "did not join" / "did not come back" messages
   int last_call_s = 30;      ///< elastic: --rdzv-conf last_call_timeout, for messages
+  /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host; the
+  /// messages of a takeover say so.
+  bool elected_leader = false;
   bool elastic() const { return min_nodes > 0 && min_nodes <= nnodes; }
 };
 

@@ -247,10 +247,17 @@ void NodeAgent::Dispatch(const AgentEvent& event) {
       outcome_ = *state_.marker;
     } else if (!step.actions.empty() && step.actions.front().kind == AgentAction::Kind::kJoin &&
                joins_ > 0 && !lost_since_) {  // once per loss, not for every failed attempt
-      log_.warn(
-          "node 0's store went away ({}); this node joins again when it is back (at most "
-          "{} s, --rdzv-timeout)",
-          event.what, settings_.config.rdzv_timeout_s);
+      if (settings_.ranks_follow_plan) {      // etcd: the what names the leader and the cause
+        log_.warn(
+            "{}; this node joins the job again under the next leader (at most {} s, "
+            "--rdzv-timeout)",
+            event.what, settings_.config.rdzv_timeout_s);
+      } else {
+        log_.warn(
+            "node 0's store went away ({}); this node joins again when it is back (at most "
+            "{} s, --rdzv-timeout)",
+            event.what, settings_.config.rdzv_timeout_s);
+      }
     }
   }
   for (const AgentAction& action : step.actions) Execute(action);

@@ -73,6 +73,7 @@ struct EtcdJob {
     seat.coordinator.config.max_restarts = max_restarts;
     seat.coordinator.config.master = reg;
     seat.coordinator.config.rdzv_timeout_s = 60;
+    seat.coordinator.config.elected_leader = true;
     seat.coordinator.rdzv_timeout = std::chrono::seconds(60);
     seat.coordinator.heartbeat_check = std::chrono::milliseconds(50);
     seat.coordinator.heartbeat_timeout = std::chrono::milliseconds(1000);
@@ -282,6 +283,40 @@ TEST_CASE("etcd job: the leader dies and an elastic job continues on two nodes u
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 3; ++i) {
     if (i != old) CHECK(job.procs[i]->agent->exit_code() == 0);
+  }
+  // The lines say what happened on etcd: the old leader's key went with its lease, and a
+  // survivor took over (not "node 0 came back").
+  CHECK_THAT(f.log_text.str(),
+             Catch::Contains("(h" + std::to_string(old) + ", pid " + std::to_string(1000 + old) +
+                             ") went away: its etcd key /gculaunch/job3/leader "
+                             "was deleted (its lease ended)"));
+  CHECK_THAT(f.log_text.str(),
+             Catch::Contains("this node took over as the job's leader: resuming the job at epoch "
+                             "1 (the nodes ran epoch 0 under the previous leader)"));
+  CHECK_THAT(f.log_text.str(), !Catch::Contains("came back"));
+  if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
+}
+
+TEST_CASE("etcd job: a node that does not lead dies: its lease ends and the job goes on without it",
+          "[etcd_job]") {
+  Fixture f;
+  EtcdJob job(f.server, f.io, f.log, "/gculaunch/job7/", 2, 3);
+  for (int i = 0; i < 3; ++i) job.Add(i);
+  REQUIRE(f.Run([&] { return job.AllStarted(0); }));
+  const int leader = job.Leader();
+  const int other = (leader + 1) % 3;
+  job.Kill(other);
+  REQUIRE(f.Run([&] { return job.AllStarted(1); }));
+  CHECK(job.Leader() == leader);  // the same term: nobody campaigned again
+  CHECK(job.procs[leader]->seat->term() == 1);
+  CHECK(job.RankEnv(leader, 1)["WORLD_SIZE"] == "2");
+  CHECK_THAT(f.log_text.str(),
+             Catch::Contains("was lost: its etcd lease ended without a bye (killed, or cut off "
+                             "from etcd)"));
+  job.SucceedAll();
+  REQUIRE(f.Run([&] { return job.AllFinished(); }));
+  for (int i = 0; i < 3; ++i) {
+    if (i != other) CHECK(job.procs[i]->agent->exit_code() == 0);
   }
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }

@@ -748,4 +748,38 @@ TEST_CASE("job policy: MIN = MAX is a fixed size on the elastic path", "[job_pol
   CHECK(Names(Step(two.state, config, CE::Join(1, reg(2))).actions) == kGo0);
 }
 
+// On etcd a takeover is a new leader elected for the term, not node 0 coming back: its
+// messages say so (the built-in wording is in the coordinator's table above).
+TEST_CASE("job policy: on etcd a new leader takes over in its own words", "[job_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 3;
+  config.max_restarts = 1;
+  config.elected_leader = true;
+  const auto reg = [](int id, int last_epoch) {
+    NodeRegistration r = Reg(id, 1, last_epoch);
+    r.min_nodes = 3;
+    return r;
+  };
+  config.master = reg(0, -1);
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, reg(1, 0))).state;
+  s = Step(s, config, CE::Join(1, reg(2, 0))).state;
+  CoordinatorStep took = Step(s, config, CE::Join(1, reg(0, -1)));
+  REQUIRE_FALSE(took.actions.empty());
+  CHECK(Names(took.actions).front() ==
+        "Log[this node took over as the job's leader: resuming the job at epoch 1 (the nodes ran "
+        "epoch 0 under the previous leader)]");
+
+  CoordinatorState spent;  // a node already ran epoch 1: the one restart is used
+  spent = Step(spent, config, CE::Join(1, reg(1, 1))).state;
+  spent = Step(spent, config, CE::Join(1, reg(2, 0))).state;
+  CoordinatorStep over = Step(spent, config, CE::Join(1, reg(0, -1)));
+  REQUIRE_FALSE(over.actions.empty());
+  CHECK(Names(over.actions).front() == "PublishAbort(2)");
+  REQUIRE(over.actions.front().plan.abort.has_value());
+  CHECK(over.actions.front().plan.abort->what ==
+        "a new leader took over, but the job has used all 1 restart(s)");
+}
+
 }  // namespace gculaunch::job
