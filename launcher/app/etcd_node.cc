@@ -93,6 +93,14 @@ void EtcdNode::TryGrant() {
     }
     const auto now = Clock::now();
     const auto waited = now - started_;
+    if (granted.error().exit_code == etcd::kRefusedExitCode) {
+      // etcd answered and refused this node (certificate, password, permissions): waiting
+      // changes nothing, so stop now with its reason and its fix.
+      Error refused = granted.error();
+      refused.what = "etcd refused this node: " + refused.what;
+      if (on_failed_) on_failed_(std::move(refused));
+      return;
+    }
     if (waited >= settings_.rdzv_timeout) {
       std::ostringstream what;
       what << "could not reach etcd at " << endpoints_ << " after " << attempts_ << " attempts in "

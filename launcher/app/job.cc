@@ -649,9 +649,14 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     if (cluster.coordinator) cluster.coordinator->Start();
     if (cluster.etcd) {
       NodeAgent* agent = &*cluster.agent;
-      cluster.etcd->Start(
-          [agent] { agent->Start(); },
-          [agent](Error e) { agent->JoinFailed(std::move(e), exit_code::kRendezvousFailed); });
+      cluster.etcd->Start([agent] { agent->Start(); },
+                          [agent](Error e) {
+                            // A refusal carries its own exit code (a configuration to fix); else
+                            // etcd was not reached in time.
+                            const int code =
+                                e.exit_code != 0 ? e.exit_code : exit_code::kRendezvousFailed;
+                            agent->JoinFailed(std::move(e), code);
+                          });
     } else {
       cluster.agent->Start();
     }

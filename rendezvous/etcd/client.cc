@@ -139,7 +139,10 @@ asio::awaitable<Result<HttpReply>> Exchange(const ClientState& state, const Endp
         ec == beast::error::timeout
             ? "no reply within " + std::to_string(state.options.request_timeout.count()) + " ms"
             : ec.message();
-    co_return Error{name + ": " + target + " failed: " + why, TransportHint(state, ec)};
+    // A TLS alert after the handshake (TLS 1.3 refuses a missing client certificate here).
+    const bool refused = ec.category() == asio::error::get_ssl_category();
+    co_return Error{name + ": " + target + " failed: " + why, TransportHint(state, ec),
+                    refused ? kRefusedExitCode : 0};
   }
   boost::system::error_code ignored;
   conn.tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -167,7 +170,8 @@ asio::awaitable<Result<HttpReply>> SendAnywhere(ClientState& state, http::verb v
                                                 bool with_token) {
   if (auto tls = TlsReady(state); !tls.ok()) co_return tls.error();
   std::vector<std::string> failures;
-  std::string hint;  // the first specific one (TLS), else the general one below
+  std::string hint;         // the first specific one (TLS), else the general one below
+  bool all_refused = true;  // every endpoint refused this client (kRefusedExitCode)
   const std::size_t n = state.options.endpoints.size();
   for (std::size_t tried = 0; tried < n; ++tried) {
     const Endpoint endpoint = state.options.endpoints[state.current % n];
@@ -176,12 +180,14 @@ asio::awaitable<Result<HttpReply>> SendAnywhere(ClientState& state, http::verb v
     failures.push_back(reply.ok() ? endpoint.ToString() + ": unavailable: " + reply->body
                                   : reply.error().what);
     if (!reply.ok() && hint.empty()) hint = reply.error().hint;
+    all_refused = all_refused && !reply.ok() && reply.error().exit_code == kRefusedExitCode;
     state.current = (state.current + 1) % n;
   }
   co_return Error{"no etcd endpoint answered " + target + ": " + Join(failures),
                   !hint.empty() ? hint
                                 : "check that etcd runs and serves clients at these host:port "
-                                  "addresses (etcdctl --endpoints host:port endpoint health)"};
+                                  "addresses (etcdctl --endpoints host:port endpoint health)",
+                  all_refused ? kRefusedExitCode : 0};
 }
 
 std::string HintFor(int code) {
@@ -203,9 +209,12 @@ Error Refused(const HttpReply& reply, const std::string& call) {
                      std::to_string(reply.status) + ": '" + reply.body.substr(0, 80) + "'",
                  "check that the address is an etcd 3.4 or newer client URL"};
   }
+  // Unauthenticated, permission denied, invalid argument (etcd's "user name is empty" for a
+  // client without a user when auth is on): asking again gets the same answer.
+  const bool denied = error->code == kCodeUnauthenticated || error->code == 7 || error->code == 3;
   return Error{"etcd at " + reply.endpoint + " refused " + call + ": " + error->message +
                    " (code " + std::to_string(error->code) + ")",
-               HintFor(error->code)};
+               HintFor(error->code), denied ? kRefusedExitCode : 0};
 }
 
 asio::awaitable<Status> Authenticate(ClientState& state) {
@@ -215,9 +224,12 @@ asio::awaitable<Status> Authenticate(ClientState& state) {
   if (!reply.ok()) co_return reply.error();
   if (reply->status != 200) {
     auto error = ParseGatewayError(reply->body);
+    // etcd answered (failing over has passed every "unavailable"): a wrong user or
+    // password, or authentication not enabled, stays so.
     co_return Error{"etcd at " + reply->endpoint + " refused user '" + state.options.user +
                         "': " + (error ? error->message : "HTTP " + std::to_string(reply->status)),
-                    "check the etcd user name and password"};
+                    "check the etcd user name and password",
+                    reply->status < 500 ? kRefusedExitCode : 0};
   }
   auto token = ParseAuthenticate(reply->body);
   if (!token.ok()) co_return token.error();

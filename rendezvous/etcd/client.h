@@ -57,6 +57,12 @@
 
 namespace gculaunch::etcd {
 
+/// Error::exit_code of a refusal that asking again cannot cure: etcd (or its TLS layer)
+/// answered, and refused this client's certificate, password or permissions, on every
+/// endpoint. A launcher stops at once with it (a configuration to fix, exit status 2)
+/// instead of retrying until its deadline.
+inline constexpr int kRefusedExitCode = 2;
+
 struct Endpoint {
   std::string host;
   std::uint16_t port = 2379;

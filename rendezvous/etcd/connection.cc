@@ -262,9 +262,14 @@ asio::awaitable<Status> Connection::Handshake(const Endpoint& endpoint, ssl::con
   ec = {};
   co_await tls_->async_handshake(ssl::stream_base::client, Nothrow(ec));
   if (!ec) co_return OkStatus();
+  // A verdict of the TLS layer (a certificate, a protocol) stays the same on a retry; a
+  // timeout or a reset does not.
+  const bool verdict =
+      ec != beast::error::timeout &&
+      (SSL_get_verify_result(ssl) != X509_V_OK || ec.category() == asio::error::get_ssl_category());
   co_return Error{endpoint.ToString() +
                       ": TLS handshake failed: " + HandshakeFailure(ssl, ec, rejected_, timeout),
-                  HandshakeHint(ssl, ec)};
+                  HandshakeHint(ssl, ec), verdict ? kRefusedExitCode : 0};
 }
 
 asio::awaitable<void> Connection::Write(Request& request, boost::system::error_code& ec) {

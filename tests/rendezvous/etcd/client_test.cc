@@ -365,10 +365,12 @@ TEST_CASE("authentication: a wrong password is refused, an expired token is rene
           "gculaunch: etcd at " + etcd.endpoint() +
               " refused user 'root': etcdserver: authentication failed, invalid user ID or "
               "password (fix: check the etcd user name and password)");
+    CHECK(refused.error().exit_code == kRefusedExitCode);  // a launcher stops at once
     Client anonymous(ex, Options(etcd.endpoint()));
     auto no_user = co_await anonymous.Put("/a", "1");
     REQUIRE(!no_user.ok());
     CHECK(no_user.error().what.find("user name is empty") != std::string::npos);
+    CHECK(no_user.error().exit_code == kRefusedExitCode);
 
     ClientOptions options = Options(etcd.endpoint());
     options.user = "root";
@@ -410,6 +412,7 @@ TEST_CASE("fail-over: a closed first endpoint is skipped, none reachable is a cl
     CHECK(failed.error().what == "no etcd endpoint answered /v3/kv/range: " + closed +
                                      ": cannot connect: Connection refused; " + other +
                                      ": cannot connect: Connection refused");
+    CHECK(failed.error().exit_code == 0);  // etcd may come: a launcher keeps trying
   });
 }
 

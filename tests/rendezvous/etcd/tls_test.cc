@@ -146,6 +146,7 @@ TEST_CASE("TLS: a certificate from another CA or for another name is refused wit
               "certificate (certificate /CN=etcd-other-server issued by /CN=other-test-ca) "
               "(fix: give the CA certificate that signed etcd's server certificate as the CA "
               "file (etcd's --cert-file is signed by it))");
+    CHECK(refused.error().exit_code == kRefusedExitCode);
     auto watch = co_await client.OpenWatch(WatchOn("/x"));
     REQUIRE(!watch.ok());
     CHECK(watch.error().what.find("certificate verify failed") != std::string::npos);
@@ -159,6 +160,7 @@ TEST_CASE("TLS: a certificate from another CA or for another name is refused wit
                                      ": TLS handshake failed: certificate verify failed: "
                                      "hostname mismatch") != std::string::npos);
     CHECK(mismatch.error().hint.find("subjectAltName") != std::string::npos);
+    CHECK(mismatch.error().exit_code == kRefusedExitCode);
     Client by_address(ex, Options(etcd.url(), pki.File("other-ca.pem")));
     auto matched = co_await by_address.Get("/x");
     if (!matched.ok()) FAIL(matched.error().Format());
@@ -185,6 +187,7 @@ TEST_CASE("TLS: etcd's --client-cert-auth refuses a client without a certificate
     CHECK(refused.error().hint ==
           "etcd may require a client certificate (--client-cert-auth): give the client "
           "certificate and key files");
+    CHECK(refused.error().exit_code == kRefusedExitCode);
     auto no_watch = co_await anonymous.OpenWatch(WatchOn("/c"));
     REQUIRE(!no_watch.ok());
     CHECK(no_watch.error().hint == refused.error().hint);
