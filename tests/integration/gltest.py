@@ -846,6 +846,29 @@ class CheckpointJobCase(unittest.TestCase):
             add_host(hosts)
         return hosts
 
+    def records(self):
+        """The checkpoint journal so far: {rank: [record, ...]}."""
+        if not os.path.isdir(self.journal):
+            return {}
+        return read_ckpt_journal(self.journal)
+
+    def worlds(self):
+        """(world size, attempt) pairs journaled by rank 0, in the order they first appeared."""
+        out = []
+        for r in self.records().get(0, []):
+            if not out or out[-1] != (r["world"], r["attempt"]):
+                out.append((r["world"], r["attempt"]))
+        return out
+
+    def wait_world(self, world, attempt, jobs, timeout=60):
+        """Waits until every rank of a `world`-rank job journaled a step of `attempt`."""
+        def running():
+            recs = self.records()
+            return all(any(r["world"] == world and r["attempt"] == attempt
+                           for r in recs.get(rank, [])) for rank in range(world))
+        self.wait_until(running, "%d ranks running in attempt %d" % (world, attempt), jobs,
+                        timeout)
+
     def wait_until(self, predicate, what, jobs, timeout=60):
         """Polls predicate() (bounded); fails at once when one of `jobs` exits first."""
         deadline = time.monotonic() + timeout

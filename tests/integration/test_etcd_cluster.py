@@ -45,18 +45,6 @@ class EtcdCluster(gltest.CheckpointJobCase):
         self.addCleanup(job.__exit__, None, None, None)
         return job
 
-    def records(self):
-        if not os.path.isdir(self.journal):
-            return {}
-        return gltest.read_ckpt_journal(self.journal)
-
-    def attempts_of_world(self):
-        out = []
-        for r in self.records().get(0, []):
-            if not out or out[-1] != (r["world"], r["attempt"]):
-                out.append((r["world"], r["attempt"]))
-        return out
-
     def last_step(self, attempt=0):
         steps = [r["step"] for recs in self.records().values() for r in recs
                  if r["attempt"] == attempt]
@@ -105,7 +93,7 @@ class EtcdCluster(gltest.CheckpointJobCase):
         killed_at = self.last_step()
         self.assertLess(killed_at, fail_step, "the rank failed before the member was killed")
         self.assert_finished(jobs)
-        self.assertEqual(self.attempts_of_world(), [(3, 0), (3, 1)])
+        self.assertEqual(self.worlds(), [(3, 0), (3, 1)])
         # Node 1 (whose first endpoint is the dead member) ran a rank in both attempts and ended
         # cleanly: it failed over to the other members.
         ranks_of_attempt1 = {rank for rank, recs in self.records().items()
@@ -194,7 +182,7 @@ signed server etcd; signed client gltest-client
         self.assert_finished(jobs)
         took = time.monotonic() - began
         self.assertGreater(took, 3 * 2, "the job must outlive several 2 s tokens")
-        self.assertEqual([w for w, _ in self.attempts_of_world()], [2])
+        self.assertEqual([w for w, _ in self.worlds()], [2])
         keys = etcd.etcdctl("get", "--prefix", "--keys-only", "/gculaunch/")
         self.assertEqual(keys.returncode, 0, keys.stderr)
         self.assertEqual(keys.stdout.strip(), "")

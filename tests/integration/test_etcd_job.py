@@ -59,26 +59,6 @@ class EtcdJob(gltest.CheckpointJobCase):
         self.addCleanup(job.__exit__, None, None, None)
         return job
 
-    def records(self):
-        if not os.path.isdir(self.journal):
-            return {}
-        return gltest.read_ckpt_journal(self.journal)
-
-    def attempts_of_world(self):
-        out = []
-        for r in self.records().get(0, []):
-            if not out or out[-1] != (r["world"], r["attempt"]):
-                out.append((r["world"], r["attempt"]))
-        return out
-
-    def wait_world(self, world, attempt, jobs, timeout=60):
-        def running():
-            recs = self.records()
-            return all(any(r["world"] == world and r["attempt"] == attempt
-                           for r in recs.get(rank, [])) for rank in range(world))
-        self.wait_until(running, "%d ranks running in attempt %d" % (world, attempt), jobs,
-                        timeout)
-
     def leader_pid(self, etcd, rdzv_id="job1"):
         out = etcd.etcdctl("get", "--print-value-only", "/gculaunch/%s/leader" % rdzv_id)
         if out.returncode != 0 or not out.stdout.strip():
@@ -103,14 +83,14 @@ class EtcdJob(gltest.CheckpointJobCase):
         hosts, etcd = self.cluster(3)
         jobs = [self.node(hosts, etcd, i) for i in range(3)]
         self.assert_finished(jobs)
-        self.assertEqual([w for w, _ in self.attempts_of_world()], [3])
+        self.assertEqual([w for w, _ in self.worlds()], [3])
         self.assertEqual(self.keys(etcd, "/gculaunch/job1/"), [])
 
     def test_b_rank_failure_restarts_once_everywhere(self):
         hosts, etcd = self.cluster(3)
         jobs = [self.node(hosts, etcd, i, fail_rank=1, fail_step=12) for i in range(3)]
         self.assert_finished(jobs)
-        self.assertEqual(self.attempts_of_world(), [(3, 0), (3, 1)])
+        self.assertEqual(self.worlds(), [(3, 0), (3, 1)])
 
     def test_c_leader_lost_elastic_job_reforms_on_the_others(self):
         hosts, etcd = self.cluster(3)
@@ -150,7 +130,7 @@ class EtcdJob(gltest.CheckpointJobCase):
         leader[0].proc.wait(timeout=30)
         rest = [j for j in jobs if j is not leader[0]]
         time.sleep(4)  # longer than the lease: the two wait, nothing runs on 2 nodes
-        self.assertNotIn((2, 1), self.attempts_of_world())
+        self.assertNotIn((2, 1), self.worlds())
         spare = self.node(hosts, etcd, 4)
         live = rest + [spare]
         self.wait_world(3, 1, live, timeout=60)

@@ -2,9 +2,6 @@
 // whose tokens live 2 s (--auth-token-ttl): one client with a user and a password keeps a
 // lease alive, writes and watches across several token lifetimes, its watch reopened after its
 // token expired.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +12,7 @@
 #include <functional>
 
 #include "rendezvous/etcd/client.h"
+#include "tests/rendezvous/etcd/gateway_fixture.h"
 #include "tests/support/etcd_server.h"
 
 // GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames are inlined.
@@ -24,30 +22,9 @@ namespace gculaunch::etcd {
 namespace {
 
 namespace asio = boost::asio;
+using gateway_test::Post;
+using gateway_test::Sleep;
 using testing::EtcdServer;
-
-// A blocking POST to the gateway on loopback, for setting up the user; returns the reply.
-std::string Post(std::uint16_t port, const std::string& path, const std::string& body) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  const std::string request = "POST " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
-  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string reply;
-  char buf[4096];
-  for (int i = 0; i < 256; ++i) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    reply.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return reply;
-}
 
 // Adds root/secret with the root role and turns authentication on.
 void EnableAuth(std::uint16_t port) {
@@ -57,12 +34,6 @@ void EnableAuth(std::uint16_t port) {
   REQUIRE(Post(port, "/v3/auth/user/grant", R"({"user":"root","role":"root"})").find(" 200 ") !=
           std::string::npos);
   REQUIRE(Post(port, "/v3/auth/enable", "{}").find(" 200 ") != std::string::npos);
-}
-
-asio::awaitable<void> Sleep(asio::any_io_executor ex, std::chrono::milliseconds how_long) {
-  asio::steady_timer timer(ex);
-  timer.expires_after(how_long);
-  co_await timer.async_wait(asio::use_awaitable);
 }
 
 TEST_CASE("authentication: lease, writes and a reopened watch outlive several 2 s tokens") {

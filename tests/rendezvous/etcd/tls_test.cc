@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "rendezvous/etcd/client.h"
+#include "tests/rendezvous/etcd/gateway_fixture.h"
 #include "tests/support/etcd_server.h"
 #include "tests/support/test_util.h"
 
@@ -20,25 +21,9 @@ namespace gculaunch::etcd {
 namespace {
 
 namespace asio = boost::asio;
+using gateway_test::Run;
 using testing::EtcdServer;
 using testing::TempDir;
-
-// Runs one coroutine (given the io_context's executor) to completion; a guard fails a hang.
-void Run(const std::function<asio::awaitable<void>(asio::any_io_executor)>& body) {
-  asio::io_context io;
-  bool finished = false;
-  std::exception_ptr error;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        co_await body(io.get_executor());
-        finished = true;
-      },
-      [&](std::exception_ptr e) { error = std::move(e); });
-  io.run_for(std::chrono::seconds(40));
-  if (error) std::rethrow_exception(error);
-  REQUIRE(finished);
-}
 
 // A test CA, a server certificate it signed for IP 127.0.0.1 (usable as a client certificate
 // too: etcd's own gateway presents it to etcd's gRPC server under --client-cert-auth), a client
