@@ -20,6 +20,7 @@
 #   asio     Boost.Asio and Boost.System (<boost/asio/...>, <boost/system/...>)
 #   process  Boost.Process (<boost/process/...>)
 #   beast    Boost.Beast (<boost/beast/...>), header-only HTTP on Asio
+#   openssl  OpenSSL (<openssl/...>), linked statically; TLS of the etcd client only
 #   boost    any other Boost header
 #   spdlog   spdlog and fmt
 #   yaml     yaml-cpp
@@ -32,7 +33,7 @@
 set(GCULAUNCH_LAYER_ALLOW_base       base std)
 set(GCULAUNCH_LAYER_ALLOW_codec      base codec std)
 set(GCULAUNCH_LAYER_ALLOW_rendezvous base codec rendezvous std posix asio spdlog cli11)
-set(GCULAUNCH_LAYER_ALLOW_etcd       base etcd std posix asio beast json)
+set(GCULAUNCH_LAYER_ALLOW_etcd       base etcd std posix asio beast json openssl)
 set(GCULAUNCH_LAYER_ALLOW_spec       base spec std yaml cli11 json)
 set(GCULAUNCH_LAYER_ALLOW_sys        base spec sys std posix asio process)
 set(GCULAUNCH_LAYER_ALLOW_run
@@ -44,7 +45,7 @@ set(GCULAUNCH_LAYER_ALLOW_app
     base codec rendezvous etcd spec sys run cluster check app std posix asio spdlog json cli11)
 set(GCULAUNCH_LAYER_ALLOW_tests
     base codec rendezvous etcd spec sys run cluster check app tests
-    std posix asio process beast boost spdlog yaml cli11 json catch2)
+    std posix asio process beast boost openssl spdlog yaml cli11 json catch2)
 
 # The layer of a project file, from its path relative to the source root; "" if none.
 function(gculaunch_layer_of_path path out)
@@ -80,6 +81,8 @@ function(gculaunch_group_of_include name quoted out)
     set(group beast)
   elseif(name MATCHES "^boost/")
     set(group boost)
+  elseif(name MATCHES "^openssl/")
+    set(group openssl)
   elseif(name MATCHES "^(spdlog|fmt)/")
     set(group spdlog)
   elseif(name MATCHES "^yaml-cpp/")

@@ -31,6 +31,9 @@ packages=(
   # rendezvous on etcd: the etcd 3.4 server the tests start (its v3 HTTP/JSON gateway is what
   # rendezvous/etcd/ speaks), and etcdctl for people debugging a job's keys
   etcd-server etcd-client
+  # TLS of the etcd client: OpenSSL's static archives (libssl.a, libcrypto.a) for the static
+  # binary, and the openssl command, with which the TLS tests make their test CA
+  libssl-dev openssl
   # test hosts and chroots: network namespaces, debootstrap, process tools
   iproute2 procps psmisc util-linux debootstrap binutils file
   # packaging checks

@@ -1,8 +1,13 @@
 #include "launcher/app/check_main.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "base/exit_codes.h"
+#include "launcher/app/etcd_check.h"
 #include "launcher/check/net_probe.h"
 #include "launcher/check/preflight.h"
 #include "launcher/spec/cli.h"
@@ -11,6 +16,7 @@
 #include "launcher/sys/command_runner.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
+#include "launcher/sys/process_setup.h"
 
 namespace gculaunch {
 namespace {
@@ -28,12 +34,18 @@ the dynamic linker's cache), torch, vendor-module (e.g. torch_gcu and its device
 count), backend (torch.distributed knows e.g. 'eccl' after the vendor import),
 master-addr (resolves), master-port (node 0: free to listen on; other nodes:
 accepts connections), interface (the *_SOCKET_IFNAME variable names one that exists).
+With --rdzv-backend etcd, instead of master-addr and master-port: etcd-endpoint (each
+endpoint answers, with etcd's server and cluster version), etcd-auth (with
+--rdzv-conf user=...: etcd accepts the user and password), etcd-write (a probe key
+under <etcd_prefix>/<rdzv-id>/check/ is written with a lease, read back and deleted).
 
 Flags that matter most:
   --device NAME|auto|PATH.yaml   device profile (default auto)
   --nproc-per-node N|auto        ranks on this node
   --nnodes N --node-rank R       topology (node 0 hosts the store)
   --master-addr A --master-port P
+  --rdzv-backend etcd --rdzv-endpoint H:2379[,H:2379...] --rdzv-id JOB [--rdzv-conf K=V,...]
+                                 check the etcd a job would keep its rendezvous in
   --python PATH                  interpreter (default $PYTHON_EXEC, else python3 on PATH)
   --env KEY=VALUE                variables for the ranks (e.g. LD_LIBRARY_PATH, ECCL_SOCKET_IFNAME)
   --job FILE.yaml                check the node for a job file's launch
@@ -95,7 +107,13 @@ int CheckMain(const std::vector<std::string>& args, const EnvMap& env) {
   LocalNetworkProbe net;
   PreflightSettings settings;
   settings.interpreter_source = InterpreterSource(options, env);
-  const CheckReport report = RunPreflight(*spec, env, {probe, files, runner, net}, settings);
+  CheckReport report = RunPreflight(*spec, env, {probe, files, runner, net}, settings);
+  if (spec->etcd) {
+    const std::string probe_name = sys::HostName() + "-" + std::to_string(::getpid());
+    for (CheckItem& item : CheckEtcd(*spec->etcd, probe_name)) {
+      report.items.push_back(std::move(item));
+    }
+  }
   const std::string text = json ? RenderCheckJson(report) : RenderCheckText(report);
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "base/exit_codes.h"
+#include "launcher/app/etcd_node.h"
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/dump_exchange.h"
@@ -126,7 +127,8 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
-  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.nnodes;
+  // 0: fixed size (job_protocol.h); on etcd MIN = MAX: a fixed size on the elastic path.
+  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.etcd ? spec.nnodes : 0;
   reg.nproc = spec.nproc_per_node;
   reg.max_restarts = spec.max_restarts;
   reg.hang = HangSetting(spec);
@@ -138,11 +140,13 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
 
   m.agent.config.node_rank = spec.node_rank;
   m.agent.config.max_restarts = spec.max_restarts;
-  m.agent.config.master_addr = spec.master_addr;
+  // On etcd "node 0" is the leader of the current term, wherever it runs.
+  m.agent.config.master_addr = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
   m.agent.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   m.agent.rdzv_timeout = timeout;
   m.agent.registration = reg;
-  m.agent.is_master = spec.node_rank == 0;
+  m.agent.is_master = spec.node_rank == 0 && !spec.etcd;
+  m.agent.ranks_follow_plan = spec.etcd.has_value();
   m.agent.master_addr = spec.master_addr;
   m.agent.agent_port = spec.agent_port;
   m.agent.ranks_port =
@@ -153,18 +157,35 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.remote.connect_timeout = timeout;
 
   m.coordinator.config.nnodes = spec.nnodes;
-  m.coordinator.config.min_nodes = spec.elastic() ? spec.min_nodes : 0;
+  m.coordinator.config.min_nodes = reg.min_nodes;
   m.coordinator.config.last_call_s = static_cast<int>(spec.last_call_s);
   m.coordinator.last_call =
       std::chrono::milliseconds(static_cast<long long>(spec.last_call_s * 1000));
   m.coordinator.config.max_restarts = spec.max_restarts;
   m.coordinator.config.master = reg;
+  m.coordinator.config.elected_leader = spec.etcd.has_value();
   m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   m.coordinator.rdzv_timeout = timeout;
   m.coordinator.ranks_port = spec.store_mode == StoreMode::kAgent ? 0
                              : spec.worker_port != 0              ? spec.worker_port
                                                                   : -1;
   return m;
+}
+
+// --rdzv-backend etcd: every node campaigns; the term's leader serves the ranks' store on
+// MASTER_PORT and runs the coordinator (docs/etcd.md, "Job rendezvous on etcd").
+Result<std::unique_ptr<EtcdNode>> MakeEtcdNode(boost::asio::io_context& io, const LaunchSpec& spec,
+                                               const MultiNodeSettings& settings,
+                                               spdlog::logger& log) {
+  EtcdNodeSettings s;
+  s.seat.coordinator = settings.coordinator;
+  s.seat.ranks_host = "";  // every interface, IPv4 and IPv6
+  s.seat.ranks_port = static_cast<std::uint16_t>(spec.agent_port);
+  const job::NodeRegistration& reg = settings.agent.registration;
+  s.identity = EtcdIdentity{reg.host, reg.pid, reg.incarnation};
+  s.local_addr = spec.local_addr;
+  s.rdzv_timeout = settings.agent.rdzv_timeout;
+  return EtcdNode::Make(io, *spec.etcd, std::move(s), log);
 }
 
 // The job-wide part of the exit summary: why the job ended, as every node tells it.
@@ -192,7 +213,7 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& 
   config.events = events;
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
-  config.policy.job = spec.nnodes > 1;
+  config.policy.job = spec.nnodes > 1 || spec.etcd.has_value();  // an agent decides restarts
   config.grace = std::chrono::milliseconds(static_cast<long long>(spec.grace_period_s * 1000));
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;
@@ -287,11 +308,13 @@ struct Job::Cluster {
   std::optional<Coordinator> coordinator;       ///< node 0 only
   std::optional<DumpGatherer> dump_gatherer;    ///< node 0: `gculaunch stacks` for the job
   std::optional<DumpResponder> dump_responder;  ///< other nodes: answer node 0's requests
+  std::unique_ptr<EtcdNode> etcd;  ///< --rdzv-backend etcd: instead of the links and node 0's parts
+  AgentBoard* board = nullptr;     ///< this node's agent's board (either kind)
 };
 
 Job::Loop::Loop(Job& job)
     : watcher(io, job.options_.force_sigchld),
-      multinode(job.spec_.nnodes > 1),
+      multinode(job.spec_.nnodes > 1 || job.spec_.etcd.has_value()),
       rank0_terminal(job.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
       planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
       config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
@@ -567,6 +590,11 @@ int Job::RunLoop() {
   loop.events.On(JobEvent::Launch(LaunchFields()));
   Cluster cluster;
   if (loop.multinode) AssembleCluster(loop, cluster);
+  if (cluster_error_) {
+    log_.error("{} (fix: {})", cluster_error_->what, cluster_error_->hint);
+    CloseLoop(loop);
+    return exit_code::kUsage;
+  }
   const int code = Supervise(loop, cluster);
   CloseLoop(loop);
   return code;
@@ -577,6 +605,17 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
   MultiNodeSettings settings = MakeMultiNodeSettings(spec_, runtime_);
   settings.agent.events = &loop.events;
   settings.coordinator.events = &loop.events;
+  if (spec_.etcd) {
+    auto node = MakeEtcdNode(loop.io, spec_, settings, log_);
+    if (!node.ok()) {
+      cluster_error_ = node.error();
+      return;
+    }
+    cluster.etcd = std::move(*node);
+    cluster.board = &cluster.etcd->board();
+    cluster.agent.emplace(loop.io, cluster.etcd->board(), loop.planner, settings.agent, log_);
+    return;
+  }
   AgentLink* link = nullptr;
   if (loop.store) {
     cluster.local_link.emplace(loop.io, loop.store->server());
@@ -592,6 +631,7 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
   }
   cluster.agent_board.emplace(*link, cluster.remote_link ? &*cluster.remote_link : nullptr,
                               spec_.node_rank);
+  cluster.board = &*cluster.agent_board;
   cluster.agent.emplace(loop.io, *cluster.agent_board, loop.planner, settings.agent, log_);
 }
 
@@ -607,7 +647,19 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   if (cluster.agent) {
     cluster.agent->Attach(supervisor);
     if (cluster.coordinator) cluster.coordinator->Start();
-    cluster.agent->Start();
+    if (cluster.etcd) {
+      NodeAgent* agent = &*cluster.agent;
+      cluster.etcd->Start([agent] { agent->Start(); },
+                          [agent](Error e) {
+                            // A refusal carries its own exit code (a configuration to fix); else
+                            // etcd was not reached in time.
+                            const int code =
+                                e.exit_code != 0 ? e.exit_code : exit_code::kRendezvousFailed;
+                            agent->JoinFailed(std::move(e), code);
+                          });
+    } else {
+      cluster.agent->Start();
+    }
   }
   loop.supervisor = &supervisor;
   StackDumper dumper(loop.io, StackDumper::Options{});
@@ -629,9 +681,8 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
                      JobHangConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
                                    hang_dir, &loop.events});
     job_hang->Start();
-  } else if (spec_.hang_timeout_s > 0 && cluster.agent_board) {
-    progress.emplace(loop.io, *cluster.agent_board, supervisor, spec_.node_rank,
-                     spec_.hang_timeout_s);
+  } else if (spec_.hang_timeout_s > 0 && cluster.board) {
+    progress.emplace(loop.io, *cluster.board, supervisor, spec_.node_rank, spec_.hang_timeout_s);
     progress->Start();
   }
   const JobOutcome outcome = supervisor.Run();
@@ -704,8 +755,8 @@ Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supe
   };
   if (cluster.coordinator_board) {
     cluster.dump_gatherer.emplace(loop.io, *cluster.coordinator_board);
-  } else if (cluster.agent_board) {
-    cluster.dump_responder.emplace(loop.io, *cluster.agent_board, local);
+  } else if (cluster.board) {
+    cluster.dump_responder.emplace(loop.io, *cluster.board, local);
     cluster.dump_responder->Start();
   }
   DumpGatherer* gatherer = cluster.dump_gatherer ? &*cluster.dump_gatherer : nullptr;
@@ -784,6 +835,7 @@ void Job::WaitForByes(Loop& loop, Cluster& cluster) {
     if (!ec) interrupted = true;
   });
   const auto finished = [&] {
+    if (cluster.etcd) return cluster.etcd->Done(*cluster.agent);
     return cluster.agent->finished() && (!cluster.coordinator || cluster.coordinator->finished());
   };
   while (!interrupted && !finished()) {
@@ -792,6 +844,12 @@ void Job::WaitForByes(Loop& loop, Cluster& cluster) {
   interrupt.cancel();
   if (cluster.coordinator && !cluster.coordinator->finished()) {
     log_.warn("stopping the store although not every node said bye");
+  }
+  if (cluster.etcd) {
+    if (!cluster.etcd->Done(*cluster.agent)) {
+      log_.warn("leaving the job on etcd although not every node said bye");
+    }
+    cluster.etcd->Leave(loop.io, std::chrono::seconds(2));
   }
   loop.hooks->target = nullptr;
 }
@@ -853,7 +911,7 @@ void Job::Teardown() {
 
 int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
            const JobOptions& options) {
-  if (spec.elastic() && !spec.store_host) {
+  if (spec.elastic() && !spec.store_host && !spec.etcd) {
     // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
     LaunchSpec decided = spec;
     decided.store_host = NamesThisHost(spec.master_addr);

@@ -120,6 +120,7 @@ class Job {
   std::optional<sys::Guardian> guardian_;
   std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
   std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
+  std::optional<Error> cluster_error_;  ///< AssembleCluster could not (etcd's settings)
   std::string scratch_;  ///< the ranks' error files without log files; empty otherwise
   RankRuntime runtime_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"

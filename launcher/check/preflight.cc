@@ -152,7 +152,8 @@ class Preflight {
     Driver();
     Library();
     if (python_ok) PythonSide();
-    Network();
+    // etcd: the store's host is elected per epoch; the app layer checks the etcd endpoints.
+    if (!spec_.etcd) Network();
     Interface();
     return std::move(report_);
   }

@@ -56,10 +56,9 @@ std::vector<int> Coordinator::OtherMembers() const {
 
 void Coordinator::Start() {
   started_ = Clock::now();
-  board_.OnHangUp(lifetime_.Wrap([this](int node, int seq) {
+  board_.OnHangUp(lifetime_.Wrap([this](int node, int seq, const std::string& why) {
     if (finished() || board_.SaidBye(node, seq)) return;  // it said bye first
-    Dispatch(CoordinatorEvent::NodeSilent(
-        node, seq, "its gculaunch closed its connection without a bye (killed?)"));
+    Dispatch(CoordinatorEvent::NodeSilent(node, seq, why));
   }));
   board_.PublishJobInfo(job::Encode(settings_.config.master));
   if (settings_.config.elastic()) {

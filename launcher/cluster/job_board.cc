@@ -205,9 +205,7 @@ void StoreCoordinatorBoard::PublishJobInfo(const std::string& registration) {
 
 void StoreCoordinatorBoard::BeginAttempt(int epoch) { attempts_.BeginAttempt(epoch); }
 
-void StoreCoordinatorBoard::OnHangUp(std::function<void(int, int)> hung_up) {
-  hung_up_ = std::move(hung_up);
-}
+void StoreCoordinatorBoard::OnHangUp(HungUp hung_up) { hung_up_ = std::move(hung_up); }
 
 int StoreCoordinatorBoard::RequestDump() {
   auto n = server_.Add(job::kDumpRequestKey, 1);
@@ -246,7 +244,7 @@ void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id) {
   if (it == beaters_.end()) return;
   const auto [node, seq] = it->second;
   beaters_.erase(it);
-  if (hung_up_) hung_up_(node, seq);
+  if (hung_up_) hung_up_(node, seq, "its gculaunch closed its connection without a bye (killed?)");
 }
 
 }  // namespace gculaunch

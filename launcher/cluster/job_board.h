@@ -100,8 +100,10 @@ class CoordinatorBoard {
   virtual void PublishJobInfo(const std::string& registration) = 0;
   /// The ranks' key space moves to `epoch` (every rank of the one before is reaped).
   virtual void BeginAttempt(int epoch) = 0;
-  /// `hung_up(node, seq)` when the connection that heartbeats for join `seq` of `node` ends.
-  virtual void OnHangUp(std::function<void(int, int)> hung_up) = 0;
+  /// `hung_up(node, seq, why)` when the heartbeat of join `seq` of `node` ends without a bye
+  /// (`why`: how the board saw it end, for the "was lost" line).
+  using HungUp = std::function<void(int, int, const std::string&)>;
+  virtual void OnHangUp(HungUp hung_up) = 0;
   /// Stack dumps (dump_exchange.h): asks every node for its stacks and returns the request's
   /// number; node `node`'s answer to it (nullopt until it answered).
   virtual int RequestDump() = 0;
@@ -168,7 +170,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   void SetMissing(const std::string& text) override;
   void PublishJobInfo(const std::string& registration) override;
   void BeginAttempt(int epoch) override;
-  void OnHangUp(std::function<void(int, int)> hung_up) override;
+  void OnHangUp(HungUp hung_up) override;
   int RequestDump() override;
   std::optional<std::string> DumpAnswer(int request, int node) const override;
   void ForgetDump(int request, int node) override;
@@ -186,7 +188,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   AttemptObserver& attempts_;
   int nnodes_;
   std::map<rendezvous::ConnId, std::pair<int, int>> beaters_;  ///< connection -> node, join
-  std::function<void(int, int)> hung_up_;
+  HungUp hung_up_;
   LifetimeGuard lifetime_;  ///< last member: expires first
 };
 

@@ -561,14 +561,17 @@ void MaybeStart(CoordinatorStep& step, const CoordinatorConfig& config) {
     m.node = 0;
     m.host = config.master.host;
     m.addr = config.master.addr;
-    m.what = "it came back, but the job has used all " + std::to_string(config.max_restarts) +
-             " restart(s)";
+    m.what = std::string(config.elected_leader ? "a new leader took over" : "it came back") +
+             ", but the job has used all " + std::to_string(config.max_restarts) + " restart(s)";
     AbortAll(step, first, std::move(m));
     return;
   }
-  Log(step, "node 0 came back: resuming the job at epoch " + std::to_string(first) +
-                " (the nodes ran epoch " + std::to_string(s.adopted) +
-                " with the previous node 0)");
+  const std::string ran = " (the nodes ran epoch " + std::to_string(s.adopted);
+  Log(step, config.elected_leader
+                ? "this node took over as the job's leader: resuming the job at epoch " +
+                      std::to_string(first) + ran + " under the previous leader)"
+                : "node 0 came back: resuming the job at epoch " + std::to_string(first) + ran +
+                      " with the previous node 0)");
   step.actions.push_back(CAct(CK::kBeginAttempt, first));
   StartEpoch(step, config, first, restarts);
 }
@@ -786,6 +789,12 @@ void OnBadJoin(CoordinatorStep& step, int node, int seq, const std::string& what
 
 void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config) {
   if (step.state.phase != CPhase::kGathering) return;
+  if (config.elastic() && Present(step.state) >= config.min_nodes) {
+    // MIN is in but the last call (longer than --rdzv-timeout) has not passed: start now.
+    step.state.last_call_passed = true;
+    MaybeStart(step, config);
+    return;
+  }
   if (config.elastic()) {
     AbortAll(step, step.state.adopted + 1,
              JobError(exit_code::kRendezvousFailed,

@@ -141,13 +141,18 @@ std::string ActionName(const AgentAction& action);
 // ================================= coordinator =================================
 
 struct CoordinatorConfig {
-  int nnodes = 1;     ///< fixed size: the node count; elastic: MAX
-  int min_nodes = 0;  ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
+  int nnodes = 1;  ///< fixed size: the node count; elastic: MAX
+  /// elastic: MIN (<= nnodes); 0: a fixed-size job.  MIN = MAX is a fixed size on the elastic
+  /// path (drawn ids, node ranks per plan): every job on etcd.
+  int min_nodes = 0;
   int max_restarts = 0;
   NodeRegistration master;   ///< node 0's own registration: the reference for the others
   int rdzv_timeout_s = 900;  ///< for the "did not join" / "did not come back" messages
   int last_call_s = 30;      ///< elastic: --rdzv-conf last_call_timeout, for messages
-  bool elastic() const { return min_nodes > 0 && min_nodes < nnodes; }
+  /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host; the
+  /// messages of a takeover say so.
+  bool elected_leader = false;
+  bool elastic() const { return min_nodes > 0 && min_nodes <= nnodes; }
 };
 
 /// A node of the job, as its latest accepted join request describes it.  Members are keyed by

@@ -74,7 +74,7 @@ std::string KeyForSocket(const std::string& key);
 struct NodeRegistration {
   int node_rank = 0;     ///< fixed size: the node rank; elastic: the node id (0: the store host)
   int nnodes = 1;        ///< fixed size: the node count; elastic: MAX
-  int min_nodes = 0;     ///< elastic: MIN (< nnodes); 0 or nnodes: a fixed-size job
+  int min_nodes = 0;     ///< elastic: MIN (<= nnodes; = nnodes: fixed size on etcd); 0: fixed size
   int nproc = 1;         ///< ranks on this node
   int max_restarts = 0;  ///< must agree job-wide
   /// --hang-timeout and --on-hang as text ("--hang-timeout 3 s, --on-hang stop", or "no
@@ -157,9 +157,10 @@ JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port);
 /// its registration's node_rank).
 JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port);
 
-/// Whether the job `reg` belongs to is elastic (--nnodes MIN:MAX with MIN < MAX).
+/// Whether the job `reg` belongs to takes the elastic path (--nnodes MIN:MAX with MIN < MAX, or
+/// any job on etcd, where MIN = MAX is a fixed size).
 inline bool Elastic(const NodeRegistration& reg) {
-  return reg.min_nodes > 0 && reg.min_nodes < reg.nnodes;
+  return reg.min_nodes > 0 && reg.min_nodes <= reg.nnodes;
 }
 /// The restarts used when the marker's (or plan's) epoch started: `restarts`, else the epoch
 /// (a fixed-size job, where every epoch after the first is a restart).

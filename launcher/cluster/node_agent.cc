@@ -246,11 +246,18 @@ void NodeAgent::Dispatch(const AgentEvent& event) {
       LogMarker(*state_.marker);
       outcome_ = *state_.marker;
     } else if (!step.actions.empty() && step.actions.front().kind == AgentAction::Kind::kJoin &&
-               joins_ > 0) {
-      log_.warn(
-          "node 0's store went away ({}); this node joins again when it is back (at most "
-          "{} s, --rdzv-timeout)",
-          event.what, settings_.config.rdzv_timeout_s);
+               joins_ > 0 && !lost_since_) {  // once per loss, not for every failed attempt
+      if (settings_.ranks_follow_plan) {      // etcd: the what names the leader and the cause
+        log_.warn(
+            "{}; this node joins the job again under the next leader (at most {} s, "
+            "--rdzv-timeout)",
+            event.what, settings_.config.rdzv_timeout_s);
+      } else {
+        log_.warn(
+            "node 0's store went away ({}); this node joins again when it is back (at most "
+            "{} s, --rdzv-timeout)",
+            event.what, settings_.config.rdzv_timeout_s);
+      }
     }
   }
   for (const AgentAction& action : step.actions) Execute(action);
@@ -315,6 +322,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   layout.nnodes = static_cast<int>(plan.nodes.size());
   layout.restarts = job::RestartsOf(plan);
   layout.ranks_port = port;
+  if (settings_.ranks_follow_plan && !plan.nodes.empty()) layout.master_addr = plan.nodes[0].addr;
   planner_.ApplyLayout(layout);
   if (job::Elastic(settings_.registration)) LogElasticLayout(plan, *mine);
   const std::string ranks = mine->nproc == 1

@@ -49,6 +49,9 @@ struct NodeAgentSettings {
   /// MASTER_PORT for the ranks when the plan leaves it to the node (agent store: the
   /// agent port; --no-agent-store --worker-port: that port).
   std::string ranks_port;
+  /// The ranks' store is wherever the plan's node rank 0 runs (a job on etcd: the term's
+  /// leader): MASTER_ADDR = that node's address, MASTER_PORT = the plan's ranks port.
+  bool ranks_follow_plan = false;
   std::chrono::milliseconds progress_period{10000};
   /// How long a first join, or a join after node 0 went away, may wait for node 0.
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
@@ -75,6 +78,9 @@ class NodeAgent : public JobLink {
   /// Why joining failed (master unreachable), if it did.
   const std::optional<Error>& join_error() const { return join_error_; }
   const job::AgentState& state() const { return state_; }
+  /// Ends this node before it joined: the job's store (or etcd) could not be reached.  Logs
+  /// `error`, keeps it as join_error() and exits the ranks' job with `code`.
+  void JoinFailed(Error error, int code);
 
   // ---- JobLink ----
   void LocalStop(const LocalStopReport& report) override;
@@ -91,7 +97,6 @@ class NodeAgent : public JobLink {
   void LogElasticLayout(const job::JobPlan& plan, const job::PlanNode& mine);
   void Refused(const Error& why);
   void Admitted(Result<std::string> text);
-  void JoinFailed(Error error, int code);
   void Dispatch(const job::AgentEvent& event);
   void Execute(const job::AgentAction& action);
   void StartRanks(const job::AgentAction& action);

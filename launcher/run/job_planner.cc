@@ -34,6 +34,7 @@ void JobPlanner::ApplyLayout(const Layout& layout) {
   spec_.nnodes = layout.nnodes;
   restarts_ = layout.restarts;
   runtime_.master_port = layout.ranks_port;
+  if (!layout.master_addr.empty()) spec_.master_addr = layout.master_addr;
 }
 
 Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {

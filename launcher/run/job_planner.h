@@ -29,12 +29,13 @@ class JobPlanner : public AttemptPlanner {
   /// Multi-node: the layout the job assigned for an epoch (job_protocol.h JobPlan).  Later
   /// attempts use it.
   struct Layout {
-    int rank_offset = 0;     ///< RANK of local rank 0
-    int world_size = 1;      ///< WORLD_SIZE
-    int node_rank = 0;       ///< GROUP_RANK
-    int nnodes = 1;          ///< GROUP_WORLD_SIZE
-    int restarts = -1;       ///< TORCHELASTIC_RESTART_COUNT; -1: the attempt's number
-    std::string ranks_port;  ///< the ranks' MASTER_PORT
+    int rank_offset = 0;      ///< RANK of local rank 0
+    int world_size = 1;       ///< WORLD_SIZE
+    int node_rank = 0;        ///< GROUP_RANK
+    int nnodes = 1;           ///< GROUP_WORLD_SIZE
+    int restarts = -1;        ///< TORCHELASTIC_RESTART_COUNT; -1: the attempt's number
+    std::string ranks_port;   ///< the ranks' MASTER_PORT
+    std::string master_addr;  ///< the ranks' MASTER_ADDR; "": the spec's
   };
   void ApplyLayout(const Layout& layout);
 

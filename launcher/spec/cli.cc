@@ -11,6 +11,7 @@
 #include "base/one_line.h"
 #include "base/text.h"
 #include "launcher/spec/device_profile.h"
+#include "launcher/spec/etcd_settings.h"
 
 // The CLI11 adapter.  CLI11 only splits the command line into raw strings
 // (it is told every value is TEXT); the PET_* fallback and all value checks
@@ -274,6 +275,13 @@ Status ApplyPort(const ApplyContext& c, CliOptions& o) {
 }
 
 Status ApplyRdzvEndpoint(const ApplyContext& c, CliOptions& o) {
+  if (c.value.find(',') != std::string::npos || c.value.find("://") != std::string::npos) {
+    // A list or a URL: etcd's endpoints, checked by MakeEtcdSettings (etcd_settings.h).
+    o.rdzv_endpoint.reset();
+    o.rdzv_endpoint_list = c.value;
+    return OkStatus();
+  }
+  o.rdzv_endpoint_list.reset();
   auto endpoint = ParseEndpoint(c.source, c.value);
   if (!endpoint.ok()) return endpoint.error();
   o.rdzv_endpoint = *endpoint;
@@ -281,10 +289,10 @@ Status ApplyRdzvEndpoint(const ApplyContext& c, CliOptions& o) {
 }
 
 Status ApplyRdzvBackend(const ApplyContext& c, CliOptions& o) {
-  if (c.value != "static" && c.value != "c10d") {
+  if (c.value != "static" && c.value != "c10d" && !IsEtcdBackend(c.value)) {
     return Error{c.source + " '" + c.value +
                      "': not supported (gculaunch accepts static and c10d, which behave the "
-                     "same)",
+                     "same, and etcd or etcd-v2, its etcd v3 rendezvous)",
                  "use " + Example(c.source, "static") + " or drop it"};
   }
   o.rdzv_backend = c.value;
@@ -305,7 +313,8 @@ Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o) {
                                                  "close_timeout", "read_timeout"};
   const std::string keys =
       "accepted keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, "
-      "is_host";
+      "is_host; with --rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, "
+      "password, password_file, lease_ttl (docs/etcd.md)";
   const std::string& value = c.value;
   o.rdzv_conf.clear();
   for (const std::string& item : Split(value, ',')) {
@@ -322,6 +331,10 @@ Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o) {
     } else if (key == "is_host") {
       if (!ParseBoolText(val)) {
         return BadValue(c.source, value, "'is_host' expects true or false", "is_host=true");
+      }
+    } else if (IsEtcdConfKey(key)) {
+      if (auto bad = CheckEtcdConfValue(key, val)) {
+        return BadValue(c.source, value, bad->problem, bad->example);
       }
     } else {
       return Error{c.source + " '" + value + "': unknown key '" + key + "'", keys};
@@ -605,20 +618,23 @@ constexpr FlagDef kFlags[] = {
      &ApplyPort<&CliOptions::master_port>, "master-port"},
     {"rdzv-endpoint", "", Kind::kValue, "HOST:PORT", "Topology",
      "the store as HOST:PORT or [IPv6]:PORT (instead of --master-addr/--master-port; PORT "
-     "defaults to 29400)",
+     "defaults to 29400); with --rdzv-backend etcd: etcd's endpoints, HOST:2379[,HOST:2379...]",
      &ApplyRdzvEndpoint, "rdzv-endpoint"},
-    {"rdzv-backend", "", Kind::kValue, "static|c10d", "Topology",
-     "accepted for torchrun compatibility; both behave the same", &ApplyRdzvBackend,
-     "rdzv-backend"},
+    {"rdzv-backend", "", Kind::kValue, "static|c10d|etcd", "Topology",
+     "static and c10d (torchrun's names) both mean gculaunch's own store; etcd (or etcd-v2; "
+     "gculaunch speaks etcd's v3 API) keeps the rendezvous in etcd",
+     &ApplyRdzvBackend, "rdzv-backend"},
     {"rdzv-id", "", Kind::kValue, "ID", "Topology",
-     "run id (TORCHELASTIC_RUN_ID); same as --run-id", &ApplyRunId<&CliOptions::rdzv_id>,
-     "rdzv-id"},
+     "run id (TORCHELASTIC_RUN_ID); same as --run-id; with --rdzv-backend etcd it names the "
+     "job's keys, <etcd_prefix>/ID/, and is required",
+     &ApplyRunId<&CliOptions::rdzv_id>, "rdzv-id"},
     {"run-id", "", Kind::kValue, "ID", "Topology",
      "run id (TORCHELASTIC_RUN_ID); default: generated with --standalone, else \"none\"",
      &ApplyRunId<&CliOptions::run_id>, kGculaunchOnly},
     {"rdzv-conf", "", Kind::kValue, "K=V,...", "Topology",
      "rendezvous settings, kept for multi-node: timeout, join_timeout, last_call_timeout, "
-     "close_timeout, read_timeout (seconds), is_host (true/false)",
+     "close_timeout, read_timeout (seconds), is_host (true/false); etcd: protocol, cacert, "
+     "cert, key, etcd_prefix, user, password, password_file, lease_ttl (docs/etcd.md)",
      &ApplyRdzvConf, "rdzv-conf"},
     {"rdzv-timeout", "", Kind::kValue, "SECONDS", "Topology",
      "multi-node: how long nodes wait for the master node and for each other; default 900",

@@ -23,7 +23,9 @@
 // --rdzv-conf accepts these keys (seconds unless noted); they are validated and
 // kept for the multi-node rendezvous, a single node does not use them:
 //   timeout, join_timeout, last_call_timeout, close_timeout, read_timeout,
-//   is_host (true/false/1/0).
+//   is_host (true/false/1/0); with --rdzv-backend etcd also the keys of
+//   etcd_settings.h (protocol, cacert, cert, key, etcd_prefix, user, password,
+//   lease_ttl, ...; MakeLaunchSpec refuses them with another backend).
 //
 // Thread safety: pure function; no state.
 #pragma once
@@ -66,7 +68,10 @@ struct CliOptions {
   std::optional<std::string> master_addr;  ///< IPv6 brackets removed
   std::optional<int> master_port;
   std::optional<Endpoint> rdzv_endpoint;
-  std::optional<std::string> rdzv_backend;  ///< "static" or "c10d"
+  /// --rdzv-endpoint when it is a list or a URL ("h1:2379,h2:2379", "https://h1:2379"), which
+  /// only the etcd backend takes (etcd_settings.h checks it); rdzv_endpoint is then empty.
+  std::optional<std::string> rdzv_endpoint_list;
+  std::optional<std::string> rdzv_backend;  ///< "static", "c10d", "etcd" or "etcd-v2"
   std::optional<std::string> rdzv_id;
   std::optional<std::string> run_id;
   std::map<std::string, std::string> rdzv_conf;

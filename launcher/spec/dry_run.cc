@@ -121,6 +121,22 @@ std::string MetricsUrl(const LaunchSpec& spec) {
   return "http://" + host + ":" + port + "/metrics";
 }
 
+// --rdzv-backend etcd's settings, without the password.
+nlohmann::ordered_json EtcdJson(const EtcdSettings& etcd) {
+  nlohmann::ordered_json out;
+  out["backend"] = etcd.backend;
+  out["endpoints"] = etcd.endpoints;
+  out["key_prefix"] = etcd.key_prefix;
+  out["lease_ttl"] = etcd.lease_ttl_s;
+  out["request_timeout"] = etcd.request_timeout_s;
+  out["user"] = etcd.user;
+  out["tls"] = etcd.tls;
+  out["cacert"] = etcd.ca_cert;
+  out["cert"] = etcd.cert;
+  out["key"] = etcd.key;
+  return out;
+}
+
 std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   nlohmann::ordered_json out;
   out["nnodes"] = spec.nnodes;
@@ -134,6 +150,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
     out["master_port"] = kPortPlaceholder;
   }
   if (spec.metrics_port) out["metrics"] = MetricsUrl(spec);
+  if (spec.etcd) out["etcd"] = EtcdJson(*spec.etcd);
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
   if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
@@ -157,6 +174,7 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
       Comment("gculaunch dry run: " + std::to_string(spec.nproc_per_node) + " ranks on node " +
               std::to_string(spec.node_rank) + ", world size " + std::to_string(spec.world_size));
   if (!spec.layout.empty()) out += Comment(spec.layout);
+  if (spec.etcd) out += Comment("etcd: " + spec.etcd->Describe());
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
   const std::vector<RankView> ranks = Ranks(spec, base);
@@ -180,6 +198,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   for (const std::string& warning : spec.warnings) out += "warning: " + warning + "\n";
   out += "  store:   " + spec.master_addr + ":" + MasterPortText(spec) + ", hosted by " +
          (spec.store_mode == StoreMode::kAgent ? "gculaunch" : "rank 0") + "\n";
+  if (spec.etcd) out += "  etcd:    " + spec.etcd->Describe() + "\n";
   if (spec.metrics_port) out += "  metrics: " + MetricsUrl(spec) + "\n";
   out += "  device:  " + spec.profile.name + " (backend " + spec.profile.backend + ")\n";
   std::string cards = "none";

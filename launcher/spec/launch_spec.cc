@@ -90,7 +90,16 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
   std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
                      Plural(spec.nproc_per_node, "rank") + ", node " +
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;
-  if (spec.elastic()) {
+  if (spec.etcd) {
+    // Every node is alike: the leader of each term hosts the ranks' store (docs/etcd.md).
+    const std::string count = spec.elastic() ? std::to_string(spec.min_nodes) + " to " +
+                                                   std::to_string(spec.nnodes) + " nodes (elastic)"
+                                             : Plural(spec.nnodes, "node");
+    line = "layout: " + count + " x " + Plural(spec.nproc_per_node, "rank") +
+           ", rendezvous in etcd at " + Join(spec.etcd->endpoints, ",") + " under " +
+           spec.etcd->key_prefix + ", node rank assigned at rendezvous, the leader of each term " +
+           "hosts the ranks' store on port " + port;
+  } else if (spec.elastic()) {
     // Node ranks come from the rendezvous: each epoch's layout line names them.
     const std::string who = !spec.store_host   ? "the node the endpoint names hosts the store"
                             : *spec.store_host ? "this node hosts the store"
@@ -123,10 +132,11 @@ class SpecBuilder {
 
   Result<LaunchSpec> Build() {
     for (Status (SpecBuilder::*step)() :
-         {&SpecBuilder::Topology, &SpecBuilder::Master, &SpecBuilder::StorePorts,
-          &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc, &SpecBuilder::Cards,
-          &SpecBuilder::Affinity, &SpecBuilder::Program, &SpecBuilder::Environment,
-          &SpecBuilder::Output, &SpecBuilder::Extras, &SpecBuilder::Metrics}) {
+         {&SpecBuilder::Topology, &SpecBuilder::Rendezvous, &SpecBuilder::Master,
+          &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc,
+          &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
+          &SpecBuilder::Environment, &SpecBuilder::Output, &SpecBuilder::Extras,
+          &SpecBuilder::Metrics}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
@@ -206,9 +216,44 @@ class SpecBuilder {
     return OkStatus();
   }
 
+  // --rdzv-backend: etcd's settings (etcd_settings.h); the etcd keys and an endpoint list
+  // belong to etcd alone.
+  Status Rendezvous() {
+    spec_.rdzv_backend = o_.rdzv_backend.value_or("static");
+    if (IsEtcdBackend(spec_.rdzv_backend) && o_.standalone) {
+      Note(o_.Source("rdzv-backend") + " " + spec_.rdzv_backend +
+           " is ignored with --standalone (as torchrun does): the store is on this node");
+      return OkStatus();
+    }
+    if (IsEtcdBackend(spec_.rdzv_backend)) {
+      auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_);
+      if (!etcd.ok()) return etcd.error();
+      spec_.etcd = std::move(*etcd);
+      if (spec_.rdzv_backend == "etcd-v2") {
+        Note(
+            "--rdzv-backend etcd-v2 is gculaunch's etcd backend: it speaks etcd's v3 API, so "
+            "etcd needs no --enable-v2");
+      }
+      return OkStatus();
+    }
+    for (const auto& [key, value] : o_.rdzv_conf) {
+      if (!IsEtcdConfKey(key)) continue;
+      return Error{o_.Source("rdzv-conf") + " '" + key + "' is a key of the etcd backend, not of " +
+                       spec_.rdzv_backend,
+                   "add --rdzv-backend etcd, or drop " + key};
+    }
+    if (o_.rdzv_endpoint_list) {
+      return Error{o_.Source("rdzv-endpoint") + " '" + *o_.rdzv_endpoint_list +
+                       "': a list of endpoints (or a URL) is only for --rdzv-backend etcd",
+                   "give one HOST:PORT, e.g. --rdzv-endpoint node0:29400"};
+    }
+    return OkStatus();
+  }
+
   // Where the store is: MASTER_ADDR and MASTER_PORT, from --standalone, --rdzv-endpoint,
   // --master-addr/--master-port, the platform or the defaults.
   Status Master() {
+    if (spec_.etcd) return EtcdMaster();
     const bool addr_given = o_.master_addr.has_value();
     const bool port_given = o_.master_port.has_value();
     if (o_.rdzv_endpoint && (addr_given || port_given) && !o_.standalone) {
@@ -262,6 +307,20 @@ class SpecBuilder {
       Note(o_.Source("rdzv-endpoint") + " has no port: using " +
            std::to_string(kDefaultEndpointPort) + " (torchrun's default)");
     }
+  }
+
+  // etcd: --rdzv-endpoint names etcd; each epoch's leader hosts the ranks' store, on
+  // MASTER_PORT (from the flags, the platform or the default).
+  Status EtcdMaster() {
+    const int nnodes = spec_.nnodes;
+    spec_.nnodes = 1;  // no "needs the store's address": the leader's is found in etcd
+    Status ok = FlagsMaster();
+    spec_.nnodes = nnodes;
+    spec_.agent_port = spec_.master_port;  // the leader serves the ranks' store on MASTER_PORT
+    Note(
+        "etcd rendezvous: the ranks' store is on each epoch's leader, found in etcd; "
+        "MASTER_ADDR here is a placeholder");
+    return ok;
   }
 
   // --master-addr and --master-port, each else from the platform, else the default.
@@ -734,6 +793,12 @@ class SpecBuilder {
       }
     }
     if (!o_.hang_timeout) return OkStatus();
+    if (IsEtcdBackend(o_.rdzv_backend.value_or("")) && !o_.standalone) {
+      // The job-wide hang watch runs next to the store host's coordinator; on etcd that is
+      // each term's leader, which does not carry it yet (docs/etcd.md, "Limits").
+      return Error{o_.Source("hang-timeout") + " is not available with --rdzv-backend etcd yet",
+                   "drop --hang-timeout, or use --rdzv-backend c10d for this job"};
+    }
     spec_.hang_timeout_s = *o_.hang_timeout;
     spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
     spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);

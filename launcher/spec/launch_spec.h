@@ -30,6 +30,7 @@
 #include "base/error.h"
 #include "launcher/spec/cpu_affinity.h"
 #include "launcher/spec/device_profile.h"
+#include "launcher/spec/etcd_settings.h"
 #include "launcher/spec/platform.h"
 #include "launcher/spec/types.h"
 
@@ -75,6 +76,11 @@ struct LaunchSpec {
   /// --rdzv-conf, validated (accepted keys in cli.h).  Not used by a
   /// single-node launch; join_timeout (or timeout) is the default of rdzv_timeout_s.
   std::map<std::string, std::string> rdzv_conf;
+  /// --rdzv-backend as given ("static" when not given).
+  std::string rdzv_backend = "static";
+  /// --rdzv-backend etcd (or etcd-v2): the job's rendezvous in etcd (etcd_settings.h); the
+  /// ranks' store is then hosted by each epoch's leader, not by --rdzv-endpoint.
+  std::optional<EtcdSettings> etcd;
   /// Multi-node: the port node 0's gculaunch serves the node agents on (MASTER_PORT as
   /// read).  With the agent store the ranks use it too (master_port == agent_port); with
   /// --no-agent-store the ranks get --worker-port, or a port node 0 picks per restart

@@ -1,19 +1,20 @@
 #include "rendezvous/etcd/client.h"
 
-#include <sys/socket.h>
-
 #include <array>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <charconv>
 #include <optional>
+
+#include "rendezvous/etcd/connection.h"
+
+// GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames (allocated by
+// Asio's own operator new) are inlined into their callers.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 namespace gculaunch::etcd {
 
@@ -30,12 +31,15 @@ struct ClientState {
   std::size_t current = 0;  ///< index of the endpoint tried first
   std::string token;        ///< "" before the first authentication
   int authentications = 0;
+  /// For https:// endpoints: made at the first request (TlsReady), or why it could not be.
+  std::shared_ptr<asio::ssl::context> tls;
+  std::optional<Error> tls_error;
 };
 
 struct Watch::Stream {
-  explicit Stream(beast::tcp_stream s, std::string ep)
-      : stream(std::move(s)), endpoint(std::move(ep)) {}
-  beast::tcp_stream stream;
+  explicit Stream(std::unique_ptr<Connection> c, std::string ep)
+      : conn(std::move(c)), endpoint(std::move(ep)) {}
+  std::unique_ptr<Connection> conn;
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   std::string endpoint;
@@ -59,32 +63,33 @@ struct HttpReply {
   std::string endpoint;
 };
 
-// A connected stream to `endpoint`, its socket close-on-exec from birth (Asio's open() does
-// not set the flag; an assigned socket is not reopened by connect).
-asio::awaitable<Result<beast::tcp_stream>> ConnectTo(const ClientState& state,
-                                                     const Endpoint& endpoint) {
-  const std::string name = endpoint.ToString();
-  boost::system::error_code ec;
-  tcp::resolver resolver(state.executor);
-  auto results =
-      co_await resolver.async_resolve(endpoint.host, std::to_string(endpoint.port), Nothrow(ec));
-  if (ec) co_return Error{name + ": cannot resolve the host: " + ec.message(), ""};
-  std::string why = "no address";
-  for (const auto& entry : results) {
-    const tcp protocol = entry.endpoint().protocol();
-    const int fd = ::socket(protocol.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) co_return Error{name + ": socket() failed", ""};
-    beast::tcp_stream stream(state.executor);
-    stream.socket().assign(protocol, fd, ec);
-    if (ec) co_return Error{name + ": " + ec.message(), ""};
-    stream.expires_after(state.options.connect_timeout);
-    co_await stream.async_connect(entry.endpoint(), Nothrow(ec));
-    if (!ec) co_return std::move(stream);
-    why = ec == beast::error::timeout
-              ? "no answer within " + std::to_string(state.options.connect_timeout.count()) + " ms"
-              : ec.message();
+// Makes the TLS context at the first request of a client with https:// endpoints (once; a
+// file that cannot be read fails this and every later call). OK for http:// endpoints.
+Status TlsReady(ClientState& state) {
+  const auto& endpoints = state.options.endpoints;
+  const bool tls = !endpoints.empty() && endpoints.front().tls;
+  if (!tls) {
+    if (state.options.tls.empty()) return OkStatus();
+    return Error{
+        "etcd TLS files are given but the endpoint " + endpoints.front().ToString() + " is http://",
+        "write the endpoints as https://host:port, or drop the CA, certificate and "
+        "key files"};
   }
-  co_return Error{name + ": cannot connect: " + why, ""};
+  if (state.tls_error) return *state.tls_error;
+  if (state.tls) return OkStatus();
+  auto context = MakeTlsContext(state.options.tls);
+  if (!context.ok()) {
+    state.tls_error = context.error();
+    return context.error();
+  }
+  state.tls = std::move(*context);
+  return OkStatus();
+}
+
+// A connection to `endpoint` (TLS for https://; TlsReady() passed).
+asio::awaitable<Result<std::unique_ptr<Connection>>> ConnectTo(const ClientState& state,
+                                                               const Endpoint& endpoint) {
+  return Connection::Open(state.executor, endpoint, state.tls.get(), state.options.connect_timeout);
 }
 
 http::request<http::string_body> MakeRequest(http::verb verb, const std::string& target,
@@ -102,30 +107,45 @@ http::request<http::string_body> MakeRequest(http::verb verb, const std::string&
   return request;
 }
 
+// The hint for a request that failed after the connection was made: over TLS, etcd's
+// --client-cert-auth refuses a client without a certificate only after the handshake.
+std::string TransportHint(const ClientState& state, const boost::system::error_code& ec) {
+  if (ec.category() != asio::error::get_ssl_category()) return "";
+  if (state.options.tls.cert_file.empty()) {
+    return "etcd may require a client certificate (--client-cert-auth): give the client "
+           "certificate and key files";
+  }
+  return "check that etcd's --trusted-ca-file signed the client certificate";
+}
+
 // One request on one endpoint: its HTTP reply, or the transport failure as an Error.
 asio::awaitable<Result<HttpReply>> Exchange(const ClientState& state, const Endpoint& endpoint,
                                             http::verb verb, const std::string& target,
                                             const std::string& body, bool with_token) {
-  auto stream = co_await ConnectTo(state, endpoint);
-  if (!stream.ok()) co_return stream.error();
+  auto connected = co_await ConnectTo(state, endpoint);
+  if (!connected.ok()) co_return connected.error();
+  Connection& conn = **connected;
   const std::string name = endpoint.ToString();
-  stream->expires_after(state.options.request_timeout);
+  conn.tcp().expires_after(state.options.request_timeout);
   auto request = MakeRequest(verb, target, endpoint, body, with_token ? state.token : "");
   boost::system::error_code ec;
-  co_await http::async_write(*stream, request, Nothrow(ec));
+  co_await conn.Write(request, ec);
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(kBodyLimit);
-  if (!ec) co_await http::async_read(*stream, buffer, parser, Nothrow(ec));
+  if (!ec) co_await conn.Read(buffer, parser, ec);
   if (ec) {
     const std::string why =
         ec == beast::error::timeout
             ? "no reply within " + std::to_string(state.options.request_timeout.count()) + " ms"
             : ec.message();
-    co_return Error{name + ": " + target + " failed: " + why, ""};
+    // A TLS alert after the handshake (TLS 1.3 refuses a missing client certificate here).
+    const bool refused = ec.category() == asio::error::get_ssl_category();
+    co_return Error{name + ": " + target + " failed: " + why, TransportHint(state, ec),
+                    refused ? kRefusedExitCode : 0};
   }
   boost::system::error_code ignored;
-  stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+  conn.tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
   auto& response = parser.get();
   co_return HttpReply{response.result_int(), std::move(response.body()), name};
 }
@@ -148,7 +168,10 @@ std::string Join(const std::vector<std::string>& parts) {
 asio::awaitable<Result<HttpReply>> SendAnywhere(ClientState& state, http::verb verb,
                                                 const std::string& target, const std::string& body,
                                                 bool with_token) {
+  if (auto tls = TlsReady(state); !tls.ok()) co_return tls.error();
   std::vector<std::string> failures;
+  std::string hint;         // the first specific one (TLS), else the general one below
+  bool all_refused = true;  // every endpoint refused this client (kRefusedExitCode)
   const std::size_t n = state.options.endpoints.size();
   for (std::size_t tried = 0; tried < n; ++tried) {
     const Endpoint endpoint = state.options.endpoints[state.current % n];
@@ -156,11 +179,15 @@ asio::awaitable<Result<HttpReply>> SendAnywhere(ClientState& state, http::verb v
     if (reply.ok() && !ShouldFailOver(*reply)) co_return reply;
     failures.push_back(reply.ok() ? endpoint.ToString() + ": unavailable: " + reply->body
                                   : reply.error().what);
+    if (!reply.ok() && hint.empty()) hint = reply.error().hint;
+    all_refused = all_refused && !reply.ok() && reply.error().exit_code == kRefusedExitCode;
     state.current = (state.current + 1) % n;
   }
   co_return Error{"no etcd endpoint answered " + target + ": " + Join(failures),
-                  "check that etcd runs and serves clients at these host:port addresses "
-                  "(etcdctl --endpoints host:port endpoint health)"};
+                  !hint.empty() ? hint
+                                : "check that etcd runs and serves clients at these host:port "
+                                  "addresses (etcdctl --endpoints host:port endpoint health)",
+                  all_refused ? kRefusedExitCode : 0};
 }
 
 std::string HintFor(int code) {
@@ -182,9 +209,12 @@ Error Refused(const HttpReply& reply, const std::string& call) {
                      std::to_string(reply.status) + ": '" + reply.body.substr(0, 80) + "'",
                  "check that the address is an etcd 3.4 or newer client URL"};
   }
+  // Unauthenticated, permission denied, invalid argument (etcd's "user name is empty" for a
+  // client without a user when auth is on): asking again gets the same answer.
+  const bool denied = error->code == kCodeUnauthenticated || error->code == 7 || error->code == 3;
   return Error{"etcd at " + reply.endpoint + " refused " + call + ": " + error->message +
                    " (code " + std::to_string(error->code) + ")",
-               HintFor(error->code)};
+               HintFor(error->code), denied ? kRefusedExitCode : 0};
 }
 
 asio::awaitable<Status> Authenticate(ClientState& state) {
@@ -194,9 +224,12 @@ asio::awaitable<Status> Authenticate(ClientState& state) {
   if (!reply.ok()) co_return reply.error();
   if (reply->status != 200) {
     auto error = ParseGatewayError(reply->body);
+    // etcd answered (failing over has passed every "unavailable"): a wrong user or
+    // password, or authentication not enabled, stays so.
     co_return Error{"etcd at " + reply->endpoint + " refused user '" + state.options.user +
                         "': " + (error ? error->message : "HTTP " + std::to_string(reply->status)),
-                    "check the etcd user name and password"};
+                    "check the etcd user name and password",
+                    reply->status < 500 ? kRefusedExitCode : 0};
   }
   auto token = ParseAuthenticate(reply->body);
   if (!token.ok()) co_return token.error();
@@ -251,6 +284,7 @@ std::string Endpoint::ToString() const {
 
 Result<std::vector<Endpoint>> ParseEndpoints(std::string_view text) {
   std::vector<Endpoint> out;
+  std::string first_scheme;  // of the first entry, for refusing a mix
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t comma = text.find(',', start);
@@ -260,13 +294,22 @@ Result<std::vector<Endpoint>> ParseEndpoints(std::string_view text) {
     const std::string shown(item);
     const std::string hint =
         "give host:port pairs separated by commas, e.g. 10.0.0.1:2379,10.0.0.2:2379";
-    if (item.rfind("https://", 0) == 0) {
-      return Error{"etcd endpoint '" + shown + "': TLS is not supported yet",
-                   "use an http:// client URL"};
-    }
-    if (item.rfind("http://", 0) == 0) item.remove_prefix(7);
-    while (!item.empty() && item.back() == '/') item.remove_suffix(1);
     Endpoint endpoint;
+    if (item.rfind("https://", 0) == 0) {
+      endpoint.tls = true;
+      item.remove_prefix(8);
+    } else if (item.rfind("http://", 0) == 0) {
+      item.remove_prefix(7);
+    }
+    const std::string scheme = endpoint.tls ? "https://" : "http://";
+    if (out.empty()) {
+      first_scheme = scheme;
+    } else if (scheme != first_scheme) {
+      return Error{"etcd endpoint '" + shown + "' is " + scheme + " but '" +
+                       out.front().ToString() + "' is " + first_scheme,
+                   "give every endpoint the same scheme: all https:// (TLS) or all http://"};
+    }
+    while (!item.empty() && item.back() == '/') item.remove_suffix(1);
     std::string_view port;
     if (!item.empty() && item.front() == '[') {
       const std::size_t close = item.find(']');
@@ -395,9 +438,7 @@ Watch::~Watch() = default;
 std::int64_t Watch::next_revision() const { return next_revision_; }
 
 void Watch::Disconnect() {
-  if (!stream_) return;
-  boost::system::error_code ignored;
-  stream_->stream.socket().close(ignored);
+  if (stream_) stream_->conn->Close();
 }
 
 void Watch::Cancel() {
@@ -409,12 +450,14 @@ void Watch::Cancel() {
 // next_revision_; returns once etcd confirmed it.
 Watch::Task<Status> Watch::Open() {
   ClientState& state = *state_;
+  if (auto tls = TlsReady(state); !tls.ok()) co_return tls.error();
   const bool auth = !state.options.user.empty();
   if (auth && state.token.empty()) {
     auto status = co_await Authenticate(state);
     if (!status.ok()) co_return status.error();
   }
   std::vector<std::string> failures;
+  std::string hint;  // the first specific one (TLS), else the general one below
   const std::size_t n = state.options.endpoints.size();
   bool reauthenticated = false;
   for (std::size_t tried = 0; tried < n && !cancelled_;) {
@@ -426,18 +469,18 @@ Watch::Task<Status> Watch::Open() {
     std::string why;
     if (connected.ok()) {
       stream_ = std::make_unique<Stream>(std::move(*connected), name);
-      stream_->stream.expires_after(state.options.request_timeout);
+      Connection& conn = *stream_->conn;
+      conn.tcp().expires_after(state.options.request_timeout);
       auto request = MakeRequest(
           http::verb::post, "/v3/watch", endpoint,
           WatchCreateBody(options_.key, options_.range_end, next_revision_, options_.prev_kv),
           state.token);
       boost::system::error_code ec;
-      co_await http::async_write(stream_->stream, request, Nothrow(ec));
-      if (!ec)
-        co_await http::async_read_header(stream_->stream, stream_->buffer, stream_->parser,
-                                         Nothrow(ec));
+      co_await conn.Write(request, ec);
+      if (!ec) co_await conn.ReadHeader(stream_->buffer, stream_->parser, ec);
       if (ec) {
         why = name + ": /v3/watch failed: " + ec.message();
+        if (hint.empty()) hint = TransportHint(state, ec);
       } else if (stream_->parser.get().result_int() != 200) {
         why = name + ": /v3/watch answered HTTP " +
               std::to_string(stream_->parser.get().result_int());
@@ -460,12 +503,13 @@ Watch::Task<Status> Watch::Open() {
             compacted_ = created->compact_revision;
           }
           if (next_revision_ == 0) next_revision_ = created->revision + 1;
-          if (stream_) stream_->stream.expires_never();
+          if (stream_) stream_->conn->tcp().expires_never();
           co_return OkStatus();
         }
       }
     } else {
       why = connected.error().what;
+      if (hint.empty()) hint = connected.error().hint;
     }
     failures.push_back(why);
     stream_.reset();
@@ -474,7 +518,9 @@ Watch::Task<Status> Watch::Open() {
   }
   if (cancelled_) co_return Error{"the watch was cancelled", ""};
   co_return Error{"no etcd endpoint accepted the watch: " + Join(failures),
-                  "check that etcd runs and serves clients at these host:port addresses"};
+                  !hint.empty() ? hint
+                                : "check that etcd runs and serves clients at these host:port "
+                                  "addresses"};
 }
 
 // The next whole line of the stream, parsed.
@@ -495,7 +541,7 @@ Watch::Task<Result<WatchMessage>> Watch::ReadMessage() {
     body.data = chunk.data();
     body.size = chunk.size();
     boost::system::error_code ec;
-    co_await http::async_read_some(stream_->stream, stream_->buffer, stream_->parser, Nothrow(ec));
+    co_await stream_->conn->ReadSome(stream_->buffer, stream_->parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       co_return Error{"the watch stream from " + stream_->endpoint + " broke: " + ec.message(), ""};

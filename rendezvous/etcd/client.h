@@ -30,7 +30,13 @@
 // delivered, so no event is lost or repeated; a start revision that was compacted away ends
 // the watch with WatchBatch::compact_revision set.
 //
-// Errors are Results (nothing throws). No TLS yet (docs/etcd.md, "Next steps").
+// TLS: https:// endpoints (all or none) go through OpenSSL (linked statically): the server's
+// certificate is verified against TlsOptions::ca_file (else the system's CA store) and must
+// name the endpoint's host (a DNS name, or an IP address as an IP SAN); a client certificate
+// is sent when one is given (etcd's --client-cert-auth). Every TLS failure is an Error naming
+// the endpoint or the file and the reason (docs/etcd.md, "TLS").
+//
+// Errors are Results (nothing throws).
 //
 // Lifetime and threading: all calls on the executor the client was made with (one thread).
 // Several calls may be in flight at once (each has its own connection). A Watch shares the
@@ -51,24 +57,46 @@
 
 namespace gculaunch::etcd {
 
+/// Error::exit_code of a refusal that asking again cannot cure: etcd (or its TLS layer)
+/// answered, and refused this client's certificate, password or permissions, on every
+/// endpoint. A launcher stops at once with it (a configuration to fix, exit status 2)
+/// instead of retrying until its deadline.
+inline constexpr int kRefusedExitCode = 2;
+
 struct Endpoint {
   std::string host;
   std::uint16_t port = 2379;
+  /// An https:// endpoint: TLS on this connection.
+  bool tls = false;
   /// "host:port" ("[v6]:port"), for messages.
   std::string ToString() const;
 };
 
-/// Parses "host:port[,host:port...]"; each may start with "http://"; the port defaults to
-/// 2379; IPv6 addresses in brackets. An Error names the bad entry ("https://" is refused until
-/// TLS is supported).
+/// Parses "host:port[,host:port...]"; each may start with "http://" or "https://" (TLS; a
+/// list mixing both is refused); the port defaults to 2379; IPv6 addresses in brackets. An
+/// Error names the bad entry.
 Result<std::vector<Endpoint>> ParseEndpoints(std::string_view text);
+
+/// Files for https:// endpoints (PEM). All are read when the first request is sent; a file
+/// that cannot be read fails every call with an Error naming it.
+struct TlsOptions {
+  /// The CA certificate(s) that etcd's server certificate must chain to; "": the system's
+  /// CA store (OpenSSL's default paths, $SSL_CERT_FILE, and the usual distribution bundles).
+  std::string ca_file;
+  /// A client certificate and its private key, for etcd's --client-cert-auth; both or none.
+  std::string cert_file;
+  std::string key_file;
+  bool empty() const { return ca_file.empty() && cert_file.empty() && key_file.empty(); }
+};
 
 struct ClientOptions {
   std::vector<Endpoint> endpoints;
   /// With a user, every request carries a token from POST /v3/auth/authenticate.
   std::string user;
   std::string password;
-  /// The longest one TCP connect may take on one endpoint.
+  /// For https:// endpoints; giving files with http:// endpoints is an Error.
+  TlsOptions tls;
+  /// The longest one TCP connect (and TLS handshake) may take on one endpoint.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   /// The longest one request may take on one endpoint, connect included.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};

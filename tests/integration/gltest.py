@@ -846,6 +846,29 @@ class CheckpointJobCase(unittest.TestCase):
             add_host(hosts)
         return hosts
 
+    def records(self):
+        """The checkpoint journal so far: {rank: [record, ...]}."""
+        if not os.path.isdir(self.journal):
+            return {}
+        return read_ckpt_journal(self.journal)
+
+    def worlds(self):
+        """(world size, attempt) pairs journaled by rank 0, in the order they first appeared."""
+        out = []
+        for r in self.records().get(0, []):
+            if not out or out[-1] != (r["world"], r["attempt"]):
+                out.append((r["world"], r["attempt"]))
+        return out
+
+    def wait_world(self, world, attempt, jobs, timeout=60):
+        """Waits until every rank of a `world`-rank job journaled a step of `attempt`."""
+        def running():
+            recs = self.records()
+            return all(any(r["world"] == world and r["attempt"] == attempt
+                           for r in recs.get(rank, [])) for rank in range(world))
+        self.wait_until(running, "%d ranks running in attempt %d" % (world, attempt), jobs,
+                        timeout)
+
     def wait_until(self, predicate, what, jobs, timeout=60):
         """Polls predicate() (bounded); fails at once when one of `jobs` exits first."""
         deadline = time.monotonic() + timeout
@@ -901,3 +924,164 @@ def hang_script(stuck_rank):
     (stuck_in_my_own_function) that prints "rank N is stuck" once.  In later attempts every
     rank takes part and prints "rank N done: <world size>"."""
     return _HANG_SCRIPT.replace("STUCK_RANK", str(int(stuck_rank)))
+
+
+# ---- etcd members on simulated hosts (the etcd rendezvous tests, docs/etcd.md) ----
+
+ETCD = "/usr/bin/etcd"
+ETCDCTL = "/usr/bin/etcdctl"
+
+
+class EtcdCluster:
+    """Debian's etcd as a 1- or 3-member cluster, member i listening on host `members[i]` of
+    `hosts` (a SimulatedHosts) at <addr>:2379 (clients) and <addr>:2380 (peers).  Each member
+    runs in a process group of its own, with a data directory under `workdir`; stop(i) ends
+    exactly that group (kill -9 with `hard`), start(i) brings the member back with its data.
+    close() stops every member this instance started.  A missing etcd binary raises (a test
+    that needs etcd fails, it is never skipped).
+
+    Optional, off by default: `tls`, a dict of PEM files {"ca", "cert", "key"} (the server's
+    certificate and key, signed by "ca") and optionally "client_cert"/"client_key" (what
+    etcdctl presents) and "client_cert_auth" (True: etcd requires a client certificate
+    signed by "ca"); client URLs are then https (peers stay http).  `auth_token_ttl`: etcd's
+    --auth-token-ttl in seconds.  `ctl_user` ("user:password") is passed to etcdctl once the
+    test enabled authentication."""
+
+    def __init__(self, hosts, members, workdir, token=None, tls=None, auth_token_ttl=None):
+        if not os.access(ETCD, os.X_OK):
+            raise RuntimeError("etcd is not installed (Debian's etcd-server): run "
+                               "scripts/bootstrap.sh as root")
+        self.hosts = hosts
+        self.members = list(members)
+        self.workdir = workdir
+        self.token = token or ("gl-" + uuid.uuid4().hex[:8])
+        self.tls = dict(tls) if tls else None
+        self.auth_token_ttl = auth_token_ttl
+        self.ctl_user = None
+        self.procs = [None] * len(self.members)
+        self._logs = [None] * len(self.members)
+        try:
+            for i in range(len(self.members)):
+                self.start(i, wait=False)
+            for i in range(len(self.members)):
+                self.wait_healthy(i)
+        except Exception:
+            self.close()
+            raise
+
+    def addr(self, i):
+        return self.hosts.addr(self.members[i])
+
+    def endpoint(self, i):
+        return "%s:2379" % self.addr(i)
+
+    def scheme(self):
+        return "https" if self.tls else "http"
+
+    def _ctl_flags(self):
+        flags = []
+        if self.tls:
+            flags += ["--cacert", self.tls["ca"]]
+            if self.tls.get("client_cert"):
+                flags += ["--cert", self.tls["client_cert"], "--key", self.tls["client_key"]]
+        if self.ctl_user:
+            flags += ["--user", self.ctl_user]
+        return flags
+
+    def endpoints(self):
+        return ",".join(self.endpoint(i) for i in range(len(self.members)))
+
+    def _args(self, i):
+        name = "m%d" % i
+        peers = ",".join("m%d=http://%s:2380" % (k, self.addr(k))
+                         for k in range(len(self.members)))
+        client = "%s://%s:2379" % (self.scheme(), self.addr(i))
+        extra = []
+        if self.tls:
+            extra += ["--cert-file", self.tls["cert"], "--key-file", self.tls["key"]]
+            if self.tls.get("client_cert_auth"):
+                # etcd 3.4 asks for client certificates as soon as a trusted CA is given.
+                extra += ["--trusted-ca-file", self.tls["ca"], "--client-cert-auth"]
+        if self.auth_token_ttl is not None:
+            extra += ["--auth-token-ttl", str(self.auth_token_ttl)]
+        return [ETCD, "--name", name,
+                "--data-dir", os.path.join(self.workdir, "etcd-" + name),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", "http://%s:2380" % self.addr(i),
+                "--initial-advertise-peer-urls", "http://%s:2380" % self.addr(i),
+                "--initial-cluster", peers, "--initial-cluster-token", self.token,
+                "--initial-cluster-state", "new"] + extra
+
+    def start(self, i, wait=True):
+        if self.procs[i] is not None and self.procs[i].poll() is None:
+            raise RuntimeError("etcd member %d is already running" % i)
+        log = open(os.path.join(self.workdir, "etcd-m%d.log" % i), "ab")
+        self._logs[i] = log
+        self.procs[i] = subprocess.Popen(
+            self.hosts.command_prefix(self.members[i]) + self._args(i), stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True)
+        if wait:
+            self.wait_healthy(i)
+
+    def healthy(self, i):
+        out = subprocess.run(
+            self.hosts.command_prefix(self.members[i]) +
+            [ETCDCTL, "--endpoints", self.endpoint(i), "--command-timeout=2s"] +
+            self._ctl_flags() + ["endpoint", "health"], capture_output=True, text=True,
+            timeout=20)
+        return out.returncode == 0
+
+    def wait_healthy(self, i, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[i].poll() is not None:
+                raise RuntimeError("etcd member %d exited at start: %s" % (i, self.log(i)))
+            if self.healthy(i):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("etcd member %d not healthy within %d s: %s" %
+                           (i, timeout, self.log(i)))
+
+    def log(self, i):
+        try:
+            with open(os.path.join(self.workdir, "etcd-m%d.log" % i), "rb") as f:
+                return f.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, i, hard=False):
+        proc = self.procs[i]
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL if hard else signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.procs[i] = None
+        if self._logs[i] is not None:
+            self._logs[i].close()
+            self._logs[i] = None
+
+    def etcdctl(self, *args, via=0, timeout=20):
+        """Runs etcdctl against member `via`; returns its CompletedProcess."""
+        return subprocess.run(
+            self.hosts.command_prefix(self.members[via]) +
+            [ETCDCTL, "--endpoints", self.endpoint(via)] + self._ctl_flags() + list(args),
+            capture_output=True, text=True, timeout=timeout)
+
+    def close(self):
+        for i in range(len(self.members)):
+            self.stop(i)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -60,28 +60,6 @@ class Elastic(gltest.CheckpointJobCase):
         self.addCleanup(job.__exit__, None, None, None)
         return job
 
-    def records(self):
-        if not os.path.isdir(self.journal):
-            return {}
-        return gltest.read_ckpt_journal(self.journal)
-
-    def worlds(self):
-        """The world sizes journaled so far, in the order they first appeared (rank 0)."""
-        out = []
-        for r in self.records().get(0, []):
-            if not out or out[-1] != (r["world"], r["attempt"]):
-                out.append((r["world"], r["attempt"]))
-        return out
-
-    def wait_world(self, world, attempt, jobs, timeout=60):
-        """Waits until every rank of a `world`-rank job journaled a step of `attempt`."""
-        def running():
-            recs = self.records()
-            return all(any(r["world"] == world and r["attempt"] == attempt
-                           for r in recs.get(rank, [])) for rank in range(world))
-        self.wait_until(running, "%d ranks running in attempt %d" % (world, attempt), jobs,
-                        timeout)
-
     def wait_checkpoint(self, jobs, after=0, timeout=90):
         self.wait_until(lambda: self.checkpoint_step() > after, "a checkpoint after step %d"
                         % after, jobs, timeout)

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gculaunch::testing {
@@ -58,13 +59,20 @@ std::uint16_t FreeLoopbackPort() {
 }
 
 EtcdServer::EtcdServer(Options options)
-    : options_(options), data_dir_(dir_.File("data")), binary_(FindEtcd()) {
+    : options_(std::move(options)), data_dir_(dir_.File("data")), binary_(FindEtcd()) {
   if (binary_.empty()) {
     FAIL("etcd is not installed (Debian's etcd-server): run scripts/bootstrap.sh as root");
   }
   client_port_ = FreeLoopbackPort();
   peer_port_ = FreeLoopbackPort();
   while (peer_port_ == client_port_) peer_port_ = FreeLoopbackPort();
+  health_port_ = client_port_;
+  if (!options_.cert_file.empty()) {
+    health_port_ = FreeLoopbackPort();
+    while (health_port_ == client_port_ || health_port_ == peer_port_) {
+      health_port_ = FreeLoopbackPort();
+    }
+  }
   Start();
 }
 
@@ -72,9 +80,13 @@ EtcdServer::~EtcdServer() { Stop(); }
 
 std::string EtcdServer::endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
 
+std::string EtcdServer::url() const {
+  return (options_.cert_file.empty() ? "http://" : "https://") + endpoint();
+}
+
 void EtcdServer::Start() {
   REQUIRE(pid_ < 0);
-  const std::string client = "http://" + endpoint();
+  const std::string client = url();
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   std::vector<std::string> args = {binary_,
                                    "--name=test",
@@ -87,6 +99,15 @@ void EtcdServer::Start() {
   if (options_.auth_token_ttl > 0) {
     args.push_back("--auth-token-ttl=" + std::to_string(options_.auth_token_ttl));
   }
+  if (!options_.cert_file.empty()) {
+    args.push_back("--cert-file=" + options_.cert_file);
+    args.push_back("--key-file=" + options_.key_file);
+    args.push_back("--listen-metrics-urls=http://127.0.0.1:" + std::to_string(health_port_));
+  }
+  if (!options_.trusted_ca_file.empty()) {
+    args.push_back("--trusted-ca-file=" + options_.trusted_ca_file);
+  }
+  if (options_.client_cert_auth) args.push_back("--client-cert-auth");
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -124,7 +145,7 @@ void EtcdServer::Start() {
 }
 
 bool EtcdServer::Healthy() const {
-  const int fd = ConnectLoopback(client_port_);
+  const int fd = ConnectLoopback(health_port_);
   if (fd < 0) return false;
   const std::string request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   bool ok = ::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size());

@@ -8,6 +8,10 @@
 // revisions and the users survive, tokens do not). etcd's own output goes to etcd.log in the
 // data directory and is printed when it fails to start.
 //
+// With Options::cert_file and key_file, etcd serves https:// on its client port (its health is
+// then polled on a plain metrics port of its own); trusted_ca_file and client_cert_auth add
+// etcd's --trusted-ca-file and --client-cert-auth.
+//
 // When no etcd binary is installed the test FAILS with a line telling to run
 // scripts/bootstrap.sh: a missing server never counts as a pass.
 //
@@ -28,6 +32,13 @@ class EtcdServer {
   struct Options {
     /// etcd's --auth-token-ttl in seconds (simple tokens; etcd's default is 300); 0: default.
     int auth_token_ttl = 0;
+    /// TLS on the client port (--cert-file, --key-file, https:// client URLs); "": plain.
+    std::string cert_file;
+    std::string key_file;
+    /// --trusted-ca-file: the CA that client certificates must chain to.
+    std::string trusted_ca_file;
+    /// --client-cert-auth: refuse clients without a certificate signed by trusted_ca_file.
+    bool client_cert_auth = false;
   };
 
   /// Starts etcd (a test failure when it cannot).
@@ -42,6 +53,8 @@ class EtcdServer {
 
   /// "127.0.0.1:<client port>".
   std::string endpoint() const;
+  /// The client URL: "https://127.0.0.1:<client port>" with TLS, else "http://...".
+  std::string url() const;
   std::uint16_t client_port() const { return client_port_; }
   pid_t pid() const { return pid_; }
   const std::string& data_dir() const { return data_dir_; }
@@ -55,6 +68,7 @@ class EtcdServer {
   std::string binary_;
   std::uint16_t client_port_ = 0;
   std::uint16_t peer_port_ = 0;
+  std::uint16_t health_port_ = 0;  ///< the client port, or the metrics port with TLS
   pid_t pid_ = -1;
 };
 

@@ -688,18 +688,98 @@ TEST_CASE("job policy: an elastic job starts at the last call, grows and shrinks
              Catch::Contains("1 node(s) remain of the 2 the job needs"));
 }
 
-// --nnodes N:N is --nnodes N: no ids, no last call.
-TEST_CASE("job policy: MIN = MAX is a fixed-size job", "[job_policy]") {
+// Elastic: the join deadline passes while MIN nodes are in but the last call is still open
+// (last_call_timeout longer than --rdzv-timeout, or a new leader adopting the job): the job
+// starts with the nodes it has instead of failing "2 joined but the job needs 2".
+TEST_CASE("job policy: an elastic job with MIN present starts at the join deadline",
+          "[job_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 2;
+  config.max_restarts = 3;
+  config.rdzv_timeout_s = 30;
+  const auto reg = [](int id) {
+    NodeRegistration r = Reg(id);
+    r.min_nodes = 2;
+    r.max_restarts = 3;
+    return r;
+  };
+  config.master = reg(0);
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, reg(0))).state;
+  s = Step(s, config, CE::Join(1, reg(1))).state;
+  CoordinatorStep deadline = Step(s, config, CE::RendezvousTimeout());
+  REQUIRE_FALSE(deadline.actions.empty());
+  CHECK(Names(deadline.actions)[0] == "PublishPlan(0)");
+  CHECK(deadline.actions[0].plan.world_size == 2);
+  CHECK_FALSE(deadline.actions[0].plan.abort.has_value());
+
+  // Below MIN the deadline still ends the job (exit 3).
+  CoordinatorState one;
+  one = Step(one, config, CE::Join(1, reg(0))).state;
+  CoordinatorStep alone = Step(one, config, CE::RendezvousTimeout());
+  REQUIRE_FALSE(alone.actions.empty());
+  REQUIRE(alone.actions[0].plan.abort.has_value());
+  CHECK(alone.actions[0].plan.abort->exit_code == 3);
+}
+
+// A job on etcd: MIN = MAX is a fixed size on the elastic path (drawn ids, node ranks per plan):
+// no last call, the job starts when all N are in.  (The built-in backend's --nnodes N:N is
+// min_nodes 0: not elastic.)
+TEST_CASE("job policy: MIN = MAX is a fixed size on the elastic path", "[job_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 0;
+  CHECK_FALSE(config.elastic());
+  config.min_nodes = 3;
+  config.max_restarts = 1;
+  const auto reg = [](int id) {
+    NodeRegistration r = Reg(id);
+    r.min_nodes = 3;
+    return r;
+  };
+  config.master = reg(0);
+  CHECK(config.elastic());
+  CHECK(Elastic(reg(1)));
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, reg(0))).state;
+  CoordinatorStep two = Step(s, config, CE::Join(1, reg(1)));
+  CHECK(two.actions.empty());  // two of three: no last call
+  CHECK(Names(Step(two.state, config, CE::Join(1, reg(2))).actions) == kGo0);
+}
+
+// On etcd a takeover is a new leader elected for the term, not node 0 coming back: its
+// messages say so (the built-in wording is in the coordinator's table above).
+TEST_CASE("job policy: on etcd a new leader takes over in its own words", "[job_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.min_nodes = 3;
   config.max_restarts = 1;
-  config.master = Reg(0);
-  CHECK_FALSE(config.elastic());
+  config.elected_leader = true;
+  const auto reg = [](int id, int last_epoch) {
+    NodeRegistration r = Reg(id, 1, last_epoch);
+    r.min_nodes = 3;
+    return r;
+  };
+  config.master = reg(0, -1);
   CoordinatorState s;
-  s = Step(s, config, CE::Join(1, Reg(0))).state;
-  s = Step(s, config, CE::Join(1, Reg(1))).state;
-  CHECK(Names(Step(s, config, CE::Join(1, Reg(2))).actions) == kGo0);
+  s = Step(s, config, CE::Join(1, reg(1, 0))).state;
+  s = Step(s, config, CE::Join(1, reg(2, 0))).state;
+  CoordinatorStep took = Step(s, config, CE::Join(1, reg(0, -1)));
+  REQUIRE_FALSE(took.actions.empty());
+  CHECK(Names(took.actions).front() ==
+        "Log[this node took over as the job's leader: resuming the job at epoch 1 (the nodes ran "
+        "epoch 0 under the previous leader)]");
+
+  CoordinatorState spent;  // a node already ran epoch 1: the one restart is used
+  spent = Step(spent, config, CE::Join(1, reg(1, 1))).state;
+  spent = Step(spent, config, CE::Join(1, reg(2, 0))).state;
+  CoordinatorStep over = Step(spent, config, CE::Join(1, reg(0, -1)));
+  REQUIRE_FALSE(over.actions.empty());
+  CHECK(Names(over.actions).front() == "PublishAbort(2)");
+  REQUIRE(over.actions.front().plan.abort.has_value());
+  CHECK(over.actions.front().plan.abort->what ==
+        "a new leader took over, but the job has used all 1 restart(s)");
 }
 
 }  // namespace gculaunch::job

@@ -365,6 +365,39 @@ TEST_CASE("cli: value shapes", "[cli]") {
         std::vector<std::pair<std::string, std::string>>{{"EMPTY", ""}});
 }
 
+TEST_CASE("cli: the etcd backend, its endpoint list and its --rdzv-conf keys", "[cli]") {
+  for (const char* backend : {"etcd", "etcd-v2"}) {
+    CHECK(Parse({"--rdzv-backend", backend, "x"}).rdzv_backend == backend);
+  }
+  CliOptions list = Parse({"--rdzv-endpoint", "e1:2379,e2:2379", "x"});
+  CHECK(list.rdzv_endpoint_list == "e1:2379,e2:2379");
+  CHECK_FALSE(list.rdzv_endpoint);
+  CliOptions url = Parse({"--rdzv-endpoint", "https://e1:2379", "x"});
+  CHECK(url.rdzv_endpoint_list == "https://e1:2379");
+  // The last --rdzv-endpoint wins, list or not.
+  CliOptions last = Parse({"--rdzv-endpoint", "e1,e2", "--rdzv-endpoint", "n0:29400", "x"});
+  CHECK_FALSE(last.rdzv_endpoint_list);
+  CHECK(last.rdzv_endpoint == Endpoint{"n0", 29400});
+  CHECK(Parse({"--rdzv-conf",
+               "protocol=HTTPS,cacert=/ca.pem,cert=/c.pem,key=/k.pem,etcd_prefix=/t,user=u,"
+               "password=p,lease_ttl=30,read_timeout=4",
+               "x"})
+            .rdzv_conf == std::map<std::string, std::string>{{"protocol", "HTTPS"},
+                                                             {"cacert", "/ca.pem"},
+                                                             {"cert", "/c.pem"},
+                                                             {"key", "/k.pem"},
+                                                             {"etcd_prefix", "/t"},
+                                                             {"user", "u"},
+                                                             {"password", "p"},
+                                                             {"lease_ttl", "30"},
+                                                             {"read_timeout", "4"}});
+  // etcd-v2's names and our aliases are accepted as given.
+  CHECK(Parse({"--rdzv-conf", "ca_cert=/a,ssl_cert=/b,ssl_cert_key=/c,username=u,password_file=/p",
+               "x"})
+            .rdzv_conf.size() == 5);
+  CHECK(Parse({"x"}, {{"PET_RDZV_BACKEND", "etcd-v2"}}).rdzv_backend == "etcd-v2");
+}
+
 TEST_CASE("cli: --help and --version are results, printed by the caller", "[cli]") {
   for (const std::string flag : {"--help", "-h"}) {
     auto help = ParseCli({"--nproc-per-node", "2", flag}, {});
@@ -434,12 +467,30 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
       {{"--rdzv-endpoint", "node0:http", "x.py"},
        "gculaunch: --rdzv-endpoint 'node0:http': the port must be a number 0-65535 (fix: e.g. "
        "--rdzv-endpoint node0:29400)"},
-      {{"--rdzv-backend", "etcd", "x.py"},
-       "gculaunch: --rdzv-backend 'etcd': not supported (gculaunch accepts static and c10d, "
-       "which behave the same) (fix: use --rdzv-backend static or drop it)"},
+      {{"--rdzv-backend", "zookeeper", "x.py"},
+       "gculaunch: --rdzv-backend 'zookeeper': not supported (gculaunch accepts static and "
+       "c10d, which behave the same, and etcd or etcd-v2, its etcd v3 rendezvous) (fix: use "
+       "--rdzv-backend static or drop it)"},
       {{"--rdzv-conf", "timeout=900,colour=red", "x.py"},
        "gculaunch: --rdzv-conf 'timeout=900,colour=red': unknown key 'colour' (fix: accepted "
-       "keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, is_host)"},
+       "keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, is_host; "
+       "with --rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, password, "
+       "password_file, lease_ttl (docs/etcd.md))"},
+      {{"--rdzv-conf", "protocol=ftp", "x.py"},
+       "gculaunch: --rdzv-conf 'protocol=ftp': 'protocol' expects http or https (fix: e.g. "
+       "--rdzv-conf protocol=https)"},
+      {{"--rdzv-conf", "lease_ttl=1", "x.py"},
+       "gculaunch: --rdzv-conf 'lease_ttl=1': 'lease_ttl' expects whole seconds, 2 to 86400 "
+       "(fix: e.g. --rdzv-conf lease_ttl=10)"},
+      {{"--rdzv-conf", "lease_ttl=2.5", "x.py"},
+       "gculaunch: --rdzv-conf 'lease_ttl=2.5': 'lease_ttl' expects whole seconds, 2 to 86400 "
+       "(fix: e.g. --rdzv-conf lease_ttl=10)"},
+      {{"--rdzv-conf", "etcd_prefix=jobs", "x.py"},
+       "gculaunch: --rdzv-conf 'etcd_prefix=jobs': 'etcd_prefix' expects a key path starting "
+       "with '/' (fix: e.g. --rdzv-conf etcd_prefix=/gculaunch)"},
+      {{"--rdzv-conf", "user=", "x.py"},
+       "gculaunch: --rdzv-conf 'user=': 'user' needs a value (fix: e.g. --rdzv-conf "
+       "user=trainer)"},
       {{"--rdzv-conf", "join_timeout=soon", "x.py"},
        "gculaunch: --rdzv-conf 'join_timeout=soon': 'join_timeout' expects seconds (fix: e.g. "
        "--rdzv-conf join_timeout=900)"},

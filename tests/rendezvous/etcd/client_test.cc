@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <optional>
 
+#include "tests/rendezvous/etcd/gateway_fixture.h"
 #include "tests/support/etcd_server.h"
 
 // GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames are inlined.
@@ -25,25 +26,11 @@ namespace gculaunch::etcd {
 namespace {
 
 namespace asio = boost::asio;
+using gateway_test::Post;
+using gateway_test::Run;
+using gateway_test::Sleep;
 using testing::EtcdServer;
 using testing::FreeLoopbackPort;
-
-// Runs one coroutine (given the io_context's executor) to completion; a guard fails a hang.
-void Run(const std::function<asio::awaitable<void>(asio::any_io_executor)>& body) {
-  asio::io_context io;
-  bool finished = false;
-  std::exception_ptr error;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        co_await body(io.get_executor());
-        finished = true;
-      },
-      [&](std::exception_ptr e) { error = std::move(e); });
-  io.run_for(std::chrono::seconds(40));
-  if (error) std::rethrow_exception(error);
-  REQUIRE(finished);
-}
 
 // GCC 12 refuses initializer lists inside coroutines ("array used as initializer"), so the
 // coroutines below build their options and transactions through these functions.
@@ -75,38 +62,6 @@ WatchOptions WatchOn(const std::string& key, bool prefix, std::int64_t start = 0
 }
 
 std::string Closed() { return "127.0.0.1:" + std::to_string(FreeLoopbackPort()); }
-
-asio::awaitable<void> Sleep(asio::any_io_executor ex, std::chrono::milliseconds how_long) {
-  asio::steady_timer timer(ex);
-  timer.expires_after(how_long);
-  co_await timer.async_wait(asio::use_awaitable);
-}
-
-// A blocking POST to the gateway, for setting up users and roles.
-std::string Post(std::uint16_t port, const std::string& path, const std::string& body,
-                 const std::string& token = "") {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  std::string request = "POST " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n";
-  if (!token.empty()) request += "Authorization: " + token + "\r\n";
-  request += "\r\n" + body;
-  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string reply;
-  char buf[4096];
-  for (int i = 0; i < 256; ++i) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    reply.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return reply;
-}
 
 // Catch's assertion macros may evaluate their expression more than once, so every co_await
 // below is made into a local first.
@@ -365,10 +320,12 @@ TEST_CASE("authentication: a wrong password is refused, an expired token is rene
           "gculaunch: etcd at " + etcd.endpoint() +
               " refused user 'root': etcdserver: authentication failed, invalid user ID or "
               "password (fix: check the etcd user name and password)");
+    CHECK(refused.error().exit_code == kRefusedExitCode);  // a launcher stops at once
     Client anonymous(ex, Options(etcd.endpoint()));
     auto no_user = co_await anonymous.Put("/a", "1");
     REQUIRE(!no_user.ok());
     CHECK(no_user.error().what.find("user name is empty") != std::string::npos);
+    CHECK(no_user.error().exit_code == kRefusedExitCode);
 
     ClientOptions options = Options(etcd.endpoint());
     options.user = "root";
@@ -410,6 +367,7 @@ TEST_CASE("fail-over: a closed first endpoint is skipped, none reachable is a cl
     CHECK(failed.error().what == "no etcd endpoint answered /v3/kv/range: " + closed +
                                      ": cannot connect: Connection refused; " + other +
                                      ": cannot connect: Connection refused");
+    CHECK(failed.error().exit_code == 0);  // etcd may come: a launcher keeps trying
   });
 }
 
@@ -458,9 +416,17 @@ TEST_CASE("endpoint lists parse with defaults and refuse what is not host:port")
   CHECK(bad.error().Format() ==
         "gculaunch: etcd endpoint 'node2:http': 'http' is no port (fix: give host:port pairs "
         "separated by commas, e.g. 10.0.0.1:2379,10.0.0.2:2379)");
-  auto tls = ParseEndpoints("https://node1:2379");
-  REQUIRE(!tls.ok());
-  CHECK(tls.error().what == "etcd endpoint 'https://node1:2379': TLS is not supported yet");
+  auto tls = ParseEndpoints("https://node1:2379,https://[::1]/");
+  REQUIRE(tls.ok());
+  REQUIRE(tls->size() == 2);
+  CHECK((*tls)[0].tls);
+  CHECK((*tls)[1].ToString() == "[::1]:2379");
+  CHECK_FALSE((*parsed)[1].tls);
+  auto mixed = ParseEndpoints("https://node1:2379,node2:2379");
+  REQUIRE(!mixed.ok());
+  CHECK(mixed.error().Format() ==
+        "gculaunch: etcd endpoint 'node2:2379' is http:// but 'node1:2379' is https:// (fix: "
+        "give every endpoint the same scheme: all https:// (TLS) or all http://)");
   CHECK_FALSE(ParseEndpoints("").ok());
 }
 
