@@ -635,6 +635,25 @@ void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
   cluster.agent.emplace(loop.io, *cluster.agent_board, loop.planner, settings.agent, log_);
 }
 
+void Job::StartCluster(Cluster& cluster, Supervisor& supervisor) {
+  if (!cluster.agent) return;
+  cluster.agent->Attach(supervisor);
+  if (cluster.coordinator) cluster.coordinator->Start();
+  if (!cluster.etcd) {
+    cluster.agent->Start();
+    return;
+  }
+  NodeAgent* agent = &*cluster.agent;
+  cluster.etcd->Start([agent] { agent->Start(); },
+                      [agent](Error e) {
+                        // A refusal carries its own exit code (a configuration to fix); else
+                        // etcd was not reached in time.
+                        const int code =
+                            e.exit_code != 0 ? e.exit_code : exit_code::kRendezvousFailed;
+                        agent->JoinFailed(std::move(e), code);
+                      });
+}
+
 int Job::Supervise(Loop& loop, Cluster& cluster) {
   Supervisor supervisor(
       WorkerGroupDeps{
@@ -644,23 +663,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
           std::chrono::milliseconds(static_cast<long long>(spec_.progress_interval_s * 1000))},
       log_, loop.config, loop.planner, loop.store && !loop.multinode ? &*loop.store : nullptr,
       cluster.agent ? &*cluster.agent : nullptr);
-  if (cluster.agent) {
-    cluster.agent->Attach(supervisor);
-    if (cluster.coordinator) cluster.coordinator->Start();
-    if (cluster.etcd) {
-      NodeAgent* agent = &*cluster.agent;
-      cluster.etcd->Start([agent] { agent->Start(); },
-                          [agent](Error e) {
-                            // A refusal carries its own exit code (a configuration to fix); else
-                            // etcd was not reached in time.
-                            const int code =
-                                e.exit_code != 0 ? e.exit_code : exit_code::kRendezvousFailed;
-                            agent->JoinFailed(std::move(e), code);
-                          });
-    } else {
-      cluster.agent->Start();
-    }
-  }
+  StartCluster(cluster, supervisor);
   loop.supervisor = &supervisor;
   StackDumper dumper(loop.io, StackDumper::Options{});
   const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);

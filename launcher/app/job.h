@@ -99,6 +99,9 @@ class Job {
   int RunLoop();
   void AssembleCluster(Loop& loop, Cluster& cluster);
   int Supervise(Loop& loop, Cluster& cluster);
+  /// Multi-node: hands the supervisor to the agent and starts it (on etcd once this node
+  /// reached etcd), and node 0's coordinator.
+  static void StartCluster(Cluster& cluster, Supervisor& supervisor);
   std::unique_ptr<FileTimerServer> ServeFileTimer(Loop& loop, Supervisor& supervisor);
   /// Calls back with the job's stacks: this node's part, and on node 0 of a multi-node job
   /// every other node's (launcher/cluster/dump_exchange.h).

@@ -281,14 +281,22 @@ void NodeAgent::LogMarker(const job::StopMarker& m) {
                m.kind == job::StopMarker::Kind::kHang) {
       log_.warn("{}; every node restarts its ranks (restart {} of {})", what,
                 job::RestartsOf(m) + 1, max);
-    } else if (job::Elastic(settings_.registration)) {
+    } else if (settings_.ranks_follow_plan && m.kind == job::StopMarker::Kind::kNodeLost &&
+               m.node == 0) {  // etcd: this node lost the term's leader, or etcd itself
+      log_.warn(
+          "{}; this node stops its ranks and joins the job again under the next leader (at "
+          "most {} s, --rdzv-timeout; restart {} of {})",
+          what, settings_.config.rdzv_timeout_s, job::RestartsOf(m) + 1, max);
+    } else if (job::Elastic(settings_.registration) &&
+               settings_.registration.min_nodes < settings_.registration.nnodes) {
       log_.warn("{}; the job re-forms without it if {} node(s) remain (restart {} of {})", what,
                 settings_.registration.min_nodes, job::RestartsOf(m) + 1, max);
     } else {
-      log_.warn(
-          "{}; every node stops its ranks and waits up to {} s for it to come back (restart {} "
-          "of {})",
-          what, settings_.config.rdzv_timeout_s, job::RestartsOf(m) + 1, max);
+      // A fixed size; on etcd (MIN = MAX) any node may take the lost one's place.
+      log_.warn("{}; every node stops its ranks and waits up to {} s for it {} (restart {} of {})",
+                what, settings_.config.rdzv_timeout_s,
+                settings_.ranks_follow_plan ? "or a replacement to join" : "to come back",
+                job::RestartsOf(m) + 1, max);
     }
     return;
   }

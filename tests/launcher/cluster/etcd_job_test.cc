@@ -291,6 +291,10 @@ TEST_CASE("etcd job: the leader dies and an elastic job continues on two nodes u
                              ") went away: its etcd key /gculaunch/job3/leader "
                              "was deleted (its lease ended)"));
   CHECK_THAT(f.log_text.str(),
+             Catch::Contains("(its lease ended); this node stops its ranks and joins the job "
+                             "again under the next leader (at most 60 s, --rdzv-timeout; restart "
+                             "1 of 1)"));
+  CHECK_THAT(f.log_text.str(),
              Catch::Contains("this node took over as the job's leader: resuming the job at epoch "
                              "1 (the nodes ran epoch 0 under the previous leader)"));
   CHECK_THAT(f.log_text.str(), !Catch::Contains("came back"));
@@ -312,10 +316,42 @@ TEST_CASE("etcd job: a node that does not lead dies: its lease ends and the job 
   CHECK(job.RankEnv(leader, 1)["WORLD_SIZE"] == "2");
   CHECK_THAT(f.log_text.str(),
              Catch::Contains("was lost: its etcd lease ended without a bye (killed, or cut off "
-                             "from etcd)"));
+                             "from etcd); the job re-forms without it if 2 node(s) remain"));
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 3; ++i) {
+    if (i != other) CHECK(job.procs[i]->agent->exit_code() == 0);
+  }
+  if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
+}
+
+TEST_CASE(
+    "etcd job: a node that does not lead dies in a fixed-size job: a replacement takes its "
+    "place",
+    "[etcd_job]") {
+  Fixture f;
+  EtcdJob job(f.server, f.io, f.log, "/gculaunch/job8/", 3, 3);
+  for (int i = 0; i < 3; ++i) job.Add(i);
+  REQUIRE(f.Run([&] { return job.AllStarted(0); }));
+  const int leader = job.Leader();
+  const int other = (leader + 1) % 3;
+  job.Kill(other);
+  REQUIRE(f.Run([&] {
+    return f.log_text.str().find(
+               "every node stops its ranks and waits up to 60 s for it or a "
+               "replacement to join") != std::string::npos;
+  }));
+  f.Run([] { return false; }, 1);
+  for (int i = 0; i < 3; ++i) {
+    if (i != other) CHECK_FALSE(job.procs[i]->ranks->Called("start 1"));  // not on two nodes
+  }
+  job.Add(3);
+  REQUIRE(f.Run([&] { return job.AllStarted(1); }));
+  CHECK(job.Leader() == leader);
+  CHECK(job.RankEnv(3, 1)["WORLD_SIZE"] == "3");
+  job.SucceedAll();
+  REQUIRE(f.Run([&] { return job.AllFinished(); }));
+  for (int i = 0; i < 4; ++i) {
     if (i != other) CHECK(job.procs[i]->agent->exit_code() == 0);
   }
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
