@@ -10,6 +10,8 @@
 //   5        ranks could not be killed (stuck in uninterruptible sleep): node unhealthy
 //   6        the job hung (--hang-timeout) and was stopped (--on-hang stop, or restart
 //            with no restart left)
+//   7        a rank could not be started for lack of resources (open files, processes,
+//            memory): not the program's fault
 //   70       internal error in gculaunch (a bug: please report it)
 //   126      a rank's program was found but cannot be run (not executable, unreadable
 //            script), as the shell says
@@ -27,6 +29,7 @@ inline constexpr int kRendezvousFailed = 3;
 inline constexpr int kNodeLost = 4;
 inline constexpr int kStuckProcesses = 5;
 inline constexpr int kHang = 6;
+inline constexpr int kNoResources = 7;
 inline constexpr int kInternal = 70;
 inline constexpr int kNotExecutable = 126;
 inline constexpr int kSpawnFailed = 127;

@@ -72,26 +72,6 @@ std::string SizeText(std::size_t bytes) {
   return std::to_string(bytes);
 }
 
-// Every client connection is a file descriptor; the default soft limit is often 1024.
-void RaiseOpenFileLimit(spdlog::logger& log) {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  if (limit.rlim_cur >= limit.rlim_max) {
-    log.debug("open-file limit is {}", static_cast<unsigned long long>(limit.rlim_cur));
-    return;
-  }
-  const rlim_t before = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    log.warn("could not raise the open-file limit from {} to {}: {}",
-             static_cast<unsigned long long>(before),
-             static_cast<unsigned long long>(limit.rlim_max), std::strerror(errno));
-    return;
-  }
-  log.info("open-file limit raised from {} to {}", static_cast<unsigned long long>(before),
-           static_cast<unsigned long long>(limit.rlim_max));
-}
-
 std::string HostForDisplay(const std::string& host, const ListenSocket& listener) {
   std::string shown = host.empty() || host == "*" ? listener.address() : host;
   if (shown.find(':') != std::string::npos) return "[" + shown + "]";
@@ -99,6 +79,24 @@ std::string HostForDisplay(const std::string& host, const ListenSocket& listener
 }
 
 }  // namespace
+
+OpenFileLimit RaiseOpenFileLimit() {
+  OpenFileLimit result;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    result.error = std::strerror(errno);
+    return result;
+  }
+  result.before = result.now = limit.rlim_cur;
+  if (limit.rlim_cur >= limit.rlim_max) return result;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    result.error = std::strerror(errno);
+    return result;
+  }
+  result.now = limit.rlim_max;
+  return result;
+}
 
 Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
   StoreCommandOptions options;
@@ -181,7 +179,13 @@ int StoreMain(const std::vector<std::string>& args) {
     log.set_level(spdlog::level::from_str(options.log_level));
     log.flush_on(spdlog::level::trace);
 
-    RaiseOpenFileLimit(log);
+    // Every client connection is a file descriptor; the default soft limit is often 1024.
+    const OpenFileLimit files = RaiseOpenFileLimit();
+    if (!files.error.empty()) {
+      log.warn("could not raise the open-file limit from {}: {}", files.before, files.error);
+    } else if (files.now != files.before) {
+      log.info("open-file limit raised from {} to {}", files.before, files.now);
+    }
     auto listener = ListenSocket::Bind(options.host, options.port);
     if (!listener.ok()) {
       std::fprintf(stderr, "%s\n", listener.error().Format().c_str());

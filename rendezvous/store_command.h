@@ -37,6 +37,17 @@ struct StoreCommandOptions {
   std::string log_level = "info";
 };
 
+/// The soft open-file limit (RLIMIT_NOFILE) before and after RaiseOpenFileLimit.
+struct OpenFileLimit {
+  std::uint64_t before = 0;
+  std::uint64_t now = 0;
+  std::string error;  ///< why it could not be read or raised; empty when it was fine
+};
+
+/// Raises the soft open-file limit to the hard one (`gculaunch store` and a launch: every
+/// store connection is a descriptor).  A launch gives its ranks `before` back.
+OpenFileLimit RaiseOpenFileLimit();
+
 /// Either options to run with, or text to print on stdout before exiting 0 (--help).
 struct StoreHelp {
   std::string text;

@@ -319,6 +319,7 @@ Job::Loop::Loop(Job& job)
       planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
       config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
   job.sink_.Attach(&writer, console_err);
+  spawner.set_child_open_files(job.open_files_.before);
   events.Add(&status);
   if (WantsLogFiles(job.spec_) && !job.runtime_.error_file_root.empty()) {
     auto opened = EventLog::Open(job.runtime_.error_file_root + "/events.jsonl",
@@ -337,12 +338,14 @@ Job::Loop::Loop(Job& job)
   if (job.store_socket_) {
     auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
     options.metrics = store_metrics;
+    options.max_connections = job.StoreConnectionCap();
     store.emplace(io, std::move(*job.store_socket_), job.log_, std::move(options));
     store->server().Set("run_id", job.runtime_.run_id);
   }
   if (job.metrics_socket_) {
     metrics = std::make_unique<MetricsHttpServer>(io, std::move(*job.metrics_socket_),
                                                   [this] { return RenderMetricsNow(); });
+    metrics->set_warn([&log = job.log_](const std::string& line) { log.warn("{}", line); });
   }
 }
 
@@ -415,9 +418,13 @@ void Job::SetUpProcess() {
   sys::DefaultSigchld();
 }
 
-// Before any thread or socket exists.
+// Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
+// one (every store connection is a descriptor); the ranks get the limit gculaunch was
+// started with back (Spawner).
 void Job::StartGuardian() {
-  if (auto started = sys::Guardian::Start(); started.ok()) {
+  sys::GuardianOptions options;
+  options.reporter = [this](const std::string& line) { log_.warn("{}", line); };
+  if (auto started = sys::Guardian::Start(std::move(options)); started.ok()) {
     guardian_.emplace(std::move(*started));
   } else {
     log_.warn(
@@ -425,6 +432,32 @@ void Job::StartGuardian() {
         "if it is killed",
         started.error().what);
   }
+  open_files_ = rendezvous::RaiseOpenFileLimit();
+  if (!open_files_.error.empty()) {
+    log_.debug("could not raise the open-file limit from {}: {}", open_files_.before,
+               open_files_.error);
+  }
+  // Released for the look at /proc that teardown needs when the table is full.
+  sys::ReserveDescriptors(kReservedDescriptors);
+}
+
+// The store's connections may use what the launch itself does not: per rank two pipes, two
+// log files and a pidfd, plus the reserve and a margin for logs, sockets and the loop.
+std::size_t Job::StoreConnectionCap() const {
+  const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
+  const std::uint64_t own =
+      kReservedDescriptors + 64 + 8 * static_cast<std::uint64_t>(spec_.nproc_per_node);
+  const std::uint64_t cap = limit > own + 16 ? limit - own : 16;
+  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, 65536));
+}
+
+// Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
+void Job::WatchGuardian(boost::asio::steady_timer& timer) {
+  if (!guardian_) return;
+  timer.expires_after(std::chrono::seconds(1));
+  timer.async_wait([this, &timer](const boost::system::error_code& ec) {
+    if (!ec && guardian_->Maintain()) WatchGuardian(timer);
+  });
 }
 
 // ---- launch-time choices ----
@@ -665,6 +698,8 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
       cluster.agent ? &*cluster.agent : nullptr);
   StartCluster(cluster, supervisor);
   loop.supervisor = &supervisor;
+  boost::asio::steady_timer guardian_timer(loop.io);
+  WatchGuardian(guardian_timer);
   StackDumper dumper(loop.io, StackDumper::Options{});
   const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
@@ -689,6 +724,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
     progress->Start();
   }
   const JobOutcome outcome = supervisor.Run();
+  guardian_timer.cancel();
   job_hang.reset();
   progress.reset();
   if (cluster.agent) WaitForByes(loop, cluster);
@@ -697,7 +733,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   if (loop.store) loop.store->Stop();
   if (loop.metrics) loop.metrics->Stop();
   loop.supervisor = nullptr;
-  all_groups_empty_ = outcome.stuck.empty();
+  all_groups_empty_ = outcome.groups_empty && outcome.stuck.empty();
   Report(loop, cluster, outcome);
   return outcome.exit_code;
 }
@@ -802,6 +838,7 @@ std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stack
     return nullptr;
   }
   if (guardian_) guardian_->UnlinkAtExit(path);
+  (*control)->set_warn([this](const std::string& line) { log_.warn("{}", line); });
   const int nproc = spec_.nproc_per_node;
   (*control)->Register(
       "stacks", [stacks = std::move(stacks), nproc](const std::vector<std::string>&,

@@ -41,7 +41,9 @@
 
 #include <spdlog/logger.h>
 
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -59,6 +61,7 @@
 #include "launcher/spec/rank_env.h"
 #include "launcher/sys/guardian.h"
 #include "rendezvous/listener.h"
+#include "rendezvous/store_command.h"
 
 namespace gculaunch {
 
@@ -88,6 +91,8 @@ class Job {
 
   void SetUpProcess();
   void StartGuardian();
+  void WatchGuardian(boost::asio::steady_timer& timer);
+  std::size_t StoreConnectionCap() const;
   bool ChooseAtLaunch();
   Status ReservePort(LaunchChoices& choices);
   Status BindMetricsPort();
@@ -121,6 +126,8 @@ class Job {
   const JobOptions& options_;
 
   std::optional<sys::Guardian> guardian_;
+  rendezvous::OpenFileLimit open_files_;  ///< raised after the guardian started
+  static constexpr int kReservedDescriptors = 8;
   std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
   std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
   std::optional<Error> cluster_error_;  ///< AssembleCluster could not (etcd's settings)

@@ -15,11 +15,14 @@
 #include "launcher/app/launcher_main.h"
 #include "launcher/app/stacks_main.h"
 #include "launcher/app/status_main.h"
+#include "launcher/sys/guardian.h"
 #include "rendezvous/store_command.h"
 
 extern char** environ;
 
 int main(int argc, char** argv) {
+  // gculaunch's guardian (launcher/sys/guardian.h): its own binary with a short argv.
+  if (gculaunch::sys::IsGuardianCommand(argc, argv)) gculaunch::sys::RunGuardian();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "store") {
     return gculaunch::rendezvous::StoreMain({args.begin() + 1, args.end()});

@@ -380,7 +380,7 @@ Result<std::unique_ptr<ControlSocket>> ControlSocket::Listen(asio::io_context& i
 }
 
 ControlSocket::ControlSocket(asio::io_context& io, std::string path)
-    : path_(std::move(path)), acceptor_(io) {}
+    : path_(std::move(path)), acceptor_(io), backoff_(io, "the control socket") {}
 
 ControlSocket::~ControlSocket() { Stop(); }
 
@@ -391,6 +391,7 @@ void ControlSocket::Register(const std::string& command, Handler handler) {
 void ControlSocket::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  backoff_.Cancel();
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   ::unlink(path_.c_str());
@@ -414,14 +415,20 @@ void ControlSocket::Accept() {
   acceptor_.async_accept(
       lifetime_.Wrap([this](const boost::system::error_code& ec, Local::socket peer) {
         if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-        if (!ec) {
-          const int fd = peer.native_handle();
-          ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-          if (PeerAllowed(fd)) {
-            Dispatcher dispatch = lifetime_.Wrap(
-                [this](const std::string& line, Reply reply) { Dispatch(line, std::move(reply)); });
-            std::make_shared<Session>(std::move(peer), std::move(dispatch))->Start();
-          }
+        if (ec) {
+          // Out of descriptors, say: the client stays in the backlog, so wait before trying.
+          backoff_.Failed(ec.message(), lifetime_.Wrap([this] {
+            if (!stopped_) Accept();
+          }));
+          return;
+        }
+        backoff_.Succeeded();
+        const int fd = peer.native_handle();
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+        if (PeerAllowed(fd)) {
+          Dispatcher dispatch = lifetime_.Wrap(
+              [this](const std::string& line, Reply reply) { Dispatch(line, std::move(reply)); });
+          std::make_shared<Session>(std::move(peer), std::move(dispatch))->Start();
         }
         Accept();
       }));

@@ -52,6 +52,7 @@
 
 #include "base/error.h"
 #include "base/lifetime.h"
+#include "launcher/run/accept_backoff.h"
 
 namespace gculaunch {
 
@@ -131,6 +132,8 @@ class ControlSocket {
   void Register(const std::string& command, Handler handler);
   /// Closes the acceptor and removes the file.
   void Stop();
+  /// Where the one line about a failing accept goes (accept_backoff.h).
+  void set_warn(AcceptBackoff::Warn warn) { backoff_.set_warn(std::move(warn)); }
   const std::string& path() const { return path_; }
 
  private:
@@ -142,6 +145,7 @@ class ControlSocket {
   std::string path_;
   bool stopped_ = false;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  AcceptBackoff backoff_;
   LifetimeGuard lifetime_;  ///< last member
 };
 

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "launcher/run/accept_backoff.h"
 #include "rendezvous/listener.h"
 
 namespace gculaunch {
@@ -45,7 +46,7 @@ class MetricsHttpConn;
 class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
  public:
   MetricsHttpCore(asio::io_context& io, MetricsHttpServer::Render render)
-      : io_(io), acceptor_(io), render_(std::move(render)) {}
+      : io_(io), acceptor_(io), render_(std::move(render)), backoff_(io, "the metrics endpoint") {}
 
   void Start(rendezvous::ListenSocket listener) {
     port_ = listener.port();
@@ -64,6 +65,7 @@ class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
   std::uint16_t port_ = 0;
   bool stopped_ = false;
   std::unordered_set<MetricsHttpConn*> conns_;
+  AcceptBackoff backoff_;
 
  private:
   void ArmAccept() {
@@ -157,9 +159,17 @@ void MetricsHttpCore::AcceptPending() {
     const int fd =
         ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      break;  // EAGAIN: the backlog is empty; anything else: try at the next readiness
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) break;  // the backlog is empty
+      // Out of descriptors, say: readiness will not come again for the clients already
+      // waiting, so look again after a pause.
+      backoff_.Failed(std::strerror(err), [self = shared_from_this()] {
+        if (!self->stopped_) self->AcceptPending();
+      });
+      return;
     }
+    backoff_.Succeeded();
     if (conns_.size() >= kMaxConnections) {
       ::close(fd);
       continue;
@@ -179,6 +189,7 @@ void MetricsHttpCore::AcceptPending() {
 void MetricsHttpCore::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  backoff_.Cancel();
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   auto conns = conns_;  // Close() may end a connection, which erases itself
@@ -207,5 +218,9 @@ MetricsHttpServer::~MetricsHttpServer() { core_->Stop(); }
 std::uint16_t MetricsHttpServer::port() const { return core_->port_; }
 
 void MetricsHttpServer::Stop() { core_->Stop(); }
+
+void MetricsHttpServer::set_warn(AcceptBackoff::Warn warn) {
+  core_->backoff_.set_warn(std::move(warn));
+}
 
 }  // namespace gculaunch

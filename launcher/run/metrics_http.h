@@ -21,6 +21,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "launcher/run/accept_backoff.h"
 #include "rendezvous/listener.h"
 
 namespace gculaunch {
@@ -43,6 +44,8 @@ class MetricsHttpServer {
   std::uint16_t port() const;
   /// Closes the acceptor and every connection.
   void Stop();
+  /// Where the one line about a failing accept goes (accept_backoff.h).
+  void set_warn(AcceptBackoff::Warn warn);
 
  private:
   std::shared_ptr<MetricsHttpCore> core_;

@@ -50,6 +50,7 @@ JobOutcome Supervisor::Run() {
 
 void Supervisor::StartAttempt(int restart_count) {
   ++generation_;
+  scan_error_logged_ = false;
   CancelTimers();
   output_timer_armed_ = false;
   if (group_) {
@@ -209,6 +210,11 @@ void Supervisor::Execute(const PolicyAction& action) {
     }
     case A::kReportStuck: {
       if (group_) outcome_.stuck = group_->Survivors();
+      if (outcome_.stuck.empty() && group_ && !group_->scan_error().empty()) {
+        log_.error("the ranks' process groups could not be checked for {}: {}; giving up on them",
+                   Seconds(config_.kill_wait, -1), group_->scan_error());
+        break;
+      }
       log_.error("{} process(es) survived SIGKILL for {}; giving up on them (listed below)",
                  outcome_.stuck.size(), Seconds(config_.kill_wait, -1));
       break;
@@ -298,8 +304,15 @@ void Supervisor::ScheduleDrainCheck() {
 
 void Supervisor::DrainCheck() {
   if (finished_ || (state_.phase != Phase::kStopping && state_.phase != Phase::kKilling)) return;
-  if (!group_->AllReaped()) return;  // the next exit re-checks
+  if (!group_->AllExited()) return;  // the next exit re-checks
   if (!group_->CheckGroupsEmpty()) {
+    if (!group_->scan_error().empty() && !scan_error_logged_) {
+      scan_error_logged_ = true;
+      log_.warn(
+          "cannot tell whether the ranks' process groups are empty ({}); they count as alive, "
+          "so the grace period and SIGKILL still apply",
+          group_->scan_error());
+    }
     // Members left in a reaped rank's group (grandchildren).  There is no
     // event for processes that are not our children: look again shortly.
     drain_timer_.expires_after(config_.drain_poll);
@@ -356,6 +369,7 @@ void Supervisor::Finish(int exit_code) {
     auto records = group_->Records();
     outcome_.records.insert(outcome_.records.end(), records.begin(), records.end());
     group_->CloseOutput();
+    outcome_.groups_empty = group_->CheckGroupsEmpty();
   }
   CancelTimers();
   boost::system::error_code ignored;

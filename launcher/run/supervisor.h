@@ -1,13 +1,13 @@
 // Supervisor: runs the attempts of one job on the io_context and carries out
 // what RestartPolicy decides.
 //
-//   events in:  a rank was reaped (ChildWatcher via WorkerGroup), a signal
+//   events in:  a rank exited (ChildWatcher via WorkerGroup), a signal
 //               arrived (asio::signal_set: the handler only records and
 //               dispatches on the loop), a timer fired, the attempt drained
 //   actions out: signal the groups, arm the grace / kill-wait timers,
 //               start the next attempt, report stuck processes, exit
 //
-// An attempt has drained when every rank was reaped, every rank's process
+// An attempt has drained when every rank exited, every rank's process
 // group is empty (checked every `drain_poll` while grandchildren linger) and
 // every output pipe reached end-of-file (or `output_drain` passed since the
 // processes were gone: something that left the group may still hold a pipe).
@@ -99,6 +99,9 @@ struct JobOutcome {
   PolicyState final_state;
   std::vector<RankRecord> records;   ///< every rank of every attempt, in order
   std::vector<sys::ProcInfo> stuck;  ///< survivors of SIGKILL (exit code 5)
+  /// Every rank's process group was known empty at the end (false after a stuck report, or
+  /// when /proc could not be read): the guardian is told "done" only then.
+  bool groups_empty = true;
   std::optional<Error> start_error;  ///< why a rank could not be started
   int start_error_local_rank = -1;
   std::vector<int> signals;  ///< signals gculaunch received, in order
@@ -165,6 +168,7 @@ class Supervisor : public JobControl {
   boost::asio::steady_timer output_timer_;
   bool output_timer_armed_ = false;
   bool drain_check_posted_ = false;
+  bool scan_error_logged_ = false;  ///< the drain check's /proc failure, once per attempt
   bool finished_ = false;
   /// Bumped per attempt: a timer or posted check of an older attempt is ignored.
   uint64_t generation_ = 0;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <set>
 
 namespace gculaunch {
 
@@ -23,8 +24,8 @@ std::int64_t UnixNowNs() {
 
 struct WorkerGroup::Rank {
   RankRecord record;
-  bool reaped = false;
-  bool group_empty = false;
+  bool exited = false;       ///< the exit was reported (the leader may still be a zombie)
+  bool group_empty = false;  ///< known empty: the leader was released, never signal again
   LineTail tail;
   std::string stack_file;  ///< --stack-dumps: the hook's file
   int stack_signal = 0;
@@ -42,7 +43,8 @@ WorkerGroup::WorkerGroup(WorkerGroupDeps deps, int restart_count, ExitCallback o
     : deps_(std::move(deps)),
       restart_count_(restart_count),
       on_exit_(std::move(on_exit)),
-      on_output_closed_(std::move(on_output_closed)) {}
+      on_output_closed_(std::move(on_output_closed)),
+      group_timer_(deps_.io) {}
 
 WorkerGroup::~WorkerGroup() {
   // Closing the streams below must not call back into a group being destroyed.
@@ -109,9 +111,9 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     r.record.pid = *pid;
     r.record.start_time = UnixNow();
     r.started = std::chrono::steady_clock::now();
-    if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid);
+    if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid, sys::ProcessStartTime(*pid));
     deps_.watcher.Watch(*pid,
-                        lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnReaped(r, exit); }));
+                        lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnExited(r, exit); }));
 
     const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
     auto on_closed = lifetime_.Wrap([this] {
@@ -135,49 +137,78 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
   return OkStatus();
 }
 
-void WorkerGroup::OnReaped(Rank& rank, WorkerExit exit) {
-  rank.reaped = true;
+void WorkerGroup::OnExited(Rank& rank, WorkerExit exit) {
+  rank.exited = true;
   rank.record.exit = exit;
   rank.record.exit_time = UnixNow();
+  // Ranks that exit together share one look at /proc, which runs before the Supervisor's.
+  ScheduleGroupCheck(std::chrono::milliseconds(0));
   if (on_exit_) on_exit_(rank.record.local_rank, exit);
+}
+
+void WorkerGroup::ScheduleGroupCheck(std::chrono::milliseconds after) {
+  if (group_check_pending_) return;
+  group_check_pending_ = true;
+  group_timer_.expires_after(after);
+  group_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+    group_check_pending_ = false;
+    if (ec) return;
+    if (!CheckGroupsEmpty()) {
+      for (const auto& rank : ranks_) {
+        if (rank->exited && !rank->group_empty) {
+          ScheduleGroupCheck(deps_.group_poll);
+          break;
+        }
+      }
+    }
+  }));
 }
 
 void WorkerGroup::MarkGroupEmpty(Rank& rank) {
   if (rank.group_empty) return;
   rank.group_empty = true;
+  deps_.watcher.Release(rank.record.pid);  // the number is free from now on
   if (deps_.guardian != nullptr) deps_.guardian->GroupGone(rank.record.pid);
 }
 
 int WorkerGroup::SignalAll(int sig) {
   int signalled = 0;
   for (auto& rank : ranks_) {
+    // An exited leader is still our zombie until its group is empty: the number is ours.
     if (rank->record.pid <= 0 || rank->group_empty) continue;
-    int err = 0;
-    if (sys::SignalGroup(rank->record.pid, sig, &err)) {
-      ++signalled;
-    } else if (err == ESRCH && rank->reaped) {
-      MarkGroupEmpty(*rank);
-    }
+    if (sys::SignalGroup(rank->record.pid, sig)) ++signalled;
   }
   return signalled;
 }
 
-bool WorkerGroup::AllReaped() const {
+bool WorkerGroup::AllExited() const {
   for (const auto& rank : ranks_) {
-    if (rank->record.pid > 0 && !rank->reaped) return false;
+    if (rank->record.pid > 0 && !rank->exited) return false;
   }
   return true;
 }
 
 bool WorkerGroup::CheckGroupsEmpty() {
   bool all = true;
-  for (auto& rank : ranks_) {
+  std::set<pid_t> asked;
+  for (const auto& rank : ranks_) {
     if (rank->record.pid <= 0 || rank->group_empty) continue;
-    if (!rank->reaped) {
+    if (rank->exited) {
+      asked.insert(rank->record.pid);
+    } else {
       all = false;
-      continue;
     }
-    if (sys::GroupAlive(rank->record.pid)) {
+  }
+  if (asked.empty()) return all;
+  auto live = sys::LiveGroups(asked);
+  if (!live.ok()) {
+    scan_error_ = live.error().what;
+    return false;  // cannot look: nothing is known to be empty
+  }
+  scan_error_.clear();
+  for (auto& rank : ranks_) {
+    if (asked.count(rank->record.pid) == 0) continue;
+    if (live->count(rank->record.pid) != 0) {
       all = false;
     } else {
       MarkGroupEmpty(*rank);
@@ -201,11 +232,11 @@ std::vector<sys::ProcInfo> WorkerGroup::Survivors() const {
     if (rank->record.pid <= 0 || rank->group_empty) continue;
     bool leader_listed = false;
     for (sys::ProcInfo& info : sys::GroupMembers(rank->record.pid)) {
-      if (info.state == 'Z' && info.pid != rank->record.pid) continue;
+      if (info.state == 'Z') continue;  // an exited leader waiting for its group to empty
       if (info.pid == rank->record.pid) leader_listed = true;
       survivors.push_back(std::move(info));
     }
-    if (!rank->reaped && !leader_listed) {
+    if (!rank->exited && !leader_listed) {
       sys::ProcInfo info;
       if (!sys::ReadProcInfo(rank->record.pid, &info)) {
         info.pid = rank->record.pid;
@@ -237,10 +268,10 @@ std::vector<StackTarget> WorkerGroup::StackTargets() const {
     t.rank = rank->record.rank;
     t.file = rank->stack_file;
     t.signal = rank->stack_signal;
-    // A reaped pid may be reused: only an unreaped child is ever signalled.
+    // Only a running child is ever signalled: an exited one has no stack to show.
     if (rank->record.pid <= 0) {
       t.not_running = "not started";
-    } else if (rank->reaped) {
+    } else if (rank->exited) {
       t.not_running = rank->record.exit ? rank->record.exit->Describe() : "exited";
     } else {
       t.pid = rank->record.pid;
@@ -259,7 +290,7 @@ std::vector<RankProgress> WorkerGroup::Progress() const {
     RankProgress p;
     p.local_rank = rank->record.local_rank;
     p.rank = rank->record.rank;
-    p.running = !rank->reaped;
+    p.running = !rank->exited;
     p.since_start_s = std::chrono::duration<double>(now - rank->started).count();
     if (*rank->activity != std::chrono::steady_clock::time_point{}) {
       p.output_age_s = std::chrono::duration<double>(now - *rank->activity).count();

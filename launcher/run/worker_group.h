@@ -3,15 +3,21 @@
 // For each rank it creates the stdout/stderr pipes and log files, spawns the
 // process (its own process group; see sys/child_setup.h), registers it with
 // the ChildWatcher and the guardian, and starts the RankStreams that carry
-// its output.  It signals groups, notices when a reaped rank's group has no
+// its output.  It signals groups, notices when an exited rank's group has no
 // member left, and lists survivors for the stuck report.  It decides
 // nothing: the Supervisor tells it what to do.
 //
-// A group is signalled only while it may have members: once a group is
-// known to be empty it is never signalled again (its number may be reused).
+// A rank's leader is not reaped until its group is known empty: the watcher
+// reports the exit and leaves the zombie, which keeps the group's number from
+// going to another process, so signalling the group can never reach a
+// stranger.  The group is checked as soon as the rank exits (one /proc scan
+// for every rank that exited together), then every `group_poll` while it
+// still has members; once empty, the zombie is released (reaped), the
+// guardian is told, and the group is never signalled again.  A scan that
+// fails leaves the group "not empty".
 //
-// Lifetime: destroy only after AllReaped() (the Supervisor guarantees it, or
-// gculaunch is exiting after a stuck report).  Callbacks run on the
+// Lifetime: destroy only after CheckGroupsEmpty() (the Supervisor guarantees
+// it, or gculaunch is exiting after a stuck report).  Callbacks run on the
 // io_context thread and must not destroy the WorkerGroup.
 // Thread safety: io_context thread only.
 #pragma once
@@ -19,6 +25,7 @@
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -54,6 +61,8 @@ struct WorkerGroupDeps {
   TargetPtr console_err;              ///< gculaunch's stderr
   std::chrono::milliseconds idle_flush{250};
   std::chrono::milliseconds progress_interval{30000};  ///< --progress-interval
+  /// How often the group of an exited rank is looked at again while it has members.
+  std::chrono::milliseconds group_poll{500};
 };
 
 class WorkerGroup {
@@ -74,20 +83,23 @@ class WorkerGroup {
   /// Sends `sig` to every group that may still have members.  Returns how
   /// many groups were signalled.
   int SignalAll(int sig);
-  /// Every started rank reaped.
-  bool AllReaped() const;
-  /// Re-checks the groups of reaped ranks (/proc; zombies do not count).
-  /// True when every started rank is reaped and every group is empty.
+  /// Every started rank exited (its exit was reported; its zombie may still pin its group).
+  bool AllExited() const;
+  /// Re-checks the groups of exited ranks (/proc; zombies do not count) and releases the
+  /// leaders of those found empty.  True when every started rank exited and every group
+  /// is empty.  False also when /proc could not be read (scan_error() says why).
   bool CheckGroupsEmpty();
+  /// Why the last look at the groups failed; empty when it did not.
+  const std::string& scan_error() const { return scan_error_; }
   /// Every output stream reached end-of-file (or was closed).
   bool OutputClosed() const;
   /// Stops reading every stream now.
   void CloseOutput();
-  /// Processes still alive in this attempt's groups (unreaped ranks included).
+  /// Processes still alive in this attempt's groups (running ranks included).
   std::vector<sys::ProcInfo> Survivors() const;
   /// The records so far, with the current stderr tails.
   std::vector<RankRecord> Records() const;
-  /// The ranks to ask for a stack dump (stack_dumper.h): running ranks with their pid, reaped
+  /// The ranks to ask for a stack dump (stack_dumper.h): running ranks with their pid, exited
   /// or never-started ones with the reason.
   std::vector<StackTarget> StackTargets() const;
   /// How long ago each started rank showed progress (output, heartbeat file), for
@@ -103,8 +115,9 @@ class WorkerGroup {
 
  private:
   struct Rank;
-  void OnReaped(Rank& rank, WorkerExit exit);
+  void OnExited(Rank& rank, WorkerExit exit);
   void MarkGroupEmpty(Rank& rank);
+  void ScheduleGroupCheck(std::chrono::milliseconds after);
 
   WorkerGroupDeps deps_;
   int restart_count_;
@@ -112,6 +125,9 @@ class WorkerGroup {
   std::function<void()> on_output_closed_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   int open_streams_ = 0;
+  std::string scan_error_;
+  boost::asio::steady_timer group_timer_;
+  bool group_check_pending_ = false;
   LifetimeGuard lifetime_;  ///< last member; the destructor expires it first
 };
 

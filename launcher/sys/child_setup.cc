@@ -125,6 +125,15 @@ int RunChildSetup(const ChildSetupParams& params) noexcept {
   if (params.pin_cpus && ::sched_setaffinity(0, sizeof(params.cpus), &params.cpus) != 0) {
     return errno;
   }
+
+  // 8. The open-file limit gculaunch was started with.
+  if (params.open_files != 0) {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != params.open_files) {
+      limit.rlim_cur = params.open_files < limit.rlim_max ? params.open_files : limit.rlim_max;
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return errno;
+    }
+  }
   return 0;
 }
 

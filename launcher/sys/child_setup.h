@@ -20,7 +20,9 @@
 //      1.81's off-by-one in its own descriptor closing; nothing but 0, 1, 2
 //      reaches the rank);
 //   7. with --cpu-affinity, restricts itself to the rank's CPUs
-//      (sched_setaffinity; cpu_affinity.h decides which).
+//      (sched_setaffinity; cpu_affinity.h decides which);
+//   8. gives the soft open-file limit gculaunch was started with back (gculaunch
+//      raised its own to the hard limit for the store's connections).
 //
 // Only async-signal-safe calls are made (the parent has threads): no malloc,
 // no locks, no stdio.
@@ -41,9 +43,11 @@ struct ChildSetupParams {
   bool take_terminal = false;  ///< make the child's group the terminal's foreground group
   bool pin_cpus = false;       ///< step 7: restrict the child to `cpus`
   cpu_set_t cpus{};            ///< built by the parent (no allocation in the child)
+  /// Step 8: the soft RLIMIT_NOFILE to set (capped at the hard limit); 0: keep the inherited.
+  unsigned long long open_files = 0;
 };
 
-/// Runs steps 1-7.  Returns 0 or the errno of the step that failed (the
+/// Runs steps 1-8.  Returns 0 or the errno of the step that failed (the
 /// spawner reports it as a spawn failure).  Never returns if the parent died.
 int RunChildSetup(const ChildSetupParams& params) noexcept;
 

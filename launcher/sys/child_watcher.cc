@@ -28,19 +28,26 @@ struct ChildWatcher::PidfdChild {
 
 namespace {
 
-// waitpid(pid, WNOHANG) retried on EINTR.  Returns true and the status when reaped.
-bool TryReap(pid_t pid, int* status) {
+// Reads the exit of `pid` without reaping it (waitid with WNOWAIT), retried on EINTR.
+// Returns true and a waitpid-style status when the child has exited.
+bool TryReadExit(pid_t pid, int* status) {
   for (;;) {
-    const pid_t r = ::waitpid(pid, status, WNOHANG);
-    if (r == pid) return true;
+    siginfo_t info{};
+    const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == ECHILD) {
-      // Someone else reaped it: the exit status is lost.  This is a bug in
+    if (r < 0) {
+      // ECHILD: someone else reaped it and the exit status is lost.  This is a bug in
       // gculaunch (one component must own reaping); report it as a kill.
       *status = SIGKILL;
       return true;
     }
-    return false;
+    if (info.si_pid != pid) return false;  // still running
+    if (info.si_code == CLD_EXITED) {
+      *status = (info.si_status & 0xff) << 8;
+    } else {
+      *status = (info.si_status & 0x7f) | (info.si_code == CLD_DUMPED ? 0x80 : 0);
+    }
+    return true;
   }
 }
 
@@ -94,15 +101,23 @@ void ChildWatcher::Watch(pid_t pid, ExitHandler handler) {
   asio::post(io_, lifetime_.Wrap([this] { ReapSigchldChildren(); }));
 }
 
+void ChildWatcher::Release(pid_t pid) {
+  if (exited_.erase(pid) == 0) return;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) < 0 && errno == EINTR) {
+  }
+}
+
 void ChildWatcher::ArmPidfd(const std::shared_ptr<PidfdChild>& child) {
   auto on_readable = lifetime_.Wrap([this, child](const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted) return;
     int status = 0;
-    if (!TryReap(child->pid, &status)) {
+    if (!TryReadExit(child->pid, &status)) {
       ArmPidfd(child);  // spurious wake-up
       return;
     }
     pidfd_children_.erase(child->pid);
+    exited_.insert(child->pid);
     boost::system::error_code ignored;
     child->descriptor.close(ignored);
     ExitHandler handler = std::move(child->handler);
@@ -134,13 +149,14 @@ void ChildWatcher::ReapSigchldChildren() {
   std::vector<std::pair<pid_t, int>> reaped;
   for (const auto& [pid, handler] : sigchld_children_) {
     int status = 0;
-    if (TryReap(pid, &status)) reaped.emplace_back(pid, status);
+    if (TryReadExit(pid, &status)) reaped.emplace_back(pid, status);
   }
   for (const auto& [pid, status] : reaped) {
     auto it = sigchld_children_.find(pid);
     if (it == sigchld_children_.end()) continue;
     ExitHandler handler = std::move(it->second);
     sigchld_children_.erase(it);
+    exited_.insert(pid);
     const LifetimeGuard::Token token = lifetime_.token();
     handler(pid, WorkerExit::FromWaitStatus(status));
     if (token.expired()) return;  // the handler destroyed the watcher

@@ -1,6 +1,10 @@
 // ChildWatcher: event-driven detection of child exits, and the only place
 // where gculaunch reaps its children.
 //
+// An exit is read with waitid(WNOWAIT): the child stays a zombie, and its pid
+// (which is also its process group's number) cannot be given to another
+// process, until the owner calls Release() (sys/process_group.h says why).
+//
 // The mechanism is chosen at run time, when the watcher is constructed:
 //
 //   pidfd    pidfd_open(pid) (Linux 5.3+) gives a descriptor that becomes
@@ -9,8 +13,8 @@
 //            waitpid(pid, WNOHANG).
 //   sigchld  when pidfd_open fails (ENOSYS on kernels before 5.3, EPERM or
 //            ENOSYS under seccomp profiles that predate it), or when forced:
-//            an asio::signal_set on SIGCHLD; on each delivery, waitpid(pid,
-//            WNOHANG) over the watched children only.
+//            an asio::signal_set on SIGCHLD; on each delivery, waitid(pid,
+//            WNOHANG | WNOWAIT) over the watched children only.
 //
 // Either way only watched pids are reaped (never waitpid(-1)): the guardian,
 // also a child of gculaunch, is left to sys::Guardian.  In pidfd mode a single
@@ -18,8 +22,9 @@
 // SIGCHLD path.
 //
 // Lifetime: the io_context must outlive the watcher.  Children still watched
-// when the watcher is destroyed are not reaped (WorkerGroup never lets that
-// happen).  Handlers run on the io_context thread.
+// or not released when the watcher is destroyed are not reaped (WorkerGroup
+// never lets that happen, except on the way out after a stuck report).  Handlers run on the
+// io_context thread.
 //
 // Thread safety: use from the io_context's thread only.
 #pragma once
@@ -32,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "base/lifetime.h"
@@ -58,11 +64,17 @@ class ChildWatcher {
   const std::string& fallback_reason() const { return fallback_reason_; }
 
   /// Starts watching `pid`, a child of this process that nobody has reaped.
-  /// `handler` runs once, on the io_context, after the child was reaped.
+  /// `handler` runs once, on the io_context, after the child exited; the
+  /// child stays a zombie until Release(pid).
   void Watch(pid_t pid, ExitHandler handler);
 
-  /// Children watched and not yet reaped.
+  /// Reaps `pid`, whose exit the handler reported: its number is free from now on.
+  void Release(pid_t pid);
+
+  /// Children watched whose exit was not reported yet.
   size_t watched() const { return pidfd_children_.size() + sigchld_children_.size(); }
+  /// Children whose exit was reported and that are not released yet.
+  size_t unreleased() const { return exited_.size(); }
 
  private:
   struct PidfdChild;
@@ -76,6 +88,7 @@ class ChildWatcher {
   std::string fallback_reason_;
   std::map<pid_t, std::shared_ptr<PidfdChild>> pidfd_children_;
   std::map<pid_t, ExitHandler> sigchld_children_;
+  std::set<pid_t> exited_;  ///< reported, still zombies
   /// Created on first need (always in sigchld mode).  Registered before the
   /// first child is added to sigchld_children_, then a direct waitpid check
   /// catches a child that exited before the registration.

@@ -8,26 +8,135 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+
+#include "launcher/sys/unique_fd.h"
 
 namespace gculaunch::sys {
 namespace {
 
-// Reads a small /proc file into `out`; false when it cannot be read.
-bool ReadSmallFile(const std::string& path, std::string* out) {
+// Reads a small /proc file into `out`.  Returns 0, or the errno of the failure (ENOENT and
+// ESRCH: the process is gone; EMFILE: no descriptor left).  An empty file is ENOENT.
+int ReadSmallFile(const std::string& path, std::string* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return errno;
   char buf[1024];
   out->clear();
+  int err = 0;
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
     if (n <= 0) break;
     out->append(buf, static_cast<size_t>(n));
     if (out->size() > 8192) break;
   }
   ::close(fd);
-  return !out->empty();
+  if (err == 0 && out->empty()) err = ENOENT;
+  return err;
 }
+
+// The fields of /proc/<pid>/stat that gculaunch uses.
+struct StatFields {
+  std::string comm;
+  char state = '?';
+  pid_t pgid = 0;
+  unsigned long long start_time = 0;
+};
+
+// "pid (comm) S ppid pgrp ... starttime ...": comm may hold spaces and ')', so the fields
+// are counted from the last ')'.  Returns 0 or an errno (EINVAL: unreadable text).
+int ReadStat(pid_t pid, StatFields* fields) {
+  std::string stat;
+  if (const int err = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat", &stat); err != 0) {
+    return err;
+  }
+  const size_t open = stat.find('(');
+  const size_t close = stat.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) {
+    return EINVAL;
+  }
+  fields->comm = stat.substr(open + 1, close - open - 1);
+  const char* p = stat.c_str() + close + 2;
+  fields->state = *p;
+  char* end = nullptr;
+  std::strtol(p + 1, &end, 10);                                   // 4: ppid
+  fields->pgid = static_cast<pid_t>(std::strtol(end, &end, 10));  // 5: pgrp
+  for (int field = 6; field < 22; ++field) std::strtoll(end, &end, 10);
+  fields->start_time = std::strtoull(end, &end, 10);  // 22: starttime
+  return 0;
+}
+
+bool IsFdShortage(int err) { return err == EMFILE || err == ENFILE; }
+
+// The descriptors ReserveDescriptors keeps; released while a scan needs them.
+std::vector<int>& Reserve() {
+  static std::vector<int> fds;
+  return fds;
+}
+int& ReserveWanted() {
+  static int wanted = 0;
+  return wanted;
+}
+
+void FillReserve() {
+  std::vector<int>& fds = Reserve();
+  while (static_cast<int>(fds.size()) < ReserveWanted()) {
+    const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;  // tried again after the next scan
+    fds.push_back(fd);
+  }
+  while (static_cast<int>(fds.size()) > ReserveWanted()) {
+    ::close(fds.back());
+    fds.pop_back();
+  }
+}
+
+void ReleaseReserve() {
+  for (int fd : Reserve()) ::close(fd);
+  Reserve().clear();
+}
+
+// One pass over /proc: calls `visit(pid)` for every process.  Returns 0 or the errno that
+// stopped the pass (`visit` may stop it too by returning an errno).
+template <typename Visit>
+int ScanProc(Visit visit) {
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return errno;
+  int err = 0;
+  for (;;) {
+    errno = 0;
+    const dirent* entry = ::readdir(dir);
+    if (entry == nullptr) {
+      err = errno;
+      break;
+    }
+    const char* name = entry->d_name;
+    if (name[0] < '1' || name[0] > '9') continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name, &end, 10);
+    if (*end != '\0') continue;
+    err = visit(static_cast<pid_t>(pid));
+    if (err != 0) break;
+  }
+  ::closedir(dir);
+  return err;
+}
+
+// ScanProc, retried once with the descriptor reserve released when it ran out of descriptors.
+template <typename Visit>
+int ScanProcWithReserve(Visit visit) {
+  int err = ScanProc(visit);
+  if (IsFdShortage(err) && !Reserve().empty()) {
+    ReleaseReserve();
+    err = ScanProc(visit);
+    FillReserve();
+  }
+  return err;
+}
+
+// A /proc file that vanished (the process exited) is not a failure of the scan.
+bool ProcessGone(int err) { return err == ENOENT || err == ESRCH; }
 
 }  // namespace
 
@@ -77,24 +186,14 @@ std::string ProcInfo::Describe() const {
 }
 
 bool ReadProcInfo(pid_t pid, ProcInfo* info) {
-  const std::string dir = "/proc/" + std::to_string(pid);
-  std::string stat;
-  if (!ReadSmallFile(dir + "/stat", &stat)) return false;
-  // "pid (comm) S ppid pgrp ...": comm may contain spaces and ')', so split at the last ')'.
-  const size_t open = stat.find('(');
-  const size_t close = stat.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) {
-    return false;
-  }
+  StatFields fields;
+  if (pid <= 0 || ReadStat(pid, &fields) != 0) return false;
   info->pid = pid;
-  info->comm = stat.substr(open + 1, close - open - 1);
-  const char* rest = stat.c_str() + close + 2;
-  info->state = rest[0];
-  char* end = nullptr;
-  std::strtol(rest + 1, &end, 10);                              // ppid
-  info->pgid = static_cast<pid_t>(std::strtol(end, &end, 10));  // pgrp
+  info->comm = std::move(fields.comm);
+  info->state = fields.state;
+  info->pgid = fields.pgid;
   std::string wchan;
-  if (ReadSmallFile(dir + "/wchan", &wchan)) {
+  if (ReadSmallFile("/proc/" + std::to_string(pid) + "/wchan", &wchan) == 0) {
     while (!wchan.empty() && (wchan.back() == '\n' || wchan.back() == '\0')) wchan.pop_back();
     info->wchan = wchan;
   } else {
@@ -103,35 +202,60 @@ bool ReadProcInfo(pid_t pid, ProcInfo* info) {
   return true;
 }
 
-std::vector<ProcInfo> GroupMembers(pid_t pgid) {
+unsigned long long ProcessStartTime(pid_t pid) {
+  StatFields fields;
+  if (pid <= 0 || ReadStat(pid, &fields) != 0) return 0;
+  return fields.start_time;
+}
+
+std::vector<ProcInfo> GroupMembers(pid_t pgid, int* scan_error) {
   std::vector<ProcInfo> members;
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return members;
-  while (const dirent* entry = ::readdir(dir)) {
-    const char* name = entry->d_name;
-    if (name[0] < '1' || name[0] > '9') continue;
-    char* end = nullptr;
-    const long pid = std::strtol(name, &end, 10);
-    if (*end != '\0') continue;
+  const int err = ScanProcWithReserve([&](pid_t pid) {
+    StatFields fields;
+    const int stat_err = ReadStat(pid, &fields);
+    if (stat_err != 0) return ProcessGone(stat_err) || stat_err == EINVAL ? 0 : stat_err;
+    if (fields.pgid != pgid) return 0;
     ProcInfo info;
-    if (ReadProcInfo(static_cast<pid_t>(pid), &info) && info.pgid == pgid) {
-      members.push_back(std::move(info));
-    }
-  }
-  ::closedir(dir);
+    if (ReadProcInfo(pid, &info)) members.push_back(std::move(info));
+    return 0;
+  });
+  if (scan_error != nullptr) *scan_error = err;
   return members;
+}
+
+Result<std::set<pid_t>> LiveGroups(const std::set<pid_t>& pgids) {
+  std::set<pid_t> asked;
+  for (pid_t pgid : pgids) {
+    // kill(-pgid, 0) finds zombies too, but ESRCH proves the group has no member at all.
+    if (pgid > 1 && !(::kill(-pgid, 0) != 0 && errno == ESRCH)) asked.insert(pgid);
+  }
+  std::set<pid_t> live;
+  if (asked.empty()) return live;
+  const int err = ScanProcWithReserve([&](pid_t pid) {
+    StatFields fields;
+    const int stat_err = ReadStat(pid, &fields);
+    if (stat_err != 0) return ProcessGone(stat_err) || stat_err == EINVAL ? 0 : stat_err;
+    if (fields.state != 'Z' && fields.state != 'X' && asked.count(fields.pgid) != 0) {
+      live.insert(fields.pgid);
+    }
+    return 0;
+  });
+  if (err != 0) {
+    return SysError("cannot scan /proc for the ranks' processes", err,
+                    IsFdShortage(err) ? "raise the open-file limit (ulimit -n)" : "");
+  }
+  return live;
 }
 
 bool GroupAlive(pid_t pgid) {
   if (pgid <= 1) return false;
-  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
-  // Something is in the group; it only counts if it is not a zombie.  Without
-  // /proc we cannot tell, so the kernel's answer stands.
-  if (::access("/proc/self/stat", R_OK) != 0) return true;
-  for (const ProcInfo& member : GroupMembers(pgid)) {
-    if (member.state != 'Z' && member.state != 'X') return true;
-  }
-  return false;
+  auto live = LiveGroups({pgid});
+  return !live.ok() || live->count(pgid) != 0;
+}
+
+void ReserveDescriptors(int count) {
+  ReserveWanted() = count < 0 ? 0 : count;
+  FillReserve();
 }
 
 }  // namespace gculaunch::sys

@@ -5,9 +5,17 @@
 // its group (shell wrappers, DataLoader workers, a grandchild that outlived
 // the rank).  These functions are the only users of kill() in gculaunch.
 //
-// A group must not be signalled any more once it is known to be empty: its
-// number may then be reused by an unrelated process group.  Callers track
-// that (WorkerGroup marks a group empty and stops signalling it).
+// A group's number belongs to gculaunch only while the group has a member or
+// its leader (the rank) is an unreaped child: the zombie of an exited leader
+// keeps the number from being given to any other process.  So a rank's
+// leader is not reaped until its group is known empty (ChildWatcher reads
+// exits with WNOWAIT; WorkerGroup releases the zombie), and a group known to
+// be empty is never signalled again.
+//
+// "Cannot look" is never "empty": a /proc scan that fails (no descriptor left,
+// /proc missing) says so, and the caller keeps treating the group as alive.
+// A few descriptors are held in reserve (ReserveDescriptors) and released for
+// the length of a scan that hit EMFILE/ENFILE.
 //
 // Thread safety: stateless functions; /proc reads are racy by nature and the
 // results are snapshots.
@@ -15,8 +23,11 @@
 
 #include <sys/types.h>
 
+#include <set>
 #include <string>
 #include <vector>
+
+#include "base/error.h"
 
 namespace gculaunch::sys {
 
@@ -41,17 +52,31 @@ struct ProcInfo {
 };
 
 /// Reads /proc/<pid>/stat and /proc/<pid>/wchan.  Returns false when the
-/// process does not exist.
+/// process does not exist (or /proc cannot be read).
 bool ReadProcInfo(pid_t pid, ProcInfo* info);
 
-/// The processes whose process group is `pgid`, zombies included, from a
-/// scan of /proc.
-std::vector<ProcInfo> GroupMembers(pid_t pgid);
+/// The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks after boot):
+/// with the pid, it names one process for good.  0 when it cannot be read.
+unsigned long long ProcessStartTime(pid_t pid);
 
-/// True while group `pgid` has a member that is not a zombie.  Zombies are
-/// ignored because an orphaned grandchild's zombie can linger when PID 1 of a
-/// container does not reap, and it holds nothing.
+/// The processes whose process group is `pgid`, zombies included, from a
+/// scan of /proc.  When the scan fails, `scan_error` (if given) gets its errno
+/// and the list holds what was seen before the failure.
+std::vector<ProcInfo> GroupMembers(pid_t pgid, int* scan_error = nullptr);
+
+/// Which of `pgids` have a member that is not a zombie, from one scan of /proc
+/// however many groups are asked about.  Zombies are ignored: an exited leader
+/// that gculaunch has not reaped yet, or an orphaned grandchild's zombie that
+/// PID 1 of a container does not reap, holds nothing.  An error (with the
+/// errno) when /proc could not be read: then nothing is known to be empty.
+Result<std::set<pid_t>> LiveGroups(const std::set<pid_t>& pgids);
+
+/// True while group `pgid` has a member that is not a zombie, or when /proc cannot tell.
 bool GroupAlive(pid_t pgid);
+
+/// Keeps `count` descriptors open (on /dev/null) for LiveGroups to release when
+/// the descriptor table is full.  Call once at start; later calls change the count.
+void ReserveDescriptors(int count);
 
 /// "D (disk sleep)" for 'D', and so on.
 std::string ProcStateName(char state);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 
+#include "base/exit_codes.h"
 #include "launcher/sys/child_setup.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/unique_fd.h"
@@ -42,6 +43,13 @@ std::string ExecErrorHint(int err) {
       return "make it executable (chmod +x) or run it through an interpreter";
     case ENOEXEC:
       return "add a #! line, or drop --no-python so that python runs it";
+    case EMFILE:
+    case ENFILE:
+      return "raise the open-file limit (ulimit -n), or start fewer ranks";
+    case EAGAIN:
+      return "raise the process limit (ulimit -u, or the container's pids limit)";
+    case ENOMEM:
+      return "free memory, or start fewer ranks";
     default:
       return "";
   }
@@ -76,6 +84,7 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
 
   ChildSetupInit init{ChildSetupParams{::getpid(), request.stdin_fd, request.stdout_fd,
                                        request.stderr_fd, request.take_terminal}};
+  init.params.open_files = child_open_files_;
   if (!request.cpus.empty()) {
     init.params.pin_cpus = true;
     CPU_ZERO(&init.params.cpus);
@@ -116,10 +125,15 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
   }
   const int err = ec.value();
   // As the shell says: found but not runnable 126, else (not found, bad #! interpreter) 127.
+  // Out of descriptors, processes or memory is none of those: the launch's own exit code.
   const bool not_runnable = err == EACCES || err == ENOEXEC || err == EPERM || err == EISDIR;
-  return fail(Error{"cannot start '" + request.program + "': " + std::strerror(err),
-                    ExecErrorHint(err), not_runnable ? 126 : 127},
-              err);
+  const bool resources = err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
+  return fail(
+      Error{"cannot start '" + request.program + "': " + std::strerror(err), ExecErrorHint(err),
+            resources      ? exit_code::kNoResources
+            : not_runnable ? 126
+                           : 127},
+      err);
 }
 
 Result<std::string> ResolveProgram(const std::string& name, const std::string& path_env) {

@@ -53,6 +53,9 @@ class Spawner {
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
 
+  /// Every child gets this soft open-file limit (ChildSetupParams::open_files); 0: inherited.
+  void set_child_open_files(unsigned long long soft) { child_open_files_ = soft; }
+
   /// Forks and execs.  On success the child is running the new program (exec
   /// succeeded) and leads its own process group; the caller must reap it.
   Result<pid_t> Spawn(const SpawnRequest& request, SpawnError* failure = nullptr);
@@ -60,6 +63,7 @@ class Spawner {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  unsigned long long child_open_files_ = 0;
 };
 
 /// Finds `name` the way execvp would: as given when it contains a '/',

@@ -170,12 +170,13 @@ class Job:
     """
 
     def __init__(self, args, tag=None, extra_env=None, stdin=subprocess.DEVNULL, prefix=None,
-                 cwd=None):
+                 cwd=None, preexec_fn=None):
         self.tag = tag or new_tag()
         self.env = tagged_env(self.tag, extra=extra_env)
         cmd = list(prefix or []) + [require_binary()] + list(args)
         self.proc = subprocess.Popen(cmd, env=self.env, stdin=stdin, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
+                                     stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                                     preexec_fn=preexec_fn)
         self.pid = self.proc.pid
         self.out_buf = b""
         self.err_buf = b""
@@ -294,6 +295,45 @@ def pids_of_ranks(tag, comm=None):
         if comm is None or name == comm:
             out.append(pid)
     return out
+
+def guardian_of(launcher_pid):
+    """The pid of gculaunch `launcher_pid`'s guardian (a child named gculaunch-guard), or None.
+    The guardian runs with an empty environment, so it carries no test tag."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        head, _, rest = stat.rpartition(b")")
+        comm = head.partition(b"(")[2]
+        fields = rest.split()
+        if comm == b"gculaunch-guard" and len(fields) > 1 and int(fields[1]) == launcher_pid:
+            return int(name)
+    return None
+
+
+def wait_guardian_of(launcher_pid, timeout=10):
+    """guardian_of, waiting for the guardian to have executed (it is named after its exec)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid = guardian_of(launcher_pid)
+        if pid is not None:
+            return pid
+        time.sleep(0.01)
+    return None
+
+
+def process_alive(pid):
+    """True while `pid` is a process that is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
 
 # ---- rendezvous store helpers (tests/integration/test_store_*.py) ----
 

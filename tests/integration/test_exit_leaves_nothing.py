@@ -17,25 +17,7 @@ sleep 30
 """
 
 
-def guardian_of(tag):
-    for pid in gltest.pids_with_tag(tag):
-        try:
-            with open("/proc/%d/comm" % pid) as f:
-                if f.read().strip() == "gculaunch-guard":
-                    return pid
-        except OSError:
-            pass
-    return None
-
-
-def alive(pid):
-    """True while `pid` is a process that is not a zombie."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in (b"Z", b"X")
+alive = gltest.process_alive
 
 
 class ExitLeavesNothing(unittest.TestCase):
@@ -51,7 +33,7 @@ class ExitLeavesNothing(unittest.TestCase):
                     deadline = time.monotonic() + 10
                     while guardian is None and job.proc.poll() is None \
                             and time.monotonic() < deadline:
-                        guardian = guardian_of(job.tag)
+                        guardian = gltest.guardian_of(job.pid)
                     self.assertIsNotNone(guardian, "run %d: no guardian seen" % run)
                     # The moment gculaunch's exit status is visible: the guardian first
                     # (one /proc read), then every tagged process.

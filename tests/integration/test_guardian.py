@@ -3,21 +3,10 @@ PR_SET_PDEATHSIG, and what they started (a grandchild that stays in the
 rank's process group) is killed by the guardian process (docs/runtime.md)."""
 import os
 import signal
+import time
 import unittest
 
 import gltest
-
-
-def guardian_pids(pids):
-    found = []
-    for pid in pids:
-        try:
-            with open("/proc/%d/comm" % pid) as f:
-                if f.read().strip() == "gculaunch-guard":
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
 
 
 class Guardian(unittest.TestCase):
@@ -38,11 +27,17 @@ class Guardian(unittest.TestCase):
                                  2 * nproc)
                 for pid in grandchildren:
                     self.assertIn(pid, tagged)
-                self.assertEqual(len(guardian_pids(tagged)), 1)
+                guardian = gltest.wait_guardian_of(job.pid)
+                self.assertIsNotNone(guardian)
                 job.signal(signal.SIGKILL)
                 job.proc.wait(timeout=10)
                 survivors = gltest.wait_no_tagged(job.tag, 1.0)
                 self.assertEqual(survivors, [], "alive 1 s after SIGKILL of gculaunch")
+                deadline = time.monotonic() + 1.0
+                while gltest.process_alive(guardian) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                self.assertFalse(gltest.process_alive(guardian),
+                                 "the guardian was alive 1 s after it killed the job")
 
     def test_sigkill_of_gculaunch_leaves_no_process(self):
         self.kill_launcher_and_check([], 2)

@@ -37,7 +37,7 @@ TEST_CASE("worker group reports every rank's exit and prefixes its output", "[wo
     }
     REQUIRE(group.Start(ranks).ok());
     REQUIRE(testing::RunUntil(f.io, [&] { return exits.size() == 3 && output_closed; }));
-    CHECK(group.AllReaped());
+    CHECK(group.AllExited());
     CHECK(group.CheckGroupsEmpty());
     for (int i = 0; i < 3; ++i) CHECK(exits.at(i) == WorkerExit::Exited(i));
     const std::string out = f.ConsoleOut();
@@ -98,6 +98,37 @@ TEST_CASE("SignalAll reaches a rank's trap and the whole group", "[worker_group]
   CHECK(group.SignalAll(SIGTERM) == 0);  // an empty group is never signalled again
 }
 
+TEST_CASE("an exited rank's zombie pins its group until the group empties, then is released",
+          "[worker_group]") {
+  for (bool force_sigchld : {false, true}) {
+    Fixture f(force_sigchld);
+    const std::string grandchild_file = f.dir.File("grandchild");
+    int exited = 0;
+    WorkerGroup group(
+        f.Deps(), 0, [&](int, WorkerExit) { ++exited; }, nullptr);
+    REQUIRE(group.Start({f.Rank(0, {"grandchild", grandchild_file, "exit", "0"})}).ok());
+    REQUIRE(testing::RunUntil(f.io, [&] { return exited == 1; }));
+    const pid_t leader = group.Records().at(0).pid;
+    const pid_t grandchild = std::stoi(testing::ReadFile(grandchild_file));
+    // Let the first look at the group run: the grandchild keeps it alive, so the leader
+    // must still be our zombie: no other process can be given its number.
+    testing::RunUntil(
+        f.io, [] { return false; }, std::chrono::seconds(1));
+    sys::ProcInfo info;
+    REQUIRE(sys::ReadProcInfo(leader, &info));
+    CHECK(info.state == 'Z');
+    CHECK(f.watcher.unreleased() == 1);
+
+    // The grandchild goes on its own (no teardown, no SignalAll): the group is noticed
+    // empty by the periodic look, and the zombie is released.
+    REQUIRE(::kill(grandchild, SIGKILL) == 0);
+    REQUIRE(testing::RunUntil(f.io, [&] { return f.watcher.unreleased() == 0; }));
+    CHECK_FALSE(sys::ReadProcInfo(leader, &info));
+    CHECK(group.CheckGroupsEmpty());
+    CHECK(group.SignalAll(SIGKILL) == 0);  // an empty group is never signalled again
+  }
+}
+
 TEST_CASE("a reaped rank's group stays non-empty while a grandchild lives", "[worker_group]") {
   Fixture f;
   const std::string grandchild_file = f.dir.File("grandchild");
@@ -107,7 +138,7 @@ TEST_CASE("a reaped rank's group stays non-empty while a grandchild lives", "[wo
   REQUIRE(group.Start({f.Rank(0, {"grandchild", grandchild_file, "exit", "0"})}).ok());
   REQUIRE(testing::RunUntil(f.io, [&] { return exited == 1; }));
   const pid_t grandchild = std::stoi(testing::ReadFile(grandchild_file));
-  CHECK(group.AllReaped());
+  CHECK(group.AllExited());
   CHECK_FALSE(group.CheckGroupsEmpty());
   const auto survivors = group.Survivors();
   REQUIRE(survivors.size() == 1);
@@ -136,7 +167,7 @@ TEST_CASE("a rank that cannot be started stops Start and names the rank", "[work
   CHECK(status.error().what.find("missing-program") != std::string::npos);
   CHECK(group.SignalAll(SIGKILL) == 1);  // rank 0 only; rank 2 never started
   REQUIRE(testing::RunUntil(f.io, [&] { return exited == 1; }));
-  CHECK(group.AllReaped());
+  CHECK(group.AllExited());
   const auto records = group.Records();
   REQUIRE(records.size() == 2);
   CHECK(records[1].pid == -1);

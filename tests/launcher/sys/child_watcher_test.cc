@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 
+#include "launcher/sys/process_group.h"
 #include "tests/support/test_util.h"
 
 namespace gculaunch::sys {
@@ -50,10 +51,19 @@ void CheckExitsAreReported(bool force_sigchld) {
   CHECK(seen.at(b) == WorkerExit::Exited(0));
   CHECK(seen.at(c) == WorkerExit::Signaled(SIGKILL));
   CHECK(watcher.watched() == 0);
-  // Reaped: no such child any more.
-  errno = 0;
-  CHECK(::waitpid(a, nullptr, WNOHANG) == -1);
-  CHECK(errno == ECHILD);
+  // Reported, not reaped: each is still our zombie, so its number cannot go to another
+  // process, until the owner releases it.
+  CHECK(watcher.unreleased() == 3);
+  for (pid_t pid : {a, b, c}) {
+    ProcInfo info;
+    REQUIRE(ReadProcInfo(pid, &info));
+    CHECK(info.state == 'Z');
+    watcher.Release(pid);
+    errno = 0;
+    CHECK(::waitpid(pid, nullptr, WNOHANG) == -1);
+    CHECK(errno == ECHILD);
+  }
+  CHECK(watcher.unreleased() == 0);
 }
 
 }  // namespace
@@ -95,6 +105,7 @@ TEST_CASE("child watcher catches a child that exited before it was watched (SIGC
   watcher.Watch(pid, [&](pid_t, WorkerExit e) { exit_seen = e; });
   REQUIRE(testing::RunUntil(io, [&] { return exit_seen.has_value(); }));
   CHECK(*exit_seen == WorkerExit::Exited(3));
+  watcher.Release(pid);
 }
 
 TEST_CASE("child watcher falls back to SIGCHLD at run time when pidfd_open is blocked",

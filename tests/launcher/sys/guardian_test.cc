@@ -1,5 +1,6 @@
 #include "launcher/sys/guardian.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -9,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/process_group.h"
@@ -60,11 +63,11 @@ TEST_CASE("guardian kills recorded groups when gculaunch goes away without 'done
   CHECK(guardian->pid() > 0);
   auto [leader, grandchild] = StartGroup();
   auto [other, other_grandchild] = StartGroup();
-  guardian->GroupStarted(leader);
-  guardian->GroupStarted(other);
+  guardian->GroupStarted(leader, ProcessStartTime(leader));
+  guardian->GroupStarted(other, ProcessStartTime(other));
   guardian->GroupGone(other);  // confirmed empty (pretend): must be left alone
-  guardian->Abandon();         // as if gculaunch had been SIGKILLed
-  CHECK(guardian->healthy());
+  CHECK(guardian->Abandon());  // as if gculaunch had been SIGKILLed
+  CHECK(guardian->replacements() == 0);
 
   int status = 0;
   REQUIRE(::waitpid(leader, &status, 0) == leader);
@@ -84,7 +87,7 @@ TEST_CASE("guardian leaves groups alone after 'done'", "[guardian]") {
   auto guardian = Guardian::Start();
   REQUIRE(guardian.ok());
   auto [leader, grandchild] = StartGroup();
-  guardian->GroupStarted(leader);
+  guardian->GroupStarted(leader, ProcessStartTime(leader));
   guardian->Done();  // reaps the guardian: it has exited when this returns
   CHECK(GroupAlive(leader));
   CHECK(testing::ProcessAlive(grandchild));
@@ -148,7 +151,7 @@ TEST_CASE("guardian ignores the signals that stop gculaunch", "[guardian]") {
   auto guardian = Guardian::Start();
   REQUIRE(guardian.ok());
   auto [leader, grandchild] = StartGroup();
-  guardian->GroupStarted(leader);
+  guardian->GroupStarted(leader, ProcessStartTime(leader));
   // The guardian's own group: a kill aimed at the test's group misses it.
   ProcInfo info;
   REQUIRE(ReadProcInfo(guardian->pid(), &info));
@@ -158,6 +161,115 @@ TEST_CASE("guardian ignores the signals that stop gculaunch", "[guardian]") {
   // Still alive and still doing its job.
   CHECK(testing::ProcessAlive(guardian->pid()));
   guardian->Abandon();
+  int status = 0;
+  REQUIRE(::waitpid(leader, &status, 0) == leader);
+  CHECK(WTERMSIG(status) == SIGKILL);
+  WaitGone(grandchild);
+}
+
+TEST_CASE("guardian: its own binary with a short argv and no environment", "[guardian]") {
+  auto guardian = Guardian::Start();
+  REQUIRE(guardian.ok());
+  const std::string proc = "/proc/" + std::to_string(guardian->pid());
+  // Executed, not just forked: wait until the exec is visible.
+  std::string cmdline;
+  for (int i = 0; i < 500 && cmdline.find("--gculaunch-guardian") == std::string::npos; ++i) {
+    cmdline = testing::ReadFile(proc + "/cmdline");
+    if (cmdline.find("--gculaunch-guardian") == std::string::npos) ::usleep(2000);
+  }
+  CHECK(cmdline == std::string("gculaunch-guard\0--gculaunch-guardian\0", 37));
+  CHECK(testing::ReadFile(proc + "/environ").empty());
+  CHECK(guardian->Done());
+}
+
+TEST_CASE("guardian leaves a group alone whose number belongs to another process now",
+          "[guardian]") {
+  testing::TempDir dir;
+  const std::string log = dir.File("guardian.log");
+  // The guardian writes its lines to the stderr it was started with.
+  const int saved = ::dup(2);
+  const int file = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(file >= 0);
+  ::dup2(file, 2);
+  auto guardian = Guardian::Start();
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(file);
+  REQUIRE(guardian.ok());
+  auto [stranger, stranger_child] = StartGroup();
+  auto [rank, rank_child] = StartGroup();
+  // As if the rank that had this number was reaped and the number went to `stranger`.
+  guardian->GroupStarted(stranger, ProcessStartTime(stranger) + 1);
+  guardian->GroupStarted(rank, ProcessStartTime(rank));
+  REQUIRE(guardian->Abandon());
+
+  int status = 0;
+  REQUIRE(::waitpid(rank, &status, 0) == rank);
+  CHECK(WTERMSIG(status) == SIGKILL);
+  WaitGone(rank_child);
+  CHECK(GroupAlive(stranger));  // untouched
+  CHECK(testing::ReadFile(log).find("left process group " + std::to_string(stranger) + " alone") !=
+        std::string::npos);
+  SignalGroup(stranger, SIGKILL);
+  REQUIRE(::waitpid(stranger, &status, 0) == stranger);
+  WaitGone(stranger_child);
+}
+
+TEST_CASE("a killed guardian is replaced and the new one is given every live group", "[guardian]") {
+  testing::TempDir dir;
+  const std::string scratch = dir.File("scratch");
+  std::filesystem::create_directories(scratch);
+  std::vector<std::string> lines;
+  GuardianOptions options;
+  options.reporter = [&](const std::string& line) { lines.push_back(line); };
+  auto guardian = Guardian::Start(options);
+  REQUIRE(guardian.ok());
+  auto [leader, grandchild] = StartGroup();
+  guardian->GroupStarted(leader, ProcessStartTime(leader));
+  guardian->RemoveAtExit(scratch);
+  const pid_t first = guardian->pid();
+  REQUIRE(::kill(first, SIGKILL) == 0);
+  for (int i = 0; i < 1000 && guardian->replacements() == 0; ++i) {
+    REQUIRE(guardian->Maintain());
+    ::usleep(2000);
+  }
+  REQUIRE(guardian->replacements() == 1);
+  CHECK(guardian->pid() != first);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("was killed by SIGKILL") != std::string::npos);
+  CHECK(lines[0].find("started a new one") != std::string::npos);
+  CHECK(GroupAlive(leader));  // losing a guardian kills nothing
+
+  REQUIRE(guardian->Abandon());  // the new guardian knows the group and the directory
+  int status = 0;
+  REQUIRE(::waitpid(leader, &status, 0) == leader);
+  CHECK(WTERMSIG(status) == SIGKILL);
+  WaitGone(grandchild);
+  CHECK_FALSE(std::filesystem::exists(scratch));
+}
+
+TEST_CASE("a guardian that stops reading is replaced; no message is dropped", "[guardian]") {
+  std::vector<std::string> lines;
+  GuardianOptions options;
+  options.max_queue = 4096;
+  options.reporter = [&](const std::string& line) { lines.push_back(line); };
+  auto guardian = Guardian::Start(options);
+  REQUIRE(guardian.ok());
+  auto [leader, grandchild] = StartGroup();
+  guardian->GroupStarted(leader, ProcessStartTime(leader));
+  const pid_t stopped = guardian->pid();
+  REQUIRE(::kill(stopped, SIGSTOP) == 0);
+  // More than a pipe holds: queued first, then the guardian is declared stuck.
+  for (int i = 0; i < 20000 && guardian->replacements() == 0; ++i) {
+    guardian->GroupGone(100000 + i);
+  }
+  REQUIRE(guardian->replacements() == 1);
+  CHECK(guardian->pid() != stopped);
+  CHECK_FALSE(testing::ProcessAlive(stopped));  // killed and reaped
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("did not read its messages") != std::string::npos);
+
+  REQUIRE(guardian->Abandon());
   int status = 0;
   REQUIRE(::waitpid(leader, &status, 0) == leader);
   CHECK(WTERMSIG(status) == SIGKILL);

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "launcher/sys/child_watcher.h"
 
@@ -55,6 +57,85 @@ TEST_CASE("a process group is alive while it has a non-zombie member", "[process
   REQUIRE(::poll(&p, 1, -1) == 1);
   ::close(fd);
   CHECK_FALSE(GroupAlive(leader));
+}
+
+TEST_CASE("LiveGroups answers for many groups at once; an unreaped leader does not count",
+          "[process_group]") {
+  const pid_t pausing = ::fork();
+  if (pausing == 0) {
+    ::setpgid(0, 0);
+    for (;;) ::pause();
+  }
+  ::setpgid(pausing, pausing);
+  const pid_t exited = ::fork();
+  if (exited == 0) {
+    ::setpgid(0, 0);
+    ::_exit(0);
+  }
+  ::setpgid(exited, exited);
+  // Its exit read without reaping: a zombie that keeps the number.
+  siginfo_t info{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(exited), &info, WEXITED | WNOWAIT) == 0);
+  CHECK(ProcessStartTime(exited) != 0);
+  CHECK(ProcessStartTime(pausing) != 0);
+
+  auto live = LiveGroups({pausing, exited, 999999999});
+  REQUIRE(live.ok());
+  CHECK(*live == std::set<pid_t>{pausing});
+  CHECK(GroupAlive(pausing));
+  CHECK_FALSE(GroupAlive(exited));
+
+  REQUIRE(SignalGroup(pausing, SIGKILL));
+  REQUIRE(::waitpid(pausing, nullptr, 0) == pausing);
+  REQUIRE(::waitpid(exited, nullptr, 0) == exited);
+  CHECK(ProcessStartTime(exited) == 0);
+}
+
+namespace {
+
+// Opens /dev/null until the descriptor table is full.
+void FillDescriptorTable() {
+  while (::open("/dev/null", O_RDONLY) >= 0) {
+  }
+}
+
+// In a forked child (the limit and the table are its own): 0 when "cannot look" is an
+// error, never "empty", and the reserve makes the look possible.  Other codes name the
+// step that went wrong.
+int CheckScanWithoutDescriptors() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+  limit.rlim_cur = 64;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 11;
+  const std::set<pid_t> mine{::getpgrp()};  // certainly alive: this process is in it
+
+  ReserveDescriptors(4);
+  FillDescriptorTable();
+  auto with_reserve = LiveGroups(mine);
+  if (!with_reserve.ok()) return 12;
+  if (*with_reserve != mine) return 13;
+  auto again = LiveGroups(mine);  // the reserve was taken back after the first look
+  if (!again.ok() || *again != mine) return 14;
+
+  ReserveDescriptors(0);
+  FillDescriptorTable();
+  auto without = LiveGroups(mine);
+  if (without.ok()) return 15;  // "empty" or a guess: wrong either way
+  if (without.error().what.find("Too many open files") == std::string::npos) return 16;
+  if (!GroupAlive(::getpgrp())) return 17;  // cannot tell counts as alive
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a /proc scan without descriptors fails instead of saying 'empty'; the reserve helps",
+          "[process_group]") {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(CheckScanWithoutDescriptors());
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("SignalGroup refuses pgid 0, 1 and negatives", "[process_group]") {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 
+#include "base/exit_codes.h"
 #include "launcher/sys/unique_fd.h"
 #include "launcher/sys/worker_exit.h"
 #include "tests/support/test_util.h"
@@ -148,6 +150,67 @@ TEST_CASE("ResolveProgram searches PATH like execvp", "[spawner]") {
 
   auto directory = ResolveProgram(dir.path(), "");
   REQUIRE_FALSE(directory.ok());
+}
+
+}  // namespace gculaunch::sys
+
+namespace gculaunch::sys {
+namespace {
+
+// In a forked child (its limit and table are its own): 0 when a spawn that finds no free
+// descriptor fails as "no resources" (exit code 7, the limit to raise), not as "not found".
+int CheckSpawnWithoutDescriptors() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+  limit.rlim_cur = 64;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 11;
+  Spawner spawner;
+  while (::open("/dev/null", O_RDONLY) >= 0) {
+  }
+  SpawnRequest request;
+  request.program = "/bin/true";
+  request.argv = {"true"};
+  request.stdout_fd = 1;
+  request.stderr_fd = 2;
+  auto pid = spawner.Spawn(request);
+  if (pid.ok()) return 12;
+  if (pid.error().exit_code != exit_code::kNoResources) return 13;
+  if (pid.error().hint.find("ulimit -n") == std::string::npos) return 14;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a spawn without a free descriptor is reported as such, with exit code 7", "[spawner]") {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(CheckSpawnWithoutDescriptors());
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a rank gets the open-file limit it is given back (gculaunch raised its own)",
+          "[spawner]") {
+  Spawner spawner;
+  spawner.set_child_open_files(200);
+  auto out = MakePipe("test stdout");
+  REQUIRE(out.ok());
+  SpawnRequest request;
+  request.program = "/bin/sh";
+  request.argv = {"sh", "-c", "ulimit -Sn"};
+  request.stdout_fd = out->write.get();
+  request.stderr_fd = 2;
+  auto pid = spawner.Spawn(request);
+  REQUIRE(pid.ok());
+  out->write.Reset();
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = ::read(out->read.get(), buf, sizeof buf)) > 0;) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  REQUIRE(::waitpid(*pid, nullptr, 0) == *pid);
+  CHECK(text == "200\n");
 }
 
 }  // namespace gculaunch::sys
