@@ -234,6 +234,7 @@ std::vector<std::string> KillGroups(std::map<pid_t, unsigned long long> groups) 
 [[noreturn]] void ExecGuardianChild(int read_fd, int status_fd, const char* program,
                                     const char* const* argv, const char* const* envp) {
   ::setpgid(0, 0);
+  if (status_fd == 3) status_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 4);  // 3 becomes the pipe
   const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {
     ::dup2(devnull, 0);
@@ -423,8 +424,7 @@ void Guardian::Replace(const std::string& why) {
   // Ours until reaped: a stuck guardian is killed (it would kill nothing after this
   // anyway: its pipe is closed only when it reads again).
   if (HowItEnded(old).empty()) SignalProcess(old, SIGKILL);
-  while (::waitpid(old, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  (void)ReapWithin(old, std::chrono::seconds(1));  // bounded: never stall the job's loop
   pid_ = -1;
   const std::string lost = "the guardian process (pid " + std::to_string(old) + ") " + why;
   auto started = replacements_ < kMaxReplacements
