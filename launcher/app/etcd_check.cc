@@ -9,6 +9,7 @@
 #include <exception>
 #include <utility>
 
+#include "base/duration.h"
 #include "base/text.h"
 
 // GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames (allocated
@@ -169,7 +170,7 @@ Result<etcd::ClientOptions> MakeEtcdClientOptions(const EtcdSettings& settings) 
   options.tls.key_file = settings.key;
   options.user = settings.user;
   options.password = settings.password;
-  options.request_timeout = milliseconds(static_cast<long long>(settings.request_timeout_s * 1000));
+  options.request_timeout = SecondsToMillis(settings.request_timeout_s);
   return options;
 }
 

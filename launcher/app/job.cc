@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "base/duration.h"
 #include "base/exit_codes.h"
 #include "launcher/app/etcd_node.h"
 #include "launcher/cluster/agent_link.h"
@@ -122,8 +123,7 @@ std::string HangSetting(const LaunchSpec& spec) {
 // Everything the multi-node pieces need, from the spec (docs/multinode.md).
 MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
   MultiNodeSettings m;
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<long long>(spec.rdzv_timeout_s * 1000));
+  const auto timeout = SecondsToMillis(spec.rdzv_timeout_s);
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
@@ -159,9 +159,10 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.coordinator.config.nnodes = spec.nnodes;
   m.coordinator.config.min_nodes = reg.min_nodes;
   m.coordinator.config.last_call_s = static_cast<int>(spec.last_call_s);
-  m.coordinator.last_call =
-      std::chrono::milliseconds(static_cast<long long>(spec.last_call_s * 1000));
+  m.coordinator.last_call = SecondsToMillis(spec.last_call_s);
   m.coordinator.config.max_restarts = spec.max_restarts;
+  m.coordinator.config.backoff =
+      MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
   m.coordinator.config.master = reg;
   m.coordinator.config.elected_leader = spec.etcd.has_value();
   m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
@@ -214,7 +215,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& 
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
   config.policy.job = spec.nnodes > 1 || spec.etcd.has_value();  // an agent decides restarts
-  config.grace = std::chrono::milliseconds(static_cast<long long>(spec.grace_period_s * 1000));
+  config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;
   // SIGHUP: the session really ended only when gculaunch has a terminal;
@@ -689,11 +691,9 @@ void Job::StartCluster(Cluster& cluster, Supervisor& supervisor) {
 
 int Job::Supervise(Loop& loop, Cluster& cluster) {
   Supervisor supervisor(
-      WorkerGroupDeps{
-          loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
-          guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err,
-          std::chrono::milliseconds(250),
-          std::chrono::milliseconds(static_cast<long long>(spec_.progress_interval_s * 1000))},
+      WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
+                      guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err,
+                      std::chrono::milliseconds(250), SecondsToMillis(spec_.progress_interval_s)},
       log_, loop.config, loop.planner, loop.store && !loop.multinode ? &*loop.store : nullptr,
       cluster.agent ? &*cluster.agent : nullptr);
   StartCluster(cluster, supervisor);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/duration.h"
 #include "base/exit_codes.h"
 #include "launcher/app/control_args.h"
 #include "launcher/run/logging.h"
@@ -41,7 +42,7 @@ int StacksMain(const std::vector<std::string>& args, const EnvMap& env) {
     PrintError(Error{"gculaunch stacks: " + launch.error().what, launch.error().hint});
     return 1;
   }
-  const auto timeout = std::chrono::milliseconds(static_cast<long long>(parsed.timeout_s * 1000));
+  const auto timeout = SecondsToMillis(parsed.timeout_s);
   auto answer = ControlRequest(launch->path, "stacks", timeout);
   if (!answer.ok()) {
     PrintError(answer.error());

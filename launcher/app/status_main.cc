@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/duration.h"
 #include "base/exit_codes.h"
 #include "launcher/app/control_args.h"
 #include "launcher/run/logging.h"
@@ -59,7 +60,7 @@ Status ParseStatusArgs(std::vector<std::string> args, StatusArgs* a) {
 
 // One answer, printed; false when the launch did not answer (it ended).
 bool ShowOnce(const ControlEndpoint& launch, const StatusArgs& a, bool clear, Error* failed) {
-  const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  const auto timeout = SecondsToMillis(a.timeout_s);
   auto answer = ControlRequest(launch.path, "status", timeout);
   if (!answer.ok()) {
     *failed = answer.error();
@@ -102,8 +103,7 @@ int StatusMain(const std::vector<std::string>& args, const EnvMap& env) {
   }
   // --watch: until the job ends (its socket goes away) or Ctrl-C (SIGINT's default action).
   while (parsed.watch_s > 0) {
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(static_cast<long long>(parsed.watch_s * 1000)));
+    std::this_thread::sleep_for(SecondsToMillis(parsed.watch_s));
     if (!ShowOnce(*launch, parsed, clear, &failed)) {
       WriteAll(STDERR_FILENO, "gculaunch status: the job ended (pid " +
                                   std::to_string(launch->pid) + " no longer answers)\n");

@@ -4,6 +4,8 @@
 #include <set>
 #include <vector>
 
+#include "base/duration.h"
+#include "base/text.h"
 #include "launcher/cluster/member_events.h"
 #include "launcher/sys/free_port.h"
 
@@ -23,7 +25,8 @@ Coordinator::Coordinator(boost::asio::io_context& io, CoordinatorBoard& board,
       missing_timer_(io),
       deadline_timer_(io),
       heartbeat_timer_(io),
-      last_call_timer_(io) {}
+      last_call_timer_(io),
+      backoff_timer_(io) {}
 
 Coordinator::~Coordinator() { board_.OnHangUp(nullptr); }
 
@@ -236,7 +239,10 @@ void Coordinator::WatchEpoch(int epoch) {
       return;
     }
     stopped_ = Clock::now();
-    Dispatch(CoordinatorEvent::Marker(std::move(*marker)));
+    const double ran_s = epoch_began_ == Clock::time_point{}
+                             ? 0
+                             : std::chrono::duration<double>(stopped_ - epoch_began_).count();
+    Dispatch(CoordinatorEvent::Marker(std::move(*marker), ran_s));
   }));
   for (int k : state_.order) {
     board_.WatchDone(
@@ -270,9 +276,27 @@ void Coordinator::PublishPlan(job::JobPlan plan) {
       log_.info("rendezvous complete in {:.0f} ms: {}", Ms(Clock::now() - started_).count(), nodes);
     }
   }
+  if (!plan.abort) epoch_began_ = Clock::now();
   std::string text = job::Encode(plan);
   plans_[plan.epoch] = text;
   board_.PublishPlan(plan.epoch, text);
+}
+
+// A crash loop backs off: node 0 decides the wait for every node (they wait for the plan).
+void Coordinator::ArmBackoff(const CoordinatorAction& action) {
+  const std::string wait = Seconds(std::chrono::duration<double>(action.delay_s), -1);
+  log_.warn(
+      "restart {} of {}: every node waits {} before it restarts its ranks (quick failures back "
+      "off; --restart-backoff)",
+      action.epoch, settings_.config.max_restarts, wait);
+  settings_.events->On(JobEvent::Backoff(
+      action.epoch, action.delay_s,
+      action.marker.epoch == action.epoch - 1 ? job::Describe(action.marker) : std::string()));
+  backoff_timer_.expires_after(SecondsToMillis(action.delay_s));
+  backoff_timer_.async_wait(
+      lifetime_.Wrap([this, epoch = action.epoch](const boost::system::error_code& ec) {
+        if (!ec && !finished()) Dispatch(CoordinatorEvent::BackoffOver(epoch));
+      }));
 }
 
 void Coordinator::Execute(const CoordinatorAction& action) {
@@ -315,7 +339,11 @@ void Coordinator::Execute(const CoordinatorAction& action) {
         if (!ec && !finished()) Dispatch(CoordinatorEvent::LastCall());
       }));
       break;
+    case K::kArmBackoff:
+      ArmBackoff(action);
+      break;
     case K::kFinish:
+      backoff_timer_.cancel();
       last_call_timer_.cancel();
       missing_timer_.cancel();
       deadline_timer_.cancel();

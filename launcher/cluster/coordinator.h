@@ -11,6 +11,8 @@
 //                                  node that did not come back this long ends it (exit 4)
 //   every `heartbeat_check`        a node whose heartbeat did not change for
 //                                  `heartbeat_timeout` is lost
+//   a back-off (ArmBackoff)        a crash loop waits before the next epoch starts
+//                                  (--restart-backoff), the same for every node
 // Its outputs: admissions, plans, markers, and BeginAttempt on the ranks' key space, which
 // happens only after every node reported its ranks of the old epoch reaped.
 //
@@ -84,6 +86,7 @@ class Coordinator {
   void Track();
   void WatchEpoch(int epoch);
   void PublishPlan(job::JobPlan plan);
+  void ArmBackoff(const job::CoordinatorAction& action);
   void ArmMissing();
   void ArmHeartbeatCheck();
   void CheckHeartbeats();
@@ -109,10 +112,12 @@ class Coordinator {
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer heartbeat_timer_;
   boost::asio::steady_timer last_call_timer_;
+  boost::asio::steady_timer backoff_timer_;
   std::chrono::steady_clock::time_point started_;
-  std::chrono::steady_clock::time_point last_check_{};  ///< of the heartbeats
-  std::chrono::steady_clock::time_point stopped_{};     ///< when the last marker was read
-  LifetimeGuard lifetime_;                              ///< last member: expires first
+  std::chrono::steady_clock::time_point last_check_{};   ///< of the heartbeats
+  std::chrono::steady_clock::time_point stopped_{};      ///< when the last marker was read
+  std::chrono::steady_clock::time_point epoch_began_{};  ///< the current epoch's plan
+  LifetimeGuard lifetime_;                               ///< last member: expires first
 };
 
 }  // namespace gculaunch

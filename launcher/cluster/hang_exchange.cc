@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/duration.h"
 #include "launcher/cluster/job_hang.h"
 #include "launcher/cluster/job_policy.h"
 
@@ -10,8 +11,8 @@ namespace gculaunch {
 using Clock = std::chrono::steady_clock;
 
 std::chrono::milliseconds HangCheckPeriod(double timeout_s) {
-  return std::clamp(std::chrono::milliseconds(static_cast<long long>(timeout_s * 100)),
-                    std::chrono::milliseconds(100), std::chrono::milliseconds(500));
+  return std::clamp(SecondsToMillis(timeout_s / 10), std::chrono::milliseconds(100),
+                    std::chrono::milliseconds(500));
 }
 
 // ----------------------------------- ProgressReporter -----------------------------------

@@ -1,6 +1,7 @@
 #include "launcher/cluster/job_policy.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "base/exit_codes.h"
 #include "base/text.h"
@@ -345,10 +346,17 @@ CoordinatorEvent CoordinatorEvent::Reaped(int epoch, int node) {
   e.node = node;
   return e;
 }
-CoordinatorEvent CoordinatorEvent::Marker(StopMarker marker) {
+CoordinatorEvent CoordinatorEvent::Marker(StopMarker marker, double ran_s) {
   CoordinatorEvent e{Kind::kMarker};
   e.epoch = marker.epoch;
   e.marker = std::move(marker);
+  e.ran_s = ran_s;
+  return e;
+}
+
+CoordinatorEvent CoordinatorEvent::BackoffOver(int epoch) {
+  CoordinatorEvent e{Kind::kBackoffOver};
+  e.epoch = epoch;
   return e;
 }
 CoordinatorEvent CoordinatorEvent::Bye(int node, int seq, int exit_code) {
@@ -482,6 +490,10 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
   s.reaped.clear();
   s.marker.reset();
   s.marker_published = false;
+  const double waited = s.backoff_s;
+  s.backoff_s = 0;
+  s.backoff_armed = false;
+  s.backoff_over = false;
   s.phase = CPhase::kRunning;
   if (config.elastic()) {
     s.order = NextOrder(s, config);
@@ -494,6 +506,7 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
   CoordinatorAction plan = CAct(CK::kPublishPlan, epoch);
   plan.plan = MakeOrderedPlan(regs, epoch, 0);
   plan.plan.restarts = restarts;
+  plan.plan.backoff_s = waited;
   step.actions.push_back(plan);
   for (int node : s.order) {
     Member& m = s.members.at(node);
@@ -596,6 +609,15 @@ void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
   }
   const bool free = s.marker && s.marker->kind == StopMarker::Kind::kNodeJoined;
   const int next = s.epoch + 1;
+  if (s.backoff_s > 0 && !s.backoff_over) {  // a crash loop: every node waits the same
+    if (s.backoff_armed) return;             // BackoffOver starts it
+    s.backoff_armed = true;
+    CoordinatorAction wait = CAct(CK::kArmBackoff, next);
+    wait.delay_s = s.backoff_s;
+    if (s.marker) wait.marker = *s.marker;
+    step.actions.push_back(std::move(wait));
+    return;
+  }
   step.actions.push_back(CAct(CK::kBeginAttempt, next));
   StartEpoch(step, config, next, free ? s.restarts : s.restarts + 1);
 }
@@ -897,7 +919,8 @@ void OnReaped(CoordinatorStep& step, const CoordinatorConfig& config, int epoch,
   if (s.phase == CPhase::kRestarting) MaybeRestart(step, config);
 }
 
-void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const StopMarker& marker) {
+void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const StopMarker& marker,
+              double ran_s) {
   CoordinatorState& s = step.state;
   if (s.phase != CPhase::kRunning || marker.epoch != s.epoch || s.marker) return;
   s.marker = marker;
@@ -922,6 +945,11 @@ void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const Stop
     }
   }
   s.phase = CPhase::kRestarting;
+  if (marker.kind != StopMarker::Kind::kNodeJoined) {  // a restart that costs one
+    const BackoffStep wait = NextBackoff(s.backoff, config.backoff, ran_s);
+    s.backoff = wait.state;
+    s.backoff_s = wait.delay_s;
+  }
   MaybeRestart(step, config);
 }
 
@@ -1012,7 +1040,7 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
       OnReaped(step, config, event.epoch, event.node);
       break;
     case CoordinatorEvent::Kind::kMarker:
-      OnMarker(step, config, event.marker);
+      OnMarker(step, config, event.marker, event.ran_s);
       break;
     case CoordinatorEvent::Kind::kBye:
       OnBye(step, config, event.node, event.seq, event.exit_code);
@@ -1022,6 +1050,13 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
       break;
     case CoordinatorEvent::Kind::kRejoinTimeout:
       OnRejoinTimeout(step, config, event.node);
+      break;
+    case CoordinatorEvent::Kind::kBackoffOver:
+      if (step.state.phase == CPhase::kRestarting && step.state.backoff_armed &&
+          !step.state.backoff_over && event.epoch == step.state.epoch + 1) {
+        step.state.backoff_over = true;
+        MaybeRestart(step, config);
+      }
       break;
     case CoordinatorEvent::Kind::kLastCall:
       if (step.state.phase == CPhase::kGathering && config.elastic()) {
@@ -1053,6 +1088,11 @@ std::string ActionName(const CoordinatorAction& a) {
       return "Log[" + a.text + "]";
     case CK::kArmLastCall:
       return "ArmLastCall";
+    case CK::kArmBackoff: {
+      char text[48];
+      std::snprintf(text, sizeof text, "ArmBackoff(%d, %g s)", a.epoch, a.delay_s);
+      return text;
+    }
     case CK::kFinish:
       return "Finish";
   }

@@ -30,7 +30,10 @@
 //   kRunning(e): every node done -> PublishMarker(e, success); a node silent, gone or left ->
 //               it is away, PublishMarker(e, lost/left); the marker decides:
 //   kRestarting(e): every node back and reaped -> BeginAttempt(e+1), PublishPlan(e+1), Admit
-//               the returned nodes; a node away longer than the deadline -> abort everywhere
+//               the returned nodes; a node away longer than the deadline -> abort everywhere.
+//               A crash loop backs off first (--restart-backoff, restart_backoff.h, from how
+//               long epoch e ran, told with its Marker): ArmBackoff(e+1, delay), and the
+//               epoch starts at BackoffOver(e+1), so every node waits the same
 //   kFinishing: every node said bye or is away -> Finish (the store may stop)
 //
 // Thread safety: pure functions over values.
@@ -43,6 +46,7 @@
 #include <vector>
 
 #include "launcher/cluster/job_protocol.h"
+#include "launcher/run/restart_backoff.h"
 #include "launcher/run/restart_policy.h"
 
 namespace gculaunch::job {
@@ -152,6 +156,7 @@ struct CoordinatorConfig {
   /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host; the
   /// messages of a takeover say so.
   bool elected_leader = false;
+  BackoffConfig backoff;  ///< --restart-backoff (default off here; 1:60 from the launch spec)
   bool elastic() const { return min_nodes > 0 && min_nodes <= nnodes; }
 };
 
@@ -189,6 +194,10 @@ struct CoordinatorState {
   std::set<int> bye;                 ///< members whose current join said bye
   std::optional<StopMarker> marker;  ///< of `epoch`, once read
   bool marker_published = false;     ///< the coordinator wrote a marker of `epoch`
+  BackoffState backoff;              ///< the crash loop's streak, from epoch to epoch
+  double backoff_s = 0;              ///< kRestarting: the wait before epoch+1 (0: none)
+  bool backoff_armed = false;        ///< kRestarting: ArmBackoff was issued for epoch+1
+  bool backoff_over = false;         ///< kRestarting: BackoffOver(epoch+1) arrived
   bool operator==(const CoordinatorState&) const = default;
 };
 
@@ -205,6 +214,7 @@ struct CoordinatorEvent {
     kNodeSilent,         ///< node `node` (join `seq`) stopped heartbeating or hung up: `what`
     kRejoinTimeout,      ///< node `node` has been away for --rdzv-timeout
     kLastCall,           ///< elastic: last_call_timeout passed since MIN nodes were present
+    kBackoffOver,        ///< the back-off before `epoch` is over
   };
   Kind kind;
   int node = -1;
@@ -214,6 +224,7 @@ struct CoordinatorEvent {
   StopMarker marker;
   int exit_code = 0;
   std::string what;
+  double ran_s = 0;  ///< kMarker: how long the epoch ran (its plan to its marker)
 
   static CoordinatorEvent Join(int seq, NodeRegistration reg);
   static CoordinatorEvent BadJoin(int node, int seq, std::string what);
@@ -221,11 +232,12 @@ struct CoordinatorEvent {
   static CoordinatorEvent MissingTick() { return {Kind::kMissingTick}; }
   static CoordinatorEvent Done(int epoch, int node);
   static CoordinatorEvent Reaped(int epoch, int node);
-  static CoordinatorEvent Marker(StopMarker marker);
+  static CoordinatorEvent Marker(StopMarker marker, double ran_s = 0);
   static CoordinatorEvent Bye(int node, int seq, int exit_code);
   static CoordinatorEvent NodeSilent(int node, int seq, std::string what);
   static CoordinatorEvent RejoinTimeout(int node);
   static CoordinatorEvent LastCall() { return {Kind::kLastCall}; }
+  static CoordinatorEvent BackoffOver(int epoch);
 };
 
 struct CoordinatorAction {
@@ -238,6 +250,7 @@ struct CoordinatorAction {
     kLogMissing,     ///< log `text` (and publish it as job/missing)
     kLog,            ///< log `text` as a warning
     kArmLastCall,    ///< elastic: deliver LastCall after last_call_timeout (armed once)
+    kArmBackoff,     ///< wait `delay_s`, then deliver BackoffOver(epoch); `marker`: why
     kFinish,         ///< every node is gone: the store may stop
   };
   Kind kind;
@@ -247,6 +260,7 @@ struct CoordinatorAction {
   JobPlan plan;
   StopMarker marker;
   std::string text;
+  double delay_s = 0;  ///< kArmBackoff
   bool operator==(const CoordinatorAction&) const = default;
 };
 

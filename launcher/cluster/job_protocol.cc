@@ -194,11 +194,9 @@ std::string Encode(const JobPlan& plan) {
                      {"host", n.host},
                      {"addr", n.addr}});
   }
-  json doc = {{"epoch", plan.epoch},
-              {"restarts", plan.restarts},
-              {"world_size", plan.world_size},
-              {"ranks_port", plan.ranks_port},
-              {"nodes", std::move(nodes)}};
+  json doc = {{"epoch", plan.epoch},           {"restarts", plan.restarts},
+              {"world_size", plan.world_size}, {"ranks_port", plan.ranks_port},
+              {"backoff_s", plan.backoff_s},   {"nodes", std::move(nodes)}};
   doc["abort"] = plan.abort ? MarkerJson(*plan.abort) : json(nullptr);
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -270,6 +268,12 @@ Result<JobPlan> DecodePlan(std::string_view text) {
   plan.restarts = *restarts;
   plan.world_size = *world;
   plan.ranks_port = *port;
+  if (auto backoff = doc->find("backoff_s"); backoff != doc->end() && !backoff->is_null()) {
+    if (!backoff->is_number() || backoff->get<double>() < 0) {
+      return FieldError(what, "backoff_s", "expected a number >= 0");
+    }
+    plan.backoff_s = backoff->get<double>();
+  }
   auto abort = doc->find("abort");
   if (abort != doc->end() && !abort->is_null()) {
     if (!abort->is_object()) return FieldError(what, "abort", "expected an object or null");

@@ -138,6 +138,8 @@ struct JobPlan {
   int ranks_port = 0;
   std::vector<PlanNode> nodes;  ///< in node-rank order
   std::optional<StopMarker> abort;
+  /// The back-off the job waited before this epoch (--restart-backoff); 0: none.
+  double backoff_s = 0;
   bool operator==(const JobPlan&) const = default;
 };
 

@@ -1,6 +1,7 @@
 #include "launcher/cluster/node_agent.h"
 
 #include "base/exit_codes.h"
+#include "base/text.h"
 #include "launcher/cluster/net_address.h"
 
 namespace gculaunch {
@@ -347,14 +348,21 @@ void NodeAgent::StartRanks(const AgentAction& action) {
               plan.epoch, settings_.config.max_restarts, ranks, plan.epoch);
   } else {
     using Ms = std::chrono::duration<double, std::milli>;
+    const std::string backoff =
+        plan.backoff_s > 0
+            ? ", of which " + Seconds(std::chrono::duration<double>(plan.backoff_s), -1) +
+                  " back-off (--restart-backoff)"
+            : "";
     log_.warn(
         "restart {} of {}: starting {} again (TORCHELASTIC_RESTART_COUNT={}, {:.0f} ms "
-        "after the stop)",
+        "after the stop{})",
         plan.epoch, settings_.config.max_restarts, ranks, plan.epoch,
-        Ms(Clock::now() - stop_seen_).count());
-    settings_.events->On(JobEvent::Restart(plan.epoch, settings_.config.max_restarts,
-                                           outcome_ ? job::Describe(*outcome_) : "",
-                                           Ms(Clock::now() - stop_seen_).count() / 1000));
+        Ms(Clock::now() - stop_seen_).count(), backoff);
+    JobEvent restart = JobEvent::Restart(plan.epoch, settings_.config.max_restarts,
+                                         outcome_ ? job::Describe(*outcome_) : "",
+                                         Ms(Clock::now() - stop_seen_).count() / 1000);
+    restart.backoff_s = plan.backoff_s;
+    settings_.events->On(restart);
   }
   settings_.events->On(JobEvent::Rendezvous(
       plan.epoch, static_cast<int>(plan.nodes.size()), plan.world_size,

@@ -76,6 +76,13 @@ void AddFields(nlohmann::json& j, const JobEvent& e) {
       j["reason"] = e.reason;
       j["since_stop_s"] =
           e.duration_s < 0 ? nlohmann::json() : nlohmann::json(Millis(e.duration_s));
+      j["backoff_s"] = Millis(e.backoff_s);
+      break;
+    case K::kBackoff:
+      j["epoch"] = e.restarts;
+      j["restarts_used"] = e.restarts;
+      j["backoff_s"] = Millis(e.backoff_s);
+      j["reason"] = e.reason;
       break;
     case K::kNodeJoin:
       j["node"] = e.node;
@@ -161,6 +168,16 @@ JobEvent JobEvent::Restart(int restarts, int max_restarts, std::string reason,
   return e;
 }
 
+JobEvent JobEvent::Backoff(int restarts, double backoff_s, std::string reason) {
+  JobEvent e;
+  e.kind = Kind::kBackoff;
+  e.epoch = restarts;
+  e.restarts = restarts;
+  e.backoff_s = backoff_s;
+  e.reason = std::move(reason);
+  return e;
+}
+
 JobEvent JobEvent::NodeJoin(int node, std::string host, std::string addr) {
   JobEvent e;
   e.kind = Kind::kNodeJoin;
@@ -227,6 +244,8 @@ const char* EventName(JobEvent::Kind kind) {
       return "rank_exit";
     case K::kRestart:
       return "restart";
+    case K::kBackoff:
+      return "restart_backoff";
     case K::kNodeJoin:
       return "node_join";
     case K::kNodeLoss:

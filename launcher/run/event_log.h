@@ -36,7 +36,10 @@ struct JobEvent {
     kRendezvous,  ///< the membership of `epoch` is settled (nodes, world size), `duration_s`
     kRankStart,   ///< rank `rank` (local `local_rank`) of `epoch` runs as `pid`
     kRankExit,    ///< that rank was reaped: `exit` (code or signal)
-    kRestart,     ///< attempt `epoch` begins after a failure: `reason`, `restarts`
+    kRestart,     ///< attempt `epoch` begins after a failure: `reason`, `restarts`, the
+                  ///< back-off it waited `backoff_s`
+    kBackoff,     ///< a crash loop backs off: attempt `epoch` starts in `backoff_s`
+                  ///< (--restart-backoff), after `reason`
     kNodeJoin,    ///< node 0: node `node` joined (`host`, `addr`)
     kNodeLoss,    ///< node 0: node `node` is lost: `reason`
     kNodeReturn,  ///< node 0: node `node` is back (`addr`)
@@ -58,6 +61,7 @@ struct JobEvent {
   int nodes = 0;           ///< kRendezvous
   int world_size = 0;      ///< kRendezvous
   double duration_s = -1;  ///< kRendezvous: how long it took; kRestart: from the stop; <0: n/a
+  double backoff_s = 0;    ///< kRestart: the back-off waited before it; kBackoff: the wait
   std::string reason;
   std::string host;
   std::string addr;
@@ -72,6 +76,7 @@ struct JobEvent {
   static JobEvent RankStart(int epoch, int rank, int local_rank, pid_t pid);
   static JobEvent RankExit(int epoch, int rank, int local_rank, pid_t pid, WorkerExit exit);
   static JobEvent Restart(int restarts, int max_restarts, std::string reason, double since_stop_s);
+  static JobEvent Backoff(int restarts, double backoff_s, std::string reason);
   static JobEvent NodeJoin(int node, std::string host, std::string addr);
   static JobEvent NodeLoss(int node, std::string reason);
   static JobEvent NodeReturn(int node, std::string addr);

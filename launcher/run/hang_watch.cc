@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "base/duration.h"
 #include "launcher/run/hang_check.h"
 #include "launcher/run/stack_report.h"
 
@@ -36,8 +37,8 @@ HangWatch::HangWatch(boost::asio::io_context& io, Supervisor& supervisor, StackD
       log_(log),
       config_(std::move(config)),
       // A tenth of the timeout, between 20 and 250 ms: detection within ~10 % of it.
-      tick_(std::clamp(std::chrono::milliseconds(static_cast<long long>(config_.timeout_s * 100)),
-                       std::chrono::milliseconds(20), std::chrono::milliseconds(250))),
+      tick_(std::clamp(SecondsToMillis(config_.timeout_s / 10), std::chrono::milliseconds(20),
+                       std::chrono::milliseconds(250))),
       timer_(io) {}
 
 void HangWatch::Start() { Arm(); }

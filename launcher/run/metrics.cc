@@ -89,6 +89,9 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
   w.One("gculaunch_restarts_total", "counter", "Restarts of the job's ranks used so far.",
         j.restarts);
   w.One("gculaunch_max_restarts", "gauge", "The restart budget (--max-restarts).", j.max_restarts);
+  w.One("gculaunch_restart_backoff_seconds", "gauge",
+        "The back-off under way before the next restart (--restart-backoff); 0 when none.",
+        j.restart_backoff_s);
   w.One("gculaunch_epoch", "gauge",
         "The current epoch (TORCHELASTIC_RESTART_COUNT of the running ranks); -1 before the "
         "first.",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 
 #include "base/exit_codes.h"
 
@@ -68,8 +69,9 @@ void Escalate(PolicyStep& step) {
   step.actions.push_back(PolicyAction::StartKillTimer());
 }
 
-// The attempt is fully reaped: restart or exit (job mode: ask the job).
-void Drained(PolicyStep& step, const PolicyConfig& config) {
+// The attempt, which ran `ran_s`, is fully reaped: restart (at once or after a back-off) or
+// exit (job mode: ask the job).
+void Drained(PolicyStep& step, const PolicyConfig& config, double ran_s) {
   PolicyState& s = step.state;
   if (config.job) {
     if (s.cause == StopCause::kSignal) {  // a signalled node leaves the job
@@ -84,9 +86,17 @@ void Drained(PolicyStep& step, const PolicyConfig& config) {
   const bool restartable =
       s.cause == StopCause::kRankFailed || (s.cause == StopCause::kHang && s.hang_restart);
   if (restartable && s.restart_count < config.max_restarts) {
+    const BackoffStep wait = NextBackoff(s.backoff, config.backoff, ran_s);
     PolicyState next;
     next.restart_count = s.restart_count + 1;
+    next.backoff = wait.state;
+    next.backoff_s = wait.delay_s;
     s = next;
+    if (wait.delay_s > 0) {
+      s.phase = Phase::kBackingOff;
+      step.actions.push_back(PolicyAction::StartBackoff(s.restart_count, wait.delay_s));
+      return;
+    }
     step.actions.push_back(PolicyAction::StartAttempt(s.restart_count));
     return;
   }
@@ -129,6 +139,7 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
       break;
 
     case Kind::kSignal:
+      if (s.phase == Phase::kBackingOff && event.signal_class == SignalClass::kForward) break;
       if (event.signal_class == SignalClass::kForward) {
         step.actions.push_back(PolicyAction::SignalGroups(event.signal));
         break;
@@ -139,7 +150,8 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
         BeginStop(step, config, StopCause::kSignal, event.signal);
         break;
       }
-      if (s.phase == Phase::kWaitingForJob) {  // no ranks: leave at once
+      if (s.phase == Phase::kWaitingForJob || s.phase == Phase::kBackingOff) {
+        // No ranks: leave at once (a back-off is not waited out).
         s.cause = StopCause::kSignal;
         s.stop_signal = event.signal;
         s.phase = Phase::kFinished;
@@ -172,7 +184,15 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
       break;
 
     case Kind::kAttemptDrained:
-      if (s.phase == Phase::kStopping || s.phase == Phase::kKilling) Drained(step, config);
+      if (s.phase == Phase::kStopping || s.phase == Phase::kKilling) {
+        Drained(step, config, event.ran_s);
+      }
+      break;
+
+    case Kind::kBackoffExpired:
+      if (s.phase != Phase::kBackingOff) break;
+      s.phase = Phase::kRunning;
+      step.actions.push_back(PolicyAction::StartAttempt(s.restart_count));
       break;
 
     case Kind::kJobStart:
@@ -213,6 +233,8 @@ std::string PhaseName(Phase phase) {
       return "finished";
     case Phase::kWaitingForJob:
       return "waiting for the job";
+    case Phase::kBackingOff:
+      return "backing off";
   }
   return "?";
 }
@@ -238,6 +260,11 @@ std::string ActionName(const PolicyAction& action) {
       return "NotifyStop";
     case A::kNotifyDrained:
       return "NotifyDrained";
+    case A::kStartBackoff: {
+      char delay[32];
+      std::snprintf(delay, sizeof delay, "%g", action.delay_s);
+      return "StartBackoff(" + std::to_string(action.restart_count) + ", " + delay + " s)";
+    }
   }
   return "?";
 }

@@ -15,8 +15,12 @@
 //              went to every group; the grace timer runs
 //   kKilling   SIGKILL went to every group; the kill-wait timer runs
 //   kFinished  Exit was issued; nothing happens any more
+//   kBackingOff  the attempt failed quickly again: the next one starts when
+//              the back-off timer fires (restart_backoff.h); no rank runs
 // An attempt ends with kAttemptDrained (every rank reaped, every group
-// empty): then either the next attempt starts or gculaunch exits.
+// empty, and how long it ran): then the next attempt starts, at once or
+// after a back-off (StartBackoffTimer, then kBackoffExpired), or gculaunch
+// exits.  A teardown signal during the back-off exits at once (128+S).
 //
 // Job mode (PolicyConfig::job, a multi-node job): the node does not decide
 // restarts alone.  The state starts in kWaitingForJob (InitialState) and the
@@ -37,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/run/restart_backoff.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
@@ -71,10 +76,13 @@ struct PolicyConfig {
   int nranks = 1;        ///< ranks per attempt on this node
   int max_restarts = 0;  ///< --max-restarts (job mode: enforced job-wide, not here)
   bool job = false;      ///< job mode (see the file comment)
+  /// --restart-backoff (job mode: the coordinator's, not this); default off here, 1:60 from
+  /// the launch spec.
+  BackoffConfig backoff;
 };
 
 struct PolicyState {
-  enum class Phase { kRunning, kStopping, kKilling, kFinished, kWaitingForJob };
+  enum class Phase { kRunning, kStopping, kKilling, kFinished, kWaitingForJob, kBackingOff };
   Phase phase = Phase::kRunning;
   int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT of the current attempt
   int exited = 0;         ///< ranks of the current attempt that exited
@@ -84,21 +92,24 @@ struct PolicyState {
   /// The first rank of the current attempt that failed while it ran.
   std::optional<int> failed_local_rank;
   std::optional<WorkerExit> failed_exit;
+  BackoffState backoff;  ///< the crash loop's streak, carried from attempt to attempt
+  double backoff_s = 0;  ///< the wait before this attempt (kBackingOff: the wait under way)
   bool operator==(const PolicyState&) const = default;
 };
 
 struct PolicyEvent {
   enum class Kind {
     kRankExited,      ///< local_rank, exit
-    kAttemptDrained,  ///< every rank reaped and every group empty
+    kAttemptDrained,  ///< every rank reaped and every group empty; the attempt ran `ran_s`
     kSignal,          ///< signal, already classified as teardown or forward
     kGraceExpired,
     kKillWaitExpired,
-    kSpawnFailed,  ///< local_rank could not be started
-    kJobStart,     ///< job mode: start attempt `restart_count`
-    kJobStop,      ///< job mode: stop the ranks
-    kJobExit,      ///< job mode: exit with `exit_code`
-    kHang,         ///< --hang-timeout fired; `restart`: --on-hang restart
+    kSpawnFailed,     ///< local_rank could not be started
+    kJobStart,        ///< job mode: start attempt `restart_count`
+    kJobStop,         ///< job mode: stop the ranks
+    kJobExit,         ///< job mode: exit with `exit_code`
+    kHang,            ///< --hang-timeout fired; `restart`: --on-hang restart
+    kBackoffExpired,  ///< the back-off before the next attempt is over
   };
   Kind kind;
   int local_rank = -1;
@@ -108,11 +119,17 @@ struct PolicyEvent {
   int restart_count = 0;  ///< kJobStart
   int exit_code = 0;      ///< kJobExit
   bool restart = false;   ///< kHang
+  double ran_s = 0;       ///< kAttemptDrained: from the attempt's start to its stop
 
   static PolicyEvent RankExited(int local_rank, WorkerExit exit) {
     return {Kind::kRankExited, local_rank, exit};
   }
-  static PolicyEvent AttemptDrained() { return {Kind::kAttemptDrained}; }
+  static PolicyEvent AttemptDrained(double ran_s = 0) {
+    PolicyEvent e{Kind::kAttemptDrained};
+    e.ran_s = ran_s;
+    return e;
+  }
+  static PolicyEvent BackoffExpired() { return {Kind::kBackoffExpired}; }
   static PolicyEvent Signal(int sig, SignalClass cls) { return {Kind::kSignal, -1, {}, sig, cls}; }
   static PolicyEvent GraceExpired() { return {Kind::kGraceExpired}; }
   static PolicyEvent KillWaitExpired() { return {Kind::kKillWaitExpired}; }
@@ -140,11 +157,13 @@ struct PolicyAction {
     kExit,             ///< gculaunch exits with `exit_code`
     kNotifyStop,       ///< job mode: tell the job a local teardown began (state says why)
     kNotifyDrained,    ///< job mode: tell the job the attempt drained; wait for it
+    kStartBackoff,     ///< wait `delay_s`, then deliver kBackoffExpired (attempt `restart_count`)
   };
   Kind kind;
   int signal = 0;
   int restart_count = 0;
   int exit_code = 0;
+  double delay_s = 0;  ///< kStartBackoff
 
   static PolicyAction SignalGroups(int sig) { return {Kind::kSignalGroups, sig}; }
   static PolicyAction StartGraceTimer() { return {Kind::kStartGraceTimer}; }
@@ -157,6 +176,9 @@ struct PolicyAction {
   static PolicyAction Exit(int code) { return {Kind::kExit, 0, 0, code}; }
   static PolicyAction NotifyStop() { return {Kind::kNotifyStop}; }
   static PolicyAction NotifyDrained() { return {Kind::kNotifyDrained}; }
+  static PolicyAction StartBackoff(int restart_count, double delay_s) {
+    return {Kind::kStartBackoff, 0, restart_count, 0, delay_s};
+  }
   bool operator==(const PolicyAction&) const = default;
 };
 

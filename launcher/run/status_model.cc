@@ -73,6 +73,12 @@ void JobStatus::On(const JobEvent& e) {
     case K::kRestart:
       s_.restarts = e.restarts;
       s_.restart_durations.Add(e.duration_s);
+      s_.restart_backoff_s = 0;  // the wait (if any) is over
+      s_.next_restart_time = 0;
+      break;
+    case K::kBackoff:
+      s_.restart_backoff_s = e.backoff_s;
+      s_.next_restart_time = now_() + e.backoff_s;
       break;
     case K::kNodeJoin:
     case K::kNodeLoss:

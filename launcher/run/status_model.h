@@ -74,6 +74,10 @@ struct JobSnapshot {
   std::map<int, int> exits_by_code;
   DurationStats rendezvous;
   DurationStats restart_durations;  ///< from the stop to the restart
+  /// --restart-backoff: the wait before the next restart while one is under way (0: none),
+  /// and when it ends (unix seconds).
+  double restart_backoff_s = 0;
+  double next_restart_time = 0;
   std::map<int, NodeStatus> nodes;  ///< node 0 of a multi-node job: every node seen
   int node_losses = 0;
   std::optional<int> exit_code;  ///< once the job stopped

@@ -110,6 +110,13 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
   j["epoch"] = s.epoch;
   j["restarts_used"] = s.restarts;
   j["max_restarts"] = s.max_restarts;
+  // --restart-backoff: the wait under way before the next restart; null when none.
+  const bool waiting = s.restart_backoff_s > 0;
+  j["restart_backoff_s"] =
+      waiting ? nlohmann::ordered_json(Round3(s.restart_backoff_s)) : nlohmann::ordered_json();
+  j["next_restart_in_s"] =
+      waiting ? nlohmann::ordered_json(Round3(std::max(0.0, s.next_restart_time - in.now)))
+              : nlohmann::ordered_json();
   j["ranks"] = nlohmann::ordered_json::array();
   for (const RankStatus& r : s.ranks) j["ranks"].push_back(nlohmann::ordered_json(RankJson(in, r)));
   j["nodes"] = nlohmann::ordered_json::array();
@@ -127,7 +134,12 @@ std::string StatusText(const nlohmann::json& st) {
                     Cell(st.value("uptime_s", nlohmann::json())) + " s\n";
   out += "epoch " + Cell(st.value("epoch", nlohmann::json())) + ", restarts used " +
          Cell(st.value("restarts_used", nlohmann::json())) + " of " +
-         Cell(st.value("max_restarts", nlohmann::json())) + "\n";
+         Cell(st.value("max_restarts", nlohmann::json()));
+  if (const auto next = st.value("next_restart_in_s", nlohmann::json()); next.is_number()) {
+    out += "; next restart in " + Cell(next) + " s (backing off " +
+           Cell(st.value("restart_backoff_s", nlohmann::json())) + " s: --restart-backoff)";
+  }
+  out += "\n";
   if (auto layout = st.value("layout", std::string()); !layout.empty()) out += layout + "\n";
   std::vector<std::vector<std::string>> ranks = {
       {"RANK", "LOCAL", "PID", "STATE", "CPU%", "CPU_S", "RSS_MB", "UPTIME_S", "LAST_OUTPUT_S"}};

@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "base/duration.h"
 #include "base/exit_codes.h"
 #include "base/text.h"
 
@@ -27,7 +28,8 @@ Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const Supervis
       grace_timer_(deps_.io),
       kill_timer_(deps_.io),
       drain_timer_(deps_.io),
-      output_timer_(deps_.io) {}
+      output_timer_(deps_.io),
+      backoff_timer_(deps_.io) {}
 
 Supervisor::~Supervisor() = default;
 
@@ -59,6 +61,7 @@ void Supervisor::StartAttempt(int restart_count) {
     group_.reset();
   }
   outcome_.restarts = restart_count;
+  attempt_began_ = std::chrono::steady_clock::now();
   if (observer_ != nullptr) observer_->BeginAttempt(restart_count);
 
   group_ = std::make_unique<WorkerGroup>(
@@ -185,29 +188,14 @@ void Supervisor::Execute(const PolicyAction& action) {
     case A::kStartKillTimer:
       ArmTimer(kill_timer_, config_.kill_wait, PolicyEvent::KillWaitExpired());
       break;
-    case A::kStartAttempt: {
-      if (config_.policy.job) {  // the job logs its restarts
-        StartAttempt(action.restart_count);
-        break;
-      }
-      const auto records = group_->Records();
-      std::string why;
-      for (const RankRecord& r : records) {
-        if (r.exited_while_running && r.exit && !r.exit->success()) {
-          why = "rank " + std::to_string(r.rank) + " failed with " + r.exit->Describe();
-          break;
-        }
-      }
-      if (why.empty() && hang_stop_) why = "a hang (--hang-timeout)";
-      hang_stop_ = false;
-      log_.warn("restarting all ranks (restart {} of {}){}", action.restart_count,
-                config_.policy.max_restarts, why.empty() ? "" : " after " + why);
-      config_.events->On(JobEvent::Restart(
-          action.restart_count, config_.policy.max_restarts, why,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_began_).count()));
+    case A::kStartAttempt:
+      if (!config_.policy.job) AnnounceRestart(action);  // the job logs its restarts
       StartAttempt(action.restart_count);
       break;
-    }
+    case A::kStartBackoff:
+      AnnounceRestart(action);
+      ArmTimer(backoff_timer_, SecondsToMillis(action.delay_s), PolicyEvent::BackoffExpired());
+      break;
     case A::kReportStuck: {
       if (group_) outcome_.stuck = group_->Survivors();
       if (outcome_.stuck.empty() && group_ && !group_->scan_error().empty()) {
@@ -234,6 +222,53 @@ void Supervisor::Execute(const PolicyAction& action) {
       }
       break;
   }
+}
+
+// "rank 1 failed with exit code 3" (the attempt's first failure), "a hang (--hang-timeout)",
+// or empty.  `ran`: " in 0.2 s" for a rank's failure (the log line's, not the event's).
+std::string Supervisor::RestartReason(std::string* ran) {
+  std::string why;
+  for (const RankRecord& r : group_->Records()) {
+    if (r.exited_while_running && r.exit && !r.exit->success()) {
+      why = "rank " + std::to_string(r.rank) + " failed with " + r.exit->Describe();
+      *ran = " in " + Seconds(stop_began_ - attempt_began_);
+      break;
+    }
+  }
+  if (why.empty() && hang_stop_) why = "a hang (--hang-timeout)";
+  hang_stop_ = false;
+  return why;
+}
+
+// One node: the restart's log line and events.  A back-off (kStartBackoff) logs and tells
+// its wait when it begins; the restart event follows when the attempt starts (kStartAttempt
+// after kBackoffExpired), with the wait it took.
+void Supervisor::AnnounceRestart(const PolicyAction& action) {
+  using A = PolicyAction::Kind;
+  const int max = config_.policy.max_restarts;
+  const double waited = state_.backoff_s;
+  std::string why = restart_why_;
+  if (action.kind == A::kStartBackoff || waited <= 0) {
+    std::string ran;
+    why = RestartReason(&ran);
+    const std::string after = why.empty() ? "" : " after " + why + ran;
+    if (action.kind == A::kStartBackoff) {
+      restart_why_ = why;
+      log_.warn(
+          "restarting all ranks (restart {} of {}){}; waiting {} first (quick failures back "
+          "off; --restart-backoff)",
+          action.restart_count, max, after,
+          Seconds(std::chrono::duration<double>(action.delay_s), -1));
+      config_.events->On(JobEvent::Backoff(action.restart_count, action.delay_s, why));
+      return;
+    }
+    log_.warn("restarting all ranks (restart {} of {}){}", action.restart_count, max, after);
+  }
+  JobEvent restart = JobEvent::Restart(
+      action.restart_count, max, std::move(why),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_began_).count());
+  restart.backoff_s = waited;
+  config_.events->On(restart);
 }
 
 void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
@@ -276,7 +311,11 @@ void Supervisor::OnSignal(int sig) {
   const SignalClass cls = ClassifySignal(sig, config_.hup, config_.extra_stop_signals);
   switch (cls) {
     case SignalClass::kTeardown:
-      if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {
+      if (state_.phase == Phase::kBackingOff) {
+        ++teardown_signals_;
+        log_.warn("received {} while waiting to restart the ranks: no restart, exiting",
+                  SignalName(sig));
+      } else if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {
         log_.warn("received {}: forwarding it to every rank, SIGKILL after {}", SignalName(sig),
                   Seconds(config_.grace, -1));
       } else {
@@ -337,7 +376,8 @@ void Supervisor::DrainCheck() {
     return;
   }
   output_timer_.cancel();
-  Dispatch(PolicyEvent::AttemptDrained());
+  Dispatch(PolicyEvent::AttemptDrained(
+      std::chrono::duration<double>(stop_began_ - attempt_began_).count()));
 }
 
 void Supervisor::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds after,
@@ -354,6 +394,7 @@ void Supervisor::CancelTimers() {
   kill_timer_.cancel();
   drain_timer_.cancel();
   output_timer_.cancel();
+  backoff_timer_.cancel();
 }
 
 void Supervisor::Finish(int exit_code) {

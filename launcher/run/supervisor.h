@@ -5,7 +5,8 @@
 //               arrived (asio::signal_set: the handler only records and
 //               dispatches on the loop), a timer fired, the attempt drained
 //   actions out: signal the groups, arm the grace / kill-wait timers,
-//               start the next attempt, report stuck processes, exit
+//               start the next attempt (after the back-off timer, when a crash
+//               loop backs off: restart_backoff.h), report stuck processes, exit
 //
 // An attempt has drained when every rank exited, every rank's process
 // group is empty (checked every `drain_poll` while grandchildren linger) and
@@ -149,6 +150,8 @@ class Supervisor : public JobControl {
                 PolicyEvent event);
   void CancelTimers();
   void Finish(int exit_code);
+  std::string RestartReason(std::string* ran);
+  void AnnounceRestart(const PolicyAction& action);
   LocalStopReport MakeStopReport() const;
 
   WorkerGroupDeps deps_;
@@ -166,6 +169,7 @@ class Supervisor : public JobControl {
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer drain_timer_;
   boost::asio::steady_timer output_timer_;
+  boost::asio::steady_timer backoff_timer_;
   bool output_timer_armed_ = false;
   bool drain_check_posted_ = false;
   bool scan_error_logged_ = false;  ///< the drain check's /proc failure, once per attempt
@@ -173,9 +177,11 @@ class Supervisor : public JobControl {
   /// Bumped per attempt: a timer or posted check of an older attempt is ignored.
   uint64_t generation_ = 0;
   int teardown_signals_ = 0;
-  std::chrono::steady_clock::time_point stop_began_{};  ///< the running attempt began to stop
-  bool hang_stop_ = false;  ///< the current teardown came from Hang() (for the restart log)
-  LifetimeGuard lifetime_;  ///< last member: expires first
+  std::chrono::steady_clock::time_point stop_began_{};     ///< the running attempt began to stop
+  std::chrono::steady_clock::time_point attempt_began_{};  ///< the current attempt was spawned
+  std::string restart_why_;  ///< the back-off's reason, for the restart event that follows it
+  bool hang_stop_ = false;   ///< the current teardown came from Hang() (for the restart log)
+  LifetimeGuard lifetime_;   ///< last member: expires first
 };
 
 }  // namespace gculaunch

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/duration.h"
 #include "base/one_line.h"
 #include "base/text.h"
 #include "launcher/spec/device_profile.h"
@@ -69,6 +70,26 @@ std::optional<int> ParseIntIn(const std::string& text, long long min, long long 
   return static_cast<int>(*value);
 }
 
+// Whether `text` is a whole number above `max`, even one too long for a long long: the
+// message then names the limit instead of calling it "not a number".
+bool IntegerAbove(const std::string& text, long long max) {
+  if (auto value = ParseInteger(text)) return *value > max;
+  return !text.empty() && std::all_of(text.begin(), text.end(),
+                                      [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// A whole number min..max for `source`; `problem` says what is expected otherwise, and a
+// number above max gets "at most MAX" (the limits are in docs/command-line.md).
+Result<int> ParseCount(const std::string& source, const std::string& value, long long min,
+                       long long max, const std::string& problem, const std::string& example) {
+  if (auto n = ParseIntIn(value, min, max)) return *n;
+  if (IntegerAbove(value, max)) {
+    return BadValue(source, value, "at most " + std::to_string(max), example);
+  }
+  return BadValue(source, value, problem, example);
+}
+
+// Seconds >= 0 (finite).  The callers hold the value to kMaxSeconds (CheckSeconds).
 std::optional<double> ParseSeconds(const std::string& text) {
   double value = 0;
   const char* end = text.data() + text.size();
@@ -94,6 +115,19 @@ std::optional<double> ParseDuration(const std::string& text) {
     }
   }
   return ParseSeconds(text);
+}
+
+// The one message for a duration above kMaxSeconds (base/duration.h).
+constexpr const char* kTooLong = "at most 1000000000 seconds (about 31 years)";
+
+// A parsed duration `seconds` (nullopt: not a duration) for `source`: nullopt when it is one
+// and within kMaxSeconds, else the error (`problem` for a malformed one).
+std::optional<Error> CheckSeconds(const std::string& source, const std::string& value,
+                                  std::optional<double> seconds, bool positive,
+                                  const std::string& problem, const std::string& example) {
+  if (!seconds || (positive && *seconds <= 0)) return BadValue(source, value, problem, example);
+  if (*seconds > kMaxSeconds) return BadValue(source, value, kTooLong, example);
+  return std::nullopt;
 }
 
 bool HasSpace(const std::string& text) {
@@ -133,8 +167,12 @@ Result<StdStreams> ParseStdStreams(const std::string& source, const std::string&
   for (const std::string& item : Split(value, ',')) {
     const size_t colon = item.find(':');
     if (colon == std::string::npos) return BadValue(source, value, problem, "3");
-    auto rank = ParseIntIn(item.substr(0, colon), 0, 1 << 20);
+    auto rank = ParseIntIn(item.substr(0, colon), 0, kMaxLocalRank);
     auto bits = ParseIntIn(item.substr(colon + 1), 0, 3);
+    if (IntegerAbove(item.substr(0, colon), kMaxLocalRank)) {
+      return BadValue(source, value, "a local rank is at most " + std::to_string(kMaxLocalRank),
+                      "0:3,1:2");
+    }
     if (!rank || !bits) return BadValue(source, value, problem, "0:3,1:2");
     if (!streams.per_rank.emplace(*rank, *bits).second) {
       return BadValue(source, value, "local rank " + std::to_string(*rank) + " is listed twice",
@@ -196,10 +234,11 @@ Status ApplyNprocPerNode(const ApplyContext& c, CliOptions& o) {
     n.kind = NprocPerNode::Kind::kGpu;
   } else if (c.value == "cpu") {
     n.kind = NprocPerNode::Kind::kCpu;
-  } else if (auto count = ParseIntIn(c.value, 1, 1 << 16)) {
-    n.count = *count;
   } else {
-    return BadValue(c.source, c.value, "expected a positive number, auto, gpu or cpu", "8");
+    auto count = ParseCount(c.source, c.value, 1, kMaxNprocPerNode,
+                            "expected a positive number, auto, gpu or cpu", "8");
+    if (!count.ok()) return count.error();
+    n.count = *count;
   }
   o.nproc_per_node = n;
   return OkStatus();
@@ -210,13 +249,17 @@ Status ApplyNnodes(const ApplyContext& c, CliOptions& o) {
   const size_t colon = value.find(':');
   const std::string problem = "expected N or MIN:MAX, positive numbers";
   if (colon == std::string::npos) {
-    auto n = ParseIntIn(value, 1, 1 << 20);
-    if (!n) return BadValue(c.source, value, problem, "2");
+    auto n = ParseCount(c.source, value, 1, kMaxNodes, problem, "2");
+    if (!n.ok()) return n.error();
     o.nnodes = *n;
     return OkStatus();
   }
-  auto min = ParseIntIn(value.substr(0, colon), 1, 1 << 20);
-  auto max = ParseIntIn(value.substr(colon + 1), 1, 1 << 20);
+  auto min = ParseIntIn(value.substr(0, colon), 1, kMaxNodes);
+  auto max = ParseIntIn(value.substr(colon + 1), 1, kMaxNodes);
+  if (IntegerAbove(value.substr(0, colon), kMaxNodes) ||
+      IntegerAbove(value.substr(colon + 1), kMaxNodes)) {
+    return BadValue(c.source, value, "at most " + std::to_string(kMaxNodes) + " nodes", "2");
+  }
   if (!min || !max) return BadValue(c.source, value, problem, "2");
   if (*min > *max) {
     return Error{c.source + " '" + value + "': MIN is above MAX",
@@ -232,20 +275,41 @@ Status ApplyNnodes(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
-// A count >= 0 into `field`; `example` is the message's example value.
-Status ApplyCount(const ApplyContext& c, const char* example, std::optional<int>& field) {
-  auto n = ParseIntIn(c.value, 0, 1 << 20);
-  if (!n) return BadValue(c.source, c.value, "expected a number >= 0", example);
+// A count 0..max into `field`; `example` is the message's example value.
+Status ApplyCount(const ApplyContext& c, long long max, const char* example,
+                  std::optional<int>& field) {
+  auto n = ParseCount(c.source, c.value, 0, max, "expected a number >= 0", example);
+  if (!n.ok()) return n.error();
   field = *n;
   return OkStatus();
 }
 
 Status ApplyNodeRank(const ApplyContext& c, CliOptions& o) {
-  return ApplyCount(c, "0", o.node_rank);
+  return ApplyCount(c, kMaxNodes - 1, "0", o.node_rank);
 }
 
 Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o) {
-  return ApplyCount(c, "3", o.max_restarts);
+  return ApplyCount(c, kMaxRestarts, "3", o.max_restarts);
+}
+
+// --restart-backoff INITIAL:MAX (seconds, 0 < INITIAL <= MAX <= kMaxSeconds), or 0 / off.
+Status ApplyRestartBackoff(const ApplyContext& c, CliOptions& o) {
+  if (c.value == "off" || c.value == "0") {
+    o.restart_backoff = RestartBackoff{0, 0};
+    return OkStatus();
+  }
+  const std::string problem = "expected INITIAL:MAX in seconds with 0 < INITIAL <= MAX, or off";
+  const size_t colon = c.value.find(':');
+  if (colon == std::string::npos) return BadValue(c.source, c.value, problem, "1:60");
+  const auto initial = ParseSeconds(c.value.substr(0, colon));
+  const auto max = ParseSeconds(c.value.substr(colon + 1));
+  if (!initial || !max || *initial <= 0 || *max < *initial) {
+    return BadValue(c.source, c.value, problem, "1:60");
+  }
+  if (*max > kMaxSeconds)
+    return BadValue(c.source, c.value, std::string("MAX is ") + kTooLong, "1:60");
+  o.restart_backoff = RestartBackoff{*initial, *max};
+  return OkStatus();
 }
 
 // A host name or IP address (an IPv6 literal may come in brackets, which are dropped) into
@@ -328,6 +392,9 @@ Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o) {
       if (!ParseSeconds(val)) {
         return BadValue(c.source, value, "'" + key + "' expects seconds", key + "=900");
       }
+      if (*ParseSeconds(val) > kMaxSeconds) {
+        return BadValue(c.source, value, "'" + key + "' is " + kTooLong, key + "=900");
+      }
     } else if (key == "is_host") {
       if (!ParseBoolText(val)) {
         return BadValue(c.source, value, "'is_host' expects true or false", "is_host=true");
@@ -346,18 +413,22 @@ Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o) {
 
 Status ApplyRdzvTimeout(const ApplyContext& c, CliOptions& o) {
   auto seconds = ParseSeconds(c.value);
-  if (!seconds || *seconds <= 0) {
-    return BadValue(c.source, c.value, "expected seconds (a number > 0)", "900");
+  if (auto bad = CheckSeconds(c.source, c.value, seconds, true, "expected seconds (a number > 0)",
+                              "900")) {
+    return *bad;
   }
   o.rdzv_timeout = *seconds;
   return OkStatus();
 }
 
-// Seconds >= 0 (--grace-period, --monitor-interval).
+// Seconds >= 0 (--grace-period, --monitor-interval, --progress-interval).
 template <std::optional<double> CliOptions::*field>
 Status ApplySeconds(const ApplyContext& c, CliOptions& o) {
   auto seconds = ParseSeconds(c.value);
-  if (!seconds) return BadValue(c.source, c.value, "expected seconds (a number >= 0)", "25");
+  if (auto bad = CheckSeconds(c.source, c.value, seconds, false, "expected seconds (a number >= 0)",
+                              "25")) {
+    return *bad;
+  }
   o.*field = *seconds;
   return OkStatus();
 }
@@ -366,9 +437,9 @@ Status ApplySeconds(const ApplyContext& c, CliOptions& o) {
 template <std::optional<double> CliOptions::*field>
 Status ApplyDuration(const ApplyContext& c, CliOptions& o) {
   auto seconds = ParseDuration(c.value);
-  if (!seconds || *seconds <= 0) {
-    return BadValue(c.source, c.value, "expected a duration > 0 (seconds, or with ms, s, m, h)",
-                    "90s");
+  if (auto bad = CheckSeconds(c.source, c.value, seconds, true,
+                              "expected a duration > 0 (seconds, or with ms, s, m, h)", "90s")) {
+    return *bad;
   }
   o.*field = *seconds;
   return OkStatus();
@@ -423,7 +494,11 @@ Status ApplyStreams(const ApplyContext& c, CliOptions& o) {
 Status ApplyLocalRanksFilter(const ApplyContext& c, CliOptions& o) {
   std::vector<int> ranks;
   for (const std::string& item : Split(c.value, ',')) {
-    auto rank = ParseIntIn(item, 0, 1 << 20);
+    auto rank = ParseIntIn(item, 0, kMaxLocalRank);
+    if (IntegerAbove(item, kMaxLocalRank)) {
+      return BadValue(c.source, c.value, "a local rank is at most " + std::to_string(kMaxLocalRank),
+                      "0");
+    }
     if (!rank) return BadValue(c.source, c.value, "expected local ranks such as 0,1,2", "0");
     ranks.push_back(*rank);
   }
@@ -647,8 +722,13 @@ constexpr FlagDef kFlags[] = {
      "Kubeflow) or procs (nodes x nproc; needs --nproc-per-node N)",
      &ApplyPlatformWorldSize, kGculaunchOnly},
     {"max-restarts", "", Kind::kValue, "N", "Topology",
-     "restart all ranks up to N times after a failure; default 0", &ApplyMaxRestarts,
-     "max-restarts"},
+     "restart all ranks up to N times after a failure (at most 1000000); default 0",
+     &ApplyMaxRestarts, "max-restarts"},
+    {"restart-backoff", "", Kind::kValue, "INITIAL:MAX|off", "Topology",
+     "a crash loop backs off: after attempts that each ran under 10 s, restarts wait INITIAL "
+     "seconds, doubling up to MAX (the first restart never waits; an attempt of 60 s resets "
+     "it); off (or 0): restart at once; default 1:60",
+     &ApplyRestartBackoff, kGculaunchOnly},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
      "accepted for torchrun compatibility and ignored: gculaunch notices exits at once",
      &ApplySeconds<&CliOptions::monitor_interval>, "monitor-interval"},

@@ -43,6 +43,14 @@
 
 namespace gculaunch {
 
+// The largest counts a flag takes (docs/command-line.md, "Limits"); a larger value is a
+// one-line error naming the limit ("--max-restarts '2147483646': at most 1000000").  Every
+// duration is at most kMaxSeconds (base/duration.h).
+inline constexpr int kMaxNprocPerNode = 1 << 16;            ///< 65536 ranks on one node
+inline constexpr int kMaxLocalRank = kMaxNprocPerNode - 1;  ///< --local-ranks-filter, -r, -t
+inline constexpr int kMaxNodes = 1 << 20;                   ///< 1048576 (--nnodes, --node-rank)
+inline constexpr int kMaxRestarts = 1000000;                ///< --max-restarts
+
 /// --nproc-per-node N|auto|gpu|cpu.
 struct NprocPerNode {
   enum class Kind { kCount, kAuto, kGpu, kCpu };
@@ -79,6 +87,7 @@ struct CliOptions {
   bool standalone = false;
   std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;
+  std::optional<RestartBackoff> restart_backoff;  ///< --restart-backoff INITIAL:MAX|off
   std::optional<double> monitor_interval;
   std::optional<std::string> role;
   bool module = false;  ///< -m: SCRIPT is a module name

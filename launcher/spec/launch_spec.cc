@@ -194,6 +194,7 @@ class SpecBuilder {
     ElasticStore(o_.node_rank.has_value() || (platform_.node_rank && !o_.standalone));
     spec_.standalone = o_.standalone;
     spec_.max_restarts = o_.max_restarts.value_or(0);
+    spec_.restart_backoff = o_.restart_backoff.value_or(RestartBackoff{});
     spec_.role = o_.role.value_or("default");
     if (o_.monitor_interval) {
       Note(o_.Source("monitor-interval") +

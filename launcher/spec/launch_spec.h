@@ -68,6 +68,8 @@ struct LaunchSpec {
   /// default, the literal "none".
   std::string run_id;
   int max_restarts = 0;
+  /// --restart-backoff: the wait before a restart after quick failures (initial_s 0: off).
+  RestartBackoff restart_backoff;
   StoreMode store_mode = StoreMode::kAgent;
   /// --worker-port as given (0: not given).  Only with kRank0, and already
   /// folded into master_port; kept so that a later multi-node rendezvous can

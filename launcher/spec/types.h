@@ -21,6 +21,14 @@ enum class PlatformWorldSize { kNodes, kProcs };   ///< --platform-world-size no
 enum class CpuAffinity { kNone, kNuma, kSpread };  ///< --cpu-affinity none|numa|spread
 enum class OnHang { kStop, kRestart, kReport };    ///< --on-hang stop|restart|report
 
+/// --restart-backoff INITIAL:MAX in seconds (launcher/run/restart_backoff.h); initial_s 0:
+/// off (restarts follow failures at once).
+struct RestartBackoff {
+  double initial_s = 1;
+  double max_s = 60;
+  bool operator==(const RestartBackoff&) const = default;
+};
+
 /// torchrun's --redirects / --tee value: which of a rank's streams go to its
 /// log files.  Bits: 1 = stdout, 2 = stderr (so 3 = both, 0 = none); either
 /// one value for every local rank ("3") or a per-local-rank map ("0:3,1:2",

@@ -605,6 +605,84 @@ TEST_CASE("job policy: the coordinator's plans and aborts carry the details", "[
         "node 2 (h2, 198.18.0.3) was lost: no heartbeat for 3.1 s");
 }
 
+TEST_CASE("job policy: node 0 backs off a crash loop for the whole job", "[job_policy]") {
+  using P = CoordinatorState::Phase;
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.max_restarts = 5;
+  config.master = Reg(0);
+  config.rdzv_timeout_s = 60;
+  config.backoff = DefaultBackoff();
+  const std::vector<std::string> kGo1 = {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"};
+  const std::vector<std::string> kGo2 = {"BeginAttempt(2)", "PublishPlan(2)", "WatchEpoch(2)"};
+  const std::vector<std::string> kGo3 = {"BeginAttempt(3)", "PublishPlan(3)", "WatchEpoch(3)"};
+  const std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> steps =
+      Concat(Gathered(),
+             {// epoch 0 fails at once: restart 1 at once
+              {CE::Marker(Marker(K::kRankFailed, 0, 1, 7), 0.2), kNothing},
+              {CE::Reaped(0, 0), kNothing},
+              {CE::Reaped(0, 1), kNothing},
+              {CE::Reaped(0, 2), kGo1},
+              // epoch 1 fails at once too: every node waits 1 s for the plan of epoch 2
+              {CE::Marker(Marker(K::kRankFailed, 1, 1, 7), 0.3), kNothing},
+              {CE::Reaped(1, 0), kNothing},
+              {CE::Reaped(1, 1), kNothing},
+              {CE::Reaped(1, 2), {"ArmBackoff(2, 1 s)"}},
+              {CE::MissingTick(), kNothing},
+              {CE::BackoffOver(1), kNothing},  // stale: not the epoch it waits for
+              {CE::BackoffOver(2), kGo2},
+              {CE::BackoffOver(2),
+               kNothing},  // once only
+                           // epoch 2 ran two minutes: the streak resets, restart 3 at once
+              {CE::Marker(Marker(K::kRankFailed, 2, 1, 7), 120), kNothing},
+              {CE::Reaped(2, 0), kNothing},
+              {CE::Reaped(2, 1), kNothing},
+              {CE::Reaped(2, 2), kGo3}});
+  CoordinatorState state;
+  int i = 0;
+  for (const auto& [event, expected] : steps) {
+    INFO("step " << i++);
+    CoordinatorStep step = Step(state, config, event);
+    CHECK(Names(step.actions) == expected);
+    for (const CoordinatorAction& a : step.actions) {
+      if (a.kind != CoordinatorAction::Kind::kPublishPlan) continue;
+      // The plan tells every node the wait it took (their logs and restart events).
+      CHECK(a.plan.backoff_s == (a.epoch == 2 ? 1.0 : 0.0));
+    }
+    state = step.state;
+  }
+  CHECK(state.phase == P::kRunning);
+  CHECK(state.epoch == 3);
+
+  // A node lost during the wait: the epoch starts once it is back, without a second wait.
+  CoordinatorState waiting;
+  for (const auto& [event, expected] : steps) {
+    waiting = Step(waiting, config, event).state;
+    if (waiting.backoff_armed) break;
+  }
+  REQUIRE(waiting.backoff_armed);
+  waiting = Step(waiting, config, CE::NodeSilent(2, 1, "no heartbeat for 3.0 s")).state;
+  CHECK(Names(Step(waiting, config, CE::BackoffOver(2)).actions).empty());
+  waiting = Step(waiting, config, CE::BackoffOver(2)).state;
+  CHECK(Names(Step(waiting, config, CE::Join(2, Reg(2, 3, 1))).actions) ==
+        std::vector<std::string>{"Log[node 2 (h2, 198.18.0.3) is back (the same gculaunch)]",
+                                 "BeginAttempt(2)", "PublishPlan(2)", "Admit(2/2)(2)",
+                                 "WatchEpoch(2)"});
+
+  // --restart-backoff off: never a wait.
+  config.backoff = MakeBackoff(0, 0);
+  CoordinatorState off;
+  for (const auto& [event, expected] : steps) {
+    if (event.kind == CoordinatorEvent::Kind::kBackoffOver) continue;
+    const CoordinatorStep step = Step(off, config, event);
+    for (const CoordinatorAction& a : step.actions) {
+      CHECK(a.kind != CoordinatorAction::Kind::kArmBackoff);
+    }
+    off = step.state;
+  }
+  CHECK(off.epoch == 3);
+}
+
 TEST_CASE("job policy: node lists for messages", "[job_policy]") {
   CHECK(JoinNodes({}).empty());
   CHECK(JoinNodes({3}) == "3");

@@ -65,6 +65,7 @@ TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_pro
   CHECK(*marker_back == marker);
 
   JobPlan plan = MakePlan({Reg(0, 1), Reg(1, 2), Reg(2, 3)}, 2, 41000);
+  plan.backoff_s = 2.5;  // the wait before this epoch (--restart-backoff)
   auto plan_back = DecodePlan(Encode(plan));
   REQUIRE(plan_back.ok());
   CHECK(*plan_back == plan);
@@ -128,6 +129,18 @@ TEST_CASE("job protocol: decoders reject what the encoders never write", "[job_p
   plan.world_size = 3;
   plan.ranks_port = 70000;
   CHECK_FALSE(DecodePlan(Encode(plan)).ok());
+  plan.ranks_port = 0;
+  plan.backoff_s = -1;
+  auto bad_backoff = DecodePlan(Encode(plan));
+  REQUIRE_FALSE(bad_backoff.ok());
+  CHECK_THAT(bad_backoff.error().what, Catch::Contains("backoff_s"));
+  // A plan from a gculaunch without back-offs (no field) waited nothing.
+  plan.backoff_s = 0;
+  std::string old = Encode(plan);
+  old.replace(old.find("\"backoff_s\":0.0,"), std::string("\"backoff_s\":0.0,").size(), "");
+  auto old_back = DecodePlan(old);
+  REQUIRE(old_back.ok());
+  CHECK(old_back->backoff_s == 0);
 }
 
 TEST_CASE("job protocol: a registration must agree with node 0's", "[job_protocol]") {

@@ -110,4 +110,21 @@ TEST_CASE("a hub tells every listener, NoJobEvents ignores", "[event_log]") {
   NoJobEvents()->On(JobEvent::Stop(0, ""));
 }
 
+TEST_CASE("the restart back-off is in the events", "[event_log]") {
+  auto backoff =
+      nlohmann::json::parse(FormatEventLine(JobEvent::Backoff(3, 2, "rank 0 failed"), 1, "r", 0));
+  CHECK(backoff["event"] == "restart_backoff");
+  CHECK(backoff["epoch"] == 3);
+  CHECK(backoff["restarts_used"] == 3);
+  CHECK(backoff["backoff_s"] == 2.0);
+  CHECK(backoff["reason"] == "rank 0 failed");
+  JobEvent restart = JobEvent::Restart(3, 9, "rank 0 failed", 2.25);
+  restart.backoff_s = 2;
+  auto line = nlohmann::json::parse(FormatEventLine(restart, 1, "r", 0));
+  CHECK(line["backoff_s"] == 2.0);
+  CHECK(line["since_stop_s"] == 2.25);
+  auto plain = nlohmann::json::parse(FormatEventLine(JobEvent::Restart(1, 9, "x", 0.1), 1, "r", 0));
+  CHECK(plain["backoff_s"] == 0.0);
+}
+
 }  // namespace gculaunch

@@ -91,4 +91,18 @@ TEST_CASE("label values are escaped", "[metrics]") {
   CHECK(EscapeLabelValue("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
 }
 
+TEST_CASE("metrics show the restart back-off under way", "[metrics]") {
+  JobStatus status([] { return 100.0; });
+  status.On(JobEvent::Launch({{"run_id", "r"}, {"max_restarts", 9}}));
+  MetricsInput in;
+  in.job = &status.snapshot();
+  in.now = 100;
+  CHECK(Has(RenderMetrics(in), "# TYPE gculaunch_restart_backoff_seconds gauge"));
+  CHECK(Has(RenderMetrics(in), "gculaunch_restart_backoff_seconds 0"));
+  status.On(JobEvent::Backoff(3, 8, "x"));
+  CHECK(Has(RenderMetrics(in), "gculaunch_restart_backoff_seconds 8"));
+  status.On(JobEvent::Restart(3, 9, "x", 8.2));
+  CHECK(Has(RenderMetrics(in), "gculaunch_restart_backoff_seconds 0"));
+}
+
 }  // namespace gculaunch

@@ -267,6 +267,124 @@ TEST_CASE("restart policy: a restart resets the attempt and counts it", "[restar
   CHECK(state.cause == StopCause::kNone);
 }
 
+TEST_CASE("restart policy: a crash loop backs off (--restart-backoff)", "[restart_policy]") {
+  const PolicyConfig backoff{2, 100, false, DefaultBackoff()};
+  const PolicyConfig off{2, 100, false, MakeBackoff(0, 0)};
+  const E quick = E::AttemptDrained(0.1);
+  const E long_run = E::AttemptDrained(120);
+  const E expired = E::BackoffExpired();
+  const std::vector<Row> rows = {
+      {"quick failures: restart 1 at once, then 1 s, 2 s, 4 s",
+       backoff,
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(2, 1)}},
+        {expired, {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(3, 2)}},
+        {expired, {A::StartAttempt(3)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(4, 4)}}},
+       Phase::kBackingOff},
+      {"off: every restart at once",
+       off,
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(3)}}},
+       Phase::kRunning},
+      {"an attempt that ran 60 s or more resets the streak",
+       backoff,
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(2, 1)}},
+        {expired, {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {long_run, {A::StartAttempt(3)}}},
+       Phase::kRunning},
+      {"SIGTERM during the back-off: exit 143 at once, no attempt starts",
+       backoff,
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(2, 1)}},
+        {kTerm, {A::Exit(143)}},
+        {expired, kNone}},
+       Phase::kFinished},
+      {"SIGINT during the back-off: exit 130",
+       backoff,
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(2, 1)}},
+        {kInt, {A::Exit(130)}}},
+       Phase::kFinished},
+      {"during the back-off a forwarded signal, a hang or a stale timer do nothing",
+       backoff,
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(2, 1)}},
+        {kUsr1, kNone},
+        {E::Hang(true), kNone},
+        {E::GraceExpired(), kNone},
+        {kDrained, kNone},
+        {expired, {A::StartAttempt(2)}},
+        {expired, kNone}},
+       Phase::kRunning},
+      {"the last restart backs off too, then the failure's exit code",
+       PolicyConfig{2, 2, false, DefaultBackoff()},
+       {{kFail1, kTeardownTerm},
+        {quick, {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::StartBackoff(2, 1)}},
+        {expired, {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {quick, {A::Exit(3)}}},
+       Phase::kFinished},
+      {"job mode never backs off by itself (node 0's coordinator decides)",
+       PolicyConfig{2, 100, true, DefaultBackoff()},
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {kFail1, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
+        {quick, {A::NotifyDrained()}},
+        {E::JobStart(1), {A::StartAttempt(1)}},
+        {kFail1, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
+        {quick, {A::NotifyDrained()}}},
+       Phase::kWaitingForJob},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    PolicyState state = InitialState(row.config);
+    for (size_t i = 0; i < row.steps.size(); ++i) {
+      const auto& [event, expected] = row.steps[i];
+      PolicyStep step = Step(state, row.config, event);
+      INFO("step " << i << ": got " << Describe(step.actions) << ", expected "
+                   << Describe(expected));
+      CHECK(step.actions == expected);
+      state = step.state;
+    }
+    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+  }
+}
+
+TEST_CASE("restart policy: the wait before an attempt stays in its state", "[restart_policy]") {
+  const PolicyConfig config{1, 10, false, DefaultBackoff()};
+  PolicyState state;
+  for (int i = 0; i < 2; ++i) {
+    state = Step(state, config, kFail1).state;
+    state = Step(state, config, E::AttemptDrained(0)).state;
+    if (state.phase == Phase::kBackingOff) state = Step(state, config, E::BackoffExpired()).state;
+  }
+  CHECK(state.restart_count == 2);
+  CHECK(state.backoff_s == 1);  // the wait restart 2 took: the restart event tells it
+  CHECK(state.backoff.streak == 2);
+  CHECK(ActionName(A::StartBackoff(2, 1.5)) == "StartBackoff(2, 1.5 s)");
+}
+
 TEST_CASE("restart policy: the signal table", "[restart_policy]") {
   CHECK(ClassifySignal(SIGINT, HupMode::kIgnore) == SignalClass::kTeardown);
   CHECK(ClassifySignal(SIGTERM, HupMode::kIgnore) == SignalClass::kTeardown);

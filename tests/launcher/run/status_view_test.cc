@@ -82,4 +82,31 @@ TEST_CASE("status text of a document with missing fields shows dashes", "[status
   CHECK(text.find("run -, node - of -") == 0);
 }
 
+TEST_CASE("status tells a back-off under way, and forgets it at the restart", "[status_view]") {
+  double now = 100;
+  JobStatus status([&] { return now; });
+  status.On(JobEvent::Launch({{"run_id", "r"}, {"max_restarts", 9}}));
+  status.On(JobEvent::RankStart(1, 0, 0, 11));
+  status.On(JobEvent::RankExit(1, 0, 0, 11, WorkerExit::Exited(1)));
+  StatusInput in;
+  in.job = &status.snapshot();
+  in.now = now;
+  CHECK(StatusJson(in)["restart_backoff_s"].is_null());
+  CHECK(StatusJson(in)["next_restart_in_s"].is_null());
+  status.On(JobEvent::Backoff(2, 4, "rank 0 failed with exit code 1"));
+  now = in.now = 101.5;
+  const nlohmann::json waiting = StatusJson(in);
+  CHECK(waiting["restart_backoff_s"] == 4.0);
+  CHECK(waiting["next_restart_in_s"] == 2.5);
+  CHECK(StatusText(waiting).find("restarts used 0 of 9; next restart in 2.5 s (backing off 4.0 s: "
+                                 "--restart-backoff)\n") != std::string::npos);
+  JobEvent restart = JobEvent::Restart(2, 9, "rank 0 failed with exit code 1", 4.1);
+  restart.backoff_s = 4;
+  status.On(restart);
+  const nlohmann::json after = StatusJson(in);
+  CHECK(after["restart_backoff_s"].is_null());
+  CHECK(after["next_restart_in_s"].is_null());
+  CHECK(StatusText(after).find("next restart") == std::string::npos);
+}
+
 }  // namespace gculaunch

@@ -188,6 +188,92 @@ TEST_CASE("supervisor: restarts used up -> the failure's exit code", "[superviso
   CHECK(planned == std::vector<int>{0, 1});
 }
 
+// Keeps every JobEvent; `on_backoff` runs when a back-off begins.
+struct EventRecorder : JobEvents {
+  void On(const JobEvent& event) override {
+    events.push_back(event);
+    if (event.kind == JobEvent::Kind::kBackoff && on_backoff) on_backoff();
+  }
+  std::vector<JobEvent> Of(JobEvent::Kind kind) const {
+    std::vector<JobEvent> out;
+    for (const JobEvent& e : events) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+  std::vector<JobEvent> events;
+  std::function<void()> on_backoff;
+};
+
+TEST_CASE("supervisor: a crash loop backs off, and the log and events tell the wait",
+          "[supervisor]") {
+  Fixture f;
+  EventRecorder recorder;
+  SupervisorConfig config;
+  config.policy.max_restarts = 3;
+  config.policy.backoff = MakeBackoff(0.05, 0.1);
+  config.events = &recorder;
+  std::vector<int> planned;
+  const JobOutcome outcome = f.Run(
+      1,
+      [&](int attempt) -> Result<std::vector<RankLaunch>> {
+        planned.push_back(attempt);
+        return std::vector<RankLaunch>{f.Rank(0, {"exit", "1"})};
+      },
+      config);
+  CHECK(outcome.exit_code == 1);
+  CHECK(planned == std::vector<int>{0, 1, 2, 3});
+  const std::string log = f.log_text.str();
+  INFO(log);
+  CHECK(log.find("restarting all ranks (restart 1 of 3) after rank 0 failed with exit code 1 in "
+                 "0.") != std::string::npos);
+  CHECK(log.find("restart 1 of 3) after rank 0 failed with exit code 1 in 0.0 s; waiting") ==
+        std::string::npos);  // the first restart does not wait
+  CHECK(log.find("restart 2 of 3) after rank 0 failed with exit code 1 in ") != std::string::npos);
+  CHECK(log.find("; waiting 0.05 s first (quick failures back off; --restart-backoff)") !=
+        std::string::npos);
+  CHECK(log.find("(restart 3 of 3) after rank 0 failed with exit code 1 in ") != std::string::npos);
+  CHECK(log.find("; waiting 0.1 s first") != std::string::npos);
+  const auto backoffs = recorder.Of(JobEvent::Kind::kBackoff);
+  REQUIRE(backoffs.size() == 2);
+  CHECK(backoffs[0].restarts == 2);
+  CHECK(backoffs[0].backoff_s == 0.05);
+  CHECK(backoffs[0].reason == "rank 0 failed with exit code 1");
+  CHECK(backoffs[1].backoff_s == 0.1);
+  const auto restarts = recorder.Of(JobEvent::Kind::kRestart);
+  REQUIRE(restarts.size() == 3);
+  CHECK(restarts[0].backoff_s == 0);
+  CHECK(restarts[1].backoff_s == 0.05);
+  CHECK(restarts[1].reason == "rank 0 failed with exit code 1");
+  CHECK(restarts[2].backoff_s == 0.1);
+  CHECK(restarts[2].duration_s >= 0.1);  // from the stop: the wait included
+}
+
+TEST_CASE("supervisor: SIGTERM during a back-off ends gculaunch at once with 143", "[supervisor]") {
+  Fixture f;
+  EventRecorder recorder;
+  recorder.on_backoff = [&] { boost::asio::post(f.io, [] { ::raise(SIGTERM); }); };
+  SupervisorConfig config;
+  config.policy.max_restarts = 5;
+  config.policy.backoff = MakeBackoff(3600, 3600);  // an hour: the test would time out
+  config.events = &recorder;
+  std::vector<int> planned;
+  const JobOutcome outcome = f.Run(
+      1,
+      [&](int attempt) -> Result<std::vector<RankLaunch>> {
+        planned.push_back(attempt);
+        return std::vector<RankLaunch>{f.Rank(0, {"exit", "2"})};
+      },
+      config);
+  CHECK(outcome.exit_code == 128 + SIGTERM);
+  CHECK(planned == std::vector<int>{0, 1});  // restart 2 never starts
+  CHECK(outcome.signals == std::vector<int>{SIGTERM});
+  CHECK(recorder.Of(JobEvent::Kind::kBackoff).size() == 1);
+  CHECK(f.log_text.str().find("waiting 3600 s first") != std::string::npos);
+  CHECK(f.log_text.str().find("received SIGTERM while waiting to restart the ranks: no restart, "
+                              "exiting") != std::string::npos);
+}
+
 TEST_CASE("supervisor: a teardown signal is forwarded, a second one kills", "[supervisor]") {
   Fixture f;
   const std::string ready = f.dir.File("ready");

@@ -62,6 +62,10 @@ const std::vector<ValueCase>& ValueCases() {
        }},
       {"rdzv-timeout", "30", [](const CliOptions& o) { return o.rdzv_timeout == 30.0; }},
       {"max-restarts", "3", [](const CliOptions& o) { return o.max_restarts == 3; }},
+      {"restart-backoff", "0.5:30",
+       [](const CliOptions& o) {
+         return o.restart_backoff == RestartBackoff{0.5, 30};
+       }},
       {"monitor-interval", "0.5", [](const CliOptions& o) { return o.monitor_interval == 0.5; }},
       {"role", "trainer", [](const CliOptions& o) { return o.role == "trainer"; }},
       {"python", "/opt/py/bin/python3",
@@ -542,6 +546,111 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
   };
   for (const Case& c : cases) {
     CHECK(ParseError(c.args) == c.message);
+  }
+}
+
+TEST_CASE("cli: every duration is at most 1e9 s, with a message naming the flag", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::string limit = "at most 1000000000 seconds (about 31 years)";
+  const std::vector<Case> cases = {
+      {{"--grace-period", "1e10", "x.py"},
+       "gculaunch: --grace-period '1e10': " + limit + " (fix: e.g. --grace-period 25)"},
+      {{"--shutdown-timeout", "1e10", "x.py"},
+       "gculaunch: --grace-period '1e10': " + limit + " (fix: e.g. --grace-period 25)"},
+      {{"--rdzv-timeout", "1e10", "x.py"},
+       "gculaunch: --rdzv-timeout '1e10': " + limit + " (fix: e.g. --rdzv-timeout 900)"},
+      {{"--monitor-interval", "1000000001", "x.py"},
+       "gculaunch: --monitor-interval '1000000001': " + limit +
+           " (fix: e.g. --monitor-interval 25)"},
+      {{"--progress-interval", "1e308", "x.py"},
+       "gculaunch: --progress-interval '1e308': " + limit + " (fix: e.g. --progress-interval 25)"},
+      {{"--hang-timeout", "1000000000.5", "x.py"},
+       "gculaunch: --hang-timeout '1000000000.5': " + limit + " (fix: e.g. --hang-timeout 90s)"},
+      {{"--hang-timeout", "300000h", "x.py"},  // 1.08e9 seconds
+       "gculaunch: --hang-timeout '300000h': " + limit + " (fix: e.g. --hang-timeout 90s)"},
+      {{"--hang-grace", "1e12ms", "x.py"},  // fine: 1e9 s; 1e13 ms is not
+       ""},
+      {{"--hang-grace", "1e13ms", "x.py"},
+       "gculaunch: --hang-grace '1e13ms': " + limit + " (fix: e.g. --hang-grace 90s)"},
+      {{"--restart-backoff", "1:1e10", "x.py"},
+       "gculaunch: --restart-backoff '1:1e10': MAX is " + limit +
+           " (fix: e.g. --restart-backoff 1:60)"},
+      {{"--rdzv-conf", "join_timeout=1e10", "x.py"},
+       "gculaunch: --rdzv-conf 'join_timeout=1e10': 'join_timeout' is " + limit +
+           " (fix: e.g. --rdzv-conf join_timeout=900)"},
+      {{"--rdzv-conf", "last_call_timeout=inf", "x.py"},
+       "gculaunch: --rdzv-conf 'last_call_timeout=inf': 'last_call_timeout' expects seconds "
+       "(fix: e.g. --rdzv-conf last_call_timeout=900)"},
+      {{"--grace-period", "inf", "x.py"},
+       "gculaunch: --grace-period 'inf': expected seconds (a number >= 0) (fix: e.g. "
+       "--grace-period 25)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args[0] << " " << c.args[1]);
+    if (c.message.empty()) {
+      CHECK(ParseCli(c.args, {}).ok());
+    } else {
+      CHECK(ParseError(c.args) == c.message);
+    }
+  }
+  // The limit itself is accepted, as are the read and lease keys' own ranges.
+  CHECK(Parse({"--grace-period", "1e9", "x.py"}).grace_period == 1e9);
+  CHECK(Parse({"--rdzv-timeout", "1000000000", "x.py"}).rdzv_timeout == 1e9);
+  CHECK(Parse({"--restart-backoff", "1:1e9", "x.py"}).restart_backoff == RestartBackoff{1, 1e9});
+}
+
+TEST_CASE("cli: counts have a stated maximum, named in the message", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--max-restarts", "2147483646", "x.py"},
+       "gculaunch: --max-restarts '2147483646': at most 1000000 (fix: e.g. --max-restarts 3)"},
+      {{"--max-restarts", "99999999999999999999999", "x.py"},
+       "gculaunch: --max-restarts '99999999999999999999999': at most 1000000 (fix: e.g. "
+       "--max-restarts 3)"},
+      {{"--max-restarts", "1000001", "x.py"},
+       "gculaunch: --max-restarts '1000001': at most 1000000 (fix: e.g. --max-restarts 3)"},
+      {{"--nproc-per-node", "65537", "x.py"},
+       "gculaunch: --nproc-per-node '65537': at most 65536 (fix: e.g. --nproc-per-node 8)"},
+      {{"--nnodes", "2000000", "x.py"},
+       "gculaunch: --nnodes '2000000': at most 1048576 (fix: e.g. --nnodes 2)"},
+      {{"--nnodes", "1:2000000", "x.py"},
+       "gculaunch: --nnodes '1:2000000': at most 1048576 nodes (fix: e.g. --nnodes 2)"},
+      {{"--node-rank", "1048576", "x.py"},
+       "gculaunch: --node-rank '1048576': at most 1048575 (fix: e.g. --node-rank 0)"},
+      {{"--local-ranks-filter", "0,70000", "x.py"},
+       "gculaunch: --local-ranks-filter '0,70000': a local rank is at most 65535 (fix: e.g. "
+       "--local-ranks-filter 0)"},
+      {{"--tee", "70000:3", "x.py"},
+       "gculaunch: --tee '70000:3': a local rank is at most 65535 (fix: e.g. --tee 0:3,1:2)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args[0] << " " << c.args[1]);
+    CHECK(ParseError(c.args) == c.message);
+  }
+  CHECK(Parse({"--max-restarts", "1000000", "x.py"}).max_restarts == 1000000);
+  CHECK(Parse({"--nproc-per-node", "65536", "x.py"}).nproc_per_node->count == 65536);
+}
+
+TEST_CASE("cli: --restart-backoff INITIAL:MAX, 0 or off", "[cli]") {
+  CHECK(Parse({"--restart-backoff", "1:60", "x.py"}).restart_backoff == RestartBackoff{1, 60});
+  CHECK(Parse({"--restart-backoff", "2:2", "x.py"}).restart_backoff == RestartBackoff{2, 2});
+  CHECK(Parse({"--restart-backoff", "off", "x.py"}).restart_backoff == RestartBackoff{0, 0});
+  CHECK(Parse({"--restart-backoff", "0", "x.py"}).restart_backoff == RestartBackoff{0, 0});
+  CHECK(Parse({"x.py"}, EnvMap{{"PET_RESTART_BACKOFF", "off"}}).restart_backoff ==
+        RestartBackoff{0, 0});
+  const std::string problem =
+      "expected INITIAL:MAX in seconds with 0 < INITIAL <= MAX, or off (fix: e.g. "
+      "--restart-backoff 1:60)";
+  for (const char* bad : {"5", "60:1", "0:60", "-1:60", "a:b", "1:", ":60", "on", "1:inf"}) {
+    INFO(bad);
+    CHECK(ParseError({"--restart-backoff", bad, "x.py"}) ==
+          "gculaunch: --restart-backoff '" + std::string(bad) + "': " + problem);
   }
 }
 

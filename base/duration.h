@@ -1,0 +1,26 @@
+// Durations given in seconds (flags, job files, --rdzv-conf): the one limit they are held to
+// and the one conversion to std::chrono that cannot overflow.
+//
+// Every seconds-valued setting is checked against kMaxSeconds where it is parsed (cli.cc),
+// with a message naming the flag; SecondsToMillis saturates anyway, so that no future flag,
+// and no sum of two checked values, can wrap a std::chrono::milliseconds into a negative or
+// tiny timeout (a --grace-period 1e10 once SIGKILLed the ranks at once).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <chrono>
+
+namespace gculaunch {
+
+/// The largest duration a setting may hold: 1,000,000,000 s (about 31 years).  Long enough
+/// to mean "never" for any timeout; small enough that its nanoseconds (1e18), even added to
+/// the steady clock or to a second such value, fit the int64 of every std::chrono type and
+/// every Asio timer.
+inline constexpr double kMaxSeconds = 1e9;
+
+/// `seconds` as milliseconds, rounded to the nearest, clamped to [0, kMaxSeconds]: NaN and
+/// negative values give 0, +inf and anything above the limit give the limit.
+std::chrono::milliseconds SecondsToMillis(double seconds);
+
+}  // namespace gculaunch
