@@ -13,11 +13,11 @@
 
 namespace gculaunch {
 
-/// The largest duration a setting may hold: 1,000,000,000 s (about 31 years).  Long enough
-/// to mean "never" for any timeout; small enough that its nanoseconds (1e18), even added to
-/// the steady clock or to a second such value, fit the int64 of every std::chrono type and
-/// every Asio timer.
-inline constexpr double kMaxSeconds = 1e9;
+/// The largest duration a setting may hold: 10,000,000 s (about 115 days).  Long enough to
+/// mean "never" for any timeout of a training job; small enough that its nanoseconds (1e16),
+/// even added to the steady clock or to a second such value, fit the int64 of every
+/// std::chrono type and every Asio timer, and that its milliseconds fit an int.
+inline constexpr double kMaxSeconds = 1e7;
 
 /// `seconds` as milliseconds, rounded to the nearest, clamped to [0, kMaxSeconds]: NaN and
 /// negative values give 0, +inf and anything above the limit give the limit.

@@ -118,7 +118,7 @@ std::optional<double> ParseDuration(const std::string& text) {
 }
 
 // The one message for a duration above kMaxSeconds (base/duration.h).
-constexpr const char* kTooLong = "at most 1000000000 seconds (about 31 years)";
+constexpr const char* kTooLong = "at most 10000000 seconds (about 115 days)";
 
 // A parsed duration `seconds` (nullopt: not a duration) for `source`: nullopt when it is one
 // and within kMaxSeconds, else the error (`problem` for a malformed one).
