@@ -565,8 +565,7 @@ TEST_CASE("cli: every duration is at most 1e7 s, with a message naming the flag"
       {{"--rdzv-timeout", "1e10", "x.py"},
        "gculaunch: --rdzv-timeout '1e10': " + limit + " (fix: e.g. --rdzv-timeout 900)"},
       {{"--monitor-interval", "10000001", "x.py"},
-       "gculaunch: --monitor-interval '10000001': " + limit +
-           " (fix: e.g. --monitor-interval 25)"},
+       "gculaunch: --monitor-interval '10000001': " + limit + " (fix: e.g. --monitor-interval 25)"},
       {{"--progress-interval", "1e308", "x.py"},
        "gculaunch: --progress-interval '1e308': " + limit + " (fix: e.g. --progress-interval 25)"},
       {{"--hang-timeout", "10000000.5", "x.py"},

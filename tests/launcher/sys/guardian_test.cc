@@ -248,7 +248,7 @@ TEST_CASE("a killed guardian is replaced and the new one is given every live gro
   CHECK_FALSE(std::filesystem::exists(scratch));
 }
 
-TEST_CASE("a guardian that stops reading is replaced; no message is dropped", "[guardian]") {
+TEST_CASE("a guardian that stops reading is replaced, and no message is dropped", "[guardian]") {
   std::vector<std::string> lines;
   GuardianOptions options;
   options.max_queue = 4096;

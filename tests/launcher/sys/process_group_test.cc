@@ -59,7 +59,7 @@ TEST_CASE("a process group is alive while it has a non-zombie member", "[process
   CHECK_FALSE(GroupAlive(leader));
 }
 
-TEST_CASE("LiveGroups answers for many groups at once; an unreaped leader does not count",
+TEST_CASE("LiveGroups answers for many groups at once, an unreaped leader does not count",
           "[process_group]") {
   const pid_t pausing = ::fork();
   if (pausing == 0) {
@@ -128,7 +128,7 @@ int CheckScanWithoutDescriptors() {
 
 }  // namespace
 
-TEST_CASE("a /proc scan without descriptors fails instead of saying 'empty'; the reserve helps",
+TEST_CASE("a /proc scan without descriptors fails instead of saying 'empty', the reserve helps",
           "[process_group]") {
   const pid_t child = ::fork();
   if (child == 0) ::_exit(CheckScanWithoutDescriptors());
