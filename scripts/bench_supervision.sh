@@ -93,7 +93,9 @@ def guardian_alive(launcher_pid):
             try:
                 with open("/proc/%s/stat" % name, "rb") as f:
                     head, _, rest = f.read().rpartition(b")")
-                if head.endswith(b"(gculaunch-guard") and int(rest.split()[1]) in (launcher_pid, 1):
+                fields = rest.split()
+                if head.endswith(b"(gculaunch-guard") and fields[0] not in (b"Z", b"X") \
+                        and int(fields[1]) in (launcher_pid, 1):
                     return True
             except (OSError, ValueError, IndexError):
                 pass

@@ -141,8 +141,10 @@ void WorkerGroup::OnExited(Rank& rank, WorkerExit exit) {
   rank.exited = true;
   rank.record.exit = exit;
   rank.record.exit_time = UnixNow();
-  // Ranks that exit together share one look at /proc, which runs before the Supervisor's.
-  ScheduleGroupCheck(std::chrono::milliseconds(0));
+  // While the attempt runs, the group is looked at shortly (ranks that exit together share
+  // one look at /proc).  In a teardown the Supervisor's drain check looks once every rank
+  // has exited, and then every drain_poll: one scan instead of one per rank.
+  if (!stopping_) ScheduleGroupCheck(kExitCheckDelay);
   if (on_exit_) on_exit_(rank.record.local_rank, exit);
 }
 
@@ -307,6 +309,7 @@ std::vector<RankProgress> WorkerGroup::Progress() const {
 }
 
 void WorkerGroup::NoteStopSignal() {
+  stopping_ = true;
   const std::int64_t now = UnixNowNs();
   for (auto& rank : ranks_) {
     if (rank->record.stop_signal_ns == 0) rank->record.stop_signal_ns = now;

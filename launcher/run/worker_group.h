@@ -10,9 +10,9 @@
 // A rank's leader is not reaped until its group is known empty: the watcher
 // reports the exit and leaves the zombie, which keeps the group's number from
 // going to another process, so signalling the group can never reach a
-// stranger.  The group is checked as soon as the rank exits (one /proc scan
-// for every rank that exited together), then every `group_poll` while it
-// still has members; once empty, the zombie is released (reaped), the
+// stranger.  The group is checked 20 ms after the rank exits (one /proc scan
+// for every rank that exited meanwhile; in a teardown the Supervisor's drain
+// check does it), then every `group_poll` while it still has members; once empty, the zombie is released (reaped), the
 // guardian is told, and the group is never signalled again.  A scan that
 // fails leaves the group "not empty".
 //
@@ -128,6 +128,8 @@ class WorkerGroup {
   std::string scan_error_;
   boost::asio::steady_timer group_timer_;
   bool group_check_pending_ = false;
+  bool stopping_ = false;  ///< NoteStopSignal: the drain check looks at the groups from now on
+  static constexpr std::chrono::milliseconds kExitCheckDelay{20};
   LifetimeGuard lifetime_;  ///< last member; the destructor expires it first
 };
 
