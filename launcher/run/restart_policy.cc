@@ -104,6 +104,41 @@ void Drained(PolicyStep& step, const PolicyConfig& config, double ran_s) {
   step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
 }
 
+// A signal gculaunch received, already classified (signal table: ClassifySignal).
+void OnSignal(PolicyStep& step, const PolicyConfig& config, const PolicyEvent& event) {
+  PolicyState& s = step.state;
+  if (s.phase == Phase::kBackingOff && event.signal_class == SignalClass::kForward) return;
+  if (event.signal_class == SignalClass::kForward) {
+    step.actions.push_back(PolicyAction::SignalGroups(event.signal));
+    return;
+  }
+  if (event.signal_class != SignalClass::kTeardown) return;
+  if (s.phase == Phase::kRunning) {
+    s.stop_signal = event.signal;
+    BeginStop(step, config, StopCause::kSignal, event.signal);
+    return;
+  }
+  if (s.phase == Phase::kWaitingForJob || s.phase == Phase::kBackingOff) {
+    // No ranks: leave at once (a back-off is not waited out).
+    s.cause = StopCause::kSignal;
+    s.stop_signal = event.signal;
+    s.phase = Phase::kFinished;
+    step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
+    return;
+  }
+  // A teardown signal during a teardown: no restart any more, and it
+  // escalates to SIGKILL at once.  A job that already succeeded keeps 0.
+  if (s.cause != StopCause::kSignal && s.cause != StopCause::kSuccess) {
+    s.cause = StopCause::kSignal;
+    s.stop_signal = event.signal;
+  }
+  if (s.phase == Phase::kStopping) {
+    Escalate(step);
+  } else {
+    step.actions.push_back(PolicyAction::KillGroups());
+  }
+}
+
 }  // namespace
 
 PolicyState InitialState(const PolicyConfig& config) {
@@ -139,36 +174,7 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
       break;
 
     case Kind::kSignal:
-      if (s.phase == Phase::kBackingOff && event.signal_class == SignalClass::kForward) break;
-      if (event.signal_class == SignalClass::kForward) {
-        step.actions.push_back(PolicyAction::SignalGroups(event.signal));
-        break;
-      }
-      if (event.signal_class != SignalClass::kTeardown) break;
-      if (s.phase == Phase::kRunning) {
-        s.stop_signal = event.signal;
-        BeginStop(step, config, StopCause::kSignal, event.signal);
-        break;
-      }
-      if (s.phase == Phase::kWaitingForJob || s.phase == Phase::kBackingOff) {
-        // No ranks: leave at once (a back-off is not waited out).
-        s.cause = StopCause::kSignal;
-        s.stop_signal = event.signal;
-        s.phase = Phase::kFinished;
-        step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
-        break;
-      }
-      // A teardown signal during a teardown: no restart any more, and it
-      // escalates to SIGKILL at once.  A job that already succeeded keeps 0.
-      if (s.cause != StopCause::kSignal && s.cause != StopCause::kSuccess) {
-        s.cause = StopCause::kSignal;
-        s.stop_signal = event.signal;
-      }
-      if (s.phase == Phase::kStopping) {
-        Escalate(step);
-      } else {
-        step.actions.push_back(PolicyAction::KillGroups());
-      }
+      OnSignal(step, config, event);
       break;
 
     case Kind::kGraceExpired:
