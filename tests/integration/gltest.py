@@ -629,6 +629,18 @@ class SimulatedHosts:
                              text=True, timeout=30)
         return [int(p) for p in out.stdout.split()]
 
+    def wait_empty(self, i, timeout=15):
+        """Waits until no process is left in host i; returns what is left (empty on success).
+        A killed node's guardian carries no test tag (it runs with an empty environment), so
+        waiting for tagged processes does not wait for it: it may still be finishing its
+        cleanup for a moment."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.pids_in(i)
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.05)
+
     def unplug(self, i):
         """Host i vanishes from the network (its veth goes down on the switch side)."""
         self._ip("-n", self.switch, "link", "set", "p%d" % i, "down")

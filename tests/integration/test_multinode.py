@@ -100,7 +100,7 @@ class MultiNode(unittest.TestCase):
     def assert_nothing_left(self, hosts):
         self.assertEqual(gltest.wait_no_tagged(self.tag, 10), [], "tagged processes survived")
         for i in range(len(hosts.hosts)):
-            self.assertEqual(hosts.pids_in(i), [], "processes left in host %d" % i)
+            self.assertEqual(hosts.wait_empty(i), [], "processes left in host %d" % i)
 
     # ---------------------------------------------------------------- scenarios
 

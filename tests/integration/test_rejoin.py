@@ -92,7 +92,7 @@ class Rejoin(gltest.CheckpointJobCase):
     def assert_nothing_left(self, hosts):
         self.assertEqual(gltest.wait_no_tagged(self.tag, 15), [], "tagged processes survived")
         for i in range(len(hosts.hosts)):
-            self.assertEqual(hosts.pids_in(i), [], "processes left in host %d" % i)
+            self.assertEqual(hosts.wait_empty(i), [], "processes left in host %d" % i)
 
     # ---------------------------------------------------------------- scenarios
 
