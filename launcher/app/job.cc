@@ -47,6 +47,7 @@
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
+#include "launcher/sys/safe_files.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
 #include "launcher/sys/worker_exit.h"
@@ -81,19 +82,12 @@ Status CheckScript(const LaunchSpec& spec) {
   return OkStatus();
 }
 
+// Through a temporary file that is created exclusively, then renamed (never a planted one).
 Status WriteTextFile(const std::string& path, const std::string& text) {
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) return Error{"cannot write " + path, "check that its directory is writable"};
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Error{"cannot write " + path + ": " + ec.message(), "check the path"};
-  return OkStatus();
+  return sys::ReplaceFile(path, text);
 }
 
 // A fresh id per gculaunch start: the job tells a restarted node from its old self by it.
@@ -489,13 +483,17 @@ bool Job::ChooseAtLaunch() {
   LogLayout();
   if (spec_.python_shim) {
     // Once per run; every attempt's ranks load it from there.
-    if (Status written = WritePythonShim(PythonShimDir(runtime_)); !written.ok()) {
+    if (Status written =
+            sys::WriteSiteDir("--python-shim", PythonShimDir(runtime_), PythonShimFiles());
+        !written.ok()) {
       PrintError(written.error());
       return false;
     }
   }
   if (spec_.stack_dumps) {
-    if (Status written = WriteStackHook(StackHookDir(runtime_)); !written.ok()) {
+    if (Status written =
+            sys::WriteSiteDir("--stack-dumps", StackHookDir(runtime_), StackHookFiles());
+        !written.ok()) {
       PrintError(written.error());
       return false;
     }

@@ -24,7 +24,8 @@ std::shared_ptr<OutputTarget> OutputTarget::Borrowed(int fd, std::string name) {
 }
 
 Result<std::shared_ptr<OutputTarget>> OutputTarget::File(const std::string& path) {
-  auto fd = sys::OpenCloexec(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // Never through a symlink planted in its place.
+  auto fd = sys::OpenCloexec(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
   if (!fd.ok()) {
     return Error{fd.error().what, "check that the --log-dir directory is writable"};
   }

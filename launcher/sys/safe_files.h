@@ -1,0 +1,32 @@
+// Files that gculaunch writes where another user might plant something, and files a user
+// names that gculaunch reads: created exclusively and never through a symlink, read with a
+// bound (docs/security.md).
+//
+// Thread safety: no state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+
+namespace gculaunch::sys {
+
+/// Writes `text` to `path` whole: a temporary file is created beside it with mkstemp (O_EXCL:
+/// never a file or symlink someone planted; the name is not predictable), given `mode`,
+/// written, then renamed over `path` (a symlink at `path` is replaced, never followed).  The
+/// error names `path` and the reason; the temporary file is removed on failure.
+Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode = 0644);
+
+/// Creates `dir` (and its parents) and writes `files` (name, text) into it with ReplaceFile,
+/// readable by the ranks: the Python shim and the stack-dump hook.  The error starts with
+/// `flag` and names the file and the reason.
+Status WriteSiteDir(const std::string& flag, const std::string& dir,
+                    const std::vector<std::pair<std::string_view, std::string_view>>& files);
+
+}  // namespace gculaunch::sys
