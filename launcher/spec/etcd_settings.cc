@@ -199,7 +199,8 @@ Status Auth(const CliOptions& o, const std::map<std::string, std::string>& conf,
     auto text = files.ReadTextFile(password_file);
     if (!text.ok()) {
       return Error{source + " password_file=" + password_file + ": " + text.error().what,
-                   "give a readable file holding the etcd password"};
+                   text.error().hint.empty() ? "give a readable file holding the etcd password"
+                                             : text.error().hint};
     }
     s.password = *text;
     while (!s.password.empty() && (s.password.back() == '\n' || s.password.back() == '\r')) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,7 +25,52 @@ Status WriteAll(int fd, std::string_view text) {
   return OkStatus();
 }
 
+std::string KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+std::string Size(size_t bytes) {
+  if (bytes % (size_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 }  // namespace
+
+Result<std::string> ReadBoundedFile(const std::string& path, size_t limit) {
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (raw < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  UniqueFd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{"'" + path + "' is " + KindOf(st.st_mode) + ", not a regular file",
+                 "name a regular file"};
+  }
+  std::string text;
+  char buffer[65536];
+  while (text.size() <= limit) {
+    const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, limit + 1 - text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  if (text.size() > limit) {
+    return Error{"'" + path + "' is larger than " + Size(limit) +
+                     ", the most gculaunch reads of a file it is given",
+                 "name the right file (job files, device profiles and password files are far "
+                 "smaller)"};
+  }
+  return text;
+}
 
 Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {
   const std::filesystem::path target(path);

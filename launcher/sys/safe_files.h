@@ -29,4 +29,14 @@ Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode =
 Status WriteSiteDir(const std::string& flag, const std::string& dir,
                     const std::vector<std::pair<std::string_view, std::string_view>>& files);
 
+/// The most gculaunch reads of a file a user names (a job file, a device profile, a password
+/// file): 1 MiB.
+inline constexpr size_t kMaxReadFileBytes = size_t{1} << 20;
+
+/// Reads the regular file `path` whole, at most `limit` bytes: opened without blocking,
+/// checked with fstat.  Errors (one line each, naming the file): it cannot be opened; it is
+/// not a regular file (a device such as /dev/zero, a FIFO, a directory); it is larger than
+/// `limit` (only `limit` + 1 bytes are ever read).
+Result<std::string> ReadBoundedFile(const std::string& path, size_t limit = kMaxReadFileBytes);
+
 }  // namespace gculaunch::sys

@@ -5,9 +5,11 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <string>
 
 #include "launcher/spec/python_shim.h"
 #include "launcher/spec/stack_hook.h"
+#include "launcher/sys/local_files.h"
 #include "tests/support/test_util.h"
 
 namespace gculaunch {
@@ -84,6 +86,48 @@ TEST_CASE("site dir: the shim and the hook written into the run's directory, aga
   CHECK(blocked.error().what.rfind(
             "--python-shim: cannot create '" + tmp.path() + "/file-in-the-way/python-shim': ", 0) ==
         0);
+}
+
+TEST_CASE("bounded read: a regular file of at most 1 MiB, nothing else", "[safe_files]") {
+  TempDir tmp;
+  const std::string limit = std::string(sys::kMaxReadFileBytes, 'x');
+  SECTION("exactly the limit is read whole") {
+    auto text = sys::ReadBoundedFile(tmp.Write("job.yaml", limit));
+    REQUIRE(text.ok());
+    CHECK(text->size() == sys::kMaxReadFileBytes);
+  }
+  SECTION("one byte more is refused, naming the file and the limit") {
+    const std::string path = tmp.Write("big.yaml", limit + "x");
+    auto text = sys::ReadBoundedFile(path);
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error().what == "'" + path +
+                                   "' is larger than 1 MiB, the most gculaunch reads of a file it "
+                                   "is given");
+  }
+  SECTION("/dev/zero: a character device, not read at all") {
+    auto text = LocalFileAccess().ReadTextFile("/dev/zero");
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error().what == "'/dev/zero' is a character device, not a regular file");
+    CHECK(text.error().hint == "name a regular file");
+  }
+  SECTION("a FIFO without a writer is refused at once, not waited for") {
+    const std::string fifo = tmp.File("fifo");
+    testing::MakeFifo(fifo);
+    auto text = sys::ReadBoundedFile(fifo);
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error().what == "'" + fifo + "' is a FIFO, not a regular file");
+  }
+  SECTION("a directory") {
+    auto text = sys::ReadBoundedFile(tmp.path());
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error().what == "'" + tmp.path() + "' is a directory, not a regular file");
+  }
+  SECTION("a missing file") {
+    auto text = sys::ReadBoundedFile(tmp.File("missing"));
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error().what ==
+          "cannot read '" + tmp.File("missing") + "': No such file or directory");
+  }
 }
 
 }  // namespace gculaunch
