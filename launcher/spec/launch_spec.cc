@@ -227,7 +227,7 @@ class SpecBuilder {
       return OkStatus();
     }
     if (IsEtcdBackend(spec_.rdzv_backend)) {
-      auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_);
+      auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_, env_.GetOr(kEtcdPasswordEnv, ""));
       if (!etcd.ok()) return etcd.error();
       spec_.etcd = std::move(*etcd);
       if (spec_.rdzv_backend == "etcd-v2") {
