@@ -820,16 +820,28 @@ Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supe
 // The answer's first line is "dumped <n> of <m>" (a node that did not answer counts its
 // --nproc-per-node ranks as not dumped), the report follows.
 std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stacks) {
-  const std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
-  const std::string path =
-      dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
+  std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   const auto warn = [this](const Error& error) {
     log_.warn("{} (fix: {}); gculaunch stacks will not reach this launch", error.what, error.hint);
   };
   if (Status checked = CheckControlDir(dir, true); !checked.ok()) {
-    warn(checked.error());
-    return nullptr;
+    // Another user's (squatted): a private directory instead, which the clients find too.
+    auto own = ControlDirOfAnotherUser(dir)
+                   ? MakePrivateControlDir(kPrivateControlParent, ::geteuid())
+                   : Result<std::string>(checked.error());
+    if (!own.ok()) {
+      warn(own.error());
+      return nullptr;
+    }
+    log_.warn(
+        "{}; this launch's control socket is in {} instead, where gculaunch status and "
+        "stacks find it (fix: {})",
+        checked.error().what, *own, checked.error().hint);
+    if (guardian_) guardian_->RemoveAtExit(*own);
+    dir = *own;
   }
+  const std::string path =
+      dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
   auto control = ControlSocket::Listen(loop.io, path);
   if (!control.ok()) {
     warn(control.error());
