@@ -315,6 +315,7 @@ Job::Loop::Loop(Job& job)
       planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
       config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
   job.sink_.Attach(&writer, console_err);
+  writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
   spawner.set_child_open_files(job.open_files_.before);
   events.Add(&status);
   if (WantsLogFiles(job.spec_) && !job.runtime_.error_file_root.empty()) {
