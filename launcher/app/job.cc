@@ -47,6 +47,7 @@
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
+#include "launcher/sys/safe_files.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
 #include "launcher/sys/worker_exit.h"
@@ -81,19 +82,12 @@ Status CheckScript(const LaunchSpec& spec) {
   return OkStatus();
 }
 
+// Through a temporary file that is created exclusively, then renamed (never a planted one).
 Status WriteTextFile(const std::string& path, const std::string& text) {
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) return Error{"cannot write " + path, "check that its directory is writable"};
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Error{"cannot write " + path + ": " + ec.message(), "check the path"};
-  return OkStatus();
+  return sys::ReplaceFile(path, text);
 }
 
 // A fresh id per gculaunch start: the job tells a restarted node from its old self by it.
@@ -321,6 +315,7 @@ Job::Loop::Loop(Job& job)
       planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
       config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
   job.sink_.Attach(&writer, console_err);
+  writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
   spawner.set_child_open_files(job.open_files_.before);
   events.Add(&status);
   if (WantsLogFiles(job.spec_) && !job.runtime_.error_file_root.empty()) {
@@ -489,13 +484,17 @@ bool Job::ChooseAtLaunch() {
   LogLayout();
   if (spec_.python_shim) {
     // Once per run; every attempt's ranks load it from there.
-    if (Status written = WritePythonShim(PythonShimDir(runtime_)); !written.ok()) {
+    if (Status written =
+            sys::WriteSiteDir("--python-shim", PythonShimDir(runtime_), PythonShimFiles());
+        !written.ok()) {
       PrintError(written.error());
       return false;
     }
   }
   if (spec_.stack_dumps) {
-    if (Status written = WriteStackHook(StackHookDir(runtime_)); !written.ok()) {
+    if (Status written =
+            sys::WriteSiteDir("--stack-dumps", StackHookDir(runtime_), StackHookFiles());
+        !written.ok()) {
       PrintError(written.error());
       return false;
     }
@@ -822,16 +821,28 @@ Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supe
 // The answer's first line is "dumped <n> of <m>" (a node that did not answer counts its
 // --nproc-per-node ranks as not dumped), the report follows.
 std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stacks) {
-  const std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
-  const std::string path =
-      dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
+  std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   const auto warn = [this](const Error& error) {
     log_.warn("{} (fix: {}); gculaunch stacks will not reach this launch", error.what, error.hint);
   };
   if (Status checked = CheckControlDir(dir, true); !checked.ok()) {
-    warn(checked.error());
-    return nullptr;
+    // Another user's (squatted): a private directory instead, which the clients find too.
+    auto own = ControlDirOfAnotherUser(dir)
+                   ? MakePrivateControlDir(kPrivateControlParent, ::geteuid())
+                   : Result<std::string>(checked.error());
+    if (!own.ok()) {
+      warn(own.error());
+      return nullptr;
+    }
+    log_.warn(
+        "{}; this launch's control socket is in {} instead, where gculaunch status and "
+        "stacks find it (fix: {})",
+        checked.error().what, *own, checked.error().hint);
+    if (guardian_) guardian_->RemoveAtExit(*own);
+    dir = *own;
   }
+  const std::string path =
+      dir + "/" + ControlSocketFileName(runtime_.run_id, spec_.node_rank, ::getpid());
   auto control = ControlSocket::Listen(loop.io, path);
   if (!control.ok()) {
     warn(control.error());

@@ -184,7 +184,11 @@ Status CheckControlDir(const std::string& dir, bool create) {
     return Error{"cannot use the control directory " + dir + ": " + std::strerror(errno),
                  "start a job first (it creates the directory), or check the path"};
   }
-  const std::string fix = "remove it (rm -rf " + dir + ") and start the job again";
+  // In sticky /tmp only its owner (or root) can remove another user's entry.
+  const std::string fix =
+      st.st_uid == ::geteuid()
+          ? "remove it (rm -rf " + dir + ") and start the job again"
+          : std::string("ask root to remove it, or set XDG_RUNTIME_DIR to a directory of yours");
   if (S_ISLNK(st.st_mode)) {
     return Error{"the control directory " + dir + " is a symbolic link, not a directory", fix};
   }
@@ -202,6 +206,39 @@ Status CheckControlDir(const std::string& dir, bool create) {
                  "chmod 700 " + dir};
   }
   return OkStatus();
+}
+
+bool ControlDirOfAnotherUser(const std::string& dir) {
+  struct stat st {};
+  return ::lstat(dir.c_str(), &st) == 0 && st.st_uid != ::geteuid();
+}
+
+Result<std::string> MakePrivateControlDir(const std::string& parent, uid_t uid) {
+  std::string pattern = parent + "/gculaunch-" + std::to_string(uid) + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return Error{
+        "cannot create a private control directory in " + parent + ": " + std::strerror(errno),
+        "set XDG_RUNTIME_DIR to a directory of yours"};
+  }
+  return pattern;
+}
+
+std::vector<std::string> PrivateControlDirs(const std::string& parent, uid_t uid) {
+  const std::string prefix = "gculaunch-" + std::to_string(uid) + "-";
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(parent, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string dir = parent + "/" + name;
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0700) continue;
+    dirs.push_back(dir);
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
 }
 
 std::string ControlSocketFileName(const std::string& run_id, int node_rank, pid_t pid) {
@@ -293,7 +330,8 @@ Result<ControlEndpoint> SelectControlEndpoint(const std::vector<ControlEndpoint>
 }
 
 Result<ControlEndpoint> FindControlEndpoint(const std::string& xdg_runtime_dir,
-                                            const ControlSelector& selector) {
+                                            const ControlSelector& selector,
+                                            const std::string& private_parent) {
   std::vector<std::string> dirs = {ControlDirPath(xdg_runtime_dir, ::geteuid())};
   if (const std::string plain = ControlDirPath("", ::geteuid()); plain != dirs.front()) {
     dirs.push_back(plain);
@@ -302,7 +340,11 @@ Result<ControlEndpoint> FindControlEndpoint(const std::string& xdg_runtime_dir,
   for (const std::string& dir : dirs) {
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) continue;
+    if (ControlDirOfAnotherUser(dir)) continue;  // squatted: the launches use private ones
     if (Status checked = CheckControlDir(dir, false); !checked.ok()) return checked.error();
+    for (ControlEndpoint& e : ListControlEndpoints(dir)) all.push_back(std::move(e));
+  }
+  for (const std::string& dir : PrivateControlDirs(private_parent, ::geteuid())) {
     for (ControlEndpoint& e : ListControlEndpoints(dir)) all.push_back(std::move(e));
   }
   return SelectControlEndpoint(all, selector);

@@ -7,7 +7,11 @@
 // The directory is created with mode 0700; before any use it is checked with lstat: a real
 // directory (not a symlink), owned by this user, mode exactly 0700.  Anything else is refused
 // with a one-line error naming the path and the fix (another user could otherwise plant or
-// read sockets there).
+// read sockets there).  When what stands there belongs to another user (someone created
+// /tmp/gculaunch-<uid> first: a directory, a symlink or a file this user cannot remove from
+// sticky /tmp), a launch uses a fresh private directory instead,
+//   /tmp/gculaunch-<uid>-XXXXXX  (mkdtemp, 0700; removed by the guardian at exit),
+// says so in one warning line, and the clients look there too (PrivateControlDirs).
 //
 // Name: "<run id>-n<node rank>-<pid>.sock" (the run id with every byte outside [A-Za-z0-9._-]
 // replaced by '_' and cut to 40 bytes).  Several jobs on one node and simulated hosts sharing
@@ -65,6 +69,22 @@ std::string ControlDirPath(const std::string& xdg_runtime_dir, uid_t uid);
 /// creates it with mode 0700 first when `create` and it does not exist.
 Status CheckControlDir(const std::string& dir, bool create);
 
+/// Where a launch makes its private control directory when the usual one is another user's.
+inline constexpr char kPrivateControlParent[] = "/tmp";
+
+/// Whether something exists at `dir` (lstat) and belongs to another user than geteuid(): a
+/// control directory this user can neither use nor remove.
+bool ControlDirOfAnotherUser(const std::string& dir);
+
+/// Creates a fresh private control directory "<parent>/gculaunch-<uid>-XXXXXX" (mkdtemp,
+/// mode 0700) and returns its path.
+Result<std::string> MakePrivateControlDir(const std::string& parent, uid_t uid);
+
+/// This user's private control directories in `parent`, sorted: the entries named
+/// "gculaunch-<uid>-*" that are real directories (lstat: not symlinks) owned by geteuid()
+/// with mode exactly 0700.  Anything else of that name is ignored.
+std::vector<std::string> PrivateControlDirs(const std::string& parent, uid_t uid);
+
 /// "<run id>-n<node>-<pid>.sock" (the run id made safe, see above).
 std::string ControlSocketFileName(const std::string& run_id, int node_rank, pid_t pid);
 
@@ -101,11 +121,14 @@ Result<ControlEndpoint> SelectControlEndpoint(const std::vector<ControlEndpoint>
                                               const ControlSelector& selector);
 
 /// What a client (`gculaunch stacks`, `gculaunch status`) does: lists the launches in this
-/// user's control directories (ControlDirPath with and without `xdg_runtime_dir`; each checked
-/// as CheckControlDir does, a missing one is empty) and selects one.  Errors: an unsafe
-/// directory, none or several launches (see SelectControlEndpoint).
-Result<ControlEndpoint> FindControlEndpoint(const std::string& xdg_runtime_dir,
-                                            const ControlSelector& selector);
+/// user's control directories (ControlDirPath with and without `xdg_runtime_dir`, each checked
+/// as CheckControlDir does, a missing one is empty; then PrivateControlDirs(`private_parent`))
+/// and selects one.  A usual directory that belongs to another user is skipped (its launches
+/// are in private directories).  Errors: an unsafe directory of this user's own (it can fix
+/// it), none or several launches (see SelectControlEndpoint).
+Result<ControlEndpoint> FindControlEndpoint(
+    const std::string& xdg_runtime_dir, const ControlSelector& selector,
+    const std::string& private_parent = kPrivateControlParent);
 
 /// Sends `line` (without the newline) to the socket at `path` and returns the whole answer
 /// (read until the launch closes).  Errors: cannot connect, no answer within `timeout`, or

@@ -296,7 +296,7 @@ std::string FormatEventLine(const JobEvent& event, double unix_time, const std::
 
 Result<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path, std::string run_id,
                                                  int node_rank) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     return Error{"cannot open the event log " + path + ": " + std::strerror(errno),
                  "check that the log directory is writable"};

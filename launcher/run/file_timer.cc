@@ -21,6 +21,29 @@ double UnixSeconds() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+// What stands at `path` (lstat): empty when nothing does or it is a FIFO of this user (a
+// leftover gculaunch may replace), else what it is ("is a regular file").
+std::string Obstacle(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? "" : std::string("cannot be checked (") + std::strerror(errno) + ")";
+  }
+  if (S_ISFIFO(st.st_mode) && st.st_uid == ::geteuid()) return "";
+  if (S_ISFIFO(st.st_mode)) return "is a FIFO of uid " + std::to_string(st.st_uid);
+  if (S_ISREG(st.st_mode)) return "is a regular file";
+  if (S_ISDIR(st.st_mode)) return "is a directory";
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+  return "is not a FIFO";
+}
+
+// Removes `path` only when it is a FIFO of this user: never a file someone named by mistake.
+void RemoveOwnFifo(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == ::geteuid()) {
+    ::unlink(path.c_str());
+  }
+}
+
 }  // namespace
 
 std::optional<FileTimerRequest> ParseFileTimerRequest(std::string_view line) {
@@ -78,17 +101,22 @@ std::map<pid_t, FileTimerRequest> FileTimerTable::TakeExpired(double now) {
 Result<std::unique_ptr<FileTimerServer>> FileTimerServer::Start(boost::asio::io_context& io,
                                                                 const std::string& path,
                                                                 Reaper reaper) {
-  ::unlink(path.c_str());
+  if (const std::string obstacle = Obstacle(path); !obstacle.empty()) {
+    return Error{"TORCHELASTIC_TIMER_FILE '" + path + "' " + obstacle +
+                     ", not a FIFO of this user: gculaunch leaves it alone",
+                 "set TORCHELASTIC_TIMER_FILE to a path that does not exist yet"};
+  }
+  RemoveOwnFifo(path);  // a leftover of an earlier run
   if (::mkfifo(path.c_str(), 0600) != 0) {
     return Error{"TORCHELASTIC_ENABLE_FILE_TIMER: cannot create the FIFO " + path + ": " +
                      std::strerror(errno),
                  "set TORCHELASTIC_TIMER_FILE to a path in a writable directory"};
   }
   // Read-write: the FIFO then always has a writer (us), so it never reads as end of file.
-  const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     const int err = errno;
-    ::unlink(path.c_str());
+    RemoveOwnFifo(path);
     return Error{
         "TORCHELASTIC_ENABLE_FILE_TIMER: cannot open the FIFO " + path + ": " + std::strerror(err),
         "check the permissions of its directory"};
@@ -107,7 +135,7 @@ FileTimerServer::~FileTimerServer() {
   lifetime_.Expire();
   boost::system::error_code ignored;
   fifo_.close(ignored);
-  ::unlink(path_.c_str());
+  RemoveOwnFifo(path_);
 }
 
 void FileTimerServer::Read() {

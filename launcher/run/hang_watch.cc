@@ -1,11 +1,11 @@
 #include "launcher/run/hang_watch.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "base/duration.h"
 #include "launcher/run/hang_check.h"
 #include "launcher/run/stack_report.h"
+#include "launcher/sys/safe_files.h"
 
 namespace gculaunch {
 
@@ -18,9 +18,7 @@ void PublishHangReport(const HangWatchConfig& config, int number, int epoch,
   writer.Urgent(console, report);
   if (config.report_dir.empty()) return;
   const std::string path = config.report_dir + "/hang_" + std::to_string(number) + ".txt";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << report;
-  if (out) {
+  if (sys::ReplaceFile(path, report).ok()) {
     log.info("hang report: {}", path);
   } else {
     log.warn("cannot write the hang report {}", path);

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 namespace gculaunch {
@@ -24,7 +25,8 @@ std::shared_ptr<OutputTarget> OutputTarget::Borrowed(int fd, std::string name) {
 }
 
 Result<std::shared_ptr<OutputTarget>> OutputTarget::File(const std::string& path) {
-  auto fd = sys::OpenCloexec(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // Never through a symlink planted in its place.
+  auto fd = sys::OpenCloexec(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
   if (!fd.ok()) {
     return Error{fd.error().what, "check that the --log-dir directory is writable"};
   }
@@ -57,6 +59,11 @@ bool OutputWriter::Queue(Chunk chunk, bool urgent) {
   if (!urgent && queued_bytes_ > limits_.high_water) congested_ = true;
   wake_.notify_one();
   return !congested_;
+}
+
+void OutputWriter::set_warnings(TargetPtr target) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  warnings_ = std::move(target);
 }
 
 bool OutputWriter::congested() const {
@@ -206,14 +213,44 @@ void OutputWriter::WriteChunks(std::deque<Chunk>& chunks) {
     }
     if (target->failed()) {
       bytes_dropped_ += bytes;
-    } else if (WriteFully(target->fd(), iov) != 0) {
-      target->MarkFailed();
+    } else if (const int err = WriteFully(target->fd(), iov); err != 0) {
       bytes_dropped_ += bytes;
+      LostOutput(*target, err, bytes);
     } else {
       bytes_written_ += bytes;
+      if (target->lost_ > 0 && target->file()) {
+        Warn("writing " + target->name() + " again; " + std::to_string(target->lost_) +
+             " bytes of it were lost while it could not be written");
+      }
+      target->lost_ = 0;
     }
     i = j;
   }
+}
+
+// Writer thread: `bytes` for `target` were not written (errno `err`).  A full disk drops
+// only these bytes; anything else drops the target for good.  A log file's first loss is
+// one warning line.
+void OutputWriter::LostOutput(OutputTarget& target, int err, size_t bytes) {
+  const bool space = err == ENOSPC || err == EDQUOT || err == EFBIG;
+  if (!space) target.MarkFailed();
+  const bool first = target.lost_ == 0;
+  target.lost_ += bytes;
+  if (!first || !target.file()) return;  // a console has nowhere else to say it
+  Warn("cannot write " + target.name() + ": " + std::strerror(err) +
+       (space ? "; its output is lost until there is space again (fix: free space on that "
+                "file system, or give --log-dir another one)"
+              : "; its later output is lost (fix: check the file system of --log-dir)"));
+}
+
+// Writer thread: one line of gculaunch's own on the warnings target (queued: written next).
+void OutputWriter::Warn(const std::string& line) {
+  TargetPtr target;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    target = warnings_;
+  }
+  if (target) Queue({target, "gculaunch: warning: " + line + "\n", nullptr, false}, true);
 }
 
 }  // namespace gculaunch

@@ -25,8 +25,12 @@
 // line ("\n"), except the owner's next line, which replaces the bar (its
 // final state).  A redraw is cut to the terminal's width.
 //
-// A target whose write fails (EPIPE, EIO after a hang-up, disk full) is
-// marked failed and its later output is dropped and counted.
+// A target whose write fails (EPIPE, EIO after a hang-up) is marked failed and
+// its later output is dropped and counted.  A full disk (ENOSPC, EDQUOT, EFBIG)
+// drops only what could not be written: later output is tried again, so a log
+// file resumes once there is space.  For a log file (File()) the writer says so
+// on the warnings target (set_warnings, gculaunch's stderr), once when the file
+// starts losing output and once when it writes again, with the bytes lost.
 //
 // Lifetime: Finish() (or the destructor) stops the thread.  Targets are
 // shared_ptrs so a log file stays open until its last queued bytes are written.
@@ -67,8 +71,11 @@ class OutputTarget {
   }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   void MarkFailed() { failed_.store(true, std::memory_order_relaxed); }
+  /// A log file gculaunch opened (File()), not an inherited descriptor.
+  bool file() const { return owned_.get() >= 0; }
 
  private:
+  friend class OutputWriter;
   OutputTarget(int fd, sys::UniqueFd owned, std::string name)
       : fd_(fd), owned_(std::move(owned)), name_(std::move(name)) {}
   int fd_;
@@ -77,6 +84,7 @@ class OutputTarget {
   bool terminal_ = false;
   uint64_t rdev_ = 0;
   std::atomic<bool> failed_{false};
+  uint64_t lost_ = 0;  ///< writer thread only: bytes dropped since the last good write
 };
 using TargetPtr = std::shared_ptr<OutputTarget>;
 
@@ -103,6 +111,8 @@ class OutputWriter {
   void Urgent(const TargetPtr& target, std::string bytes);
   /// True while rank readers should stay paused.
   bool congested() const;
+  /// Where the writer's own warnings about log files go (gculaunch's stderr); none: nowhere.
+  void set_warnings(TargetPtr target);
 
   /// Waits until everything queued has been written or `timeout` passed,
   /// then stops the thread.  Returns false if bytes were left unwritten (a
@@ -123,6 +133,8 @@ class OutputWriter {
   void Run();
   void ShapeForTerminal(Chunk& chunk);
   void WriteChunks(std::deque<Chunk>& chunks);
+  void LostOutput(OutputTarget& target, int err, size_t bytes);
+  void Warn(const std::string& line);
 
   const Limits limits_;
   const std::function<void()> on_space_;
@@ -130,6 +142,7 @@ class OutputWriter {
   std::condition_variable wake_;     ///< new chunks or stop
   std::condition_variable drained_;  ///< queue became empty
   std::deque<Chunk> queue_;          // GUARDED_BY(mutex_)
+  TargetPtr warnings_;               // GUARDED_BY(mutex_)
   size_t queued_bytes_ = 0;          // GUARDED_BY(mutex_): queued + being written
   bool congested_ = false;           // GUARDED_BY(mutex_)
   bool stopping_ = false;            // GUARDED_BY(mutex_)

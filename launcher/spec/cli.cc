@@ -372,40 +372,75 @@ Status ApplyRunId(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
+// An error about one --rdzv-conf item quotes that item only, and never a password's value:
+// the whole value would echo every secret in it to logs (docs/security.md).
+Error BadRdzvItem(const ApplyContext& c, const std::string& key, const std::string& val,
+                  const std::string& problem, const std::string& example) {
+  return BadValue(c.source, key == "password" ? "password=<hidden>" : key + "=" + val, problem,
+                  example);
+}
+
+const std::set<std::string>& RdzvSecondsKeys() {
+  static const std::set<std::string> keys = {"timeout", "join_timeout", "last_call_timeout",
+                                             "close_timeout", "read_timeout"};
+  return keys;
+}
+
+bool IsRdzvKey(const std::string& key) {
+  return RdzvSecondsKeys().count(key) != 0 || key == "is_host" || IsEtcdConfKey(key);
+}
+
+// One KEY=VALUE item of --rdzv-conf, checked; nullopt when it is fine.
+std::optional<Error> CheckRdzvItem(const ApplyContext& c, const std::string& key,
+                                   const std::string& val) {
+  const auto& kSeconds = RdzvSecondsKeys();
+  if (kSeconds.count(key) != 0) {
+    if (!ParseSeconds(val)) {
+      return BadRdzvItem(c, key, val, "'" + key + "' expects seconds", key + "=900");
+    }
+    if (*ParseSeconds(val) > kMaxSeconds) {
+      return BadRdzvItem(c, key, val, "'" + key + "' is " + kTooLong, key + "=900");
+    }
+  } else if (key == "is_host") {
+    if (!ParseBoolText(val)) {
+      return BadRdzvItem(c, key, val, "'is_host' expects true or false", "is_host=true");
+    }
+  } else if (IsEtcdConfKey(key)) {
+    if (auto bad = CheckEtcdConfValue(key, val)) {
+      return BadRdzvItem(c, key, val, bad->problem, bad->example);
+    }
+  } else {
+    // Only the key: a misspelt "pasword=..." must not show its value.
+    return Error{c.source + ": unknown key '" + key + "'",
+                 "accepted keys: timeout, join_timeout, last_call_timeout, close_timeout, "
+                 "read_timeout, is_host; with --rdzv-backend etcd also protocol, cacert, cert, "
+                 "key, etcd_prefix, user, password, password_file, lease_ttl (docs/etcd.md)"};
+  }
+  return std::nullopt;
+}
+
 Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o) {
-  static const std::set<std::string> kSeconds = {"timeout", "join_timeout", "last_call_timeout",
-                                                 "close_timeout", "read_timeout"};
-  const std::string keys =
-      "accepted keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, "
-      "is_host; with --rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, "
-      "password, password_file, lease_ttl (docs/etcd.md)";
-  const std::string& value = c.value;
   o.rdzv_conf.clear();
-  for (const std::string& item : Split(value, ',')) {
+  bool after_password = false;
+  for (const std::string& item : Split(c.value, ',')) {
     const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return BadValue(c.source, value, "expected KEY=VALUE[,KEY=VALUE...]", "join_timeout=900");
+    const bool malformed = eq == std::string::npos || eq == 0;
+    if (after_password && (malformed || !IsRdzvKey(item.substr(0, eq)))) {
+      // Most likely the rest of a password that holds ',' (or ',' and '='): never quoted.
+      return Error{c.source +
+                       ": an item after password= is not one of the keys: a misspelt key, or a "
+                       "password holding ','",
+                   "check the key names (--help lists them); put a password holding ',' in "
+                   "password_file=PATH or in " +
+                       std::string(kEtcdPasswordEnv)};
+    }
+    if (malformed) {
+      return BadValue(c.source, item, "expected KEY=VALUE[,KEY=VALUE...]", "join_timeout=900");
     }
     const std::string key = item.substr(0, eq);
     const std::string val = item.substr(eq + 1);
-    if (kSeconds.count(key) != 0) {
-      if (!ParseSeconds(val)) {
-        return BadValue(c.source, value, "'" + key + "' expects seconds", key + "=900");
-      }
-      if (*ParseSeconds(val) > kMaxSeconds) {
-        return BadValue(c.source, value, "'" + key + "' is " + kTooLong, key + "=900");
-      }
-    } else if (key == "is_host") {
-      if (!ParseBoolText(val)) {
-        return BadValue(c.source, value, "'is_host' expects true or false", "is_host=true");
-      }
-    } else if (IsEtcdConfKey(key)) {
-      if (auto bad = CheckEtcdConfValue(key, val)) {
-        return BadValue(c.source, value, bad->problem, bad->example);
-      }
-    } else {
-      return Error{c.source + " '" + value + "': unknown key '" + key + "'", keys};
-    }
+    after_password = key == "password";
+    if (auto bad = CheckRdzvItem(c, key, val)) return *bad;
     o.rdzv_conf[key] = val;
   }
   return OkStatus();
@@ -1244,6 +1279,8 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
 }
 
 }  // namespace
+
+bool IsRdzvConfKey(const std::string& key) { return IsRdzvKey(key); }
 
 std::optional<std::string> CanonicalFlagName(std::string_view name) {
   for (const FlagDef& def : kFlags) {

@@ -187,6 +187,9 @@ Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& e
 /// either spelling ("nproc_per_node"); nullopt if there is no such flag.
 std::optional<std::string> CanonicalFlagName(std::string_view name);
 
+/// Whether `key` is one of --rdzv-conf's keys (the rendezvous keys and the etcd backend's).
+bool IsRdzvConfKey(const std::string& key);
+
 /// Every flag's canonical name, in help order (without --help and --version).
 std::vector<std::string> CanonicalFlagNames();
 

@@ -187,11 +187,20 @@ Status Tls(const CliOptions& o, const std::map<std::string, std::string>& conf,
 }
 
 Status Auth(const CliOptions& o, const std::map<std::string, std::string>& conf,
-            const FileAccess& files, EtcdSettings& s) {
+            const FileAccess& files, const std::string& env_password, EtcdSettings& s) {
   const std::string source = o.Source("rdzv-conf");
   s.user = Get(conf, "user");
   s.password = Get(conf, "password");
   const std::string password_file = Get(conf, "password_file");
+  if (!env_password.empty()) {
+    if (!s.password.empty() || !password_file.empty()) {
+      return Error{source + ": " + (s.password.empty() ? "password_file" : "password") +
+                       " given while " + kEtcdPasswordEnv + " is set",
+                   "give the password one way only: unset " + std::string(kEtcdPasswordEnv) +
+                       ", or drop it from " + source};
+    }
+    s.password = env_password;
+  }
   if (!password_file.empty()) {
     if (!s.password.empty()) {
       return Error{source + ": password and password_file both given", "give only one of them"};
@@ -199,7 +208,8 @@ Status Auth(const CliOptions& o, const std::map<std::string, std::string>& conf,
     auto text = files.ReadTextFile(password_file);
     if (!text.ok()) {
       return Error{source + " password_file=" + password_file + ": " + text.error().what,
-                   "give a readable file holding the etcd password"};
+                   text.error().hint.empty() ? "give a readable file holding the etcd password"
+                                             : text.error().hint};
     }
     s.password = *text;
     while (!s.password.empty() && (s.password.back() == '\n' || s.password.back() == '\r')) {
@@ -210,13 +220,18 @@ Status Auth(const CliOptions& o, const std::map<std::string, std::string>& conf,
                    "write the etcd password into it"};
     }
   }
+  if (s.user.empty() && !env_password.empty()) {
+    return Error{std::string(kEtcdPasswordEnv) + " is set but " + source + " names no user",
+                 "add user=NAME (the etcd user the password belongs to), or unset " +
+                     std::string(kEtcdPasswordEnv)};
+  }
   if (s.user.empty() && !s.password.empty()) {
     return Error{source + ": a password without a user",
                  "add user=NAME (the etcd user the password belongs to)"};
   }
   if (!s.user.empty() && s.password.empty()) {
     return Error{source + " user=" + s.user + " without a password",
-                 "add password=... or password_file=PATH"};
+                 "add password_file=PATH, or set " + std::string(kEtcdPasswordEnv)};
   }
   return OkStatus();
 }
@@ -270,7 +285,7 @@ std::optional<EtcdConfProblem> CheckEtcdConfValue(const std::string& key,
 bool IsEtcdBackend(const std::string& backend) { return backend == "etcd" || backend == "etcd-v2"; }
 
 Result<EtcdSettings> MakeEtcdSettings(const CliOptions& o, const std::string& run_id,
-                                      const FileAccess& files) {
+                                      const FileAccess& files, const std::string& env_password) {
   EtcdSettings s;
   s.backend = o.rdzv_backend.value_or("etcd");
   const std::string id_source = o.rdzv_id ? o.Source("rdzv-id") : o.Source("run-id");
@@ -293,7 +308,7 @@ Result<EtcdSettings> MakeEtcdSettings(const CliOptions& o, const std::string& ru
   auto conf = FoldedConf(o);
   if (!conf.ok()) return conf.error();
   if (Status tls = Tls(o, *conf, https, files, s); !tls.ok()) return tls.error();
-  if (Status auth = Auth(o, *conf, files, s); !auth.ok()) return auth.error();
+  if (Status auth = Auth(o, *conf, files, env_password, s); !auth.ok()) return auth.error();
   if (std::string prefix = Get(*conf, "etcd_prefix"); !prefix.empty()) {
     while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
     s.etcd_prefix = prefix;

@@ -15,7 +15,8 @@
 //   cert, ssl_cert  client certificate (PEM)       (etcd; etcd-v2)
 //   key, ssl_cert_key  the certificate's key       (etcd; etcd-v2)
 //   etcd_prefix     root of gculaunch's keys, default /gculaunch (etcd backend's key)
-//   user, username  etcd user;  password, password_file  its password
+//   user, username  etcd user;  password, password_file  its password (or, instead of
+//                   both, the variable GCULAUNCH_ETCD_PASSWORD, which no rank inherits)
 //   lease_ttl       seconds a node's lease lives without a refresh, default 10
 //   read_timeout    seconds one request may take, default 5 (etcd-v2's key)
 // https, an https:// endpoint or any certificate key means TLS.
@@ -58,6 +59,10 @@ struct EtcdSettings {
 /// True for the --rdzv-conf keys only the etcd backend reads.
 bool IsEtcdConfKey(const std::string& key);
 
+/// The environment variable that may hold the etcd password instead of --rdzv-conf password=
+/// or password_file=; BuildRankEnv removes it from every rank's environment.
+inline constexpr char kEtcdPasswordEnv[] = "GCULAUNCH_ETCD_PASSWORD";
+
 /// What is wrong with one etcd --rdzv-conf value, and an example of a right one.
 struct EtcdConfProblem {
   std::string problem;
@@ -72,8 +77,11 @@ bool IsEtcdBackend(const std::string& backend);
 /// The settings of --rdzv-backend etcd; `run_id` is the job's id as MakeLaunchSpec decided it
 /// (--rdzv-id or --run-id; "none" when neither was given). Errors are one line naming the flag
 /// or key and the fix. `files` checks that certificate files exist and reads password_file.
+/// `env_password`: GCULAUNCH_ETCD_PASSWORD's value (empty: not set), the password when
+/// --rdzv-conf gives neither password nor password_file (giving two of them is an error).
 /// REQUIRES: options.rdzv_backend names the etcd backend.
 Result<EtcdSettings> MakeEtcdSettings(const CliOptions& options, const std::string& run_id,
-                                      const FileAccess& files);
+                                      const FileAccess& files,
+                                      const std::string& env_password = "");
 
 }  // namespace gculaunch

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include "base/one_line.h"
 #include "base/text.h"
@@ -59,9 +61,21 @@ class JobReader {
     return Error{At(node) + ": " + what, hint};
   }
 
+  // A value is text: an explicit tag (!!binary, !!str, !custom) would change what it means,
+  // so none is taken.  yaml-cpp marks untagged nodes "?" (plain) or "!" (quoted).
+  Status CheckTag(const YAML::Node& node) const {
+    const std::string& tag = node.Tag();
+    if (tag.empty() || tag == "?" || tag == "!") return OkStatus();
+    constexpr std::string_view kCore = "tag:yaml.org,2002:";
+    const std::string shown = tag.rfind(kCore, 0) == 0 ? "!!" + tag.substr(kCore.size()) : tag;
+    return Bad(node, "the YAML tag '" + shown + "' is not supported in a job file",
+               "drop the tag and write the value as plain text");
+  }
+
   Result<JobFile> Read(const YAML::Node& root) {
     JobFile job;
     job.origin = origin_;
+    if (Status tag = CheckTag(root); !tag.ok()) return tag.error();
     if (!root.IsMap()) {
       return Bad(root, "a job file must be a YAML mapping of keys to values",
                  "start with keys such as script: and nproc_per_node:");
@@ -72,6 +86,8 @@ class JobReader {
       if (!entry.first.IsScalar()) {
         return Bad(entry.first, "keys must be plain names", "write key: value");
       }
+      if (Status tag = CheckTag(entry.first); !tag.ok()) return tag.error();
+      if (Status tag = CheckTag(entry.second); !tag.ok()) return tag.error();
       const std::string key = entry.first.Scalar();
       const YAML::Node& value = entry.second;
       std::string canonical = key;
@@ -135,6 +151,7 @@ class JobReader {
       return Bad(value, "'args' must be a list", "write it as args: [\"{config}\", --amp]");
     }
     for (const YAML::Node& item : value) {
+      if (Status tag = CheckTag(item); !tag.ok()) return tag;
       if (!item.IsScalar()) {
         return Bad(item, "'args' must be a list of plain values",
                    "write each argument as text, e.g. - --epochs");
@@ -153,6 +170,8 @@ class JobReader {
     }
     std::set<std::string> names;
     for (const auto& item : value) {
+      if (Status tag = CheckTag(item.first); !tag.ok()) return tag;
+      if (Status tag = CheckTag(item.second); !tag.ok()) return tag;
       const std::string name = item.first.Scalar();
       if (!item.first.IsScalar() || !IsEnvName(name)) {
         return Bad(item.first, "env: '" + name + "' is not a valid variable name",
@@ -179,6 +198,8 @@ class JobReader {
                  "write it as configs: {8: configs/train_8card.py, 16: configs/train_16card.py}");
     }
     for (const auto& item : value) {
+      if (Status tag = CheckTag(item.first); !tag.ok()) return tag;
+      if (Status tag = CheckTag(item.second); !tag.ok()) return tag;
       const std::string count_text = item.first.IsScalar() ? item.first.Scalar() : "";
       int count = 0;
       const char* end = count_text.data() + count_text.size();
@@ -231,7 +252,15 @@ std::string Counts(const std::map<int, std::string>& configs) {
 
 Result<JobFile> Parse(const std::string& yaml_text, const std::string& origin) {
   try {
-    return JobReader(origin).Read(YAML::Load(yaml_text));
+    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    if (documents.size() > 1) {
+      const int line = documents[1].Mark().line;
+      return Error{origin + (line >= 0 ? ":" + std::to_string(line + 1) : "") +
+                       ": a second YAML document ('---'); a job file holds one",
+                   "remove the '---' line and what follows, or move it into a job file of its "
+                   "own"};
+    }
+    return JobReader(origin).Read(documents.empty() ? YAML::Node() : documents.front());
   } catch (const YAML::Exception& e) {
     return Error{origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg,
                  "fix the YAML syntax"};

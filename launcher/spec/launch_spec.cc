@@ -227,7 +227,7 @@ class SpecBuilder {
       return OkStatus();
     }
     if (IsEtcdBackend(spec_.rdzv_backend)) {
-      auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_);
+      auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_, env_.GetOr(kEtcdPasswordEnv, ""));
       if (!etcd.ok()) return etcd.error();
       spec_.etcd = std::move(*etcd);
       if (spec_.rdzv_backend == "etcd-v2") {
@@ -455,7 +455,9 @@ class SpecBuilder {
       auto text = files_.ReadTextFile(value);
       if (!text.ok()) {
         return Error{source + ": " + text.error().what,
-                     "give an existing profile file, or one of " + ProfileNames(*catalog)};
+                     text.error().hint.empty()
+                         ? "give an existing profile file, or one of " + ProfileNames(*catalog)
+                         : text.error().hint};
       }
       auto profile = ParseDeviceProfile(*text, value);
       if (!profile.ok()) return profile.error();
@@ -1097,8 +1099,9 @@ Result<MergedOptions> MergeJobFile(const CliOptions& options, const FileAccess& 
   if (!options.job) return merged;
   auto text = files.ReadTextFile(*options.job);
   if (!text.ok()) {
-    return OneLine(Error{options.Source("job") + ": " + text.error().what,
-                         "give the path of an existing job file"});
+    return OneLine(Error{
+        options.Source("job") + ": " + text.error().what,
+        text.error().hint.empty() ? "give the path of an existing job file" : text.error().hint});
   }
   auto job = ParseJobFile(*text, *options.job);
   if (!job.ok()) return job.error();

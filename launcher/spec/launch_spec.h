@@ -187,7 +187,8 @@ class FileAccess {
   /// `name` with '/': itself if it is an executable file.  nullopt otherwise.
   virtual std::optional<std::string> FindExecutable(const std::string& name,
                                                     const std::string& path_var) const = 0;
-  /// The whole content of a text file; the error names the file and errno.
+  /// The whole content of a text file: a regular file of at most 1 MiB (LocalFileAccess); the
+  /// error names the file and the reason, with a hint when the reason has its own fix.
   virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
   /// Whether `path` names an existing file (of any kind, executable or not): tells "not
   /// executable" (exit 126) from "not found" (exit 127).

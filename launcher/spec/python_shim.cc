@@ -1,45 +1,9 @@
 #include "launcher/spec/python_shim.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-
 namespace gculaunch {
 
 std::string PythonShimDir(const RankRuntime& runtime) {
   return runtime.error_file_root + "/python-shim";
-}
-
-Status WriteSiteDir(const std::string& flag, const std::string& dir,
-                    const std::vector<std::pair<std::string_view, std::string_view>>& files) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Error{flag + ": cannot create '" + dir + "': " + ec.message(),
-                 "check the permissions of --log-dir (or of the temporary directory)"};
-  }
-  for (const auto& [name, text] : files) {
-    const std::string path = dir + "/" + std::string(name);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      return Error{flag + ": cannot write '" + path + "': " + std::strerror(errno),
-                   "check the permissions and free space of --log-dir (or of the temporary "
-                   "directory)"};
-    }
-    std::filesystem::permissions(
-        path,
-        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
-            std::filesystem::perms::group_read | std::filesystem::perms::others_read,
-        ec);
-  }
-  return OkStatus();
-}
-
-Status WritePythonShim(const std::string& dir) {
-  return WriteSiteDir("--python-shim", dir, PythonShimFiles());
 }
 
 void PrependPythonPath(const std::string& dir, EnvMap& env) {

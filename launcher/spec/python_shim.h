@@ -19,7 +19,8 @@
 // GCULAUNCH_SHIM_* variables and its PYTHONPATH entry from its own process
 // at start-up, so nothing a rank starts inherits them.
 //
-// Thread safety: pure functions, except WritePythonShim (file I/O, one caller).
+// Thread safety: pure functions.  The launch writes the files with sys::WriteSiteDir
+// (launcher/sys/safe_files.h).
 #pragma once
 
 #include <string>
@@ -42,19 +43,9 @@ const std::vector<std::pair<std::string_view, std::string_view>>& PythonShimFile
 /// (below --log-dir/<run id>, or the launch's temporary directory).
 std::string PythonShimDir(const RankRuntime& runtime);
 
-/// Creates `dir` (and its parents) and writes the shim's files into it,
-/// readable by the ranks.  The error names the file and the reason.
-Status WritePythonShim(const std::string& dir);
-
 /// Adds the variables above to a rank's environment; `env` already holds the
 /// layers below gculaunch's own (its PYTHONPATH is the one kept behind the shim).
 void AddPythonShimEnv(const LaunchSpec& spec, const RankRuntime& runtime, EnvMap& env);
-
-/// Shared with the stack-dump hook (stack_hook.h), which is written and found the same way:
-/// creates `dir` (and its parents) and writes `files` into it, readable by the ranks.  The
-/// error starts with `flag` and names the file and the reason.
-Status WriteSiteDir(const std::string& flag, const std::string& dir,
-                    const std::vector<std::pair<std::string_view, std::string_view>>& files);
 
 /// Puts `dir` first on the PYTHONPATH of `env`.
 void PrependPythonPath(const std::string& dir, EnvMap& env);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "base/text.h"
+#include "launcher/spec/cli.h"
 #include "launcher/spec/cpu_list.h"
+#include "launcher/spec/etcd_settings.h"
 #include "launcher/spec/python_shim.h"
 #include "launcher/spec/stack_hook.h"
 
@@ -119,6 +122,35 @@ std::vector<std::string> RankContractVariables(const LaunchSpec& spec) {
   return vars;
 }
 
+namespace {
+
+// The etcd password never reaches a rank (docs/security.md): GCULAUNCH_ETCD_PASSWORD is
+// gculaunch's own, and the password= item of PET_RDZV_CONF (with the ','-separated pieces of it
+// that follow: items that are not one of the keys) is cut out of the ranks' copy; nothing left,
+// no copy.
+void RemoveEtcdPassword(EnvMap& env) {
+  env.Erase(kEtcdPasswordEnv);
+  const auto conf = env.Get("PET_RDZV_CONF");
+  if (!conf) return;
+  std::string kept;
+  bool in_password = false;
+  for (const std::string& item : Split(*conf, ',')) {
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos && eq != 0 && IsRdzvConfKey(item.substr(0, eq))) {
+      in_password = item.compare(0, eq, "password") == 0;
+    }
+    if (in_password) continue;
+    kept += (kept.empty() ? "" : ",") + item;
+  }
+  if (kept.empty()) {
+    env.Erase("PET_RDZV_CONF");
+  } else {
+    env.Set("PET_RDZV_CONF", kept);
+  }
+}
+
+}  // namespace
+
 EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, int restart_count,
                     const RankRuntime& runtime) {
   // Layers, lowest first: profile, the user's environment, --env.
@@ -126,6 +158,7 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   for (const auto& [key, value] : spec.profile.env) env.Set(key, value);
   for (const auto& [key, value] : base.vars()) env.Set(key, value);
   for (const auto& [key, value] : spec.extra_env) env.Set(key, value);
+  RemoveEtcdPassword(env);
 
   // Defaults that yield to any value already present (torchrun keeps the
   // agent's NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS the same way).

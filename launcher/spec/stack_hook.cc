@@ -22,10 +22,6 @@ std::string RankHeartbeatFile(const RankRuntime& runtime, int restart_count, int
          std::to_string(local_rank) + "/heartbeat";
 }
 
-Status WriteStackHook(const std::string& dir) {
-  return WriteSiteDir("--stack-dumps", dir, StackHookFiles());
-}
-
 const std::vector<std::string>& StackHookVariables() {
   static const std::vector<std::string> vars = {"GCULAUNCH_STACKS_PARENT", "GCULAUNCH_STACKS_DIR",
                                                 "GCULAUNCH_STACKS_SIGNAL", "GCULAUNCH_STACKS_FILE",

@@ -16,7 +16,8 @@
 // The hook removes all four GCULAUNCH_STACKS_* variables and its PYTHONPATH entry from its
 // own process at start-up.  How gculaunch asks for a dump: launcher/run/stack_dumper.h.
 //
-// Thread safety: pure functions, except WriteStackHook (file I/O, one caller).
+// Thread safety: pure functions.  The launch writes the files with sys::WriteSiteDir
+// (launcher/sys/safe_files.h).
 #pragma once
 
 #include <string>
@@ -51,10 +52,6 @@ std::string RankStackFile(const RankRuntime& runtime, int restart_count, int loc
 /// The file a rank may touch to show progress with --hang-timeout (GCULAUNCH_HEARTBEAT_FILE):
 /// "<error_file_root>/attempt_<restart_count>/<local_rank>/heartbeat".
 std::string RankHeartbeatFile(const RankRuntime& runtime, int restart_count, int local_rank);
-
-/// Creates `dir` (and its parents) and writes the hook's files into it, readable by the
-/// ranks.  The error names the file and the reason.
-Status WriteStackHook(const std::string& dir);
 
 /// Adds the variables above to a rank's environment (after AddPythonShimEnv, if any), and
 /// GCULAUNCH_HEARTBEAT_FILE with --hang-timeout.

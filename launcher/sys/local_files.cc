@@ -1,12 +1,9 @@
 #include "launcher/sys/local_files.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "launcher/sys/safe_files.h"
 #include "launcher/sys/spawner.h"
 
 namespace gculaunch {
@@ -37,11 +34,7 @@ std::vector<std::string> LocalFileAccess::ListDir(const std::string& dir) const 
 }
 
 Result<std::string> LocalFileAccess::ReadTextFile(const std::string& path) const {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
+  return sys::ReadBoundedFile(path);  // a regular file of at most 1 MiB: never /dev/zero
 }
 
 }  // namespace gculaunch

@@ -129,6 +129,28 @@ class Failure(unittest.TestCase):
             self.assertEqual(doc["exit_code"], 3)
             self.assertTrue(doc["root_cause"]["message"].startswith("bad "))
 
+    def test_summary_json_never_follows_a_planted_symlink(self):
+        # Another user plants PATH.tmp (the old temporary name) and PATH as symlinks to a
+        # file of ours: neither is followed, the victim keeps its content.
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "ok.sh")
+            with open(script, "w") as f:
+                f.write("#!/bin/sh\nexit 0\n")
+            os.chmod(script, 0o755)
+            victim = os.path.join(tmp, "victim")
+            with open(victim, "w") as f:
+                f.write("victim content\n")
+            summary = os.path.join(tmp, "summary.json")
+            os.symlink(victim, summary + ".tmp")
+            os.symlink(victim, summary)
+            with gltest.Job(["--summary-json", summary, "--no-python", script]) as job:
+                self.assertEqual(job.wait(timeout=60), 0, job.stderr)
+            with open(victim, encoding="utf-8") as f:
+                self.assertEqual(f.read(), "victim content\n")
+            self.assertFalse(os.path.islink(summary))
+            with open(summary, encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["exit_code"], 0)
+
     def test_taken_master_port_is_named_with_the_flag(self):
         # --no-agent-store: rank 0 hosts the store (torch 1.13 --standalone
         # style); the port is already taken by a loopback listener of this test.

@@ -45,6 +45,25 @@ class FileTimer(unittest.TestCase):
                 self.assertLess(took, 30, err)  # long before rank 0's sleep(30) ends
             self.assertFalse(os.path.exists(fifo))
 
+    def test_a_regular_file_named_as_the_fifo_is_left_alone(self):
+        # A mistyped TORCHELASTIC_TIMER_FILE naming a file: kept, one warning, the job runs.
+        with gltest.TempDir() as tmp:
+            script = os.path.join(tmp, "ok.sh")
+            with open(script, "w") as f:
+                f.write("#!/bin/sh\nexit 0\n")
+            os.chmod(script, 0o755)
+            precious = os.path.join(tmp, "precious.txt")
+            with open(precious, "w") as f:
+                f.write("keep me\n")
+            with gltest.Job(["--no-python", script],
+                            extra_env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1",
+                                       "TORCHELASTIC_TIMER_FILE": precious}) as job:
+                self.assertEqual(job.wait(timeout=60), 0, job.stderr)
+                self.assertIn("TORCHELASTIC_TIMER_FILE '%s' is a regular file, not a FIFO of "
+                              "this user: gculaunch leaves it alone" % precious, job.stderr)
+            with open(precious, encoding="utf-8") as f:
+                self.assertEqual(f.read(), "keep me\n")
+
     def test_off_unless_exactly_1(self):
         res = gltest.run([gltest.require_binary(), "--dry-run", "--device", "cpu", "x.py"],
                          env=gltest.tagged_env(gltest.new_tag(),

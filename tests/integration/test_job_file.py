@@ -3,6 +3,8 @@ config for the job's card count reaches the script, flags override the file,
 and bad files stop with one line naming file:line and key."""
 import json
 import os
+import resource
+import subprocess
 import textwrap
 import unittest
 
@@ -92,6 +94,28 @@ class JobFileTest(unittest.TestCase):
             "gculaunch: %s:2: unknown key 'nproc_per_nodes' (fix: did you mean nproc_per_node? "
             "keys are script, args, env, configs and gculaunch's flags (nproc_per_node, device, "
             "log_dir, ...; see gculaunch --help))" % job])
+
+    def test_dev_zero_as_a_job_or_password_file_is_one_line(self):
+        # Under a 1 GiB address-space limit an unbounded read ends in std::bad_alloc (134).
+        def limited():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+        def run(args):
+            return subprocess.run([gltest.require_binary()] + args, capture_output=True,
+                                  text=True, timeout=120, preexec_fn=limited,
+                                  env=gltest.tagged_env(gltest.new_tag()))
+
+        r = run(["--job", "/dev/zero", "--dry-run"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.splitlines(), [
+            "gculaunch: --job: '/dev/zero' is a character device, not a regular file "
+            "(fix: name a regular file)"])
+        r = run(["--dry-run", "--rdzv-backend", "etcd", "--rdzv-endpoint", "127.0.0.1:2379",
+                 "--rdzv-id", "j", "--rdzv-conf", "user=u,password_file=/dev/zero", "x.py"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("password_file=/dev/zero: '/dev/zero' is a character device, not a "
+                      "regular file (fix: name a regular file)", r.stderr)
 
 
 if __name__ == "__main__":

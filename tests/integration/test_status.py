@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import time
 import unittest
@@ -152,6 +153,32 @@ class Status(unittest.TestCase):
         self.assertEqual(gltest.wait_no_tagged(job.tag, 15), [])
         after = status(self.env)
         self.assertEqual(after.returncode, 1)
+
+    def test_a_squatted_control_directory_costs_nothing(self):
+        # Another user (nobody) created this user's control directory first, open to all.  The
+        # launch uses a private 0700 directory in /tmp instead, says where, and status finds it.
+        squatted = os.path.join(self.runtime, "gculaunch")
+        os.mkdir(squatted)
+        os.chmod(squatted, 0o777)
+        os.chown(squatted, 65534, 65534)
+        job = self.job(["--nproc-per-node", "1", "--master-port", "0", "--run-id", "sq1"]
+                       + gltest.child_args("print", "hi", "pause"))
+        job.wait_for(lambda out, err: "hi\n" in out, timeout=60, what="the rank")
+        doc = self.wait_status(job, lambda d: len(d["ranks"]) == 1, "--job", "sq1")
+        self.assertEqual(doc["pid"], job.pid)
+        prefix = "/tmp/gculaunch-%d-" % os.geteuid()
+        self.assertIn("the control directory %s belongs to uid 65534, not to this user" % squatted,
+                      job.stderr)
+        line = [l for l in job.stderr.splitlines() if "control socket is in " + prefix in l]
+        self.assertEqual(len(line), 1, job.stderr)
+        private = line[0].split("control socket is in ")[1].split(" ")[0]
+        st = os.lstat(private)
+        self.assertEqual((stat.S_ISDIR(st.st_mode), st.st_uid, stat.S_IMODE(st.st_mode)),
+                         (True, os.geteuid(), 0o700))
+        self.assertEqual(os.listdir(squatted), [])  # nothing of ours went there
+        job.signal(signal.SIGTERM)
+        self.assertEqual(job.wait(timeout=60), 128 + signal.SIGTERM)
+        self.assertFalse(os.path.lexists(private), "the private directory outlived the job")
 
     def test_bad_arguments_are_one_line(self):
         out = status(self.env, "--format", "yaml")

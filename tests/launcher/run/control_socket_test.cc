@@ -104,7 +104,61 @@ TEST_CASE("control socket: the directory is created 0700 and checked with lstat"
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().what ==
           "the control directory " + dir + " belongs to uid 65534, not to this user (uid 0)");
+    // Not "rm -rf": in sticky /tmp this user could not do it.
+    CHECK(bad.error().hint ==
+          "ask root to remove it, or set XDG_RUNTIME_DIR to a directory of yours");
+    CHECK(ControlDirOfAnotherUser(dir));
   }
+}
+
+TEST_CASE("control socket: private directories when the usual one is another user's",
+          "[control_socket]") {
+  REQUIRE(::geteuid() == 0);  // chown below
+  testing::TempDir tmp;
+  const uid_t me = ::geteuid();
+  const std::string prefix = tmp.path() + "/gculaunch-" + std::to_string(me) + "-";
+  auto made = MakePrivateControlDir(tmp.path(), me);
+  REQUIRE(made.ok());
+  CHECK(made->rfind(prefix, 0) == 0);
+  CHECK(made->size() == prefix.size() + 6);
+  struct stat st {};
+  REQUIRE(::lstat(made->c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  CHECK(CheckControlDir(*made, false).ok());
+  CHECK_FALSE(ControlDirOfAnotherUser(*made));
+  CHECK_FALSE(ControlDirOfAnotherUser(tmp.File("missing")));
+  // Planted look-alikes are not listed: another user's 0700 directory, a symlink to ours, an
+  // open directory of ours, a file, and another uid's name.
+  const std::string squatted = prefix + "squat";
+  REQUIRE(::mkdir(squatted.c_str(), 0700) == 0);
+  REQUIRE(::chown(squatted.c_str(), kNobody, kNobody) == 0);
+  REQUIRE(::symlink(made->c_str(), (prefix + "link").c_str()) == 0);
+  REQUIRE(::mkdir((prefix + "open").c_str(), 0755) == 0);
+  tmp.Write("gculaunch-" + std::to_string(me) + "-file", "x");
+  REQUIRE(::mkdir((tmp.path() + "/gculaunch-" + std::to_string(me + 1) + "-abcdef").c_str(),
+                  0700) == 0);
+  CHECK(PrivateControlDirs(tmp.path(), me) == std::vector<std::string>{*made});
+  CHECK(PrivateControlDirs(tmp.File("missing"), me).empty());
+}
+
+TEST_CASE("control socket: a client finds a launch in a private directory past a squatted one",
+          "[control_socket]") {
+  REQUIRE(::geteuid() == 0);  // chown below
+  testing::TempDir tmp;
+  const std::string xdg = tmp.File("xdg");
+  REQUIRE(::mkdir(xdg.c_str(), 0700) == 0);
+  const std::string squatted = xdg + "/gculaunch";
+  REQUIRE(::mkdir(squatted.c_str(), 0777) == 0);
+  REQUIRE(::chown(squatted.c_str(), kNobody, kNobody) == 0);
+  auto own = MakePrivateControlDir(tmp.path(), ::geteuid());
+  REQUIRE(own.ok());
+  boost::asio::io_context io;
+  const std::string path = *own + "/" + ControlSocketFileName("sq", 0, ::getpid());
+  auto control = ControlSocket::Listen(io, path);
+  REQUIRE(control.ok());
+  auto found = FindControlEndpoint(xdg, {"sq", -1, 0}, tmp.path());
+  REQUIRE(found.ok());
+  CHECK(found->path == path);
 }
 
 TEST_CASE("control socket: names and the sun_path limit", "[control_socket]") {

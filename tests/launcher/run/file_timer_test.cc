@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <vector>
 
 #include "tests/support/test_util.h"
@@ -93,6 +94,36 @@ TEST_CASE("file timer: served on a real FIFO", "[file_timer]") {
   CHECK((*server)->table().size() == 1);
   server->reset();
   CHECK(::access(path.c_str(), F_OK) != 0);  // the FIFO is removed with the server
+}
+
+TEST_CASE("file timer: a path that is not a FIFO of this user is left alone", "[file_timer]") {
+  testing::TempDir tmp;
+  boost::asio::io_context io;
+  const auto reaper = [](const FileTimerRequest&) {};
+  SECTION("a regular file (a mistyped TORCHELASTIC_TIMER_FILE) is not deleted") {
+    const std::string path = tmp.Write("train.py", "precious\n");
+    auto server = FileTimerServer::Start(io, path, reaper);
+    REQUIRE_FALSE(server.ok());
+    CHECK(server.error().what == "TORCHELASTIC_TIMER_FILE '" + path +
+                                     "' is a regular file, not a FIFO of this user: gculaunch "
+                                     "leaves it alone");
+    CHECK(testing::ReadFile(path) == "precious\n");
+  }
+  SECTION("a symbolic link is not followed nor removed") {
+    const std::string target = tmp.Write("target", "x");
+    const std::string path = tmp.File("watchdog_timer");
+    std::filesystem::create_symlink(target, path);
+    auto server = FileTimerServer::Start(io, path, reaper);
+    REQUIRE_FALSE(server.ok());
+    CHECK(std::filesystem::is_symlink(path));
+    CHECK(testing::ReadFile(target) == "x");
+  }
+  SECTION("a FIFO of this user left by an earlier run is replaced") {
+    const std::string path = tmp.File("watchdog_timer");
+    testing::MakeFifo(path);
+    auto server = FileTimerServer::Start(io, path, reaper);
+    REQUIRE(server.ok());
+  }
 }
 
 }  // namespace gculaunch

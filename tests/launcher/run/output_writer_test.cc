@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <future>
+#include <thread>
 
 #include "tests/support/test_util.h"
 
@@ -68,6 +69,40 @@ TEST_CASE("output writer reports congestion and calls back when there is room", 
   REQUIRE(writer.Finish(std::chrono::seconds(10)));
   ::close(p[0]);
   ::close(p[1]);
+}
+
+TEST_CASE("a full disk loses only what did not fit, with one warning each way", "[output_writer]") {
+  testing::TempDir dir;
+  const std::string warnings_file = dir.File("warnings");
+  auto warnings = OutputTarget::File(warnings_file);
+  REQUIRE(warnings.ok());
+  auto log = OutputTarget::File("/dev/full");  // every write: ENOSPC
+  REQUIRE(log.ok());
+  OutputWriter writer({}, nullptr);
+  writer.set_warnings(*warnings);
+  writer.Write(*log, "one\n");
+  writer.Write(*log, "two\n");
+  // Wait (bounded) until the writer has lost both lines.
+  for (int i = 0; i < 3000 && writer.bytes_dropped() < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(writer.bytes_dropped() == 8);
+  CHECK_FALSE((*log)->failed());  // space may come back: not dropped for good
+  // Space is back: the same descriptor now names a regular file.
+  const std::string resumed = dir.File("resumed");
+  const int file = ::open(resumed.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(file >= 0);
+  REQUIRE(::dup3(file, (*log)->fd(), O_CLOEXEC) == (*log)->fd());
+  ::close(file);
+  writer.Write(*log, "three\n");
+  REQUIRE(writer.Finish(std::chrono::seconds(10)));
+  CHECK(testing::ReadFile(resumed) == "three\n");
+  CHECK(testing::ReadFile(warnings_file) ==
+        "gculaunch: warning: cannot write /dev/full: No space left on device; its output is lost "
+        "until there is space again (fix: free space on that file system, or give --log-dir "
+        "another one)\n"
+        "gculaunch: warning: writing /dev/full again; 8 bytes of it were lost while it could not "
+        "be written\n");
 }
 
 TEST_CASE("a broken console is dropped, not fatal", "[output_writer]") {

@@ -476,7 +476,7 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
        "c10d, which behave the same, and etcd or etcd-v2, its etcd v3 rendezvous) (fix: use "
        "--rdzv-backend static or drop it)"},
       {{"--rdzv-conf", "timeout=900,colour=red", "x.py"},
-       "gculaunch: --rdzv-conf 'timeout=900,colour=red': unknown key 'colour' (fix: accepted "
+       "gculaunch: --rdzv-conf: unknown key 'colour' (fix: accepted "
        "keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, is_host; "
        "with --rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, password, "
        "password_file, lease_ttl (docs/etcd.md))"},
@@ -601,6 +601,65 @@ TEST_CASE("cli: every duration is at most 1e7 s, with a message naming the flag"
   CHECK(Parse({"--grace-period", "1e7", "x.py"}).grace_period == 1e7);
   CHECK(Parse({"--rdzv-timeout", "10000000", "x.py"}).rdzv_timeout == 1e7);
   CHECK(Parse({"--restart-backoff", "1:1e7", "x.py"}).restart_backoff == RestartBackoff{1, 1e7});
+}
+
+TEST_CASE("cli: a --rdzv-conf error quotes only its item, never the password", "[cli]") {
+  struct Case {
+    std::string value;
+    std::string message;  // the whole line; empty: only checked for the password
+  };
+  const std::vector<Case> cases = {
+      // After password=, an unknown key may be a piece of a password holding ',': not named.
+      {"user=root,password=S3cretPW,lease_tll=5",
+       "gculaunch: --rdzv-conf: an item after password= is not one of the keys: a misspelt key, "
+       "or a password holding ',' (fix: check the key names (--help lists them); put a password "
+       "holding ',' in password_file=PATH or in GCULAUNCH_ETCD_PASSWORD)"},
+      {"user=root,lease_tll=5,password=S3cretPW",
+       "gculaunch: --rdzv-conf: unknown key 'lease_tll' (fix: accepted keys: timeout, "
+       "join_timeout, last_call_timeout, close_timeout, read_timeout, is_host; with "
+       "--rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, password, "
+       "password_file, lease_ttl (docs/etcd.md))"},
+      {"user=root,password=S3cretPW,timeout=abc",
+       "gculaunch: --rdzv-conf 'timeout=abc': 'timeout' expects seconds (fix: e.g. --rdzv-conf "
+       "timeout=900)"},
+      {"password=S3cretPW,join_timeout=1e10", ""},
+      {"password=S3cretPW,is_host=maybe", ""},
+      {"password=S3cretPW,protocol=ftp", ""},
+      {"password=S3cretPW,lease_ttl=1", ""},
+      {"password=S3cretPW,etcd_prefix=x", ""},
+      {"password=S3cretPW,user=", ""},
+      {"S3cretPW", ""},  // no '=' at all: quoted, but it is no password= item
+      {"user=root,password=",
+       "gculaunch: --rdzv-conf 'password=<hidden>': 'password' needs a value (fix: e.g. "
+       "--rdzv-conf password=...)"},
+      // A password holding ',' (and '='): the pieces after password= are never quoted.
+      {"user=root,password=S3c,retPW",
+       "gculaunch: --rdzv-conf: an item after password= is not one of the keys: a misspelt key, "
+       "or a password holding ',' (fix: check the key names (--help lists them); put a password "
+       "holding ',' in password_file=PATH or in GCULAUNCH_ETCD_PASSWORD)"},
+      {"user=root,password=S3c,ret=PW,lease_ttl=5", ""},
+      {"user=root,password=S3c,=retPW", ""},
+      {"pasword=S3cretPW",
+       "gculaunch: --rdzv-conf: unknown key 'pasword' (fix: accepted keys: "
+       "timeout, join_timeout, last_call_timeout, close_timeout, "
+       "read_timeout, is_host; with --rdzv-backend etcd also protocol, "
+       "cacert, cert, key, etcd_prefix, user, password, password_file, "
+       "lease_ttl (docs/etcd.md))"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.value);
+    const std::string flag = ParseError({"--rdzv-conf", c.value, "x.py"});
+    const std::string pet = ParseError({"x.py"}, EnvMap{{"PET_RDZV_CONF", c.value}});
+    for (const std::string& message : {flag, pet}) {
+      CHECK(message.rfind("gculaunch: ", 0) == 0);
+      if (c.value != "S3cretPW") {
+        CHECK(message.find("S3c") == std::string::npos);
+        CHECK(message.find("retPW") == std::string::npos);
+      }
+    }
+    if (!c.message.empty()) CHECK(flag == c.message);
+    CHECK(pet.rfind("gculaunch: PET_RDZV_CONF", 0) == 0);
+  }
 }
 
 TEST_CASE("cli: counts have a stated maximum, named in the message", "[cli]") {

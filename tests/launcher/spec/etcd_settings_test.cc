@@ -176,8 +176,8 @@ TEST_CASE("etcd settings: user, password, prefix, lease TTL, request timeout", "
   CHECK(s.Describe().find("user alice (password given)") != std::string::npos);
   CHECK(f.Etcd({"--rdzv-endpoint", "e1", "--rdzv-conf", "user=a,password=b"}).password == "b");
   CHECK(f.EtcdErr({"--rdzv-endpoint", "e1", "--rdzv-conf", "user=alice"}) ==
-        "gculaunch: --rdzv-conf user=alice without a password (fix: add password=... or "
-        "password_file=PATH)");
+        "gculaunch: --rdzv-conf user=alice without a password (fix: add password_file=PATH, or "
+        "set GCULAUNCH_ETCD_PASSWORD)");
   CHECK(f.EtcdErr({"--rdzv-endpoint", "e1", "--rdzv-conf", "password=x"}) ==
         "gculaunch: --rdzv-conf: a password without a user (fix: add user=NAME (the etcd user "
         "the password belongs to))");
@@ -192,6 +192,58 @@ TEST_CASE("etcd settings: user, password, prefix, lease TTL, request timeout", "
   CHECK(f.EtcdErr({"--rdzv-endpoint", "e1", "--rdzv-conf", "read_timeout=0"}) ==
         "gculaunch: --rdzv-conf read_timeout=0: one etcd request needs more than 0 seconds "
         "(fix: e.g. read_timeout=5)");
+}
+
+TEST_CASE("etcd settings: the password from GCULAUNCH_ETCD_PASSWORD", "[etcd_settings]") {
+  Fixture f;
+  f.files.files["/run/pw"] = "fromfile\n";
+  f.env.Set("GCULAUNCH_ETCD_PASSWORD", "S3cretPW");
+  EtcdSettings s = f.Etcd({"--rdzv-endpoint", "e1", "--rdzv-conf", "user=alice"});
+  CHECK(s.user == "alice");
+  CHECK(s.password == "S3cretPW");
+  CHECK(s.Describe().find("user alice (password given)") != std::string::npos);
+  // Two ways at once is an error that shows neither password.
+  const std::string both =
+      f.EtcdErr({"--rdzv-endpoint", "e1", "--rdzv-conf", "user=alice,password=other"});
+  CHECK(both ==
+        "gculaunch: --rdzv-conf: password given while GCULAUNCH_ETCD_PASSWORD is set (fix: give "
+        "the password one way only: unset GCULAUNCH_ETCD_PASSWORD, or drop it from "
+        "--rdzv-conf)");
+  CHECK(f.EtcdErr({"--rdzv-endpoint", "e1", "--rdzv-conf", "user=alice,password_file=/run/pw"})
+            .find("password_file given while GCULAUNCH_ETCD_PASSWORD is set") != std::string::npos);
+  const std::string no_user = f.EtcdErr({"--rdzv-endpoint", "e1"});
+  CHECK(no_user ==
+        "gculaunch: GCULAUNCH_ETCD_PASSWORD is set but --rdzv-conf names no user (fix: add "
+        "user=NAME (the etcd user the password belongs to), or unset GCULAUNCH_ETCD_PASSWORD)");
+  for (const std::string& message : {both, no_user}) {
+    CHECK(message.find("S3cretPW") == std::string::npos);
+    CHECK(message.find("other") == std::string::npos);
+  }
+  // The dry run says only that a password is set, and no rank gets it.
+  LaunchSpec spec = f.Spec({"--rdzv-backend", "etcd", "--rdzv-id", "job-7", "--rdzv-endpoint", "e1",
+                            "--rdzv-conf", "user=alice", "--dry-run"});
+  for (DryRunFormat format : {DryRunFormat::kTable, DryRunFormat::kEnv, DryRunFormat::kJson}) {
+    const std::string out = RenderDryRun(spec, f.env, format);
+    CHECK(out.find("S3cretPW") == std::string::npos);
+    CHECK(out.find("GCULAUNCH_ETCD_PASSWORD") == std::string::npos);
+  }
+  CHECK(RenderDryRun(spec, f.env, DryRunFormat::kTable).find("user alice (password given)") !=
+        std::string::npos);
+}
+
+TEST_CASE("etcd settings: a password in PET_RDZV_CONF stays out of the dry run's ranks",
+          "[etcd_settings]") {
+  Fixture f;
+  f.env.Set("PET_RDZV_CONF", "user=alice,password=S3cretPW,lease_ttl=5");
+  LaunchSpec spec = f.Spec(
+      {"--rdzv-backend", "etcd", "--rdzv-id", "job-7", "--rdzv-endpoint", "e1", "--dry-run"});
+  REQUIRE(spec.etcd);
+  CHECK(spec.etcd->password == "S3cretPW");
+  for (DryRunFormat format : {DryRunFormat::kTable, DryRunFormat::kEnv, DryRunFormat::kJson}) {
+    CHECK(RenderDryRun(spec, f.env, format).find("S3cretPW") == std::string::npos);
+  }
+  CHECK(RenderDryRun(spec, f.env, DryRunFormat::kEnv)
+            .find("export PET_RDZV_CONF='user=alice,lease_ttl=5'\n") != std::string::npos);
 }
 
 TEST_CASE("etcd settings: etcd's keys and lists belong to the etcd backend", "[etcd_settings]") {

@@ -228,6 +228,31 @@ TEST_CASE("job file: unknown keys and type errors name file, line and key", "[jo
         "path of an existing job file)");
 }
 
+TEST_CASE("job file: one YAML document, no explicit tags", "[job_file]") {
+  Fixture f;
+  auto error = [&](const std::string& yaml) {
+    f.Job(yaml);
+    return f.ErrorOf({"--job", "job.yaml"});
+  };
+  const std::string second =
+      "a second YAML document ('---'); a job file holds one (fix: remove the '---' line and what "
+      "follows, or move it into a job file of its own)";
+  CHECK(error("script: x.py\n---\nscript: y.py\n") == "gculaunch: job.yaml:3: " + second);
+  CHECK(error("script: x.py\n---\n") == "gculaunch: job.yaml:3: " + second);
+  CHECK(error("log_dir: !!binary aGVsbG8=\nscript: x.py\n") ==
+        "gculaunch: job.yaml:1: the YAML tag '!!binary' is not supported in a job file (fix: drop "
+        "the tag and write the value as plain text)");
+  CHECK(error("script: x.py\nargs: [--a, !!str 5]\n")
+            .find("job.yaml:2: the YAML tag '!!str' is not supported") != std::string::npos);
+  CHECK(error("script: x.py\nenv: {A: !custom b}\n")
+            .find("job.yaml:2: the YAML tag '!custom' is not supported") != std::string::npos);
+  CHECK(error("script: x.py\nconfigs: !!map {8: a.py}\n").find("'!!map' is not supported") !=
+        std::string::npos);
+  // A leading '---' starts the one document; quoted and plain values carry no tag.
+  f.Job("---\nscript: x.py\nlog_dir: \"logs\"\nenv: {A: 'b'}\n");
+  REQUIRE(f.TrySpec({"--job", "job.yaml"}).ok());
+}
+
 TEST_CASE("job file: SCRIPT may be left out with --job or PET_JOB", "[job_file]") {
   Fixture f;
   auto cli = ParseCli({"--job", "j.yaml"}, f.env);

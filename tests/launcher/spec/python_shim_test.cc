@@ -49,24 +49,6 @@ TEST_CASE("python shim: the embedded text is launcher/spec/python_shim/sitecusto
       ReadFile(std::string(GCULAUNCH_SOURCE_DIR) + "/launcher/spec/python_shim/sitecustomize.py"));
 }
 
-TEST_CASE("python shim: written into the run's directory", "[python_shim]") {
-  TempDir tmp;
-  const std::string dir = tmp.path() + "/run/python-shim";
-  REQUIRE(WritePythonShim(dir).ok());
-  CHECK(ReadFile(dir + "/sitecustomize.py") == std::string(PythonShimFiles()[0].second));
-  const auto perms = std::filesystem::status(dir + "/sitecustomize.py").permissions();
-  CHECK((perms & std::filesystem::perms::others_read) != std::filesystem::perms::none);
-  // Written again (a restart): same content, no error.
-  REQUIRE(WritePythonShim(dir).ok());
-
-  tmp.Write("file-in-the-way", "x");
-  Status blocked = WritePythonShim(tmp.path() + "/file-in-the-way/python-shim");
-  REQUIRE_FALSE(blocked.ok());
-  CHECK(blocked.error().what.rfind(
-            "--python-shim: cannot create '" + tmp.path() + "/file-in-the-way/python-shim': ", 0) ==
-        0);
-}
-
 TEST_CASE("python shim: the ranks' variables", "[python_shim]") {
   Fixture f;
   f.probe.AddCards("enflame-gcu", "gcu", {0, 1});

@@ -177,6 +177,31 @@ TEST_CASE("rank env: layering profile < user environment < --env < gculaunch", "
   CHECK(env.Get("GCULAUNCH_BACKEND") == "eccl");
 }
 
+TEST_CASE("rank env: the etcd password never reaches a rank", "[rank_env]") {
+  const auto rdzv_conf = [](const std::string& value) {
+    const EnvMap base{{"PATH", "/usr/bin"}, {"PET_RDZV_CONF", value}};
+    return BuildRankEnv(GcuSpec(), base, 0, 0, kRuntime).Get("PET_RDZV_CONF");
+  };
+  SECTION("GCULAUNCH_ETCD_PASSWORD is gculaunch's own, also when --env names it") {
+    LaunchSpec spec = GcuSpec();
+    spec.extra_env = {{"GCULAUNCH_ETCD_PASSWORD", "s3cret"}};
+    const EnvMap base{{"PATH", "/usr/bin"}, {"GCULAUNCH_ETCD_PASSWORD", "s3cret"}};
+    const EnvMap env = BuildRankEnv(spec, base, 0, 0, kRuntime);
+    CHECK_FALSE(env.Has("GCULAUNCH_ETCD_PASSWORD"));
+    CHECK(env.GetOr("PATH", "") == "/usr/bin");
+  }
+  SECTION("password= is cut out of PET_RDZV_CONF, the other items stay") {
+    CHECK(rdzv_conf("user=root,password=s3cret,lease_ttl=5") == "user=root,lease_ttl=5");
+    CHECK(rdzv_conf("password=s3cret,user=root") == "user=root");
+    // A password holding ',' (pieces without '=') or ',' and '=' (an unknown key).
+    CHECK(rdzv_conf("user=root,password=a,b,c,timeout=9") == "user=root,timeout=9");
+    CHECK(rdzv_conf("user=root,password=a,b=c") == "user=root");
+    CHECK(rdzv_conf("join_timeout=900") == "join_timeout=900");
+    CHECK(rdzv_conf("password_file=/run/pw,user=u") == "password_file=/run/pw,user=u");
+  }
+  SECTION("nothing left: no PET_RDZV_CONF at all") { CHECK_FALSE(rdzv_conf("password=s3cret")); }
+}
+
 TEST_CASE("rank env: a CPU launch with rank 0 hosting the store", "[rank_env]") {
   LaunchSpec spec;
   spec.nproc_per_node = 2;

@@ -52,17 +52,6 @@ TEST_CASE("stack hook: the embedded text is launcher/spec/stack_hook/sitecustomi
         ReadFile(std::string(GCULAUNCH_SOURCE_DIR) + "/launcher/spec/stack_hook/sitecustomize.py"));
 }
 
-TEST_CASE("stack hook: written into the run's directory", "[stack_hook]") {
-  TempDir tmp;
-  const std::string dir = tmp.path() + "/run/stack-hook";
-  REQUIRE(WriteStackHook(dir).ok());
-  CHECK(ReadFile(dir + "/sitecustomize.py") == std::string(StackHookFiles()[0].second));
-  testing::WriteFile(tmp.path() + "/file-in-the-way", "x");
-  const Status blocked = WriteStackHook(tmp.path() + "/file-in-the-way/stack-hook");
-  REQUIRE_FALSE(blocked.ok());
-  CHECK(blocked.error().what.find("--stack-dumps: cannot create '") == 0);
-}
-
 TEST_CASE("stack hook: a real-time signal, never SIGUSR1 or SIGUSR2", "[stack_hook]") {
   const int sig = StackDumpSignal();
   CHECK(sig >= SIGRTMIN);

@@ -1,0 +1,119 @@
+#include "launcher/sys/safe_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "launcher/sys/unique_fd.h"
+
+namespace gculaunch::sys {
+
+namespace {
+
+Status WriteAll(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{std::strerror(errno), ""};
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
+std::string KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+std::string Size(size_t bytes) {
+  if (bytes % (size_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
+Result<std::string> ReadBoundedFile(const std::string& path, size_t limit) {
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (raw < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  UniqueFd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{"'" + path + "' is " + KindOf(st.st_mode) + ", not a regular file",
+                 "name a regular file"};
+  }
+  std::string text;
+  char buffer[65536];
+  while (text.size() <= limit) {
+    const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, limit + 1 - text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  if (text.size() > limit) {
+    return Error{"'" + path + "' is larger than " + Size(limit) +
+                     ", the most gculaunch reads of a file it is given",
+                 "name the right file (job files, device profiles and password files are far "
+                 "smaller)"};
+  }
+  return text;
+}
+
+Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {
+  const std::filesystem::path target(path);
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  std::string temp = dir + "/." + target.filename().string() + ".XXXXXX";
+  const int raw = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (raw < 0) {
+    return Error{"cannot write " + path + ": cannot create a temporary file in " + dir + ": " +
+                     std::strerror(errno),
+                 "check that the directory exists and is writable"};
+  }
+  UniqueFd fd(raw);
+  Status written = WriteAll(fd.get(), text);
+  if (written.ok() && ::fchmod(fd.get(), mode) != 0) written = Error{std::strerror(errno), ""};
+  if (written.ok() && ::close(fd.Release()) != 0) written = Error{std::strerror(errno), ""};
+  if (written.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    written = Error{std::strerror(errno), ""};
+  }
+  if (!written.ok()) {
+    ::unlink(temp.c_str());
+    return Error{"cannot write " + path + ": " + written.error().what,
+                 "check the path, its permissions and the free space"};
+  }
+  return OkStatus();
+}
+
+Status WriteSiteDir(const std::string& flag, const std::string& dir,
+                    const std::vector<std::pair<std::string_view, std::string_view>>& files) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return Error{flag + ": cannot create '" + dir + "': " + ec.message(),
+                 "check the permissions of --log-dir (or of the temporary directory)"};
+  }
+  for (const auto& [name, text] : files) {
+    const std::string path = dir + "/" + std::string(name);
+    if (Status written = ReplaceFile(path, text, 0644); !written.ok()) {
+      return Error{flag + ": " + written.error().what,
+                   "check the permissions and free space of --log-dir (or of the temporary "
+                   "directory)"};
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace gculaunch::sys
