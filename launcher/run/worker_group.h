@@ -12,9 +12,9 @@
 // going to another process, so signalling the group can never reach a
 // stranger.  The group is checked 20 ms after the rank exits (one /proc scan
 // for every rank that exited meanwhile; in a teardown the Supervisor's drain
-// check does it), then every `group_poll` while it still has members; once empty, the zombie is released (reaped), the
-// guardian is told, and the group is never signalled again.  A scan that
-// fails leaves the group "not empty".
+// check does it), then every `group_poll` while it still has members; once
+// empty, the zombie is released (reaped), the guardian is told, and the group
+// is never signalled again.  A scan that fails leaves the group "not empty".
 //
 // Lifetime: destroy only after CheckGroupsEmpty() (the Supervisor guarantees
 // it, or gculaunch is exiting after a stuck report).  Callbacks run on the
