@@ -758,6 +758,15 @@ class HostsFileNames:
         self._made_dirs = []
 
 
+def write_script(directory, name, text):
+    """Writes the executable file `directory`/`name` holding `text`; returns its path."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
 def interpreter_file(directory, command):
     """An executable file `directory`/python3 that stands for the interpreter `command` (a
     list, e.g. torch2_python()), since --python takes one path.  It execs the command, so the

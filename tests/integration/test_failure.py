@@ -133,10 +133,7 @@ class Failure(unittest.TestCase):
         # Another user plants PATH.tmp (the old temporary name) and PATH as symlinks to a
         # file of ours: neither is followed, the victim keeps its content.
         with gltest.TempDir() as tmp:
-            script = os.path.join(tmp, "ok.sh")
-            with open(script, "w") as f:
-                f.write("#!/bin/sh\nexit 0\n")
-            os.chmod(script, 0o755)
+            script = gltest.write_script(tmp, "ok.sh", "#!/bin/sh\nexit 0\n")
             victim = os.path.join(tmp, "victim")
             with open(victim, "w") as f:
                 f.write("victim content\n")

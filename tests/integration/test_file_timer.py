@@ -48,10 +48,7 @@ class FileTimer(unittest.TestCase):
     def test_a_regular_file_named_as_the_fifo_is_left_alone(self):
         # A mistyped TORCHELASTIC_TIMER_FILE naming a file: kept, one warning, the job runs.
         with gltest.TempDir() as tmp:
-            script = os.path.join(tmp, "ok.sh")
-            with open(script, "w") as f:
-                f.write("#!/bin/sh\nexit 0\n")
-            os.chmod(script, 0o755)
+            script = gltest.write_script(tmp, "ok.sh", "#!/bin/sh\nexit 0\n")
             precious = os.path.join(tmp, "precious.txt")
             with open(precious, "w") as f:
                 f.write("keep me\n")

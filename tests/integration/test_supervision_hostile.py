@@ -194,16 +194,15 @@ class DescriptorExhaustion(unittest.TestCase):
             os.mkdir(runtime, 0o700)
             fail = os.path.join(tmp, "fail")
             gc = os.path.join(tmp, "grandchild")
-            rank = os.path.join(tmp, "rank.sh")
-            with open(rank, "w") as f:
-                # Rank 1 fails on demand; rank 0 keeps a grandchild that ignores SIGTERM.
-                f.write("#!/bin/sh\n"
-                        "if [ \"$LOCAL_RANK\" = 1 ]; then\n"
-                        "  i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n"
-                        "  exit 3\nfi\n"
-                        "(trap '' TERM; exec sleep 60) &\n"
-                        "echo $! > %s\necho ready\nwait\n" % (fail, gc))
-            os.chmod(rank, 0o755)
+            # Rank 1 fails on demand; rank 0 keeps a grandchild that ignores SIGTERM.
+            rank = gltest.write_script(
+                tmp, "rank.sh",
+                "#!/bin/sh\n"
+                "if [ \"$LOCAL_RANK\" = 1 ]; then\n"
+                "  i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n"
+                "  exit 3\nfi\n"
+                "(trap '' TERM; exec sleep 60) &\n"
+                "echo $! > %s\necho ready\nwait\n" % (fail, gc))
             port = gltest.free_port()
             args = ["--nproc-per-node", "2", "--standalone", "--master-port", str(port),
                     "--grace-period", "1", "--no-python", rank]
