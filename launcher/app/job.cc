@@ -312,15 +312,15 @@ Job::Loop::Loop(Job& job)
     : watcher(io, job.options_.force_sigchld),
       multinode(job.spec_.nnodes > 1 || job.spec_.etcd.has_value()),
       rank0_terminal(job.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
-      planner(job.spec_, job.env_, job.runtime_, rank0_terminal),
+      planner(job.spec_, job.env_, job.runtime_, rank0_terminal, job.log_dir_),
       config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
   job.sink_.Attach(&writer, console_err);
   writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
   spawner.set_child_open_files(job.open_files_.before);
   events.Add(&status);
-  if (WantsLogFiles(job.spec_) && !job.runtime_.error_file_root.empty()) {
-    auto opened = EventLog::Open(job.runtime_.error_file_root + "/events.jsonl",
-                                 job.runtime_.run_id, job.spec_.node_rank);
+  if (job.log_dir_) {
+    auto opened =
+        EventLog::Open(*job.log_dir_, "events.jsonl", job.runtime_.run_id, job.spec_.node_rank);
     if (opened.ok()) {
       event_log = std::move(*opened);
       events.Add(event_log.get());
@@ -384,6 +384,7 @@ std::string Job::Loop::RenderMetricsNow() {
     in.store_connections_open = store->server().num_sessions();
   }
   in.progress_age_s = ProgressAges();
+  in.log_bytes_dropped = writer.log_bytes_dropped();
   const sys::ProcSample self = sys::SampleProcess(::getpid());
   if (self.alive) {
     in.process_cpu_s = self.cpu_s;
@@ -471,7 +472,7 @@ bool Job::ChooseAtLaunch() {
     PrintError(metrics.error());
     return false;
   }
-  if (!WantsLogFiles(spec_) && !MakeScratchDir(choices)) return false;
+  if (!MakeScratchDir(choices)) return false;
   runtime_ = ResolveRankRuntime(spec_, choices);
   if (WantsLogFiles(spec_)) {
     auto root = MakeRunLogDir(runtime_.run_id);
@@ -479,7 +480,8 @@ bool Job::ChooseAtLaunch() {
       PrintError(root.error());
       return false;
     }
-    runtime_.error_file_root = *root;  // the dry run states it as RunLogRoot()
+    log_dir_ = std::move(*root);
+    runtime_.log_root = log_dir_->PathOf();  // the dry run states it as RunLogRoot()
   }
   LogLayout();
   if (spec_.python_shim) {
@@ -537,17 +539,28 @@ Status Job::BindMetricsPort() {
   return OkStatus();
 }
 
-// Without log files the ranks' error files go to a temporary directory, which the guardian
-// (or Teardown) removes.  False, with the reason logged, when it cannot be made.
+// Every file a rank opens by name (error, stacks and heartbeat files, the hook and the
+// shim it imports, the default watchdog timer) goes to a new private directory, which the
+// guardian (or Teardown) removes: in $XDG_RUNTIME_DIR when it is the user's own, else in
+// TMPDIR or /tmp, which only the user and root may change (sticky /tmp passes).  False, with
+// the reason logged, when there is none.
 bool Job::MakeScratchDir(LaunchChoices& choices) {
-  std::string pattern = env_.GetOr("TMPDIR", "");
-  if (pattern.empty()) pattern = "/tmp";
-  pattern += "/gculaunch-" + choices.generated_run_id.substr(0, 8) + "-XXXXXX";
+  std::string parent = sys::PrivateRuntimeDir(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
+  if (parent.empty()) parent = env_.GetOr("TMPDIR", "");
+  if (parent.empty()) parent = "/tmp";
+  if (auto foreign = sys::FindForeignWriter(parent, ::geteuid())) {
+    log_.error(
+        "cannot keep the ranks' files in {}: {}; another user could swap them (fix: set "
+        "TMPDIR to a directory only you and root can change)",
+        parent, *foreign);
+    return false;
+  }
+  std::string pattern = parent + "/gculaunch-" + choices.generated_run_id.substr(0, 8) + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {
     log_.error(
-        "cannot create a temporary directory for the ranks' error files in {}: {} "
-        "(fix: set TMPDIR to a writable directory, or pass --log-dir)",
-        fs::path(pattern).parent_path().string(), std::strerror(errno));
+        "cannot create a temporary directory for the ranks' files in {}: {} (fix: set TMPDIR "
+        "to a writable directory)",
+        parent, std::strerror(errno));
     return false;
   }
   scratch_ = pattern;
@@ -560,32 +573,32 @@ bool Job::MakeScratchDir(LaunchChoices& choices) {
 // the same --log-dir (or another node sharing it) never overwrites this one.  Without
 // --log-dir (--redirects/--tee given), the base is a new "torchelastic_" temporary
 // directory, kept after exit like torchrun's.
-Result<std::string> Job::MakeRunLogDir(const std::string& run_id) {
+Result<sys::HeldDir> Job::MakeRunLogDir(const std::string& run_id) {
+  const bool given = !spec_.log_dir.empty();
   std::string base = spec_.log_dir;
-  if (base.empty()) {
-    base = env_.GetOr("TMPDIR", "");
-    if (base.empty()) base = "/tmp";
-    base += "/torchelastic_XXXXXX";
-    if (::mkdtemp(base.data()) == nullptr) {
-      return Error{"cannot create a log directory in " + fs::path(base).parent_path().string() +
-                       ": " + std::strerror(errno),
-                   "set TMPDIR to a writable directory, or pass --log-dir"};
+  if (!given) base = env_.GetOr("TMPDIR", "").empty() ? "/tmp" : env_.GetOr("TMPDIR", "");
+  if (auto foreign = sys::FindForeignWriter(base, ::geteuid())) {
+    const std::string what = (given ? "--log-dir " : "the log directory's parent ") + base + ": " +
+                             *foreign + "; that user could redirect the log files";
+    if (!given || !spec_.allow_shared_log_dir) {
+      return Error{what, given ? "choose a directory only you and root can change, or pass "
+                                 "--allow-shared-log-dir to accept the risk"
+                               : "set TMPDIR to a directory only you and root can change"};
     }
-  } else {
-    std::error_code ec;
-    fs::create_directories(base, ec);
-    if (ec) {
-      return Error{"cannot create --log-dir " + base + ": " + ec.message(),
-                   "choose a writable --log-dir"};
-    }
+    log_.warn(
+        "{} (--allow-shared-log-dir: gculaunch writes only its own log files there, "
+        "through descriptors)",
+        what);
   }
-  std::string root = RunLogPattern(base, run_id);
-  if (::mkdtemp(root.data()) == nullptr) {
-    return Error{"cannot create a log directory in " + base + ": " + std::strerror(errno),
-                 "choose a writable --log-dir"};
+  auto dir = sys::HeldDir::Open(base);
+  if (dir.ok() && !given) dir = dir->MakeUniqueChild("torchelastic_");
+  if (dir.ok()) dir = dir->MakeUniqueChild(run_id + "_");
+  if (!dir.ok()) {
+    return Error{dir.error().what, given ? "choose a writable --log-dir"
+                                         : "set TMPDIR to a writable directory, or pass --log-dir"};
   }
-  log_.info("rank logs and error files: {}", root);
-  return root;
+  log_.info("rank logs and error files: {}", dir->PathOf());
+  return dir;
 }
 
 // The layout names the port as the dry run does; by now it is known.
@@ -614,7 +627,7 @@ nlohmann::json Job::LaunchFields() const {
           {"master_addr", spec_.master_addr},
           {"master_port", runtime_.master_port},
           {"layout", Layout()},
-          {"log_dir", runtime_.error_file_root}};
+          {"log_dir", runtime_.log_root}};
 }
 
 // ---- the event loop ----
@@ -703,7 +716,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
   const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
   std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
-  const std::string hang_dir = WantsLogFiles(spec_) ? runtime_.error_file_root : "";
+  const std::optional<sys::HeldDir>& hang_dir = log_dir_;
   std::optional<HangWatch> hang;
   std::optional<JobHangWatch> job_hang;      ///< node 0 of several: decides for the job
   std::optional<ProgressReporter> progress;  ///< the other nodes: report to node 0
@@ -909,6 +922,9 @@ void Job::WaitForByes(Loop& loop, Cluster& cluster) {
 
 void Job::Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome) {
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
+  // The count includes the ranks' last output, unless a console that does not drain holds it.
+  (void)loop.writer.WaitDrained(std::chrono::seconds(2));
+  in.log_bytes_dropped = loop.writer.log_bytes_dropped();
   if (cluster.agent) DescribeJobEnd(*cluster.agent, in);
   const ExitSummary summary = BuildExitSummary(in);
   loop.events.On(JobEvent::Stop(outcome.exit_code, OutcomeName(in)));

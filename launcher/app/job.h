@@ -60,6 +60,7 @@
 #include "launcher/spec/launch_spec.h"
 #include "launcher/spec/rank_env.h"
 #include "launcher/sys/guardian.h"
+#include "launcher/sys/held_dir.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/store_command.h"
 
@@ -97,7 +98,7 @@ class Job {
   Status ReservePort(LaunchChoices& choices);
   Status BindMetricsPort();
   bool MakeScratchDir(LaunchChoices& choices);
-  Result<std::string> MakeRunLogDir(const std::string& run_id);
+  Result<sys::HeldDir> MakeRunLogDir(const std::string& run_id);
   std::string Layout() const;
   void LogLayout();
   nlohmann::json LaunchFields() const;
@@ -131,7 +132,8 @@ class Job {
   std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
   std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
   std::optional<Error> cluster_error_;  ///< AssembleCluster could not (etcd's settings)
-  std::string scratch_;  ///< the ranks' error files without log files; empty otherwise
+  std::string scratch_;  ///< every file a rank opens by name (private, removed at exit)
+  std::optional<sys::HeldDir> log_dir_;  ///< the run's log directory; none without log files
   RankRuntime runtime_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };

@@ -20,6 +20,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "launcher/sys/held_dir.h"
+
 namespace gculaunch {
 
 namespace asio = boost::asio;
@@ -163,14 +165,8 @@ std::string Describe(const ControlEndpoint& e) {
 }  // namespace
 
 std::string ControlDirPath(const std::string& xdg_runtime_dir, uid_t uid) {
-  if (!xdg_runtime_dir.empty() && xdg_runtime_dir.front() == '/') {
-    struct stat st {};
-    if (::lstat(xdg_runtime_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid) {
-      std::string dir = xdg_runtime_dir;
-      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-      return dir + "/gculaunch";
-    }
-  }
+  const std::string private_dir = sys::PrivateRuntimeDir(xdg_runtime_dir, uid);
+  if (!private_dir.empty()) return private_dir + "/gculaunch";
   return "/tmp/gculaunch-" + std::to_string(uid);
 }
 

@@ -294,14 +294,14 @@ std::string FormatEventLine(const JobEvent& event, double unix_time, const std::
   return head.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-Result<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path, std::string run_id,
-                                                 int node_rank) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    return Error{"cannot open the event log " + path + ": " + std::strerror(errno),
-                 "check that the log directory is writable"};
+Result<std::unique_ptr<EventLog>> EventLog::Open(const sys::HeldDir& dir, const std::string& name,
+                                                 std::string run_id, int node_rank) {
+  auto fd = dir.OpenFile(name, O_WRONLY | O_CREAT | O_APPEND);
+  if (!fd.ok()) {
+    return Error{"the event log: " + fd.error().what, "check that the log directory is writable"};
   }
-  return std::unique_ptr<EventLog>(new EventLog(fd, path, std::move(run_id), node_rank));
+  return std::unique_ptr<EventLog>(
+      new EventLog(fd->Release(), dir.PathOf(name), std::move(run_id), node_rank));
 }
 
 EventLog::EventLog(int fd, std::string path, std::string run_id, int node_rank)

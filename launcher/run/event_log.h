@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "launcher/sys/held_dir.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
@@ -115,9 +116,10 @@ std::string FormatEventLine(const JobEvent& event, double unix_time, const std::
 
 class EventLog : public JobEvents {
  public:
-  /// Opens (creates, appends to) `path`.  The error names the file and errno.
-  static Result<std::unique_ptr<EventLog>> Open(const std::string& path, std::string run_id,
-                                                int node_rank);
+  /// Opens (creates, appends to) the file `name` in `dir` (the run's log directory, through
+  /// its descriptor).  The error names the file and errno.
+  static Result<std::unique_ptr<EventLog>> Open(const sys::HeldDir& dir, const std::string& name,
+                                                std::string run_id, int node_rank);
   ~EventLog() override;
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;

@@ -90,7 +90,7 @@ std::optional<RootCause> CandidateOf(const RankRecord& r, const SummaryInput& in
   c.stderr_tail = r.stderr_tail;
   if (report) {
     c.from_error_file = true;
-    c.error_file = r.error_file;
+    c.error_file = r.error_file_shown.empty() ? r.error_file : r.error_file_shown;
     c.message = report->message;
     c.traceback = report->py_callstack.empty() ? TextOf(r.stderr_tail) : report->py_callstack;
     c.timestamp = report->timestamp > 0 ? report->timestamp : r.exit_time;
@@ -343,6 +343,7 @@ json SummaryJson(const SummaryInput& in, const std::optional<RootCause>& best,
   j["start_error"] = in.start_error ? json(in.start_error->Format()) : json(nullptr);
   j["hints"] = hints;
   j["job"] = in.job_json.is_null() ? json(nullptr) : in.job_json;
+  j["log_bytes_dropped"] = in.log_bytes_dropped;
   return j;
 }
 
@@ -442,6 +443,12 @@ ExitSummary BuildExitSummary(const SummaryInput& in) {
   out.hints = Hints(in);
   const std::string outcome = OutcomeName(in);
   if (in.exit_code != 0) out.text = TextLines(in, out.root_cause, out.hints, outcome);
+  if (in.log_bytes_dropped > 0) {
+    // Whatever the outcome: the logs are incomplete (the writer warned as it happened).
+    out.text.insert(out.text.begin(), "warning: " + std::to_string(in.log_bytes_dropped) +
+                                          " bytes of rank output are missing from the log "
+                                          "files (their file system was full)");
+  }
   out.json = SummaryJson(in, out.root_cause, out.hints, outcome);
   if (in.exit_code != 0) out.parent_error = ParentError(in, out.root_cause);
   return out;

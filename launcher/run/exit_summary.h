@@ -96,6 +96,8 @@ struct SummaryInput {
   std::string job_outcome;
   std::string job_cause;
   nlohmann::json job_json;
+  /// Rank output that could not be written to its log file (a full disk), bytes.
+  std::uint64_t log_bytes_dropped = 0;
 };
 
 struct RootCause {

@@ -16,12 +16,12 @@ void PublishHangReport(const HangWatchConfig& config, int number, int epoch,
   config.events->On(JobEvent::Hang(epoch, config.timeout_s, verdict.silent_s,
                                    OnHangName(config.on_hang), OddRanks(dumps), verdict.why));
   writer.Urgent(console, report);
-  if (config.report_dir.empty()) return;
-  const std::string path = config.report_dir + "/hang_" + std::to_string(number) + ".txt";
-  if (sys::ReplaceFile(path, report).ok()) {
-    log.info("hang report: {}", path);
+  if (!config.report_dir) return;
+  const std::string name = "hang_" + std::to_string(number) + ".txt";
+  if (Status written = config.report_dir->WriteFile(name, report); written.ok()) {
+    log.info("hang report: {}", config.report_dir->PathOf(name));
   } else {
-    log.warn("cannot write the hang report {}", path);
+    log.warn("cannot write the hang report: {}", written.error().what);
   }
 }
 

@@ -23,6 +23,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "launcher/run/stack_dumper.h"
 #include "launcher/run/supervisor.h"
 #include "launcher/spec/types.h"
+#include "launcher/sys/held_dir.h"
 
 namespace gculaunch {
 
@@ -40,8 +42,8 @@ struct HangWatchConfig {
   double timeout_s = 0;  ///< --hang-timeout
   double grace_s = 600;  ///< --hang-grace (>= timeout_s)
   OnHang on_hang = OnHang::kStop;
-  std::string report_dir;             ///< where hang_<n>.txt goes; empty: console only
-  JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (event_log.h)
+  std::optional<sys::HeldDir> report_dir;  ///< where hang_<n>.txt goes; none: console only
+  JobEvents* events = NoJobEvents();       ///< hears a `hang` event per hang (event_log.h)
 };
 
 /// What a single node's HangWatch and node 0's JobHangWatch (launcher/cluster/hang_exchange.h)

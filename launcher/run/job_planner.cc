@@ -60,22 +60,29 @@ Result<std::vector<RankLaunch>> JobPlanner::PlanAttempt(int restart_count) {
     }
 
     // A fresh attempt directory; an error file found there is stale and goes (each run has
-    // its own <run_id>_<random> directory, so only a caller reusing a root can leave one).
+    // its own private directory, so only a caller reusing a root can leave one).
     const fs::path dir = fs::path(r.error_file).parent_path();
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
-      return Error{"cannot create " + dir.string() + ": " + ec.message(),
-                   WantsLogFiles(spec_) ? "choose a writable --log-dir" : "check TMPDIR"};
+      return Error{"cannot create " + dir.string() + ": " + ec.message(), "check TMPDIR"};
     }
     fs::remove(r.error_file, ec);
     if (ec) {
       return Error{"cannot remove the stale error file " + r.error_file + ": " + ec.message(),
                    "remove it by hand"};
     }
-    if (WantsLogFiles(spec_)) {
-      r.stdout_log = (dir / "stdout.log").string();
-      r.stderr_log = (dir / "stderr.log").string();
+    if (log_dir_) {
+      // torchrun's layout in the log directory, reached through its descriptor only.
+      const std::string rank_dir =
+          "attempt_" + std::to_string(restart_count) + "/" + std::to_string(lr);
+      if (Status made = log_dir_->MakeDirs(rank_dir); !made.ok()) {
+        return Error{made.error().what, "choose a writable --log-dir"};
+      }
+      r.log_dir = log_dir_;
+      r.stdout_log = rank_dir + "/stdout.log";
+      r.stderr_log = rank_dir + "/stderr.log";
+      r.error_file_copy = rank_dir + "/error.json";
     }
     const bool shown = spec_.console_local_ranks.empty() ||
                        std::find(spec_.console_local_ranks.begin(), spec_.console_local_ranks.end(),

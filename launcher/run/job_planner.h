@@ -5,6 +5,7 @@
 // Thread safety: one thread (the Supervisor's).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,14 @@ namespace gculaunch {
 /// The ranks of each attempt, for the Supervisor.
 class JobPlanner : public AttemptPlanner {
  public:
+  /// `log_dir`: the run's log directory when log files are written (WantsLogFiles).
   JobPlanner(const LaunchSpec& spec, const EnvMap& base, RankRuntime runtime,
-             bool rank0_takes_terminal)
+             bool rank0_takes_terminal, std::optional<sys::HeldDir> log_dir = std::nullopt)
       : spec_(spec),
         base_(base),
         runtime_(std::move(runtime)),
-        rank0_takes_terminal_(rank0_takes_terminal) {}
+        rank0_takes_terminal_(rank0_takes_terminal),
+        log_dir_(std::move(log_dir)) {}
   Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) override;
 
   /// Multi-node: the layout the job assigned for an epoch (job_protocol.h JobPlan).  Later
@@ -44,6 +47,7 @@ class JobPlanner : public AttemptPlanner {
   const EnvMap& base_;
   RankRuntime runtime_;
   bool rank0_takes_terminal_;
+  std::optional<sys::HeldDir> log_dir_;
   int restarts_ = -1;  ///< Layout::restarts
 };
 

@@ -193,6 +193,10 @@ std::string RenderMetrics(const MetricsInput& in) {
     w.One("gculaunch_process_resident_memory_bytes", "gauge", "gculaunch's resident memory.",
           static_cast<double>(*in.process_rss_bytes));
   }
+  w.One("gculaunch_log_bytes_dropped_total", "counter",
+        "Bytes of rank output that could not be written to their log files (a full disk); the "
+        "console stream is not affected.",
+        static_cast<double>(in.log_bytes_dropped));
   return w.Take();
 }
 

@@ -31,6 +31,8 @@ struct MetricsInput {
   /// gculaunch's own CPU seconds and resident bytes, when known.
   std::optional<double> process_cpu_s;
   std::optional<std::uint64_t> process_rss_bytes;
+  /// Rank output that could not be written to its log file (a full disk), bytes.
+  std::uint64_t log_bytes_dropped = 0;
 };
 
 /// The text of one scrape.

@@ -24,14 +24,15 @@ std::shared_ptr<OutputTarget> OutputTarget::Borrowed(int fd, std::string name) {
   return target;
 }
 
-Result<std::shared_ptr<OutputTarget>> OutputTarget::File(const std::string& path) {
-  // Never through a symlink planted in its place.
+std::shared_ptr<OutputTarget> OutputTarget::Owned(sys::UniqueFd fd, std::string name) {
+  const int raw = fd.get();
+  return std::shared_ptr<OutputTarget>(new OutputTarget(raw, std::move(fd), std::move(name)));
+}
+
+Result<std::shared_ptr<OutputTarget>> OutputTarget::FileForTest(const std::string& path) {
   auto fd = sys::OpenCloexec(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-  if (!fd.ok()) {
-    return Error{fd.error().what, "check that the --log-dir directory is writable"};
-  }
-  const int raw = fd->get();
-  return std::shared_ptr<OutputTarget>(new OutputTarget(raw, std::move(*fd), path));
+  if (!fd.ok()) return fd.error();
+  return Owned(std::move(*fd), path);
 }
 
 OutputWriter::OutputWriter(Limits limits, std::function<void()> on_space)
@@ -89,6 +90,11 @@ bool OutputWriter::Finish(std::chrono::milliseconds timeout) {
     thread_.detach();
   }
   return drained;
+}
+
+bool OutputWriter::WaitDrained(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return drained_.wait_for(lock, timeout, [this] { return queued_bytes_ == 0; });
 }
 
 void OutputWriter::Run() {
@@ -213,8 +219,10 @@ void OutputWriter::WriteChunks(std::deque<Chunk>& chunks) {
     }
     if (target->failed()) {
       bytes_dropped_ += bytes;
+      if (target->file()) log_bytes_dropped_ += bytes;
     } else if (const int err = WriteFully(target->fd(), iov); err != 0) {
       bytes_dropped_ += bytes;
+      if (target->file()) log_bytes_dropped_ += bytes;
       LostOutput(*target, err, bytes);
     } else {
       bytes_written_ += bytes;

@@ -58,8 +58,10 @@ class OutputTarget {
  public:
   /// Not owned: gculaunch's own stdout or stderr.
   static std::shared_ptr<OutputTarget> Borrowed(int fd, std::string name);
-  /// Opens (creating or truncating) a log file, close-on-exec.
-  static Result<std::shared_ptr<OutputTarget>> File(const std::string& path);
+  /// A log file gculaunch opened (HeldDir::OpenFile); `name` for messages.
+  static std::shared_ptr<OutputTarget> Owned(sys::UniqueFd fd, std::string name);
+  /// Opens (creating or truncating, never through a symlink) `path` by name.
+  static Result<std::shared_ptr<OutputTarget>> FileForTest(const std::string& path);
 
   int fd() const { return fd_; }
   const std::string& name() const { return name_; }
@@ -71,7 +73,7 @@ class OutputTarget {
   }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   void MarkFailed() { failed_.store(true, std::memory_order_relaxed); }
-  /// A log file gculaunch opened (File()), not an inherited descriptor.
+  /// A log file gculaunch opened (Owned()), not an inherited descriptor.
   bool file() const { return owned_.get() >= 0; }
 
  private:
@@ -114,6 +116,10 @@ class OutputWriter {
   /// Where the writer's own warnings about log files go (gculaunch's stderr); none: nowhere.
   void set_warnings(TargetPtr target);
 
+  /// Waits until everything queued so far has been written (or dropped), at most `timeout`;
+  /// false when bytes are still queued.  The writer keeps running.
+  bool WaitDrained(std::chrono::milliseconds timeout);
+
   /// Waits until everything queued has been written or `timeout` passed,
   /// then stops the thread.  Returns false if bytes were left unwritten (a
   /// terminal that never drains must not keep gculaunch alive).
@@ -121,6 +127,8 @@ class OutputWriter {
 
   uint64_t bytes_written() const { return bytes_written_.load(); }
   uint64_t bytes_dropped() const { return bytes_dropped_.load(); }
+  /// The part of bytes_dropped() that was meant for log files (a full disk).
+  uint64_t log_bytes_dropped() const { return log_bytes_dropped_.load(); }
 
  private:
   struct Chunk {
@@ -151,6 +159,7 @@ class OutputWriter {
   const void* bar_owner_ = nullptr;  ///< writer thread only: whose bar it is
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<uint64_t> bytes_dropped_{0};
+  std::atomic<uint64_t> log_bytes_dropped_{0};
   std::thread thread_;
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "launcher/sys/held_dir.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
@@ -29,9 +30,14 @@ struct RankLaunch {
   bool take_terminal = false;     ///< and make the rank's group the terminal's foreground
   bool stdout_to_console = true;
   bool stderr_to_console = true;
-  std::string stdout_log;  ///< log file path; empty: none
+  /// The run's log directory, held by descriptor; none: no log files.
+  std::optional<sys::HeldDir> log_dir;
+  std::string
+      stdout_log;  ///< log file, relative to log_dir ("attempt_0/1/stdout.log"); empty: none
   std::string stderr_log;
-  std::string error_file;      ///< the rank's TORCHELASTIC_ERROR_FILE; empty: none
+  std::string error_file;  ///< the rank's TORCHELASTIC_ERROR_FILE (private); empty: none
+  /// Relative to log_dir: where the rank's error file is copied when it exits; empty: none.
+  std::string error_file_copy;
   std::vector<int> cpus;       ///< --cpu-affinity: CPUs to pin the rank to; empty: none
   std::string stack_file;      ///< --stack-dumps: where its hook appends dumps; empty: no hook
   int stack_signal = 0;        ///< --stack-dumps: the signal that asks for a dump
@@ -43,8 +49,9 @@ struct RankRecord {
   int restart_count = 0;
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = -1;  ///< -1: never started
-  std::string error_file;
+  pid_t pid = -1;                  ///< -1: never started
+  std::string error_file;          ///< where the rank wrote it (read for the summary)
+  std::string error_file_shown;    ///< its copy in the log directory; empty: none (show error_file)
   std::optional<WorkerExit> exit;  ///< empty: not reaped (running or stuck)
   double start_time = 0;           ///< unix seconds
   double exit_time = 0;

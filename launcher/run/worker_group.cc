@@ -10,6 +10,8 @@
 #include <chrono>
 #include <set>
 
+#include "launcher/sys/safe_files.h"
+
 namespace gculaunch {
 
 double UnixNow() {
@@ -22,6 +24,19 @@ std::int64_t UnixNowNs() {
   return duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+
+// A rank's log file in the run's log directory, opened through its descriptor (never by a
+// path another user could redirect); none without one.
+Result<TargetPtr> OpenLogFile(const RankLaunch& launch, const std::string& rel) {
+  if (rel.empty() || !launch.log_dir) return TargetPtr();
+  auto fd = launch.log_dir->OpenFile(rel, O_WRONLY | O_CREAT | O_TRUNC);
+  if (!fd.ok()) return Error{fd.error().what, "check that the --log-dir directory is writable"};
+  return OutputTarget::Owned(std::move(*fd), launch.log_dir->PathOf(rel));
+}
+
+}  // namespace
+
 struct WorkerGroup::Rank {
   RankRecord record;
   bool exited = false;       ///< the exit was reported (the leader may still be a zombie)
@@ -29,7 +44,9 @@ struct WorkerGroup::Rank {
   LineTail tail;
   std::string stack_file;  ///< --stack-dumps: the hook's file
   int stack_signal = 0;
-  std::string heartbeat_file;  ///< --hang-timeout
+  std::string heartbeat_file;           ///< --hang-timeout
+  std::optional<sys::HeldDir> log_dir;  ///< where error_file_copy goes
+  std::string error_file_copy;
   std::chrono::steady_clock::time_point started;
   /// When output last arrived on either stream; epoch (zero): never.
   std::shared_ptr<std::chrono::steady_clock::time_point> activity =
@@ -68,6 +85,8 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     rank->stack_file = launch.stack_file;
     rank->stack_signal = launch.stack_signal;
     rank->heartbeat_file = launch.heartbeat_file;
+    rank->log_dir = launch.log_dir;
+    rank->error_file_copy = launch.error_file_copy;
     // A heartbeat file left from an earlier run of the same directory is not progress.
     if (!launch.heartbeat_file.empty()) ::unlink(launch.heartbeat_file.c_str());
     Rank& r = *rank;
@@ -81,17 +100,10 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     if (!out_pipe.ok()) return fail(out_pipe.error());
     auto err_pipe = sys::MakePipe("rank stderr");
     if (!err_pipe.ok()) return fail(err_pipe.error());
-    TargetPtr out_log, err_log;
-    if (!launch.stdout_log.empty()) {
-      auto file = OutputTarget::File(launch.stdout_log);
-      if (!file.ok()) return fail(file.error());
-      out_log = *file;
-    }
-    if (!launch.stderr_log.empty()) {
-      auto file = OutputTarget::File(launch.stderr_log);
-      if (!file.ok()) return fail(file.error());
-      err_log = *file;
-    }
+    auto out_log = OpenLogFile(launch, launch.stdout_log);
+    if (!out_log.ok()) return fail(out_log.error());
+    auto err_log = OpenLogFile(launch, launch.stderr_log);
+    if (!err_log.ok()) return fail(err_log.error());
 
     sys::SpawnRequest request;
     request.program = launch.program;
@@ -123,13 +135,13 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     open_streams_ += 2;
     r.out = RankStream::Start(
         deps_.io, std::move(out_pipe->read),
-        StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr, prefix, out_log,
+        StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr, prefix, *out_log,
                     nullptr, deps_.idle_flush, LineSplitter::kDefaultMaxLine,
                     deps_.progress_interval, r.activity},
         deps_.writer, deps_.flow, on_closed);
     r.err = RankStream::Start(
         deps_.io, std::move(err_pipe->read),
-        StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr, prefix, err_log,
+        StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr, prefix, *err_log,
                     &r.tail, deps_.idle_flush, LineSplitter::kDefaultMaxLine,
                     deps_.progress_interval, r.activity},
         deps_.writer, deps_.flow, on_closed);
@@ -141,11 +153,25 @@ void WorkerGroup::OnExited(Rank& rank, WorkerExit exit) {
   rank.exited = true;
   rank.record.exit = exit;
   rank.record.exit_time = UnixNow();
+  CopyErrorFile(rank);
   // While the attempt runs, the group is looked at shortly (ranks that exit together share
   // one look at /proc).  In a teardown the Supervisor's drain check looks once every rank
   // has exited, and then every drain_poll: one scan instead of one per rank.
   if (!stopping_) ScheduleGroupCheck(kExitCheckDelay);
   if (on_exit_) on_exit_(rank.record.local_rank, exit);
+}
+
+// The rank wrote its error file in gculaunch's private directory (it opens it by name); the
+// log directory gets a copy, torchrun's layout, written through the directory's descriptor.
+void WorkerGroup::CopyErrorFile(Rank& rank) {
+  if (rank.error_file_copy.empty() || !rank.log_dir || rank.record.error_file.empty()) return;
+  auto text = sys::ReadBoundedFile(rank.record.error_file);
+  if (!text.ok()) return;  // none written (a clean exit), or not a file gculaunch copies
+  if (Status copied = rank.log_dir->WriteFile(rank.error_file_copy, *text); !copied.ok()) {
+    deps_.writer.Urgent(deps_.console_err, "gculaunch: warning: " + copied.error().what + "\n");
+    return;
+  }
+  rank.record.error_file_shown = rank.log_dir->PathOf(rank.error_file_copy);
 }
 
 void WorkerGroup::ScheduleGroupCheck(std::chrono::milliseconds after) {

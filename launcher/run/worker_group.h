@@ -117,6 +117,7 @@ class WorkerGroup {
   struct Rank;
   void OnExited(Rank& rank, WorkerExit exit);
   void MarkGroupEmpty(Rank& rank);
+  void CopyErrorFile(Rank& rank);
   void ScheduleGroupCheck(std::chrono::milliseconds after);
 
   WorkerGroupDeps deps_;

@@ -857,6 +857,11 @@ constexpr FlagDef kFlags[] = {
     {"log-dir", "", Kind::kValue, "DIR", "Supervision",
      "write per-rank logs and error files below DIR/<run id>_<random>",
      &ApplyText<&CliOptions::log_dir>, "log-dir"},
+    {"allow-shared-log-dir", "", Kind::kBool, "", "Supervision",
+     "accept a --log-dir that another user could change (writable by others without the "
+     "sticky bit, or owned by another user), with a warning; gculaunch then writes only its "
+     "own log files there",
+     &ApplySwitch<&CliOptions::allow_shared_log_dir>, kGculaunchOnly},
     {"redirects", "-r", Kind::kValue, "0-3|I:V,...", "Supervision",
      "send streams to the log files only: 1 stdout, 2 stderr, 3 both (per local rank: 0:3,1:2)",
      &ApplyStreams<&CliOptions::redirects>, "redirects"},

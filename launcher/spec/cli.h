@@ -107,6 +107,7 @@ struct CliOptions {
   std::optional<double> hang_grace;    ///< --hang-grace DURATION, seconds (> 0)
   std::optional<OnHang> on_hang;       ///< --on-hang stop|restart|report
   std::optional<std::string> log_dir;
+  bool allow_shared_log_dir = false;  ///< --allow-shared-log-dir
   std::optional<StdStreams> tee;
   std::optional<StdStreams> redirects;
   std::optional<std::vector<int>> local_ranks_filter;

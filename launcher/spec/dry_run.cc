@@ -151,6 +151,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   }
   if (spec.metrics_port) out["metrics"] = MetricsUrl(spec);
   if (spec.etcd) out["etcd"] = EtcdJson(*spec.etcd);
+  if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) out["log_dir"] = logs;
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
   if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
@@ -210,6 +211,9 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   }
   out += "  cards:   " + cards + "\n";
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
+  if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) {
+    out += "  logs:    " + logs + "\n";
+  }
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = spec.notes;
   if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));

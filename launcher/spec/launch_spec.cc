@@ -961,6 +961,7 @@ class SpecBuilder {
   Status Output() {
     spec_.grace_period_s = o_.grace_period.value_or(25.0);
     spec_.log_dir = o_.log_dir.value_or("");
+    spec_.allow_shared_log_dir = o_.allow_shared_log_dir;
     while (spec_.log_dir.size() > 1 && spec_.log_dir.back() == '/') spec_.log_dir.pop_back();
     if (Status ok = CheckStreams("redirects", o_.redirects); !ok.ok()) return ok;
     if (Status ok = CheckStreams("tee", o_.tee); !ok.ok()) return ok;
@@ -1151,10 +1152,6 @@ std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
   if (!spec.log_dir.empty()) return spec.log_dir + "/" + run_id + "_<random>";
   if (!WantsLogFiles(spec)) return "";
   return "<TMPDIR>/torchelastic_<random>/" + run_id + "_<random>";
-}
-
-std::string RunLogPattern(const std::string& log_dir, const std::string& run_id) {
-  return log_dir + "/" + run_id + "_XXXXXX";
 }
 
 bool WantsLogFiles(const LaunchSpec& spec) {

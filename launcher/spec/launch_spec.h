@@ -148,6 +148,7 @@ struct LaunchSpec {
   /// and SIGQUIT (which always do): SIGUSR1, SIGUSR2 (otherwise forwarded), SIGALRM.
   std::vector<int> extra_stop_signals;
   std::string log_dir;                ///< per-rank log files; empty: none
+  bool allow_shared_log_dir = false;  ///< --allow-shared-log-dir: warn instead of refusing
   StdStreams redirects;               ///< --redirects: streams that go to the log files only
   StdStreams tee;                     ///< --tee: streams that go to the log files and the console
   double progress_interval_s = 30.0;  ///< --progress-interval: non-terminal console, \r updates
@@ -213,18 +214,14 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
                                   const DeviceProbe& probe, const FileAccess& files,
                                   const PlatformInfo& platform);
 
-/// Where this run's error files and rank logs go, as the dry run states it:
-/// "<log_dir>/<run_id>_<random>" (torchrun's layout; the launch makes the
-/// directory with RunLogPattern, so a second run into the same --log-dir, or
-/// another node sharing it, never overwrites this one).  With --redirects or
+/// Where this run's rank logs (and copies of its error files) go, as the dry run
+/// states it: "<log_dir>/<run_id>_<random>" (torchrun's layout; the launch makes
+/// a new directory, so a second run into the same --log-dir, or another node
+/// sharing it, never overwrites this one).  With --redirects or
 /// --tee but no --log-dir: "<TMPDIR>/torchelastic_<random>/<run_id>_<random>"
 /// (a kept temporary directory, as torchrun makes).  Empty when no log files
 /// are written (WantsLogFiles).
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
-
-/// The mkdtemp(3) pattern of a run's log directory below `log_dir`:
-/// "<log_dir>/<run_id>_XXXXXX".
-std::string RunLogPattern(const std::string& log_dir, const std::string& run_id);
 
 /// True when the ranks' output is written to log files: --log-dir, or
 /// --redirects/--tee (without --log-dir, in a new kept torchelastic_ directory).

@@ -3,7 +3,7 @@
 namespace gculaunch {
 
 std::string PythonShimDir(const RankRuntime& runtime) {
-  return runtime.error_file_root + "/python-shim";
+  return runtime.rank_file_root + "/python-shim";
 }
 
 void PrependPythonPath(const std::string& dir, EnvMap& env) {

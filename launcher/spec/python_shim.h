@@ -39,7 +39,7 @@ namespace gculaunch {
 /// launcher/spec/python_shim/*.py by cmake/embed_files.cmake.
 const std::vector<std::pair<std::string_view, std::string_view>>& PythonShimFiles();
 
-/// The directory the shim lives in for a run: "<error_file_root>/python-shim"
+/// The directory the shim lives in for a run: "<rank_file_root>/python-shim"
 /// (below --log-dir/<run id>, or the launch's temporary directory).
 std::string PythonShimDir(const RankRuntime& runtime);
 

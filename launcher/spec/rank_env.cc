@@ -76,8 +76,8 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
   runtime.master_port =
       spec.master_port != 0 ? std::to_string(spec.master_port) : choices.chosen_port;
   runtime.run_id = !spec.run_id.empty() ? spec.run_id : choices.generated_run_id;
-  runtime.error_file_root =
-      WantsLogFiles(spec) ? RunLogRoot(spec, runtime.run_id) : choices.scratch_dir;
+  runtime.rank_file_root = choices.scratch_dir;
+  runtime.log_root = RunLogRoot(spec, runtime.run_id);
   runtime.launcher_pid = choices.launcher_pid;
   return runtime;
 }
@@ -246,7 +246,7 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
 
 std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime) {
   if (!spec.file_timer) return "";
-  return spec.file_timer_path.empty() ? runtime.error_file_root + "/watchdog_timer"
+  return spec.file_timer_path.empty() ? runtime.rank_file_root + "/watchdog_timer"
                                       : spec.file_timer_path;
 }
 
@@ -258,7 +258,7 @@ std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank) {
 }
 
 std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank) {
-  return runtime.error_file_root + "/attempt_" + std::to_string(restart_count) + "/" +
+  return runtime.rank_file_root + "/attempt_" + std::to_string(restart_count) + "/" +
          std::to_string(local_rank) + "/error.json";
 }
 

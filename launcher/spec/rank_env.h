@@ -47,10 +47,17 @@ namespace gculaunch {
 /// Values known only when a launch happens.  The dry run fills them with
 /// stated placeholders such as "<port chosen at launch>" (dry_run.h).
 struct RankRuntime {
-  std::string master_port;      ///< MASTER_PORT as exported
-  std::string run_id;           ///< TORCHELASTIC_RUN_ID
-  std::string error_file_root;  ///< error files go to <root>/attempt_<n>/<local_rank>/error.json
-  std::string launcher_pid;     ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
+  std::string master_port;  ///< MASTER_PORT as exported
+  std::string run_id;       ///< TORCHELASTIC_RUN_ID
+  /// gculaunch's private directory for every file a rank opens by name: error files
+  /// (<root>/attempt_<n>/<local_rank>/error.json), stacks and heartbeat files, the hook and
+  /// shim directories, the default watchdog timer.  Never inside --log-dir, which another
+  /// user may be able to rename (docs/security.md).
+  std::string rank_file_root;
+  /// The run's log directory (rank logs, copies of the error files, events.jsonl, hang
+  /// reports), as shown; empty without log files.  gculaunch reaches it by descriptor only.
+  std::string log_root;
+  std::string launcher_pid;  ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
 };
 
 /// What the launch decided at run time; each is used only when the spec left
@@ -58,13 +65,13 @@ struct RankRuntime {
 struct LaunchChoices {
   std::string chosen_port;       ///< used when spec.master_port == 0
   std::string generated_run_id;  ///< used when spec.run_id is empty
-  std::string scratch_dir;       ///< error-file root when spec.log_dir is empty
+  std::string scratch_dir;       ///< rank_file_root: the private temporary directory
   std::string launcher_pid;      ///< getpid() of gculaunch (the parent of every rank)
 };
 
 /// The RankRuntime of a launch: the spec's own values where it has them, else
-/// the choices.  error_file_root is RunLogRoot(spec, run_id) with --log-dir,
-/// else choices.scratch_dir.  The real launch and the dry run both use this.
+/// the choices.  rank_file_root is choices.scratch_dir; log_root is RunLogRoot(spec,
+/// run_id) when log files are written.  The real launch and the dry run both use this.
 RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choices);
 
 /// Everything the rank with `local_rank` gets in attempt `restart_count`.
@@ -82,11 +89,11 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
 std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank);
 
 /// The error file path of one rank in one attempt:
-/// "<error_file_root>/attempt_<restart_count>/<local_rank>/error.json".
+/// "<rank_file_root>/attempt_<restart_count>/<local_rank>/error.json".
 std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank);
 
 /// With spec.file_timer: the FIFO of torch's file-timer watchdog, TORCHELASTIC_TIMER_FILE as
-/// given, else "<error_file_root>/watchdog_timer".  Empty without it.
+/// given, else "<rank_file_root>/watchdog_timer".  Empty without it.
 std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime);
 
 /// The variables BuildRankEnv decides itself, whatever the layers below say

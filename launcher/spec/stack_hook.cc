@@ -9,16 +9,16 @@ namespace gculaunch {
 int StackDumpSignal() { return SIGRTMIN + 10; }
 
 std::string StackHookDir(const RankRuntime& runtime) {
-  return runtime.error_file_root + "/stack-hook";
+  return runtime.rank_file_root + "/stack-hook";
 }
 
 std::string RankStackFile(const RankRuntime& runtime, int restart_count, int local_rank) {
-  return runtime.error_file_root + "/attempt_" + std::to_string(restart_count) + "/" +
+  return runtime.rank_file_root + "/attempt_" + std::to_string(restart_count) + "/" +
          std::to_string(local_rank) + "/stacks.txt";
 }
 
 std::string RankHeartbeatFile(const RankRuntime& runtime, int restart_count, int local_rank) {
-  return runtime.error_file_root + "/attempt_" + std::to_string(restart_count) + "/" +
+  return runtime.rank_file_root + "/attempt_" + std::to_string(restart_count) + "/" +
          std::to_string(local_rank) + "/heartbeat";
 }
 

@@ -11,7 +11,7 @@
 //   GCULAUNCH_STACKS_PARENT   gculaunch's pid: the hook acts only if it is its parent
 //   GCULAUNCH_STACKS_DIR      <hook dir> (the entry the hook removes again)
 //   GCULAUNCH_STACKS_SIGNAL   the signal number (spec.stack_dump_signal)
-//   GCULAUNCH_STACKS_FILE     <error_file_root>/attempt_<n>/<local rank>/stacks.txt
+//   GCULAUNCH_STACKS_FILE     <rank_file_root>/attempt_<n>/<local rank>/stacks.txt
 //
 // The hook removes all four GCULAUNCH_STACKS_* variables and its PYTHONPATH entry from its
 // own process at start-up.  How gculaunch asks for a dump: launcher/run/stack_dumper.h.
@@ -42,15 +42,15 @@ const std::vector<std::pair<std::string_view, std::string_view>>& StackHookFiles
 /// libraries that use timers or thread cancellation tend to take.
 int StackDumpSignal();
 
-/// The directory the hook lives in for a run: "<error_file_root>/stack-hook".
+/// The directory the hook lives in for a run: "<rank_file_root>/stack-hook".
 std::string StackHookDir(const RankRuntime& runtime);
 
 /// The file a rank's dumps are appended to:
-/// "<error_file_root>/attempt_<restart_count>/<local_rank>/stacks.txt" (next to its error file).
+/// "<rank_file_root>/attempt_<restart_count>/<local_rank>/stacks.txt" (next to its error file).
 std::string RankStackFile(const RankRuntime& runtime, int restart_count, int local_rank);
 
 /// The file a rank may touch to show progress with --hang-timeout (GCULAUNCH_HEARTBEAT_FILE):
-/// "<error_file_root>/attempt_<restart_count>/<local_rank>/heartbeat".
+/// "<rank_file_root>/attempt_<restart_count>/<local_rank>/heartbeat".
 std::string RankHeartbeatFile(const RankRuntime& runtime, int restart_count, int local_rank);
 
 /// Adds the variables above to a rank's environment (after AddPythonShimEnv, if any), and

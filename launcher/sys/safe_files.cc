@@ -15,16 +15,6 @@ namespace gculaunch::sys {
 
 namespace {
 
-Status WriteAll(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{std::strerror(errno), ""};
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return OkStatus();
-}
-
 std::string KindOf(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -40,6 +30,16 @@ std::string Size(size_t bytes) {
 }
 
 }  // namespace
+
+Status WriteAll(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{std::strerror(errno), ""};
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
 
 Result<std::string> ReadBoundedFile(const std::string& path, size_t limit) {
   // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.

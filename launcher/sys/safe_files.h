@@ -17,6 +17,9 @@
 
 namespace gculaunch::sys {
 
+/// Writes all of `text` to `fd` (retrying short writes and EINTR); the error is strerror.
+Status WriteAll(int fd, std::string_view text);
+
 /// Writes `text` to `path` whole: a temporary file is created beside it with mkstemp (O_EXCL:
 /// never a file or symlink someone planted; the name is not predictable), given `mode`,
 /// written, then renamed over `path` (a symlink at `path` is replaced, never followed).  The

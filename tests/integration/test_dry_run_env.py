@@ -52,9 +52,12 @@ class DryRunMatchesRealEnv(unittest.TestCase):
             plan = json.loads(dry.stdout)
             self.assertEqual(plan["master_port"], port)
             text = json.dumps(plan)
-            # Only the run's log directory is random (torchrun's <run_id>_<random>).
+            # Only the directories are random: the run's log directory (torchrun's
+            # <run_id>_<random>) and gculaunch's private one for the ranks' files.
             stated_root = os.path.join(log_dir, "dryrun-check_<random>")
-            self.assertNotIn("<", text.replace(stated_root, ""),
+            private = "<temporary directory created at launch>"
+            self.assertEqual(plan["log_dir"], stated_root)
+            self.assertNotIn("<", text.replace(stated_root, "").replace(private, ""),
                              "the dry run still has placeholders: " + text)
             for entry in plan["ranks"]:
                 missing = [v for v in CONTRACT if v not in entry["env"]]
@@ -87,9 +90,11 @@ class DryRunMatchesRealEnv(unittest.TestCase):
                     expected.update(entry["env"])
                     roots = glob.glob(os.path.join(log_dir, "dryrun-check_*"))
                     self.assertEqual(len(roots), 1, roots)
-                    expected["TORCHELASTIC_ERROR_FILE"] = expected[
-                        "TORCHELASTIC_ERROR_FILE"].replace(stated_root, roots[0])
                     actual = gltest.read_environ(pid)
+                    made = actual["TORCHELASTIC_ERROR_FILE"].rsplit("/attempt_", 1)[0]
+                    self.assertRegex(os.path.basename(made), r"^gculaunch-dryrun-c-\w{6}$")
+                    expected["TORCHELASTIC_ERROR_FILE"] = expected[
+                        "TORCHELASTIC_ERROR_FILE"].replace(private, made)
                     self.assertEqual(actual, expected,
                                      "rank %d: environ differs from the dry run"
                                      % entry["local_rank"])
@@ -99,12 +104,14 @@ class DryRunMatchesRealEnv(unittest.TestCase):
                 os.close(holder)  # release the ranks: every one of them has the FIFO open
                 holder = None  # noqa: F841 (read by the cleanup)
                 self.assertEqual(job.wait(), 0, job.stderr)
-            # The error-file root the dry run named exists, per attempt and rank.
+            # The log directory the dry run named exists, per attempt and rank; the private
+            # directory of the ranks' files is gone.
+            self.assertFalse(os.path.exists(made))
             for entry in plan["ranks"]:
                 err_file = entry["env"]["TORCHELASTIC_ERROR_FILE"]
-                self.assertTrue(err_file.startswith(os.path.join(stated_root, "attempt_0")))
-                real = err_file.replace(stated_root, roots[0])
-                self.assertTrue(os.path.isdir(os.path.dirname(real)), real)
+                self.assertTrue(err_file.startswith(os.path.join(private, "attempt_0")))
+                real = os.path.join(roots[0], "attempt_0", str(entry["local_rank"]))
+                self.assertTrue(os.path.isfile(os.path.join(real, "stdout.log")), real)
 
 
 if __name__ == "__main__":

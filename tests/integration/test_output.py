@@ -2,8 +2,10 @@
 stdout/stderr; nothing is torn, interleaved or lost; --log-dir keeps every
 rank's full output in torchrun's layout; --local-ranks-filter and
 --redirects only change what the console shows."""
+import json
 import os
 import re
+import subprocess
 import unittest
 
 import gltest
@@ -52,6 +54,28 @@ class Output(unittest.TestCase):
                     self.assertEqual(f.read(), "out of %d\n" % rank)
                 with open(os.path.join(d, "stderr.log")) as f:
                     self.assertEqual(f.read(), "err of %d\n" % rank)
+
+    def test_a_full_log_disk_is_counted_in_the_summary_and_the_console_keeps_everything(self):
+        lines, width = 2000, 200  # about 400 KB per rank for a 64 KiB file system
+        with gltest.TempDir() as tmp:
+            tiny = os.path.join(tmp, "tiny")
+            os.mkdir(tiny)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", tiny], check=True)
+            try:
+                summary = os.path.join(tmp, "summary.json")
+                args = ["--nproc-per-node", "2", "--log-dir", tiny, "--summary-json",
+                        summary] + gltest.child_args("lines", lines, width, "r${local_rank}")
+                with gltest.Job(args) as job:
+                    self.assertEqual(job.wait(timeout=120), 0, job.stderr)
+            finally:
+                subprocess.run(["umount", tiny], check=True)
+            with open(summary) as f:
+                dropped = json.load(f)["log_bytes_dropped"]
+        self.assertEqual(len([l for l in job.stdout.splitlines() if LINE.match(l)]), 2 * lines)
+        # Each rank wrote about 2000 x 212 bytes; at most 64 KiB of it fit.
+        self.assertGreater(dropped, 2 * lines * width - 64 * 1024)
+        self.assertIn("gculaunch: warning: %d bytes of rank output are missing from the log "
+                      "files (their file system was full)" % dropped, job.stderr)
 
     def test_long_lines_are_split_with_a_marker_and_nothing_is_lost(self):
         width = 200000  # longer than gculaunch's 64 KiB console line limit

@@ -112,7 +112,7 @@ EFFECTS = {
     "module": lambda p: "-m" in p["ranks"][0]["argv"],
     "no_python": lambda p: p["ranks"][0]["argv"][0].endswith("x.py"),
     "standalone": lambda p: p["master_addr"] == "127.0.0.1",
-    "log_dir": lambda p: _env(p, "TORCHELASTIC_ERROR_FILE").startswith(p["_log_dir"]),
+    "log_dir": lambda p: p.get("log_dir", "").startswith(p["_log_dir"]),
     "start_method": lambda p: any("start-method" in n for n in p["notes"]),
     "run_path": lambda p: any("--run-path" in n for n in p["notes"]),
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "tests/support/test_util.h"
@@ -57,6 +58,9 @@ TEST_CASE("control socket: the directory is XDG_RUNTIME_DIR's when it is ours, e
   CHECK(ControlDirPath(tmp.File("missing"), me) == "/tmp/gculaunch-" + std::to_string(me));
   // Not ours: /tmp's.
   CHECK(ControlDirPath(tmp.path(), me + 1) == "/tmp/gculaunch-" + std::to_string(me + 1));
+  // Writable by others: /tmp's.
+  std::filesystem::permissions(tmp.path(), std::filesystem::perms::all);
+  CHECK(ControlDirPath(tmp.path(), me) == "/tmp/gculaunch-" + std::to_string(me));
 }
 
 TEST_CASE("control socket: the directory is created 0700 and checked with lstat",

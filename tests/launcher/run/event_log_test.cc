@@ -1,6 +1,7 @@
 #include "launcher/run/event_log.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_util.h"
@@ -75,7 +76,9 @@ TEST_CASE("every event has its documented fields", "[event_log]") {
 
 TEST_CASE("the event log appends one line per event, heartbeats left out", "[event_log]") {
   testing::TempDir dir;
-  auto log = EventLog::Open(dir.File("events.jsonl"), "run1", 0);
+  auto held = sys::HeldDir::Open(dir.path());
+  REQUIRE(held.ok());
+  auto log = EventLog::Open(*held, "events.jsonl", "run1", 0);
   REQUIRE(log.ok());
   (*log)->On(JobEvent::Launch({{"nnodes", 1}}));
   (*log)->On(JobEvent::Heartbeat(1));
@@ -92,10 +95,14 @@ TEST_CASE("the event log appends one line per event, heartbeats left out", "[eve
 }
 
 TEST_CASE("the event log names the file it cannot open", "[event_log]") {
-  auto log = EventLog::Open("/nonexistent-dir/events.jsonl", "run1", 0);
+  testing::TempDir dir;
+  std::filesystem::create_directory(dir.File("events.jsonl"));  // a directory in its place
+  auto held = sys::HeldDir::Open(dir.path());
+  REQUIRE(held.ok());
+  auto log = EventLog::Open(*held, "events.jsonl", "run1", 0);
   REQUIRE(!log.ok());
   CHECK(log.error().what ==
-        "cannot open the event log /nonexistent-dir/events.jsonl: No such file or directory");
+        "the event log: cannot open " + dir.path() + "/events.jsonl: Is a directory");
 }
 
 TEST_CASE("a hub tells every listener, NoJobEvents ignores", "[event_log]") {

@@ -95,6 +95,24 @@ TEST_CASE("summary names the first failing rank and shows its stderr tail", "[ex
   CHECK(s.json["ranks"][0]["exit_code"] == 143);
 }
 
+TEST_CASE("log output lost to a full disk is counted, whatever the outcome", "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  in.records = {Rec(0, WorkerExit::Exited(1), 10.0, true, {"boom"})};
+  CHECK(BuildExitSummary(in).json["log_bytes_dropped"] == 0);
+  in.log_bytes_dropped = 123456;
+  const ExitSummary failed = BuildExitSummary(in);
+  CHECK(failed.json["log_bytes_dropped"] == 123456);
+  CHECK(failed.text.front() ==
+        "warning: 123456 bytes of rank output are missing from the log files (their file "
+        "system was full)");
+  CHECK(failed.text.back() == "exit code 1 (rank_failed)");
+  in.exit_code = 0;
+  in.records = {Rec(0, WorkerExit::Exited(0), 10.0, true)};
+  const ExitSummary clean = BuildExitSummary(in);
+  REQUIRE(clean.text.size() == 1);  // a success says nothing else
+  CHECK(clean.text.front().find("123456 bytes") != std::string::npos);
+}
+
 TEST_CASE("an earlier error-file timestamp wins the root cause", "[exit_summary]") {
   SummaryInput in = Failed(1);
   // Rank 0 is reaped first (time 200) but rank 2's error file says it raised

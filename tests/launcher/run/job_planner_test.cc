@@ -38,7 +38,9 @@ TEST_CASE("JobPlanner: attempt directories, stale error files, env and argv", "[
   std::filesystem::create_directories(std::filesystem::path(stale).parent_path());
   testing::WriteFile(stale, "{\"message\": \"old\"}");
 
-  JobPlanner planner(spec, base, runtime, false);
+  auto logs = sys::HeldDir::Open(dir.File("logs"));
+  REQUIRE(logs.ok());
+  JobPlanner planner(spec, base, runtime, false, *logs);
   auto plan = planner.PlanAttempt(1);
   REQUIRE(plan.ok());
   REQUIRE(plan->size() == 3);
@@ -48,8 +50,14 @@ TEST_CASE("JobPlanner: attempt directories, stale error files, env and argv", "[
     const std::string rank_dir = dir.File("run1/attempt_1/" + std::to_string(lr));
     CHECK(std::filesystem::is_directory(rank_dir));
     CHECK(r.error_file == rank_dir + "/error.json");
-    CHECK(r.stdout_log == rank_dir + "/stdout.log");
-    CHECK(r.stderr_log == rank_dir + "/stderr.log");
+    // The log files are in the log directory, reached through its descriptor.
+    const std::string rel = "attempt_1/" + std::to_string(lr);
+    CHECK(std::filesystem::is_directory(dir.File("logs/" + rel)));
+    REQUIRE(r.log_dir);
+    CHECK(r.log_dir->PathOf() == dir.File("logs"));
+    CHECK(r.stdout_log == rel + "/stdout.log");
+    CHECK(r.stderr_log == rel + "/stderr.log");
+    CHECK(r.error_file_copy == rel + "/error.json");
     CHECK(r.argv == std::vector<std::string>{"/bin/true", "a" + std::to_string(lr)});
     CHECK(r.program == "/bin/true");
     CHECK(EnvValue(r.env, "TORCHELASTIC_RESTART_COUNT") == "1");
@@ -69,7 +77,8 @@ TEST_CASE("JobPlanner: console routing, filter, redirects, stdin", "[job]") {
   spec.redirects.per_rank = {{2, StdStreams::kStdout}};
   spec.stdin_mode = StdinMode::kRank0;
   const EnvMap base;
-  JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("scratch")}, true);
+  JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("scratch")}, true,
+                     sys::HeldDir::Open(dir.File("logs")).value());
   auto plan = planner.PlanAttempt(0);
   REQUIRE(plan.ok());
   const auto& r = *plan;
@@ -103,7 +112,8 @@ TEST_CASE("JobPlanner: torchrun's --tee rule, a stream is shown unless redirecte
     LaunchSpec spec = Spec("");
     spec.redirects.all = std::stoi(c.redirects);
     spec.tee.all = std::stoi(c.tee);
-    JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("logs")}, false);
+    JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("scratch")}, false,
+                       sys::HeldDir::Open(dir.File("logs")).value());
     auto plan = planner.PlanAttempt(0);
     REQUIRE(plan.ok());
     INFO("-r " << c.redirects << " -t " << c.tee);
@@ -115,7 +125,8 @@ TEST_CASE("JobPlanner: torchrun's --tee rule, a stream is shown unless redirecte
   LaunchSpec spec = Spec("");
   spec.redirects.all = 3;
   spec.tee.per_rank = {{0, StdStreams::kStdout}, {1, StdStreams::kStderr}};
-  JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("logs2")}, false);
+  JobPlanner planner(spec, base, RankRuntime{"1", "r", dir.File("scratch2")}, false,
+                     sys::HeldDir::Open(dir.File("logs2")).value());
   auto plan = planner.PlanAttempt(0);
   REQUIRE(plan.ok());
   CHECK((*plan)[0].stdout_to_console);

@@ -15,7 +15,7 @@ TEST_CASE("log lines name gculaunch and the level", "[logging]") {
 
 TEST_CASE("the logger goes through the writer while attached", "[logging]") {
   testing::TempDir dir;
-  auto target = OutputTarget::File(dir.File("err"));
+  auto target = OutputTarget::FileForTest(dir.File("err"));
   REQUIRE(target.ok());
   auto sink = std::make_shared<LogSink>();
   auto log = MakeLogger(sink, "info");

@@ -28,7 +28,10 @@ TEST_CASE("metrics name the job's ranks, exits and restarts", "[metrics]") {
   in.now = now;
   in.progress_age_s = {{0, 2.5}};
   in.process_cpu_s = 1.25;
+  in.log_bytes_dropped = 4096;
   const std::string text = RenderMetrics(in);
+  CHECK(Has(text, "# TYPE gculaunch_log_bytes_dropped_total counter"));
+  CHECK(Has(text, "gculaunch_log_bytes_dropped_total 4096"));
   CHECK(Has(text, "# TYPE gculaunch_restarts_total counter"));
   CHECK(Has(text, "gculaunch_restarts_total 1"));
   CHECK(Has(text, "gculaunch_ranks_running 1"));

@@ -19,8 +19,8 @@ namespace gculaunch {
 
 TEST_CASE("output writer writes every chunk in order, per target", "[output_writer]") {
   testing::TempDir dir;
-  auto a = OutputTarget::File(dir.File("a"));
-  auto b = OutputTarget::File(dir.File("b"));
+  auto a = OutputTarget::FileForTest(dir.File("a"));
+  auto b = OutputTarget::FileForTest(dir.File("b"));
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   OutputWriter writer({}, nullptr);
@@ -74,19 +74,22 @@ TEST_CASE("output writer reports congestion and calls back when there is room", 
 TEST_CASE("a full disk loses only what did not fit, with one warning each way", "[output_writer]") {
   testing::TempDir dir;
   const std::string warnings_file = dir.File("warnings");
-  auto warnings = OutputTarget::File(warnings_file);
+  auto warnings = OutputTarget::FileForTest(warnings_file);
   REQUIRE(warnings.ok());
-  auto log = OutputTarget::File("/dev/full");  // every write: ENOSPC
+  auto log = OutputTarget::FileForTest("/dev/full");  // every write: ENOSPC
   REQUIRE(log.ok());
   OutputWriter writer({}, nullptr);
   writer.set_warnings(*warnings);
   writer.Write(*log, "one\n");
   writer.Write(*log, "two\n");
-  // Wait (bounded) until the writer has lost both lines.
-  for (int i = 0; i < 3000 && writer.bytes_dropped() < 8; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  REQUIRE(writer.WaitDrained(std::chrono::seconds(30)));
   REQUIRE(writer.bytes_dropped() == 8);
+  CHECK(writer.log_bytes_dropped() == 8);  // counted for the summary and the metrics
+  auto other = OutputTarget::FileForTest(dir.File("other"));
+  REQUIRE(other.ok());
+  writer.Write(*other, "to a file that takes it\n");
+  REQUIRE(writer.WaitDrained(std::chrono::seconds(30)));
+  CHECK(writer.log_bytes_dropped() == 8);
   CHECK_FALSE((*log)->failed());  // space may come back: not dropped for good
   // Space is back: the same descriptor now names a regular file.
   const std::string resumed = dir.File("resumed");
@@ -186,7 +189,7 @@ TEST_CASE("a terminal shows a progress bar live and ends its line before other o
                           "[r0]: done\n[r0]: next\n[r1]: plain\n");
   // Files get no terminal control bytes.
   testing::TempDir dir;
-  auto file = OutputTarget::File(dir.File("f"));
+  auto file = OutputTarget::FileForTest(dir.File("f"));
   REQUIRE(file.ok());
   CHECK_FALSE((*file)->terminal());
 }

@@ -11,8 +11,8 @@ namespace {
 
 struct Fixture {
   Fixture() : flow(io), writer({}, flow.SpaceCallback()) {
-    console = *OutputTarget::File(dir.File("console"));
-    log = *OutputTarget::File(dir.File("log"));
+    console = *OutputTarget::FileForTest(dir.File("console"));
+    log = *OutputTarget::FileForTest(dir.File("log"));
   }
   std::string Console() {
     writer.Finish(std::chrono::seconds(10));

@@ -22,8 +22,8 @@ namespace gculaunch::testing {
 struct WorkerFixture {
   explicit WorkerFixture(bool force_sigchld = false, OutputWriter::Limits limits = {})
       : watcher(io, force_sigchld), flow(io), writer(limits, flow.SpaceCallback()) {
-    out = *OutputTarget::File(dir.File("console.out"));
-    err = *OutputTarget::File(dir.File("console.err"));
+    out = *OutputTarget::FileForTest(dir.File("console.out"));
+    err = *OutputTarget::FileForTest(dir.File("console.err"));
   }
 
   WorkerGroupDeps Deps() {

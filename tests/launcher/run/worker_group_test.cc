@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -183,8 +184,9 @@ TEST_CASE("log files get the raw bytes, the console gets visible whole lines", "
       f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); }, [&] { closed = true; });
   auto rank = f.Rank(0, {"raw", "a\\r\\nprogress 10%\\rprogress 20%", "eraw", "partial", "fifo",
                          fifo, "ready", "pause"});
-  rank.stdout_log = f.dir.File("stdout.log");
-  rank.stderr_log = f.dir.File("stderr.log");
+  rank.log_dir = sys::HeldDir::Open(f.dir.path()).value();
+  rank.stdout_log = "stdout.log";
+  rank.stderr_log = "stderr.log";
   REQUIRE(group.Start({rank}).ok());
   REQUIRE(testing::ReadFifo(fifo) == "ready\n");
   // The partial stderr line shows up once the stream went idle.
@@ -195,6 +197,31 @@ TEST_CASE("log files get the raw bytes, the console gets visible whole lines", "
   CHECK(f.ConsoleErr() == "[rank0]: partial\n");
   CHECK(testing::ReadFile(f.dir.File("stdout.log")) == "a\r\nprogress 10%\rprogress 20%");
   CHECK(testing::ReadFile(f.dir.File("stderr.log")) == "partial");
+}
+
+TEST_CASE("a rank's error file is copied to the log directory when it exits", "[worker_group]") {
+  Fixture f;
+  std::map<int, WorkerExit> exits;
+  WorkerGroup group(
+      f.Deps(), 0, [&](int lr, WorkerExit e) { exits.emplace(lr, e); }, nullptr);
+  // What the rank wrote in gculaunch's private directory (written here before it starts).
+  testing::WriteFile(f.dir.File("private-error.json"), "{\"message\": \"boom\"}");
+  auto failing = f.Rank(0, {"exit", "1"});
+  failing.log_dir = sys::HeldDir::Open(f.dir.File("logs")).value();
+  failing.error_file = f.dir.File("private-error.json");
+  failing.error_file_copy = "attempt_0/0/error.json";
+  auto clean = f.Rank(1, {"exit", "0"});  // wrote none: nothing copied
+  clean.log_dir = failing.log_dir;
+  clean.error_file = f.dir.File("none.json");
+  clean.error_file_copy = "attempt_0/1/error.json";
+  REQUIRE(group.Start({failing, clean}).ok());
+  REQUIRE(testing::RunUntil(f.io, [&] { return exits.size() == 2; }));
+  CHECK(testing::ReadFile(f.dir.File("logs/attempt_0/0/error.json")) == "{\"message\": \"boom\"}");
+  CHECK_FALSE(std::filesystem::exists(f.dir.File("logs/attempt_0/1/error.json")));
+  const auto records = group.Records();
+  CHECK(records[0].error_file == f.dir.File("private-error.json"));  // read for the summary
+  CHECK(records[0].error_file_shown == f.dir.File("logs/attempt_0/0/error.json"));
+  CHECK(records[1].error_file_shown.empty());
 }
 
 TEST_CASE("a full console makes ranks wait, and no line is lost or torn", "[worker_group]") {

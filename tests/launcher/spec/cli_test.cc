@@ -141,6 +141,7 @@ const std::vector<BoolCase>& BoolCases() {
       {"virtual-local-rank", [](const CliOptions& o) { return o.virtual_local_rank; }},
       {"no-python-faulthandler", [](const CliOptions& o) { return o.no_python_faulthandler; }},
       {"stack-dumps", [](const CliOptions& o) { return o.stack_dumps; }},
+      {"allow-shared-log-dir", [](const CliOptions& o) { return o.allow_shared_log_dir; }},
   };
   return cases;
 }

@@ -99,12 +99,15 @@ TEST_CASE("dry run: --redirects without --log-dir states the kept torchelastic_ 
   LaunchSpec spec = f.Spec({"--dry-run", "--standalone", "--run-id", "job6", "--redirects", "3",
                             "--nproc-per-node", "2", "x.py"});
   const auto json = nlohmann::json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
+  CHECK(json["log_dir"] == "<TMPDIR>/torchelastic_<random>/job6_<random>");
+  CHECK(Contains(RenderDryRun(spec, f.env, DryRunFormat::kTable),
+                 "  logs:    <TMPDIR>/torchelastic_<random>/job6_<random>\n"));
+  // The rank's own files are in gculaunch's private directory, not with the logs.
   CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] ==
-        "<TMPDIR>/torchelastic_<random>/job6_<random>/attempt_0/1/error.json");
-  CHECK_FALSE(Contains(RenderDryRun(spec, f.env, DryRunFormat::kTable), kScratchPlaceholder));
+        "<temporary directory created at launch>/attempt_0/1/error.json");
 }
 
-TEST_CASE("dry run: with --master-port, --run-id and --log-dir only the log dir's <random> is left",
+TEST_CASE("dry run: with --master-port, --run-id and --log-dir only the directories are left open",
           "[dry_run]") {
   Fixture f;
   LaunchSpec spec = f.Spec({"--dry-run", "--standalone", "--master-port", "29555", "--run-id",
@@ -113,12 +116,12 @@ TEST_CASE("dry run: with --master-port, --run-id and --log-dir only the log dir'
     const std::string text = RenderDryRun(spec, f.env, format);
     CHECK_FALSE(Contains(text, kPortPlaceholder));
     CHECK_FALSE(Contains(text, kRunIdPlaceholder));
-    CHECK_FALSE(Contains(text, kScratchPlaceholder));
   }
   const auto json = nlohmann::json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
   CHECK(json["master_port"] == 29555);
+  CHECK(json["log_dir"] == "/logs/job5_<random>");
   CHECK(json["ranks"][1]["env"]["TORCHELASTIC_ERROR_FILE"] ==
-        "/logs/job5_<random>/attempt_0/1/error.json");
+        "<temporary directory created at launch>/attempt_0/1/error.json");
   CHECK(json["ranks"][0]["env"]["TORCHELASTIC_RUN_ID"] == "job5");
 }
 

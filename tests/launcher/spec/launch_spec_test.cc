@@ -647,7 +647,6 @@ TEST_CASE("launch spec: supervision and output settings", "[launch_spec]") {
   CHECK(s.grace_period_s == 10.0);
   CHECK(s.log_dir == "logs");
   CHECK(RunLogRoot(s, "job") == "logs/job_<random>");
-  CHECK(RunLogPattern("logs", "job") == "logs/job_XXXXXX");
   CHECK(WantsLogFiles(s));
   CHECK(s.tee.For(2) == 3);
   CHECK(s.redirects.For(0) == 2);

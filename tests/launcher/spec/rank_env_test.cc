@@ -256,7 +256,7 @@ TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]")
   RankRuntime fixed = ResolveRankRuntime(spec, choices);
   CHECK(fixed.master_port == "29500");
   CHECK(fixed.run_id == "job7");
-  CHECK(fixed.error_file_root == "/scratch/gculaunch_x");
+  CHECK(fixed.rank_file_root == "/scratch/gculaunch_x");
 
   spec.master_port = 0;
   spec.run_id.clear();
@@ -264,7 +264,10 @@ TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]")
   RankRuntime chosen = ResolveRankRuntime(spec, choices);
   CHECK(chosen.master_port == "40000");
   CHECK(chosen.run_id == "generated");
-  CHECK(chosen.error_file_root == "/logs/generated_<random>");  // the launch makes it (job.cc)
+  // Files the ranks open by name never go under --log-dir (another user may control it).
+  CHECK(chosen.rank_file_root == "/scratch/gculaunch_x");
+  CHECK(chosen.log_root == "/logs/generated_<random>");  // the launch makes it (job.cc)
+  CHECK(fixed.log_root.empty());
 }
 
 TEST_CASE("rank env: owned variables include the profile's visible-devices variables",
