@@ -112,7 +112,10 @@ def free_port(host="127.0.0.1"):
 
 
 def run(args, env, timeout=120, cwd=None, input=None):
-    """Runs gculaunch (or anything) to completion; returns CompletedProcess with text output."""
+    """Runs gculaunch (or anything) to completion; returns CompletedProcess with text output.
+    A gculaunch launch gets hermetic_args."""
+    if args and args[0] == BIN:
+        args = [args[0]] + hermetic_args(args[1:], env)
     return subprocess.run(args, env=env, cwd=cwd, input=input, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -162,6 +165,30 @@ def require_helpers():
             raise RuntimeError("%s is not set to an executable helper (got %r)" % (name, path))
 
 
+# Flags (and their torchrun spellings) that decide the store's port; "--flag=value" counts.
+PORT_FLAGS = ("--master-port", "--master_port", "--rdzv-endpoint", "--rdzv_endpoint",
+              "--standalone")
+SUBCOMMANDS = ("store", "status", "stacks", "check")
+
+
+def hermetic_args(args, env):
+    """`args` for a launch that never depends on a fixed port: a single-node launch that names
+    no port (no port flag, no MASTER_PORT or PET_ variable) would bind torchrun's default
+    29500, which another job on the machine may hold; it gets "--master-port 0" (a free port
+    the kernel picks) in front.  Subcommands and launches that choose their port are left as
+    they are."""
+    args = [str(a) for a in args]
+    if args and args[0] in SUBCOMMANDS:
+        return args
+    if any(a in ("--dry-run", "--help", "-h", "--version") for a in args):
+        return args  # binds nothing, and its output names the port it would use
+    if any(a.split("=", 1)[0] in PORT_FLAGS for a in args):
+        return args
+    if any(k in env for k in ("MASTER_PORT", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT")):
+        return args
+    return ["--master-port", "0"] + args
+
+
 class Job:
     """A running gculaunch with piped stdout/stderr and a tagged environment.
 
@@ -173,7 +200,7 @@ class Job:
                  cwd=None, preexec_fn=None):
         self.tag = tag or new_tag()
         self.env = tagged_env(self.tag, extra=extra_env)
-        cmd = list(prefix or []) + [require_binary()] + list(args)
+        cmd = list(prefix or []) + [require_binary()] + hermetic_args(args, self.env)
         self.proc = subprocess.Popen(cmd, env=self.env, stdin=stdin, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
                                      preexec_fn=preexec_fn)

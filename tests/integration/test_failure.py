@@ -107,7 +107,7 @@ class Failure(unittest.TestCase):
         # kernel reap the ranks itself and lose their exit codes.
         import subprocess
         tag = gltest.new_tag()
-        out = subprocess.run([gltest.require_binary(), "--nproc-per-node", "2"] +
+        out = subprocess.run([gltest.require_binary(), "--master-port", "0", "--nproc-per-node", "2"] +
                              gltest.child_args("exit", "6"), env=gltest.tagged_env(tag),
                              capture_output=True, text=True, timeout=60,
                              preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))

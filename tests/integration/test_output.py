@@ -154,7 +154,8 @@ class Output(unittest.TestCase):
 
             tag = gltest.new_tag()
             proc = subprocess.Popen(
-                [gltest.require_binary(), "--nproc-per-node", "2", "--stdin", "rank0",
+                [gltest.require_binary(), "--master-port", "0", "--nproc-per-node", "2",
+                 "--stdin", "rank0",
                  "--python", gltest.PYTHON, script],
                 env=gltest.tagged_env(tag), stdin=slave, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, preexec_fn=own_terminal,

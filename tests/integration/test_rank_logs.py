@@ -202,8 +202,8 @@ class ProgressBars(unittest.TestCase):
             script = write_script(tmp, "bar.py", BAR)
             master, slave = pty.openpty()
             tag = gltest.new_tag()
-            cmd = [gltest.require_binary(), "--nproc-per-node", "1", "--python", gltest.PYTHON,
-                   script, str(steps), str(self.PAUSE)]
+            cmd = [gltest.require_binary(), "--master-port", "0", "--nproc-per-node", "1",
+                   "--python", gltest.PYTHON, script, str(steps), str(self.PAUSE)]
             proc = subprocess.Popen(cmd, env=gltest.tagged_env(tag), stdin=subprocess.DEVNULL,
                                     stdout=slave, stderr=slave, start_new_session=True)
             os.close(slave)
