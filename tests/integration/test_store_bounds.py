@@ -11,7 +11,8 @@ connection was closed, and that a well-behaved client is still answered.
   * partial frames on many connections are bounded by --max-buffered together;
   * APPEND cannot grow a value past --max-value-size;
   * garbage connections cost a few warning lines and one summary, not a line each;
-  * a MULTI_GET of 10 000 ranks' keys is served whole under the default limits."""
+  * a MULTI_GET of 10 000 ranks' keys is served whole under the default limits;
+  * a launch's --store-max-queued and --store-max-buffered reach its store."""
 import fcntl
 import os
 import socket
@@ -242,6 +243,27 @@ class StoreBounds(unittest.TestCase):
                 size = struct.unpack("<Q", recv_exact(s, 8))[0]
                 self.assertEqual(recv_exact(s, size), values[i])
         self.assertEqual(self.closing_lines(store), [], store.log_text())
+
+    def test_launch_flags_set_the_bounds(self):
+        port = gltest.free_port()
+        with gltest.Job(["--nproc-per-node", "1", "--standalone", "--device", "cpu",
+                         "--master-port", str(port), "--store-max-queued", "1M",
+                         "--store-max-buffered", "64M"] + gltest.child_args("sleep", "60"),
+                        tag=self.tag) as job:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    s = v2_connect(port)
+                    break
+                except OSError:
+                    self.assertLess(time.monotonic(), deadline, job.stderr)
+                    time.sleep(0.05)
+            with s:
+                v2_set(s, b"/k", b"v" * (64 << 10))
+                v2_multi_get(s, [b"/k"] * 32)  # 2 MiB of reply, past --store-max-queued 1M
+                self.assertTrue(closed_by_peer(s))
+            job.wait_for(lambda out, err: "more than the limit of 1048576" in err, timeout=30,
+                         what="the log line naming --store-max-queued's limit")
 
 
 if __name__ == "__main__":
