@@ -76,6 +76,21 @@ Decoder::Decoder(const Limits& limits, DialectMode mode) : limits_(limits), mode
 
 bool Decoder::mid_request() const { return in_request_ || preamble_parsed_ < preamble_len_; }
 
+void Decoder::TrimRequest() {
+  constexpr std::size_t kKeep = 4096;  // small strings keep their buffers for the next request
+  auto trim = [](std::vector<std::string>& list) {
+    if (list.size() > 64) {
+      std::vector<std::string>().swap(list);
+      return;
+    }
+    for (std::string& s : list) {
+      if (s.capacity() > kKeep) std::string().swap(s);
+    }
+  };
+  trim(request_.keys);
+  trim(request_.values);
+}
+
 std::size_t Decoder::buffered() const {
   if (!in_request_) return 0;
   const std::size_t spare =

@@ -113,6 +113,10 @@ class Decoder {
 
   /// The request completed by the last kRequest.  The caller may move strings out of it.
   Request& request() { return request_; }
+  /// Frees what the last request holds beyond a few KiB (large keys and values, a long key
+  /// list), so that between requests a connection holds no request bytes that no budget
+  /// counts.  Call once the request was handled.
+  void TrimRequest();
   /// REQUIRES: the last Decode returned kMalformed.
   const Malformed& malformed() const { return malformed_; }
   /// The connection's dialect, once its first bytes decided it.

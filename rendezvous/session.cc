@@ -76,6 +76,7 @@ void Session::Process() {
       pending_ = pending_.subspan(step.consumed);
       if (step.status == Decoder::Status::kRequest) {
         owner_.OnRequest(*this, decoder_.request());
+        decoder_.TrimRequest();  // a handled request holds nothing the budget does not count
         continue;
       }
       if (step.status == Decoder::Status::kMalformed) {

@@ -291,7 +291,8 @@ void Store::HandleCompareSet(const Conn& conn, Request& request, Reply& reply, E
   auto it = ns.kv.find(key);
   if (it == ns.kv.end()) {
     if (!expected.empty()) {
-      AppendBlob(reply, expected);  // PyTorch "lies": nothing stored, expected echoed
+      // PyTorch "lies": nothing stored, expected echoed (moved into the reply, not copied).
+      AppendBlob(reply, std::make_shared<const std::string>(std::move(expected)));
       return;
     }
     Value desired = std::make_shared<std::string>(std::move(request.values[1]));
