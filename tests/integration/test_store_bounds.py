@@ -10,6 +10,8 @@ connection was closed, and that a well-behaved client is still answered.
     one per connection;
   * partial frames on many connections are bounded by --max-buffered together;
   * APPEND cannot grow a value past --max-value-size;
+  * a handled request's keys and values are not held until the connection's next request;
+  * MULTI_GET names at most 131072 keys, as the libuv server accepts;
   * garbage connections cost a few warning lines and one summary, not a line each;
   * a MULTI_GET of 10 000 ranks' keys is served whole under the default limits;
   * a launch's --store-max-queued and --store-max-buffered reach its store."""
@@ -111,6 +113,12 @@ class StoreBounds(unittest.TestCase):
         self.addCleanup(store.stop)
         return store
 
+    def assert_closed_for(self, store, text):
+        """Waits (bounded) for a "closing connection" line containing `text`."""
+        self.assertTrue(store.wait_log(lambda lines: any(
+            "closing connection" in l and text in l for l in lines), timeout=30),
+            store.log_text())
+
     def closing_lines(self, store):
         return [l for l in store.log_lines()
                 if "closing connection" in l and "were not logged one by one" not in l]
@@ -138,8 +146,7 @@ class StoreBounds(unittest.TestCase):
             self.assertTrue(closed_by_peer(s), store.log_text())
         self.assertEqual(legit_round_trip(store.port), b"still here")
         self.assertLess(vm_hwm_mib(store.pid), 96, store.log_text())
-        self.assertTrue(any("bytes wait to be sent to it" in l for l in self.closing_lines(store)),
-                        store.log_text())
+        self.assert_closed_for(store, "bytes wait to be sent to it")
 
     def test_watcher_that_never_reads_is_closed(self):
         store = self.start()
@@ -155,6 +162,7 @@ class StoreBounds(unittest.TestCase):
         self.assertTrue(closed_by_peer(watcher), store.log_text())
         self.assertLess(vm_hwm_mib(store.pid), 448, store.log_text())
         self.assertEqual(legit_round_trip(store.port), b"still here")
+        self.assert_closed_for(store, "bytes wait to be sent to it")
         self.assertEqual(len(self.closing_lines(store)), 1, store.log_text())
 
     def test_gets_never_read_share_the_value(self):
@@ -203,8 +211,7 @@ class StoreBounds(unittest.TestCase):
         wait_until(all_sent)
         self.assertEqual(legit_round_trip(store.port), b"still here")
         self.assertLess(vm_hwm_mib(store.pid), 480, store.log_text())
-        self.assertTrue(any("--max-buffered" in l for l in self.closing_lines(store)),
-                        store.log_text())
+        self.assert_closed_for(store, "--max-buffered")
 
     def test_append_keeps_the_value_limit(self):
         store = self.start("--max-value-size", "1M")
@@ -215,8 +222,7 @@ class StoreBounds(unittest.TestCase):
         with v2_connect(store.port) as s:
             s.sendall(b"\x03" + blob(b"/app"))
             self.assertEqual(struct.unpack("<Q", recv_exact(s, 8))[0], 600 << 10)
-        self.assertTrue(any("past the limit" in l for l in self.closing_lines(store)),
-                        store.log_text())
+        self.assert_closed_for(store, "past the limit")
 
     def test_garbage_connections_cost_a_few_lines_and_a_summary(self):
         store = self.start()
@@ -243,6 +249,33 @@ class StoreBounds(unittest.TestCase):
                 size = struct.unpack("<Q", recv_exact(s, 8))[0]
                 self.assertEqual(recv_exact(s, size), values[i])
         self.assertEqual(self.closing_lines(store), [], store.log_text())
+
+    def test_handled_requests_are_not_held_between_requests(self):
+        # COMPARE_SET of a missing key with a non-empty expected value only echoes it: the
+        # request's two values were kept until the connection's next request.
+        store = self.start()
+        held = []
+        for i in range(16):
+            s = v2_connect(store.port)
+            self.addCleanup(s.close)
+            expected = bytes([65 + i]) * (30 * MiB)
+            s.sendall(b"\x02" + blob(b"/cas%d" % i) + blob(expected) + blob(b"d" * (30 * MiB)))
+            self.assertEqual(struct.unpack("<Q", recv_exact(s, 8))[0], len(expected))
+            recv_exact(s, len(expected))
+            held.append(s)
+        self.assertEqual(legit_round_trip(store.port), b"still here")
+        self.assertLess(vm_hwm_mib(store.pid), 320, store.log_text())
+
+    def test_more_names_than_libuv_accepts_closes_the_connection(self):
+        store = self.start()
+        with v2_connect(store.port) as s:
+            try:
+                v2_multi_get(s, [b"/k"] * 131073)
+            except OSError:
+                pass  # closed while the names were still being sent
+            self.assertTrue(closed_by_peer(s), store.log_text())
+        self.assert_closed_for(store, "exceeds the limit of 131072 keys per request")
+        self.assertEqual(legit_round_trip(store.port), b"still here")
 
     def test_launch_flags_set_the_bounds(self):
         port = gltest.free_port()
