@@ -57,6 +57,20 @@ TEST_CASE("reply: large values are shared, small ones copied, each pinned value 
   CHECK(ledger.bytes() == 0);  // destruction unpins
 }
 
+TEST_CASE("decoder: a partial frame counts as buffered, a handled request is trimmed", "[bounds]") {
+  Decoder decoder;
+  const std::string wire = V1(Req(Op::kSet, {"/k"}, {std::string(100000, 'v')}));
+  auto step = decoder.Decode(std::string_view(wire).substr(0, 50000));
+  CHECK(step.status == Decoder::Status::kNeedMore);
+  CHECK(decoder.buffered() >= 50000 - 32);
+  step = decoder.Decode(std::string_view(wire).substr(50000));
+  REQUIRE(step.status == Decoder::Status::kRequest);
+  CHECK(decoder.buffered() == 0);
+  decoder.TrimRequest();
+  CHECK(decoder.request().values[0].capacity() < 100000);
+  CHECK(decoder.request().keys[0] == "/k");  // small strings keep their buffers
+}
+
 // Drives a Store with replies kept as Reply objects.
 struct StoreDriver {
   explicit StoreDriver(std::size_t max_value = kDefaultMaxValueSize) : store(0, max_value) {
