@@ -76,6 +76,28 @@ Decoder::Decoder(const Limits& limits, DialectMode mode) : limits_(limits), mode
 
 bool Decoder::mid_request() const { return in_request_ || preamble_parsed_ < preamble_len_; }
 
+void Decoder::TrimRequest() {
+  constexpr std::size_t kKeep = 4096;  // small strings keep their buffers for the next request
+  auto trim = [](std::vector<std::string>& list) {
+    if (list.size() > 64) {
+      std::vector<std::string>().swap(list);
+      return;
+    }
+    for (std::string& s : list) {
+      if (s.capacity() > kKeep) std::string().swap(s);
+    }
+  };
+  trim(request_.keys);
+  trim(request_.values);
+}
+
+std::size_t Decoder::buffered() const {
+  if (!in_request_) return 0;
+  const std::size_t spare =
+      field_ == Field::kBytes && blob_ != nullptr ? blob_->capacity() - blob_->size() : 0;
+  return held_ + spare;
+}
+
 Decoder::Step Decoder::Decode(std::span<const std::uint8_t> input) {
   if (dead_) return {Status::kMalformed, 0};
   std::size_t used = 0;
@@ -126,6 +148,7 @@ Decoder::Status Decoder::Parse(const std::uint8_t* data, std::size_t size, std::
       const std::size_t take =
           static_cast<std::size_t>(std::min<std::uint64_t>(blob_left_, size - used));
       blob_->append(reinterpret_cast<const char*>(data + used), take);
+      held_ += take;
       used += take;
       parsed_ += take;
       blob_left_ -= take;
@@ -164,6 +187,7 @@ Decoder::Status Decoder::StartRequest(std::uint8_t code) {
   have_count_ = have_delta_ = have_word_ = false;
   count_ = 0;
   request_bytes_ = 0;
+  held_ = 0;
   in_request_ = true;
   return NextField();
 }
@@ -332,6 +356,193 @@ void AppendI64(std::string& out, std::int64_t value) {
 void AppendBlob(std::string& out, std::string_view bytes) {
   AppendU64(out, bytes.size());
   out.append(bytes);
+}
+
+// ---- ValueLedger and Reply ----
+
+void ValueLedger::Pin(const std::string* value) {
+  if (pins_[value]++ == 0) bytes_ += value->size();
+}
+
+void ValueLedger::Unpin(const std::string* value) {
+  auto it = pins_.find(value);
+  if (it == pins_.end()) return;
+  if (--it->second == 0) {
+    bytes_ -= value->size();
+    pins_.erase(it);
+  }
+}
+
+Reply::~Reply() { Clear(); }
+
+Reply::Reply(Reply&& other) noexcept
+    : ledger_(other.ledger_),
+      pieces_(std::move(other.pieces_)),
+      head_(other.head_),
+      front_offset_(other.front_offset_),
+      size_(other.size_),
+      own_(other.own_) {
+  other.pieces_.clear();
+  other.head_ = other.front_offset_ = other.size_ = other.own_ = 0;
+}
+
+Reply& Reply::operator=(Reply&& other) noexcept {
+  if (this == &other) return *this;
+  Clear();
+  ledger_ = other.ledger_;
+  pieces_ = std::move(other.pieces_);
+  head_ = other.head_;
+  front_offset_ = other.front_offset_;
+  size_ = other.size_;
+  own_ = other.own_;
+  other.pieces_.clear();
+  other.head_ = other.front_offset_ = other.size_ = other.own_ = 0;
+  return *this;
+}
+
+Reply Reply::Clone() const {
+  Reply copy;
+  for (std::size_t i = head_; i < pieces_.size(); ++i) {
+    Piece piece = pieces_[i];
+    if (i == head_ && front_offset_ > 0) {
+      piece = Piece{std::string(piece.view().substr(front_offset_)), nullptr};
+    }
+    copy.Push(std::move(piece));
+  }
+  return copy;
+}
+
+void Reply::Append(std::string_view bytes) {
+  if (bytes.empty()) return;
+  size_ += bytes.size();
+  own_ += bytes.size();
+  if (pieces_.size() > head_ && !pieces_.back().value) {
+    pieces_.back().bytes.append(bytes);
+    return;
+  }
+  pieces_.push_back(Piece{std::string(bytes), nullptr});
+}
+
+void Reply::AppendValue(const SharedValue& value) {
+  if (!value || value->empty()) return;
+  if (value->size() <= kCopyUpTo) {
+    Append(*value);
+    return;
+  }
+  Push(Piece{std::string(), value});
+}
+
+void Reply::AppendReply(Reply&& other) {
+  for (std::size_t i = other.head_; i < other.pieces_.size(); ++i) {
+    Piece& piece = other.pieces_[i];
+    if (piece.value && other.ledger_ != nullptr) other.ledger_->Unpin(piece.value.get());
+    if (i == other.head_ && other.front_offset_ > 0) {
+      Append(piece.view().substr(other.front_offset_));
+    } else if (piece.value) {
+      Push(std::move(piece));
+    } else {
+      Append(piece.bytes);
+    }
+  }
+  other.pieces_.clear();
+  other.head_ = other.front_offset_ = other.size_ = other.own_ = 0;
+}
+
+void Reply::Push(Piece piece) {
+  const std::size_t n = piece.view().size();
+  if (n == 0) return;
+  size_ += n;
+  if (piece.value) {
+    if (ledger_ != nullptr) ledger_->Pin(piece.value.get());
+  } else {
+    own_ += n;
+  }
+  pieces_.push_back(std::move(piece));
+}
+
+void Reply::Release(const Piece& piece) {
+  if (piece.value) {
+    if (ledger_ != nullptr) ledger_->Unpin(piece.value.get());
+  } else {
+    own_ -= piece.bytes.size();
+  }
+}
+
+void Reply::Consume(std::size_t n) {
+  n = std::min(n, size_);
+  size_ -= n;
+  while (n > 0) {
+    const Piece& front = pieces_[head_];
+    const std::size_t left = front.view().size() - front_offset_;
+    if (n < left) {
+      front_offset_ += n;
+      break;
+    }
+    n -= left;
+    // own_ counted the whole piece; Release takes it all off.
+    Release(front);
+    pieces_[head_] = Piece{};
+    ++head_;
+    front_offset_ = 0;
+  }
+  if (head_ == pieces_.size()) {
+    pieces_.clear();  // keeps the capacity: the next reply needs no allocation
+    head_ = 0;
+  } else if (head_ >= 64 && head_ * 2 >= pieces_.size()) {
+    pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+}
+
+std::size_t Reply::TakeAll(std::vector<Piece>& out) {
+  const std::size_t offset = front_offset_;
+  for (std::size_t i = head_; i < pieces_.size(); ++i) out.push_back(std::move(pieces_[i]));
+  pieces_.clear();
+  head_ = front_offset_ = size_ = own_ = 0;
+  return offset;
+}
+
+void Reply::Clear() {
+  for (std::size_t i = head_; i < pieces_.size(); ++i) Release(pieces_[i]);
+  pieces_.clear();
+  head_ = front_offset_ = size_ = own_ = 0;
+}
+
+std::string Reply::Flatten() const {
+  std::string out;
+  out.reserve(size_);
+  for (std::size_t i = head_; i < pieces_.size(); ++i) {
+    out.append(pieces_[i].view().substr(i == head_ ? front_offset_ : 0));
+  }
+  return out;
+}
+
+void AppendU8(Reply& out, std::uint8_t value) {
+  const char c = static_cast<char>(value);
+  out.Append(std::string_view(&c, 1));
+}
+
+void AppendU32(Reply& out, std::uint32_t value) {
+  char buf[4];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((value >> (8 * i)) & 0xFF);
+  out.Append(std::string_view(buf, 4));
+}
+
+void AppendI64(Reply& out, std::int64_t value) {
+  const auto u = static_cast<std::uint64_t>(value);
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((u >> (8 * i)) & 0xFF);
+  out.Append(std::string_view(buf, 8));
+}
+
+void AppendBlob(Reply& out, std::string_view bytes) {
+  AppendI64(out, static_cast<std::int64_t>(bytes.size()));
+  out.Append(bytes);
+}
+
+void AppendBlob(Reply& out, const SharedValue& value) {
+  AppendI64(out, static_cast<std::int64_t>(value ? value->size() : 0));
+  out.AppendValue(value);
 }
 
 std::uint64_t LoadU64(const std::uint8_t* p) {

@@ -13,8 +13,12 @@
 // preamble (or all five matched) the decoder holds at most five bytes and reports NeedMore;
 // a silent 1.x callback connection therefore never gets a dialect at all.
 //
-// The encoding helpers append little-endian fields to a std::string; they are used for
-// replies by the store and for requests by the client and the tests.
+// The encoding helpers append little-endian fields to a std::string (requests, by the
+// client and the tests) or to a Reply (the store's replies).  A Reply is a list of pieces:
+// bytes of its own, and stored values it shares with the store instead of copying them, so
+// that a GET or a MULTI_GET costs the number of names, not the bytes of the values; the
+// server writes the pieces with gather I/O.  A ValueLedger counts the values that queued
+// replies share, each once however many replies name it: the bytes they keep alive.
 //
 // Limits: every length prefix and count is checked against Limits *before* any allocation.
 //
@@ -24,10 +28,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "rendezvous/protocol.h"
@@ -67,6 +73,9 @@ struct Limits {
   std::size_t max_value_size = kDefaultMaxValueSize;             ///< bytes per value
   std::size_t max_keys_per_request = kDefaultMaxKeysPerRequest;  ///< n of CHECK/WAIT/MULTI_*
   std::size_t max_request_size = kDefaultMaxRequestSize;         ///< sum of all blobs of a request
+  // Enforced by the server, not the Decoder (protocol.h):
+  std::size_t max_queued = kDefaultMaxQueued;      ///< unsent bytes per connection
+  std::size_t max_buffered = kDefaultMaxBuffered;  ///< request + unsent bytes, all connections
 };
 
 /// How a Decoder picks its dialect.
@@ -104,6 +113,10 @@ class Decoder {
 
   /// The request completed by the last kRequest.  The caller may move strings out of it.
   Request& request() { return request_; }
+  /// Frees what the last request holds beyond a few KiB (large keys and values, a long key
+  /// list), so that between requests a connection holds no request bytes that no budget
+  /// counts.  Call once the request was handled.
+  void TrimRequest();
   /// REQUIRES: the last Decode returned kMalformed.
   const Malformed& malformed() const { return malformed_; }
   /// The connection's dialect, once its first bytes decided it.
@@ -114,6 +127,9 @@ class Decoder {
   std::uint64_t requests() const { return requests_; }
   /// True while bytes of an unfinished request (or undecided preamble) are held.
   bool mid_request() const;
+  /// Memory the unfinished request holds: its keys and values received so far, with the
+  /// spare capacity of the one being filled.  0 between requests.
+  std::size_t buffered() const;
 
  private:
   enum class Field : std::uint8_t { kQuery, kCount, kKeyLen, kValueLen, kBytes, kI64, kU32 };
@@ -148,6 +164,7 @@ class Decoder {
   bool have_word_ = false;
   bool in_request_ = false;
   std::uint64_t request_bytes_ = 0;  ///< blob bytes declared so far in this request
+  std::size_t held_ = 0;             ///< blob bytes received so far in this request
 
   std::uint64_t parsed_ = 0;        ///< stream offset of the next byte Parse looks at
   std::uint64_t field_offset_ = 0;  ///< stream offset where the current field began
@@ -167,6 +184,95 @@ void AppendU64(std::string& out, std::uint64_t value);
 void AppendI64(std::string& out, std::int64_t value);
 /// u64 length + bytes.
 void AppendBlob(std::string& out, std::string_view bytes);
+
+/// A stored value: immutable once stored, shared by the store and every reply that names it.
+using SharedValue = std::shared_ptr<const std::string>;
+
+/// Counts the bytes of the distinct values that queued replies share (see the file comment).
+class ValueLedger {
+ public:
+  void Pin(const std::string* value);
+  /// REQUIRES: `value` was pinned and has not changed since.
+  void Unpin(const std::string* value);
+  /// Bytes of the values pinned at least once.
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::unordered_map<const std::string*, std::size_t> pins_;
+  std::size_t bytes_ = 0;
+};
+
+/// Bytes to send to one connection, in order: pieces of its own bytes and shared values.
+/// A Reply attached to a ValueLedger pins every shared value it holds until the piece is
+/// dropped (DropFront, TakeFront, Clear, destruction).  Not copyable (Clone copies, without
+/// a ledger); a move takes the pieces and their pins.
+class Reply {
+ public:
+  struct Piece {
+    std::string bytes;  ///< the piece's own bytes, when `value` is null
+    SharedValue value;  ///< a shared stored value, sent whole
+    std::string_view view() const { return value ? std::string_view(*value) : bytes; }
+  };
+  /// Values up to this many bytes are copied into the reply (cheaper than sharing), so the
+  /// bytes a reply owns stay below (8 + kCopyUpTo) per name.
+  static constexpr std::size_t kCopyUpTo = 256;
+
+  explicit Reply(ValueLedger* ledger = nullptr) : ledger_(ledger) {}
+  ~Reply();
+  Reply(Reply&& other) noexcept;
+  Reply& operator=(Reply&& other) noexcept;
+  Reply(const Reply&) = delete;
+  Reply& operator=(const Reply&) = delete;
+  /// A copy of the pieces (values shared, not copied), attached to no ledger.
+  Reply Clone() const;
+
+  /// Appends bytes of the reply's own (merged into the last piece when it is its own).
+  void Append(std::string_view bytes);
+  /// Appends `value` whole: copied when small, else shared.
+  void AppendValue(const SharedValue& value);
+  /// Appends every piece of `other`, which is left empty.
+  void AppendReply(Reply&& other);
+
+  /// Bytes still to send.
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  /// Bytes of the pieces of its own: the memory the reply holds besides shared values.
+  std::size_t own_bytes() const { return own_; }
+  /// Pieces still to send; piece(0) starts at front_offset().
+  std::size_t pieces() const { return pieces_.size() - head_; }
+  const Piece& piece(std::size_t i) const { return pieces_[head_ + i]; }
+  std::size_t front_offset() const { return front_offset_; }
+
+  /// Drops the first `n` bytes (they were sent).
+  void Consume(std::size_t n);
+  /// Moves the remaining pieces to the end of `out` and leaves the reply empty; returns how
+  /// many bytes of the first moved piece were already sent.  Their pins go with them: the
+  /// caller unpins each shared value it took once it is done with it.
+  std::size_t TakeAll(std::vector<Piece>& out);
+  /// Drops every piece.
+  void Clear();
+  /// All bytes still to send, in one string (tests, in-process callers).
+  std::string Flatten() const;
+
+ private:
+  void Push(Piece piece);
+  void Release(const Piece& piece);
+
+  ValueLedger* ledger_;
+  std::vector<Piece> pieces_;
+  std::size_t head_ = 0;          ///< pieces before it were sent
+  std::size_t front_offset_ = 0;  ///< bytes of piece(0) already sent
+  std::size_t size_ = 0;
+  std::size_t own_ = 0;
+};
+
+void AppendU8(Reply& out, std::uint8_t value);
+void AppendU32(Reply& out, std::uint32_t value);
+void AppendI64(Reply& out, std::int64_t value);
+/// u64 length + bytes (copied).
+void AppendBlob(Reply& out, std::string_view bytes);
+/// u64 length + the value (shared when large); a null value is an empty blob.
+void AppendBlob(Reply& out, const SharedValue& value);
 
 /// Reads a little-endian integer from the first bytes of `p`.  REQUIRES: enough bytes.
 std::uint64_t LoadU64(const std::uint8_t* p);

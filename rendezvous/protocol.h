@@ -159,5 +159,13 @@ inline constexpr std::size_t kClientKeyPrefixSize = 1;
 inline constexpr std::size_t kDefaultMaxValueSize = 64u << 20;  // 64 MiB
 inline constexpr std::size_t kDefaultMaxKeysPerRequest = 131072;
 inline constexpr std::size_t kDefaultMaxRequestSize = 128u << 20;  // all blobs of one request
+/// Unsent bytes one connection may have queued (replies and deliveries, shared values in
+/// full): a watch or a WAIT of a client that does not read cannot grow beyond it.  Far above
+/// a real job's needs: a MULTI_GET of 10 000 ranks' keys is a few MiB.
+inline constexpr std::size_t kDefaultMaxQueued = 256u << 20;
+/// Memory all connections together may hold in requests being read (partial frames
+/// included) and unsent replies (each shared value once); past it, the connections holding
+/// the most are closed.
+inline constexpr std::size_t kDefaultMaxBuffered = 256u << 20;
 
 }  // namespace gculaunch::rendezvous

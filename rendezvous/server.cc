@@ -27,6 +27,12 @@ using Clock = std::chrono::steady_clock;
 // sessions that are already talking).
 constexpr int kAcceptBatch = 64;
 
+std::string SizeText(std::size_t bytes) {
+  if (bytes >= (10u << 20)) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= (10u << 10)) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 std::string PeerText(const sockaddr_storage& ss) {
   char text[INET6_ADDRSTRLEN] = {};
   if (ss.ss_family == AF_INET) {
@@ -80,9 +86,11 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       : io_(io),
         acceptor_(io),
         retry_timer_(io),
+        warn_timer_(io),
         options_(std::move(options)),
         log_(log),
-        store_(options_.first_attempt),
+        store_(options_.first_attempt, options_.limits.max_value_size),
+        budget_(std::make_shared<BufferBudget>(options_.limits.max_buffered)),
         port_(listener.port()),
         address_(listener.address()) {
     const auto protocol = listener.family() == AF_INET6 ? tcp::v6() : tcp::v4();
@@ -120,6 +128,38 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     }
     Dispatch(effects_, &session);
     if (effects_.close()) session.CloseAfterFlush(effects_.close_reason);
+  }
+
+  void WarnClose(const Session& session, const std::string& reason) override {
+    Warn(fmt::format("closing connection {} from {}: {}", session.id(), session.peer(), reason));
+  }
+
+  // Closes the connections holding the most until the budget fits again.
+  void OnOverBudget() override {
+    if (shedding_) return;
+    shedding_ = true;
+    while (budget_->over()) {
+      std::shared_ptr<Session> victim;
+      std::size_t most = 0;
+      for (auto& [id, session] : sessions_) {
+        const std::size_t held = session->footprint();
+        if (!session->closed() && held > most) {
+          most = held;
+          victim = session;
+        }
+      }
+      if (!victim) break;
+      WarnClose(*victim, "the store's connections hold " + SizeText(budget_->total()) +
+                             ", more than the limit of " + SizeText(budget_->limit) +
+                             " (--max-buffered), and this one holds the most (" + SizeText(most) +
+                             ")");
+      const ConnId id = victim->id();
+      victim->Close();
+      store_.Close(id);
+      sessions_.erase(id);
+      parked_.erase(id);
+    }
+    shedding_ = false;
   }
 
   void OnSessionEnd(Session& session) override {
@@ -165,6 +205,8 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     retry_timer_.cancel();
+    warn_timer_.cancel();
+    SummarizeWarnings();
     auto sessions = std::move(sessions_);
     sessions_.clear();
     for (auto& [id, session] : sessions) {
@@ -181,10 +223,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   }
 
   std::string Run(Request request, Effects& effects) {
-    std::string reply;
+    Reply reply;
     store_.Handle(launcher_conn_, request, reply, effects);
     Dispatch(effects, nullptr);
-    return reply;
+    return reply.Flatten();
   }
 
   void AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done) {
@@ -197,7 +239,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     Request request;
     request.op = Op::kWait;
     request.keys = keys;
-    std::string reply;
+    Reply reply;
     Effects effects;
     store_.Handle(id, request, reply, effects);
     if (!reply.empty()) {
@@ -218,9 +260,11 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   asio::io_context& io_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer warn_timer_;  ///< ends the current window of warnings
   ServerOptions options_;
   spdlog::logger& log_;
   Store store_;
+  std::shared_ptr<BufferBudget> budget_;  ///< shared with every session
   std::uint16_t port_;
   std::string address_;
   std::unordered_map<ConnId, std::shared_ptr<Session>> sessions_;
@@ -232,8 +276,46 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   std::unordered_map<ConnId, std::pair<Op, Clock::time_point>> parked_;
   bool stopped_ = false;
   bool shortage_logged_ = false;
+  bool shedding_ = false;  ///< OnOverBudget is running
+  // Rate limit of warnings about bad connections (see ServerOptions::warn_burst).
+  Clock::time_point warn_window_end_{};
+  std::size_t warned_ = 0;      ///< lines logged in the current window
+  std::size_t suppressed_ = 0;  ///< lines not logged in the current window
+  std::string last_suppressed_;
 
  private:
+  // Logs the first warn_burst warnings of each warn_interval; counts the others and logs
+  // one summary line when the interval ends.
+  void Warn(std::string line) {
+    const auto now = Clock::now();
+    if (suppressed_ == 0 && now >= warn_window_end_) {
+      warn_window_end_ = now + options_.warn_interval;
+      warned_ = 0;
+    }
+    if (warned_ < options_.warn_burst) {
+      ++warned_;
+      log_.warn("{}", line);
+      return;
+    }
+    last_suppressed_ = std::move(line);
+    if (suppressed_++ > 0 || stopped_) return;
+    warn_timer_.expires_at(warn_window_end_);
+    warn_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->SummarizeWarnings();
+    });
+  }
+
+  void SummarizeWarnings() {
+    if (suppressed_ == 0) return;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(options_.warn_interval);
+    log_.warn(
+        "{} more warnings about connections in the last {} s were not logged one by one; "
+        "the last: {}",
+        suppressed_, seconds.count(), last_suppressed_);
+    suppressed_ = 0;
+    last_suppressed_.clear();
+  }
+
   // A request answered at once is measured now; a parked one when its reply is delivered.
   void Measure(ConnId id, Op op, Clock::time_point begin) {
     if (store_.IsParked(id)) {
@@ -310,10 +392,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   void AddSession(int fd, const sockaddr_storage& ss) {
     std::string peer = PeerText(ss);
     if (sessions_.size() >= options_.max_connections) {
-      log_.warn(
-          "refusing connection from {}: {} connections are open, the limit is {} "
-          "(raise --max-connections)",
-          peer, sessions_.size(), options_.max_connections);
+      Warn(
+          fmt::format("refusing connection from {}: {} connections are open, the limit is {} "
+                      "(raise --max-connections)",
+                      peer, sessions_.size(), options_.max_connections));
       ::close(fd);
       return;
     }
@@ -328,8 +410,9 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       return;
     }
     const ConnId id = next_id_++;
-    auto session = std::make_shared<Session>(std::move(socket), id, std::move(peer),
-                                             options_.limits, *this, log_);
+    auto session =
+        std::make_shared<Session>(std::move(socket), id, std::move(peer), options_.limits, *this,
+                                  log_, SessionBounds{options_.limits.max_queued, budget_});
     log_.debug("connection {} from {} (attempt {})", id, session->peer(), store_.attempt());
     sessions_.emplace(id, session);
     store_.Open(id, Scope::kAttempt);
@@ -376,7 +459,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
         parked_.erase(p);
       }
       std::shared_ptr<Session> target = it->second;
-      target->output().append(d.bytes);
+      target->output().AppendReply(std::move(d.bytes));
       if (target.get() != requester) target->Flush();  // the requester flushes after its read
     }
   }

@@ -8,7 +8,11 @@
 // connection's dialect comes from its first bytes.
 //
 // Robustness: a malformed frame or an over-limit length closes only that connection, with
-// one log line naming the peer and the reason.  Connections beyond max_connections are
+// one log line naming the peer and the reason (rate-limited: ServerOptions::warn_burst).
+// Memory is bounded (session.h): a connection with more than limits.max_queued bytes
+// unsent is closed, and when all connections together hold more than limits.max_buffered
+// (requests being read, unsent replies, shared values once), the ones holding the most are
+// closed until they fit.  Connections beyond max_connections are
 // closed at once with a log line.  When accept fails for lack of file descriptors (EMFILE,
 // ENFILE, ENOBUFS, ENOMEM) the acceptor stays open and accepting resumes after
 // accept_retry_delay.
@@ -70,6 +74,10 @@ struct ServerOptions {
   Limits limits;                                      ///< per-request limits (codec.h)
   std::size_t max_connections = 65536;                ///< more are closed at once, with a log line
   std::chrono::milliseconds accept_retry_delay{100};  ///< after EMFILE and friends
+  /// Warnings about bad connections (closed, refused): at most warn_burst lines per
+  /// warn_interval, then one line that counts the rest.
+  std::size_t warn_burst = 5;
+  std::chrono::milliseconds warn_interval{10000};
   int first_attempt = 0;
   /// Called with every decoded request before the store handles it (tests, metrics).
   std::function<void(ConnId, const Request&)> request_observer;

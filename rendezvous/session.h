@@ -3,16 +3,27 @@
 // A session only glues bytes to the codec: it reads whatever the socket has, feeds it to its
 // Decoder, hands every complete Request to its SessionOwner (the server, which runs the
 // Store), and writes the output the owner appended, batching all replies produced by one
-// read into one write.  Output is sent at once with a non-blocking send; only what the
-// socket buffer cannot take goes out through an asynchronous write.  A malformed stream, or a close
-// asked for by the store, ends only this session: one log line names the peer and the reason,
-// queued output is flushed, the socket is closed.  Other sessions and their parked WAITs are
-// untouched.
+// read into one write.  Output is a Reply (codec.h): the session's own bytes and stored
+// values shared with the store, sent with gather I/O.  It is sent at once with a non-blocking
+// send; only what the socket buffer cannot take goes out through an asynchronous write.  A
+// malformed stream, or a close asked for by the store, ends only this session: one log line
+// names the peer and the reason, queued output is flushed, the socket is closed.  Other
+// sessions and their parked WAITs are untouched.
 //
 // Flow control: while more than kOutputHighWater bytes wait to be written, the session stops
 // decoding (the rest of its last read stays in the read buffer) and reading, so a client that
 // pipelines requests (say, many GETs of a big value) without reading the replies cannot grow
 // the server's memory beyond that bound plus one reply.
+//
+// Bounds (docs/tcpstore-protocol.md, section 6.1).  Deliveries (a woken WAIT, a watch
+// event) are appended whatever is queued: a watcher cannot be back-pressured without
+// stalling the writer.  So whenever more than SessionBounds::max_queued bytes wait to be
+// sent, replies and deliveries alike, the session closes itself with one warning.  And every
+// session charges what it holds to the server's BufferBudget: the request it is decoding
+// (partial frames included), the undecoded rest of its last read and the bytes of its own
+// output, plus, counted once over all sessions, the stored values its output shares.  When
+// a session's charge takes the budget past its limit it asks its owner (OnOverBudget) to
+// shed connections.
 //
 // Ownership: sessions are std::shared_ptr; every pending handler holds one, so a session
 // lives until its last handler ran.  The owner keeps a registry of live sessions.  A session
@@ -41,6 +52,22 @@ namespace gculaunch::rendezvous {
 
 class Session;
 
+/// The memory all sessions of one server hold, against one limit.  Single-threaded.
+struct BufferBudget {
+  explicit BufferBudget(std::size_t max = kDefaultMaxBuffered) : limit(max) {}
+  std::size_t limit;
+  std::size_t charged = 0;  ///< request bytes and own output bytes of every session
+  ValueLedger values;       ///< stored values shared by queued output, each counted once
+  std::size_t total() const { return charged + values.bytes(); }
+  bool over() const { return total() > limit; }
+};
+
+/// Per-session bounds.
+struct SessionBounds {
+  std::size_t max_queued = kDefaultMaxQueued;  ///< unsent output bytes; more closes
+  std::shared_ptr<BufferBudget> budget;        ///< shared by the server's sessions; null: own
+};
+
 /// What a Session needs from the server that owns it.
 class SessionOwner {
  public:
@@ -50,6 +77,10 @@ class SessionOwner {
   /// The session ended by itself (peer closed, I/O error, malformed input, store close).
   /// Called once; the owner drops it from its registry and the store.
   virtual void OnSessionEnd(Session& session) = 0;
+  /// Logs that `session` is being closed for `reason` (a warning; the owner may rate-limit).
+  virtual void WarnClose(const Session& session, const std::string& reason) = 0;
+  /// The budget is over its limit after `session` grew; the owner sheds connections.
+  virtual void OnOverBudget() = 0;
 
  protected:
   ~SessionOwner() = default;
@@ -62,7 +93,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   /// `socket` must be open and connected; `peer` is "address:port" for log lines.
   Session(boost::asio::ip::tcp::socket socket, ConnId id, std::string peer, const Limits& limits,
-          SessionOwner& owner, spdlog::logger& log);
+          SessionOwner& owner, spdlog::logger& log, SessionBounds bounds = {});
+  ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -71,15 +103,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   /// Output not yet handed to the socket; the owner appends replies and deliveries here and
   /// then calls Flush().
-  std::string& output() { return out_; }
-  /// Starts writing queued output unless a write is in flight.
+  Reply& output() { return out_; }
+  /// Checks the bounds, then starts writing queued output unless a write is in flight.
   void Flush();
 
-  /// Logs `reason` once (warning: "closing connection ..."), stops reading, flushes queued
+  /// Logs `reason` once (through the owner's WarnClose), stops reading, flushes queued
   /// output, closes the socket and calls OnSessionEnd.
   void CloseAfterFlush(const std::string& reason);
   /// Closes at once, dropping queued output, without calling the owner (which asked).
   void Close();
+  /// Bytes unsent (the output's wire size, shared values in full).
+  std::size_t queued() const { return out_.size() + inflight_size_; }
+  /// What the session holds: request bytes, read buffer and unsent output (wire size).  The
+  /// owner sheds the largest first.
+  std::size_t footprint() const { return RequestBytes() + queued(); }
 
   ConnId id() const { return id_; }
   const std::string& peer() const { return peer_; }
@@ -95,7 +132,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnWrite(const boost::system::error_code& ec);
   /// Closes and tells the owner (the session ended by itself).
   void End();
-  std::size_t queued() const { return out_.size() + inflight_.size(); }
+  /// Updates this session's charge to the budget; false when the session closed itself
+  /// (its output passed max_queued) or the owner shed it.
+  bool Account();
+  /// Request bytes held: the request being decoded and the undecoded rest of the last read.
+  /// (The read buffer itself, at most 256 KiB, is bounded per connection and not counted.)
+  std::size_t RequestBytes() const { return decoder_.buffered() + pending_.size(); }
+  /// Unpins and forgets the output of the write that completed (or was aborted).
+  void ReleaseInflight();
 
   boost::asio::ip::tcp::socket socket_;
   ConnId id_;
@@ -107,11 +151,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::uint8_t> read_buf_;     ///< grows (to 256 KiB) while reads fill it
   std::span<const std::uint8_t> pending_;  ///< bytes of the last read not yet decoded
   bool filled_buffer_ = false;             ///< the last read filled read_buf_
-  std::string out_;                        ///< queued output, not yet handed to the socket
-  std::string inflight_;                   ///< output of the write in flight
-  bool reading_ = false;                   ///< a read is pending
-  bool writing_ = false;                   ///< a write is pending
-  bool closing_ = false;                   ///< CloseAfterFlush was called: no more reads
+  SessionBounds bounds_;
+  Reply out_;                                   ///< queued output, not yet handed to the socket
+  std::vector<Reply::Piece> inflight_;          ///< output of the write in flight (pinned)
+  std::size_t inflight_size_ = 0;               ///< its bytes
+  std::size_t inflight_own_ = 0;                ///< its own (unshared) bytes
+  bool inflight_pinned_ = false;                ///< its shared values are still pinned
+  std::vector<boost::asio::const_buffer> iov_;  ///< gather list, reused
+  std::size_t charged_ = 0;                     ///< what this session charged to the budget
+  bool reading_ = false;                        ///< a read is pending
+  bool writing_ = false;                        ///< a write is pending
+  bool closing_ = false;                        ///< CloseAfterFlush was called: no more reads
   bool closed_ = false;
 };
 

@@ -59,7 +59,8 @@ bool WellFormed(const Request& r) {
 
 }  // namespace
 
-Store::Store(int first_attempt) : attempt_(first_attempt) {}
+Store::Store(int first_attempt, std::size_t max_value_size)
+    : attempt_(first_attempt), max_value_size_(max_value_size) {}
 
 void Store::Open(ConnId id, Scope scope) { conns_.emplace(id, Conn{scope}); }
 
@@ -100,7 +101,7 @@ const std::string* Store::Find(Scope scope, std::string_view key) const {
     name.insert(0, kLauncherKeyPrefix);
   }
   auto it = ns->kv.find(name);
-  return it == ns->kv.end() ? nullptr : &it->second;
+  return it == ns->kv.end() ? nullptr : it->second.get();
 }
 
 bool Store::Present(const Namespace& ns, const std::string& key) {
@@ -143,7 +144,8 @@ void Store::WakeAll(Namespace& ns, const std::string& key, Effects& effects) {
     if (conn.wait_seq != reg.seq || conn.missing == 0) continue;
     if (--conn.missing == 0) {
       conn.wait_seq = 0;
-      effects.deliveries.push_back({reg.conn, std::string(1, '\0')});
+      effects.deliveries.push_back({reg.conn, Reply()});
+      AppendU8(effects.deliveries.back().bytes, 0);
     }
   }
 }
@@ -159,7 +161,8 @@ void Store::WakeOne(Namespace& ns, const std::string& key, Effects& effects) {
     Conn& conn = conns_.find(reg.conn)->second;
     if (--conn.missing == 0) {
       conn.wait_seq = 0;
-      effects.deliveries.push_back({reg.conn, std::string(1, '\0')});
+      effects.deliveries.push_back({reg.conn, Reply()});
+      AppendU8(effects.deliveries.back().bytes, 0);
     }
     break;
   }
@@ -168,7 +171,7 @@ void Store::WakeOne(Namespace& ns, const std::string& key, Effects& effects) {
 }
 
 void Store::Notify(Namespace& ns, const std::string& key, WatchResponse type,
-                   std::string_view old_value, std::string_view new_value, Effects& effects) {
+                   const SharedValue& old_value, const SharedValue& new_value, Effects& effects) {
   if (ns.watchers.empty()) return;
   auto it = ns.watchers.find(key);
   if (it == ns.watchers.end()) return;
@@ -177,18 +180,23 @@ void Store::Notify(Namespace& ns, const std::string& key, WatchResponse type,
     ns.watchers.erase(it);
     return;
   }
-  std::string event;
+  // One event for every watcher: the values are shared, not copied per watcher.
+  Reply event;
   AppendU8(event, static_cast<std::uint8_t>(type));
   AppendBlob(event, key);
   AppendBlob(event, old_value);
   AppendBlob(event, new_value);
-  for (ConnId id : it->second) effects.deliveries.push_back({id, event});
+  for (ConnId id : it->second) effects.deliveries.push_back({id, event.Clone()});
 }
 
 void Store::Set(Namespace& ns, std::string& key, std::string& value, Effects& effects) {
+  Put(ns, key, std::make_shared<std::string>(std::move(value)), effects);
+}
+
+void Store::Put(Namespace& ns, std::string& key, Value value, Effects& effects) {
   auto it = ns.kv.find(key);
   if (it == ns.kv.end()) {
-    Notify(ns, key, WatchResponse::kKeyCreated, {}, value, effects);
+    Notify(ns, key, WatchResponse::kKeyCreated, nullptr, value, effects);
     it = ns.kv.emplace(std::move(key), std::move(value)).first;
   } else {
     Notify(ns, key, WatchResponse::kKeyUpdated, it->second, value, effects);
@@ -197,7 +205,7 @@ void Store::Set(Namespace& ns, std::string& key, std::string& value, Effects& ef
   WakeAll(ns, it->first, effects);
 }
 
-void Store::Handle(ConnId id, Request& request, std::string& reply, Effects& effects) {
+void Store::Handle(ConnId id, Request& request, Reply& reply, Effects& effects) {
   auto conn_it = conns_.find(id);
   if (conn_it == conns_.end()) {
     effects.close_reason = "the connection is closed or belongs to an earlier restart attempt";
@@ -224,8 +232,7 @@ void Store::Classify(Conn& conn, const std::vector<std::string>& keys) {
                });
 }
 
-void Store::Dispatch(ConnId id, Conn& conn, Request& request, std::string& reply,
-                     Effects& effects) {
+void Store::Dispatch(ConnId id, Conn& conn, Request& request, Reply& reply, Effects& effects) {
   switch (request.op) {
     case Op::kValidate:
       return;
@@ -277,49 +284,50 @@ void Store::HandleSet(const Conn& conn, Request& request, Effects& effects) {
   }
 }
 
-void Store::HandleCompareSet(const Conn& conn, Request& request, std::string& reply,
-                             Effects& effects) {
+void Store::HandleCompareSet(const Conn& conn, Request& request, Reply& reply, Effects& effects) {
   std::string& key = request.keys[0];
   Namespace& ns = Route(conn, key);
   std::string& expected = request.values[0];
-  std::string& desired = request.values[1];
   auto it = ns.kv.find(key);
   if (it == ns.kv.end()) {
     if (!expected.empty()) {
-      AppendBlob(reply, expected);  // PyTorch "lies": nothing stored, expected echoed
+      // PyTorch "lies": nothing stored, expected echoed (moved into the reply, not copied).
+      AppendBlob(reply, std::make_shared<const std::string>(std::move(expected)));
       return;
     }
+    Value desired = std::make_shared<std::string>(std::move(request.values[1]));
     AppendBlob(reply, desired);
-    Notify(ns, key, WatchResponse::kKeyCreated, {}, desired, effects);
+    Notify(ns, key, WatchResponse::kKeyCreated, nullptr, desired, effects);
     it = ns.kv.emplace(std::move(key), std::move(desired)).first;
     WakeAll(ns, it->first, effects);  // libuv behaviour; the classic servers do not wake
     return;
   }
-  if (it->second != expected) {
+  if (*it->second != expected) {
     AppendBlob(reply, it->second);
     return;
   }
+  Value desired = std::make_shared<std::string>(std::move(request.values[1]));
   AppendBlob(reply, desired);
   Notify(ns, key, WatchResponse::kKeyUpdated, it->second, desired, effects);
   it->second = std::move(desired);
 }
 
-void Store::HandleGet(const Conn& conn, Request& request, std::string& reply) {
+void Store::HandleGet(const Conn& conn, Request& request, Reply& reply) {
   for (auto& key : request.keys) {
     const Namespace& ns = Route(conn, key);
     auto it = ns.kv.find(key);
-    AppendBlob(reply, it == ns.kv.end() ? std::string_view() : std::string_view(it->second));
+    AppendBlob(reply, it == ns.kv.end() ? SharedValue() : SharedValue(it->second));
   }
 }
 
-void Store::HandleAdd(const Conn& conn, Request& request, std::string& reply, Effects& effects) {
+void Store::HandleAdd(const Conn& conn, Request& request, Reply& reply, Effects& effects) {
   std::string& key = request.keys[0];
   Namespace& ns = Route(conn, key);
   auto it = ns.kv.find(key);
   std::int64_t current = 0;
-  if (it != ns.kv.end() && !ParseLeadingInteger(it->second, current)) {
+  if (it != ns.kv.end() && !ParseLeadingInteger(*it->second, current)) {
     effects.close_reason = "ADD to key " + QuoteForLog(key) + " whose value " +
-                           QuoteForLog(it->second) + " is not a number";
+                           QuoteForLog(*it->second) + " is not a number";
     return;
   }
   // Two's complement wrap-around, as PyTorch's servers do in practice on overflow.
@@ -327,19 +335,11 @@ void Store::HandleAdd(const Conn& conn, Request& request, std::string& reply, Ef
                                               static_cast<std::uint64_t>(request.delta));
   char buf[24];
   const auto end = std::to_chars(buf, buf + sizeof buf, next).ptr;
-  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
   AppendI64(reply, next);
-  if (it == ns.kv.end()) {
-    Notify(ns, key, WatchResponse::kKeyCreated, {}, text, effects);
-    it = ns.kv.emplace(std::move(key), std::string(text)).first;
-  } else {
-    Notify(ns, key, WatchResponse::kKeyUpdated, it->second, text, effects);
-    it->second.assign(text);
-  }
-  WakeAll(ns, it->first, effects);
+  Put(ns, key, std::make_shared<std::string>(buf, static_cast<std::size_t>(end - buf)), effects);
 }
 
-void Store::HandleCheck(const Conn& conn, Request& request, std::string& reply) {
+void Store::HandleCheck(const Conn& conn, Request& request, Reply& reply) {
   bool ready = true;
   for (auto& key : request.keys) {
     if (!Present(Route(conn, key), key)) {
@@ -351,7 +351,7 @@ void Store::HandleCheck(const Conn& conn, Request& request, std::string& reply) 
            static_cast<std::uint8_t>(ready ? CheckResponse::kReady : CheckResponse::kNotReady));
 }
 
-void Store::HandleWait(ConnId id, Conn& conn, Request& request, std::string& reply) {
+void Store::HandleWait(ConnId id, Conn& conn, Request& request, Reply& reply) {
   const std::uint64_t seq = next_wait_seq_++;
   conn.wait_seq = seq;
   conn.missing = 0;
@@ -367,15 +367,14 @@ void Store::HandleWait(ConnId id, Conn& conn, Request& request, std::string& rep
   }
 }
 
-void Store::HandleWatchKey(ConnId id, const Conn& conn, Request& request, std::string& reply) {
+void Store::HandleWatchKey(ConnId id, const Conn& conn, Request& request, Reply& reply) {
   std::string& key = request.keys[0];
   auto& ids = Route(conn, key).watchers[key];
   if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   AppendU8(reply, static_cast<std::uint8_t>(WatchResponse::kKeyCallbackRegistered));
 }
 
-void Store::HandleDeleteKey(const Conn& conn, Request& request, std::string& reply,
-                            Effects& effects) {
+void Store::HandleDeleteKey(const Conn& conn, Request& request, Reply& reply, Effects& effects) {
   std::string& key = request.keys[0];
   Namespace& ns = Route(conn, key);
   auto it = ns.kv.find(key);
@@ -383,20 +382,34 @@ void Store::HandleDeleteKey(const Conn& conn, Request& request, std::string& rep
     AppendI64(reply, 0);
     return;
   }
-  std::string old_value = std::move(it->second);
+  const Value old_value = std::move(it->second);
   ns.kv.erase(it);
   AppendI64(reply, 1);
-  Notify(ns, key, WatchResponse::kKeyDeleted, old_value, {}, effects);
+  Notify(ns, key, WatchResponse::kKeyDeleted, old_value, nullptr, effects);
 }
 
 void Store::HandleAppend(const Conn& conn, Request& request, Effects& effects) {
   std::string& key = request.keys[0];
   Namespace& ns = Route(conn, key);
+  const std::string& tail = request.values[0];
   auto it = ns.kv.find(key);
   if (it == ns.kv.end()) {
-    it = ns.kv.emplace(std::move(key), std::move(request.values[0])).first;
+    it = ns.kv.emplace(std::move(key), std::make_shared<std::string>(std::move(request.values[0])))
+             .first;
+  } else if (it->second->size() > max_value_size_ ||
+             tail.size() > max_value_size_ - it->second->size()) {
+    effects.close_reason = "APPEND to key " + QuoteForLog(key) + " would grow its value to " +
+                           std::to_string(it->second->size() + tail.size()) +
+                           " bytes, past the limit of " + std::to_string(max_value_size_) +
+                           " bytes per value";
+    return;
+  } else if (it->second.use_count() == 1) {
+    it->second->append(tail);  // no reply shares the value: growing it in place is safe
   } else {
-    it->second.append(request.values[0]);
+    auto grown = std::make_shared<std::string>();
+    grown->reserve(it->second->size() + tail.size());
+    grown->append(*it->second).append(tail);
+    it->second = std::move(grown);
   }
   WakeAll(ns, it->first, effects);
 }
@@ -408,27 +421,27 @@ void Store::HandleQueuePush(const Conn& conn, Request& request, Effects& effects
   WakeOne(ns, key, effects);
 }
 
-void Store::HandleQueuePop(const Conn& conn, Request& request, std::string& reply) {
+void Store::HandleQueuePop(const Conn& conn, Request& request, Reply& reply) {
   std::string& key = request.keys[0];
   Namespace& ns = Route(conn, key);
   auto it = ns.queues.find(key);
   const std::size_t length = it == ns.queues.end() ? 0 : it->second.size();
   AppendI64(reply, static_cast<std::int64_t>(length));
   if (length > 0) {
-    AppendBlob(reply, it->second.front());
+    AppendBlob(reply, std::make_shared<const std::string>(std::move(it->second.front())));
     it->second.pop_front();
     if (it->second.empty()) ns.queues.erase(it);
   }
 }
 
-void Store::HandleQueueLen(const Conn& conn, Request& request, std::string& reply) {
+void Store::HandleQueueLen(const Conn& conn, Request& request, Reply& reply) {
   std::string& key = request.keys[0];
   const Namespace& ns = Route(conn, key);
   auto it = ns.queues.find(key);
   AppendI64(reply, static_cast<std::int64_t>(it == ns.queues.end() ? 0 : it->second.size()));
 }
 
-void Store::HandleList(const Conn& conn, std::string& reply) const {
+void Store::HandleList(const Conn& conn, Reply& reply) const {
   const Namespace& ns = ScopeNamespace(conn.scope);
   std::vector<const std::string*> names;
   names.reserve(ns.kv.size());

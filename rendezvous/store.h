@@ -40,6 +40,11 @@
 // but BeginAttempt does not drop it.  A rank never qualifies (PyTorch clients never send
 // such keys), and a connection that first used an ordinary key never becomes one.
 //
+// Values are immutable once stored and shared with the replies that name them (codec.h,
+// Reply): a GET or MULTI_GET reply holds references, not copies, so its memory is O(keys),
+// and a watch event shares the old and the new value among all watchers.  APPEND grows a
+// value in place only while no reply shares it, and never past max_value_size.
+//
 // Costs: every request is O(size of its keys and values) plus O(1) hash operations, plus:
 //   * a request that creates or changes a key (SET, MULTI_SET, COMPARE_SET, ADD, APPEND)
 //     wakes that key's waiters and, like DELETE_KEY, tells its watchers: O(waiters +
@@ -81,7 +86,7 @@ enum class Scope : std::uint8_t {
 /// Bytes to send to a connection other than the requesting one.
 struct Delivery {
   ConnId conn;
-  std::string bytes;
+  Reply bytes;
 };
 
 /// What a request caused besides its own reply.  The caller clears it between uses.
@@ -98,7 +103,9 @@ struct Effects {
 
 class Store {
  public:
-  explicit Store(int first_attempt = 0);
+  /// `max_value_size` bounds what APPEND may grow a value to (requests are bounded by the
+  /// codec's Limits).
+  explicit Store(int first_attempt = 0, std::size_t max_value_size = kDefaultMaxValueSize);
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -113,7 +120,8 @@ class Store {
   /// Handles one request of `id`, appending its reply bytes (if any) to `reply` and any
   /// deliveries / close reason to `effects`.  May move strings out of `request`.  An unknown
   /// id (never opened, closed, or dropped by BeginAttempt) only sets a close reason.
-  void Handle(ConnId id, Request& request, std::string& reply, Effects& effects);
+  /// Replies share stored values (codec.h, Reply): a value is never changed once stored.
+  void Handle(ConnId id, Request& request, Reply& reply, Effects& effects);
 
   /// Starts restart attempt `attempt`: drops the attempt namespace and forgets every
   /// attempt-scope connection, returning their ids; the caller must close them.
@@ -139,8 +147,10 @@ class Store {
     std::vector<Registration> regs;  ///< in arrival order: waiters are woken in this order
     std::size_t compact_at = 64;     ///< compact stale registrations when regs reaches this
   };
+  /// A stored value.  Only the store changes it, and only while no reply shares it (APPEND).
+  using Value = std::shared_ptr<std::string>;
   struct Namespace {
-    std::unordered_map<std::string, std::string> kv;
+    std::unordered_map<std::string, Value> kv;
     std::unordered_map<std::string, WaitList> waiters;
     std::unordered_map<std::string, std::vector<ConnId>> watchers;  ///< 1.x WATCH_KEY
     std::unordered_map<std::string, std::deque<std::string>> queues;
@@ -165,48 +175,54 @@ class Store {
   void WakeAll(Namespace& ns, const std::string& key, Effects& effects);
   /// After a QUEUE_PUSH: wake the first live waiter of `key` only.
   void WakeOne(Namespace& ns, const std::string& key, Effects& effects);
-  void Notify(Namespace& ns, const std::string& key, WatchResponse type, std::string_view old_value,
-              std::string_view new_value, Effects& effects);
+  void Notify(Namespace& ns, const std::string& key, WatchResponse type,
+              const SharedValue& old_value, const SharedValue& new_value, Effects& effects);
   /// SET semantics shared by SET and MULTI_SET; takes the strings.
   void Set(Namespace& ns, std::string& key, std::string& value, Effects& effects);
+  /// Stores `value` under `key` (created or replaced), telling watchers and waking waiters.
+  void Put(Namespace& ns, std::string& key, Value value, Effects& effects);
 
   /// The first request with keys decides whether `conn` is a node agent's.
   static void Classify(Conn& conn, const std::vector<std::string>& keys);
   /// Hands a checked request to its op's handler.  The handlers follow spec section 5 and
   /// may move strings out of `request`.
-  void Dispatch(ConnId id, Conn& conn, Request& request, std::string& reply, Effects& effects);
+  void Dispatch(ConnId id, Conn& conn, Request& request, Reply& reply, Effects& effects);
   /// SET and MULTI_SET: O(values) plus waking and telling each key's waiters and watchers.
   void HandleSet(const Conn& conn, Request& request, Effects& effects);
   /// Creates or replaces when `expected` matches; replies with the value now stored (or the
   /// expected one echoed for a missing key).  Creating wakes waiters; both tell watchers.
-  void HandleCompareSet(const Conn& conn, Request& request, std::string& reply, Effects& effects);
-  /// GET and MULTI_GET: a blob per key, empty for a missing one.  O(values).
-  void HandleGet(const Conn& conn, Request& request, std::string& reply);
+  void HandleCompareSet(const Conn& conn, Request& request, Reply& reply, Effects& effects);
+  /// GET and MULTI_GET: a blob per key, empty for a missing one.  O(keys): large values are
+  /// shared, not copied.
+  void HandleGet(const Conn& conn, Request& request, Reply& reply);
   /// Adds to a decimal value (missing: 0); closes the connection when it is not a number.
   /// O(1) plus waking and telling the key's waiters and watchers.
-  void HandleAdd(const Conn& conn, Request& request, std::string& reply, Effects& effects);
+  void HandleAdd(const Conn& conn, Request& request, Reply& reply, Effects& effects);
   /// Ready when every key holds a value or a non-empty queue.  O(keys).
-  void HandleCheck(const Conn& conn, Request& request, std::string& reply);
+  void HandleCheck(const Conn& conn, Request& request, Reply& reply);
   /// Answers at once when every key is present, else parks the WAIT on the missing keys
   /// (amortized O(1) per key, compaction included).
-  void HandleWait(ConnId id, Conn& conn, Request& request, std::string& reply);
+  void HandleWait(ConnId id, Conn& conn, Request& request, Reply& reply);
   /// 1.x WATCH_KEY: registers `id` once.  O(watchers of the key).
-  void HandleWatchKey(ConnId id, const Conn& conn, Request& request, std::string& reply);
+  void HandleWatchKey(ConnId id, const Conn& conn, Request& request, Reply& reply);
   /// Replies 1 when the key existed (and tells its watchers), else 0.
-  void HandleDeleteKey(const Conn& conn, Request& request, std::string& reply, Effects& effects);
-  /// Appends to the value (missing: creates it) and wakes the key's waiters.
+  void HandleDeleteKey(const Conn& conn, Request& request, Reply& reply, Effects& effects);
+  /// Appends to the value (missing: creates it) and wakes the key's waiters.  A value that
+  /// would grow past max_value_size closes the connection instead, the value unchanged.
+  /// O(appended bytes) while no reply shares the value, else O(value) (a new copy).
   void HandleAppend(const Conn& conn, Request& request, Effects& effects);
   /// Appends to the key's queue and wakes its first live waiter.
   void HandleQueuePush(const Conn& conn, Request& request, Effects& effects);
   /// Replies with the queue's length, then its first item (removed) when there is one.  O(1).
-  void HandleQueuePop(const Conn& conn, Request& request, std::string& reply);
+  void HandleQueuePop(const Conn& conn, Request& request, Reply& reply);
   /// Replies with the queue's length.  O(1).
-  void HandleQueueLen(const Conn& conn, Request& request, std::string& reply);
+  void HandleQueueLen(const Conn& conn, Request& request, Reply& reply);
   /// Every key of the connection's scope, sorted, without the launcher prefix.
   /// O(n log n) for n keys.
-  void HandleList(const Conn& conn, std::string& reply) const;
+  void HandleList(const Conn& conn, Reply& reply) const;
 
   int attempt_;
+  std::size_t max_value_size_;
   std::uint64_t next_wait_seq_ = 1;
   std::unordered_map<ConnId, Conn> conns_;
   Namespace attempt_ns_;

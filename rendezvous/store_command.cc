@@ -104,6 +104,8 @@ Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
   std::string max_key = SizeText(options.limits.max_key_size);
   std::string max_value = SizeText(options.limits.max_value_size);
   std::string max_request = SizeText(options.limits.max_request_size);
+  std::string max_queued = SizeText(options.limits.max_queued);
+  std::string max_buffered = SizeText(options.limits.max_buffered);
 
   CLI::App app{
       "Runs the TCPStore-compatible rendezvous store in the foreground. Real "
@@ -131,6 +133,14 @@ Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
       ->capture_default_str();
   app.add_option("--max-request-size", max_request, "most key and value bytes in one request")
       ->capture_default_str();
+  app.add_option("--max-queued", max_queued,
+                 "most bytes waiting to be sent to one connection (replies, WAIT wake-ups, "
+                 "watch events); more closes it")
+      ->capture_default_str();
+  app.add_option("--max-buffered", max_buffered,
+                 "most bytes all connections together may hold in requests being read and "
+                 "replies not yet sent; past it the connections holding the most are closed")
+      ->capture_default_str();
   app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -156,6 +166,12 @@ Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
   options.limits.max_key_size = *key;
   options.limits.max_value_size = *value;
   options.limits.max_request_size = *request;
+  auto queued = ParseSize("--max-queued", max_queued);
+  if (!queued.ok()) return queued.error();
+  auto buffered = ParseSize("--max-buffered", max_buffered);
+  if (!buffered.ok()) return buffered.error();
+  options.limits.max_queued = *queued;
+  options.limits.max_buffered = *buffered;
   return StoreCommand{options};
 }
 

@@ -336,6 +336,8 @@ Job::Loop::Loop(Job& job)
     auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
     options.metrics = store_metrics;
     options.max_connections = job.StoreConnectionCap();
+    if (job.spec_.store_max_queued) options.limits.max_queued = *job.spec_.store_max_queued;
+    if (job.spec_.store_max_buffered) options.limits.max_buffered = *job.spec_.store_max_buffered;
     store.emplace(io, std::move(*job.store_socket_), job.log_, std::move(options));
     store->server().Set("run_id", job.runtime_.run_id);
   }

@@ -35,7 +35,8 @@ namespace {
 
 constexpr std::size_t kMaxHead = 8192;
 constexpr std::size_t kMaxConnections = 32;
-constexpr auto kIdle = std::chrono::seconds(30);
+constexpr auto kIdle = std::chrono::seconds(30);  // a keep-alive connection between requests
+constexpr auto kHead = std::chrono::seconds(5);   // from a request's first byte to its end
 constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace
@@ -57,6 +58,9 @@ class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
   }
   void Stop();
   void Forget(MetricsHttpConn* conn) { conns_.erase(conn); }
+  /// Closes the connection that has waited longest for a request (an idle keep-alive one or
+  /// a slow head) to make room; false when every connection is busy answering.
+  bool EvictOldestWaiting();
   std::string Render() const { return render_(); }
 
   asio::io_context& io_;
@@ -66,6 +70,7 @@ class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
   bool stopped_ = false;
   std::unordered_set<MetricsHttpConn*> conns_;
   AcceptBackoff backoff_;
+  std::uint64_t next_wait_ = 1;  ///< orders the connections' waits, oldest first
 
  private:
   void ArmAccept() {
@@ -85,8 +90,10 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
 
   void Start() {
     core_->conns_.insert(this);
-    Read();
+    ReadHead();
   }
+  /// When it began waiting for a request (core_->next_wait_ order); 0: busy answering.
+  std::uint64_t waiting_since() const { return waiting_since_; }
   void Close() {
     boost::system::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -95,11 +102,33 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
   ~MetricsHttpConn() { core_->Forget(this); }
 
  private:
-  void Read() {
+  // Between requests of a keep-alive connection: wait (kIdle) for the next one's first bytes.
+  void WaitForRequest() {
+    if (buffer_.size() > 0) {  // pipelined: the next head is already here
+      ReadHead();
+      return;
+    }
+    waiting_since_ = core_->next_wait_++;
+    stream_.expires_after(kIdle);
+    stream_.async_read_some(
+        buffer_.prepare(kMaxHead),
+        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+          if (ec || self->core_->stopped_) {
+            self->Close();
+            return;
+          }
+          self->buffer_.commit(n);
+          self->ReadHead();
+        });
+  }
+
+  // A request head gets kHead, however slowly its bytes come.
+  void ReadHead() {
+    if (waiting_since_ == 0) waiting_since_ = core_->next_wait_++;
     parser_.emplace();
     parser_->header_limit(kMaxHead);
     parser_->body_limit(0);
-    stream_.expires_after(kIdle);
+    stream_.expires_after(kHead);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
                        self->OnRead(ec);
@@ -107,6 +136,7 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
   }
 
   void OnRead(const boost::system::error_code& ec) {
+    waiting_since_ = 0;
     if (ec || core_->stopped_) {
       Close();  // end of stream, timeout, a head too large or malformed: that connection ends
       return;
@@ -143,11 +173,12 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
             self->Close();
             return;
           }
-          self->Read();
+          self->WaitForRequest();
         });
   }
 
   std::shared_ptr<MetricsHttpCore> core_;
+  std::uint64_t waiting_since_ = 0;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_{kMaxHead};
   std::optional<http::request_parser<http::empty_body>> parser_;
@@ -170,7 +201,9 @@ void MetricsHttpCore::AcceptPending() {
       return;
     }
     backoff_.Succeeded();
-    if (conns_.size() >= kMaxConnections) {
+    // Slots full: a scrape must not wait behind idle or slow clients, so the one that has
+    // waited longest for a request makes room.
+    if (conns_.size() >= kMaxConnections && !EvictOldestWaiting()) {
       ::close(fd);
       continue;
     }
@@ -184,6 +217,18 @@ void MetricsHttpCore::AcceptPending() {
     std::make_shared<MetricsHttpConn>(shared_from_this(), std::move(socket))->Start();
   }
   ArmAccept();
+}
+
+bool MetricsHttpCore::EvictOldestWaiting() {
+  MetricsHttpConn* oldest = nullptr;
+  for (MetricsHttpConn* c : conns_) {
+    if (c->waiting_since() == 0) continue;
+    if (oldest == nullptr || c->waiting_since() < oldest->waiting_since()) oldest = c;
+  }
+  if (oldest == nullptr) return false;
+  conns_.erase(oldest);  // its slot is free now; its handlers end it
+  oldest->Close();
+  return true;
 }
 
 void MetricsHttpCore::Stop() {

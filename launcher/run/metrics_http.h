@@ -4,9 +4,13 @@
 //   HEAD /metrics  the same headers, no body
 //   other paths    404 with a one-line hint; other methods 405
 // HTTP/1.0 and 1.1, keep-alive honoured.  Untrusted input, bounded: a request head over 8 KiB,
-// any body, or a connection idle for 30 s ends that connection; at most 32 connections are
-// served at once (more are closed at once).  The listening socket and every accepted one are
-// close-on-exec from birth (rendezvous::ListenSocket, accept4), so no rank inherits them.
+// a head not complete 5 s after it began (a fresh connection's head: 5 s after the accept),
+// any body, or a keep-alive connection idle for 30 s ends that connection.  At most 32
+// connections are served at once; when all are taken, a new one evicts the connection that
+// has waited longest for a request (idle keep-alive or a slow head), so slow clients cannot
+// starve a scrape; only when all 32 are busy answering is the new one closed at once.  The
+// listening socket and every accepted one are close-on-exec from birth (rendezvous::ListenSocket,
+// accept4), so no rank inherits them.
 //
 // Ownership: owns the acceptor; each connection keeps itself alive through its pending
 // handlers and ends when the io_context stops or Stop() closes the acceptor and it is idle.

@@ -330,6 +330,30 @@ Status ApplyMasterAddr(const ApplyContext& c, CliOptions& o) {
   return ApplyHost(c, o.master_addr, "10.0.0.1");
 }
 
+// "64M" -> 67108864: bytes, or K, M, G (powers of 1024), optionally followed by "B"/"iB".
+template <std::optional<std::size_t> CliOptions::*field>
+Status ApplySize(const ApplyContext& c, CliOptions& o) {
+  std::size_t i = 0;
+  std::uint64_t value = 0;
+  for (; i < c.value.size() && c.value[i] >= '0' && c.value[i] <= '9'; ++i) {
+    if (value > (UINT64_MAX - 9) / 10) return BadValue(c.source, c.value, "too large", "256M");
+    value = value * 10 + static_cast<std::uint64_t>(c.value[i] - '0');
+  }
+  std::string unit = c.value.substr(i);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  int shift = -1;
+  if (unit.empty() || unit == "B") shift = 0;
+  if (unit == "K" || unit == "KB" || unit == "KIB") shift = 10;
+  if (unit == "M" || unit == "MB" || unit == "MIB") shift = 20;
+  if (unit == "G" || unit == "GB" || unit == "GIB") shift = 30;
+  if (i == 0 || shift < 0 || value == 0 || value > (UINT64_MAX >> shift)) {
+    return BadValue(c.source, c.value, "expected a positive size in bytes (K, M, G suffixes)",
+                    "256M");
+  }
+  o.*field = static_cast<std::size_t>(value << shift);
+  return OkStatus();
+}
+
 template <std::optional<int> CliOptions::*field>
 Status ApplyPort(const ApplyContext& c, CliOptions& o) {
   auto port = ParsePort(c.source, c.value);
@@ -914,6 +938,15 @@ constexpr FlagDef kFlags[] = {
      "the address --metrics-port listens on; default 127.0.0.1 (0.0.0.0 or :: for every "
      "interface)",
      &ApplyText<&CliOptions::metrics_addr>, kGculaunchOnly},
+    // the store's memory bounds (docs/tcpstore-protocol.md section 6.1)
+    {"store-max-queued", "", Kind::kValue, "SIZE", "Supervision",
+     "most bytes waiting to be sent to one store connection; more closes it (which fails a "
+     "rank); default 256M",
+     &ApplySize<&CliOptions::store_max_queued>, kGculaunchOnly},
+    {"store-max-buffered", "", Kind::kValue, "SIZE", "Supervision",
+     "most bytes all store connections together hold in partial requests and unsent "
+     "replies; past it the ones holding the most are closed; default 256M",
+     &ApplySize<&CliOptions::store_max_buffered>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start nothing",

@@ -130,6 +130,10 @@ struct CliOptions {
   std::optional<int> metrics_port;          ///< --metrics-port PORT: serve /metrics
   std::optional<std::string> metrics_addr;  ///< --metrics-addr ADDR: where (loopback)
 
+  // ---- the store's memory bounds (docs/tcpstore-protocol.md section 6.1) ----
+  std::optional<std::size_t> store_max_queued;    ///< --store-max-queued SIZE
+  std::optional<std::size_t> store_max_buffered;  ///< --store-max-buffered SIZE
+
   // torchrun flags that gculaunch maps onto its own notions or accepts with a note
   // (MakeLaunchSpec decides; see docs/command-line.md).
   std::optional<std::string> start_method;  ///< spawn|fork|forkserver: a note, no effect

@@ -991,6 +991,8 @@ class SpecBuilder {
   // --metrics-port and --metrics-addr (docs/operations.md).  The address is checked when it
   // is bound: the spec does not resolve names.
   Status Metrics() {
+    spec_.store_max_queued = o_.store_max_queued;  // the store's bounds: any positive size
+    spec_.store_max_buffered = o_.store_max_buffered;
     spec_.metrics_port = o_.metrics_port;
     if (!o_.metrics_addr) return OkStatus();
     if (!o_.metrics_port) {

@@ -161,6 +161,10 @@ struct LaunchSpec {
   std::optional<int> metrics_port;         ///< --metrics-port; empty: no metrics server
   std::string metrics_addr = "127.0.0.1";  ///< --metrics-addr
 
+  // ---- the store's memory bounds (docs/tcpstore-protocol.md section 6.1); empty: default ----
+  std::optional<std::size_t> store_max_queued;    ///< --store-max-queued
+  std::optional<std::size_t> store_max_buffered;  ///< --store-max-buffered
+
   // ---- what to do ----
   bool dry_run = false;  ///< --dry-run: print, start nothing
   DryRunFormat dry_run_format = DryRunFormat::kTable;

@@ -107,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   store.Open(1);
   store.Open(2);
   Effects effects;
-  std::string reply;
+  Reply reply;
   std::size_t next[2] = {0, 0};
   std::size_t handled = 0;
   while (next[0] < outcomes[0].requests.size() || next[1] < outcomes[1].requests.size()) {
@@ -123,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!dropped.ok()) Fail("BeginAttempt refused an increasing attempt");
       for (ConnId d : *dropped) open.erase(d);
     }
-    reply.clear();
+    reply.Clear();
     effects.Clear();
     store.Handle(id, request, reply, effects);
     for (const auto& d : effects.deliveries) {

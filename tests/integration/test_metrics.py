@@ -329,6 +329,26 @@ class Metrics(unittest.TestCase):
                              "--metrics-port (fix: add --metrics-port PORT, or drop "
                              "--metrics-addr)\n")
 
+    def test_slow_clients_cannot_starve_a_scrape(self):
+        port = gltest.free_port()
+        with gltest.Job(["--nproc-per-node", "1", "--standalone", "--device", "cpu",
+                         "--metrics-port", str(port)] + gltest.child_args("sleep", "60")) as job:
+            job.wait_for(lambda out, err: "metrics: http://" in err, timeout=60,
+                         what="the metrics endpoint")
+            self.scrape(port)
+            # 40 clients that open a request head and never finish it: more than the 32 slots.
+            slow = []
+            for _ in range(40):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                slow.append(s)
+            try:
+                families = self.scrape(port)
+                self.assertEqual(value(families, "gculaunch_ranks_running"), 1)
+            finally:
+                for s in slow:
+                    s.close()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -23,12 +23,16 @@ class FakeOwner final : public SessionOwner {
  public:
   void OnRequest(Session& session, Request& request) override {
     const char fill = request.keys.empty() || request.keys[0].empty() ? 'x' : request.keys[0][0];
-    session.output().append(reply_size, fill);
+    session.output().Append(std::string(reply_size, fill));
     if (request.op == Op::kDeleteKey) session.CloseAfterFlush("owner asked to close");
     std::lock_guard<std::mutex> lock(mu);
     ops.push_back(request.op);
   }
   void OnSessionEnd(Session&) override { ++ends; }
+  void WarnClose(const Session& session, const std::string& reason) override {
+    log->warn("closing connection {} from {}: {}", session.id(), session.peer(), reason);
+  }
+  void OnOverBudget() override { ++over_budget; }
 
   std::size_t Count() {
     std::lock_guard<std::mutex> lock(mu);
@@ -39,6 +43,8 @@ class FakeOwner final : public SessionOwner {
   std::mutex mu;
   std::vector<Op> ops;
   std::atomic<int> ends{0};
+  std::atomic<int> over_budget{0};
+  spdlog::logger* log = nullptr;
 };
 
 // One Session on an accepted loopback socket; the io_context runs on a background thread.
@@ -49,6 +55,7 @@ class SessionFixture {
         client_(acceptor_.local_endpoint().port(), false) {
     sink_ = std::make_shared<testing::CaptureSink>();
     log_ = std::make_unique<spdlog::logger>("session-test", sink_);
+    owner_.log = log_.get();
     if (client_rcvbuf > 0) {
       ::setsockopt(client_.fd(), SOL_SOCKET, SO_RCVBUF, &client_rcvbuf, sizeof client_rcvbuf);
     }

@@ -40,6 +40,11 @@ TEST_CASE("store command: defaults and every flag", "[store_command]") {
   CHECK(all.log_level == "debug");
   CHECK(Parse({"--port=65535", "--max-value-size=123"}).limits.max_value_size == 123);
   CHECK(Parse({"--max-value-size", "8MiB"}).limits.max_value_size == 8u << 20);
+  CHECK(defaults.limits.max_queued == kDefaultMaxQueued);
+  CHECK(defaults.limits.max_buffered == kDefaultMaxBuffered);
+  const auto bounds = Parse({"--max-queued", "3M", "--max-buffered", "1G"});
+  CHECK(bounds.limits.max_queued == 3u << 20);
+  CHECK(bounds.limits.max_buffered == 1u << 30);
 }
 
 TEST_CASE("store command: --help is text for stdout", "[store_command]") {

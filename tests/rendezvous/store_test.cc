@@ -42,18 +42,18 @@ class Harness {
   /// Sends a request from `id`; returns its own reply bytes.  Deliveries go to the inboxes of
   /// their targets; a close is recorded and carried out.
   std::string Do(ConnId id, Request request) {
-    std::string reply;
+    Reply reply;
     effects_.Clear();
     store.Handle(id, request, reply, effects_);
     for (auto& d : effects_.deliveries) {
-      inbox_[d.conn] += d.bytes;
+      inbox_[d.conn] += d.bytes.Flatten();
       order_.push_back(d.conn);
     }
     if (effects_.close()) {
       closed[id] = effects_.close_reason;
       store.Close(id);
     }
-    return reply;
+    return reply.Flatten();
   }
 
   /// Bytes delivered to `id` by other connections' requests since the last Take.

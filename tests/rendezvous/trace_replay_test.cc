@@ -276,12 +276,12 @@ Replay RunThroughStore(const Trace& t) {
           break;
         }
         const std::string request = RequestKey(decoder.request());
-        std::string reply;
+        Reply reply;
         effects.Clear();
         store.Handle(static_cast<ConnId>(e.conn), decoder.request(), reply, effects);
-        if (!reply.empty()) r.out[e.conn].push_back({reply, e.scenario, request});
+        if (!reply.empty()) r.out[e.conn].push_back({reply.Flatten(), e.scenario, request});
         for (const auto& d : effects.deliveries) {
-          r.out[static_cast<int>(d.conn)].push_back({d.bytes, e.scenario, request});
+          r.out[static_cast<int>(d.conn)].push_back({d.bytes.Flatten(), e.scenario, request});
         }
         if (effects.close()) close(e.conn, effects.close_reason);
       }
