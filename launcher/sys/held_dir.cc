@@ -134,40 +134,48 @@ Status HeldDir::MakeDirs(const std::string& rel) const {
   return OkStatus();
 }
 
-Result<UniqueFd> HeldDir::OpenFile(const std::string& rel, int flags, mode_t mode) const {
+Result<HeldDir::Parent> HeldDir::ParentOf(const std::string& rel) const {
   std::vector<std::string> parts = Components(rel);
   if (parts.empty()) return Error{"cannot open " + PathOf(rel) + ": no file name", ""};
-  const std::string name = parts.back();
+  Parent parent;
+  parent.name = parts.back();
   parts.pop_back();
   auto dir = WalkDirs(fd(), parts, true, PathOf(rel));
   if (!dir.ok()) return dir.error();
+  parent.dir = std::move(*dir);
+  return parent;
+}
+
+Result<UniqueFd> HeldDir::OpenFile(const std::string& rel, int flags, mode_t mode) const {
+  auto parent = ParentOf(rel);
+  if (!parent.ok()) return parent.error();
+  const UniqueFd& dir = parent->dir;
+  const std::string& name = parent->name;
   int file;
   do {
-    file = ::openat(dir->get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
+    file = ::openat(dir.get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
   } while (file < 0 && errno == EINTR);
   if (file < 0) return Error{"cannot open " + PathOf(rel) + ": " + Reason(errno), ""};
   return UniqueFd(file);
 }
 
 Status HeldDir::WriteFile(const std::string& rel, std::string_view text, mode_t mode) const {
-  std::vector<std::string> parts = Components(rel);
-  if (parts.empty()) return Error{"cannot write " + PathOf(rel) + ": no file name", ""};
-  const std::string name = parts.back();
-  parts.pop_back();
-  auto dir = WalkDirs(fd(), parts, true, PathOf(rel));
-  if (!dir.ok()) return dir.error();
+  auto parent = ParentOf(rel);
+  if (!parent.ok()) return parent.error();
+  const UniqueFd& dir = parent->dir;
+  const std::string& name = parent->name;
   const std::string temp = "." + name + "." + RandomSuffix();
-  UniqueFd file(::openat(dir->get(), temp.c_str(),
+  UniqueFd file(::openat(dir.get(), temp.c_str(),
                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!file.valid()) return SysError("cannot write " + PathOf(rel), errno);
   Status written = WriteAll(file.get(), text);
   if (written.ok() && ::fchmod(file.get(), mode) != 0) written = Error{std::strerror(errno), ""};
   if (written.ok() && ::close(file.Release()) != 0) written = Error{std::strerror(errno), ""};
-  if (written.ok() && ::renameat(dir->get(), temp.c_str(), dir->get(), name.c_str()) != 0) {
+  if (written.ok() && ::renameat(dir.get(), temp.c_str(), dir.get(), name.c_str()) != 0) {
     written = Error{std::strerror(errno), ""};
   }
   if (!written.ok()) {
-    ::unlinkat(dir->get(), temp.c_str(), 0);
+    ::unlinkat(dir.get(), temp.c_str(), 0);
     return Error{"cannot write " + PathOf(rel) + ": " + written.error().what, ""};
   }
   return OkStatus();

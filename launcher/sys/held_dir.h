@@ -57,6 +57,13 @@ class HeldDir {
   HeldDir(std::shared_ptr<UniqueFd> fd, std::string path)
       : fd_(std::move(fd)), path_(std::move(path)) {}
 
+  /// The directory that holds `rel` (created as by MakeDirs), and the last component's name.
+  struct Parent {
+    UniqueFd dir;
+    std::string name;
+  };
+  Result<Parent> ParentOf(const std::string& rel) const;
+
   std::shared_ptr<UniqueFd> fd_;
   std::string path_;
 };
