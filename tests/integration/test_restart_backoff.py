@@ -100,7 +100,8 @@ class RestartBackoff(unittest.TestCase):
                 env = gltest.tagged_env("none", extra={"XDG_RUNTIME_DIR": runtime})
                 doc = None
                 for _ in range(50):
-                    out = subprocess.run([gltest.require_binary(), "status", "--format", "json"],
+                    out = subprocess.run([gltest.require_binary(), "status", "--format", "json",
+                                          "--pid", str(job.pid)],
                                          env=env, capture_output=True, text=True, timeout=30)
                     if out.returncode == 0:
                         doc = json.loads(out.stdout)
@@ -112,7 +113,8 @@ class RestartBackoff(unittest.TestCase):
                 self.assertGreater(doc["next_restart_in_s"], 0, doc)
                 self.assertLessEqual(doc["next_restart_in_s"], 300, doc)
                 self.assertEqual(doc["restarts_used"], 1, doc)
-                text = subprocess.run([gltest.require_binary(), "status"], env=env,
+                text = subprocess.run([gltest.require_binary(), "status", "--pid", str(job.pid)],
+                                      env=env,
                                       capture_output=True, text=True, timeout=30).stdout
                 self.assertRegex(text, r"; next restart in \d+\.\d s \(backing off 300\.0 s: "
                                        r"--restart-backoff\)")

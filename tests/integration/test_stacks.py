@@ -279,15 +279,16 @@ class Stacks(unittest.TestCase):
                 path = os.path.join(ctl, socks[0])
                 self.assertTrue(stat.S_ISSOCK(os.lstat(path).st_mode))
                 self.assertEqual(stat.S_IMODE(os.lstat(ctl).st_mode), 0o700)
-                # No selector: the only live job there; the stale socket is skipped and removed.
-                res = gltest.run([gltest.require_binary(), "stacks"],
+                # The stale socket is skipped and removed.  (By pid: other tests' jobs may run
+                # at the same time, with their sockets in /tmp/gculaunch-<uid>.)
+                res = gltest.run([gltest.require_binary(), "stacks", "--pid", str(job.pid)],
                                  env=gltest.tagged_env(gltest.new_tag(), extra=env), timeout=60)
                 self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
                 self.assertIn("gculaunch pid %d" % job.pid, res.stdout)
                 self.assertFalse(os.path.lexists(stale))
                 # A directory another user could write to is refused, naming the fix.
                 os.chmod(ctl, 0o755)
-                res = gltest.run([gltest.require_binary(), "stacks"],
+                res = gltest.run([gltest.require_binary(), "stacks", "--pid", str(job.pid)],
                                  env=gltest.tagged_env(gltest.new_tag(), extra=env), timeout=60)
                 self.assertEqual(res.returncode, 1)
                 self.assertEqual(res.stderr, "gculaunch: gculaunch stacks: the control directory "

@@ -37,7 +37,10 @@ class Status(unittest.TestCase):
         return job
 
     def wait_status(self, job, predicate, *args, prefix=(), what="status"):
-        """Asks until the JSON satisfies `predicate` (bounded); returns the document."""
+        """Asks until the JSON satisfies `predicate` (bounded); returns the document.  The job
+        is chosen by its pid: other tests' jobs may run on this machine at the same time."""
+        if "--pid" not in args:
+            args = args + ("--pid", str(job.pid))
         deadline = time.monotonic() + 60
         last = None
         while time.monotonic() < deadline:
@@ -74,7 +77,7 @@ class Status(unittest.TestCase):
             self.assertIn(r["proc_state"], ("S", "R"))
         self.assertEqual(doc["nodes"], [])
 
-        text = status(self.env)
+        text = status(self.env, "--pid", str(job.pid))
         self.assertEqual(text.returncode, 0, text.stderr)
         self.assertTrue(text.stdout.startswith("run st1, node 0 of 1"), text.stdout)
         self.assertIn("RANK  LOCAL  PID", text.stdout)
@@ -127,7 +130,8 @@ class Status(unittest.TestCase):
         job = self.job(["--nproc-per-node", "1", "--master-port", "0"]
                        + gltest.child_args("sleep", "3", "exit", "0"))
         self.wait_status(job, lambda d: len(d["ranks"]) == 1)
-        out = status(self.env, "--watch", "0.5", "--format", "json", timeout=60)
+        out = status(self.env, "--watch", "0.5", "--format", "json", "--pid", str(job.pid),
+                     timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("gculaunch status: the job ended", out.stderr)
         docs, pos, decoder = [], 0, json.JSONDecoder()
@@ -151,7 +155,7 @@ class Status(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(os.listdir(directory), [])
         self.assertEqual(gltest.wait_no_tagged(job.tag, 15), [])
-        after = status(self.env)
+        after = status(self.env, "--pid", str(job.pid))
         self.assertEqual(after.returncode, 1)
 
     def test_a_squatted_control_directory_costs_nothing(self):
