@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# bootstrap.sh - install every package gculaunch needs to build, test and
-# benchmark, from Debian's archive only.  Idempotent: a second run installs
-# nothing.  Needs root (apt-get).
+# bootstrap.sh - install the packages gculaunch needs, from Debian's archive only.  Idempotent:
+# a second run installs nothing.  Needs root (apt-get).
 #
-#   scripts/bootstrap.sh
+#   scripts/bootstrap.sh [all]   everything: build, test, lint, fuzz, benchmark (scripts/test.sh)
+#   scripts/bootstrap.sh demo    only what building the gculaunch executable and running the
+#                                all-reduce demo need (scripts/demo_allreduce.sh): the
+#                                toolchain, the libraries it links, python3 and python3-torch
 #
 # The Boost 1.81 set is named package by package: bookworm's default
 # libboost-dev is 1.74, and every libboost1.81-*-dev package conflicts with
@@ -11,34 +13,49 @@
 # libboost-filesystem1.81-dev is in it because Boost.Process v2 in 1.81 does
 # not compile with BOOST_PROCESS_USE_STD_FS and needs Boost.Filesystem.
 set -euo pipefail
+set_name=${1:-all}
 
-packages=(
+# The demo set: what CMakeLists.txt's find_package/find_library/find_path calls need when
+# configured with -DGCULAUNCH_TESTS=OFF, what the gculaunch target links, and the demo's Python.
+demo_packages=(
   # toolchain
   build-essential g++ cmake make pkg-config ca-certificates
   # libraries (static archives come with the -dev packages)
   libboost1.81-dev libboost-filesystem1.81-dev libboost-system1.81-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  # TLS of the etcd client: OpenSSL's static archives (libssl.a, libcrypto.a) for the static
+  # binary
+  libssl-dev
+  # the demo's ranks: real PyTorch (1.13, CPU, gloo)
+  python3 python3-torch
+)
+
+# Everything else: the test suite, the checks, fuzzing, benchmarks, packaging.
+test_packages=(
   catch2
   # fuzzing: libclang-rt-14-dev is only a recommendation of clang
   clang libclang-rt-14-dev
   # the format and lint checks (tests/checks/format.sh, tidy.sh): version 14, as .clang-format
   # and .clang-tidy expect
   clang-format clang-tidy
-  # real PyTorch clients (1.13, CPU, gloo) for the integration tests
-  python3 python3-torch
   # platform recipes test: parses the Kubernetes/Volcano/Kubeflow manifests
   python3-yaml
   # rendezvous on etcd: the etcd 3.4 server the tests start (its v3 HTTP/JSON gateway is what
   # rendezvous/etcd/ speaks), and etcdctl for people debugging a job's keys
   etcd-server etcd-client
-  # TLS of the etcd client: OpenSSL's static archives (libssl.a, libcrypto.a) for the static
-  # binary, and the openssl command, with which the TLS tests make their test CA
-  libssl-dev openssl
+  # the openssl command, with which the TLS tests make their test CA
+  openssl
   # test hosts and chroots: network namespaces, debootstrap, process tools
   iproute2 procps psmisc util-linux debootstrap binutils file
   # packaging checks
   dpkg-dev fakeroot
 )
+
+case $set_name in
+  demo) packages=("${demo_packages[@]}") ;;
+  all) packages=("${demo_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "bootstrap: unknown set '$set_name' (use 'demo' or 'all')" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -48,7 +65,7 @@ for p in "${packages[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "bootstrap: all ${#packages[@]} packages present"
+  echo "bootstrap: all ${#packages[@]} packages of the $set_name set present"
   exit 0
 fi
 

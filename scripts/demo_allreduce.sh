@@ -3,13 +3,17 @@
 # PyTorch (gloo) all-reduce on CPU, launched by gculaunch.
 #
 #   scripts/demo_allreduce.sh [NPROC]
+#
+# Installs only what the demo needs (scripts/bootstrap.sh demo) and builds only the gculaunch
+# executable, without the tests; scripts/test.sh, later, installs the rest and reconfigures the
+# same build/ with the tests.
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
 nproc=${1:-4}
 
-"$here/bootstrap.sh"
-"$here/build.sh"
+"$here/bootstrap.sh" demo
+"$here/build.sh" --target gculaunch -DGCULAUNCH_TESTS=OFF
 cd "$top"
 # Debian's python3-torch is installed for /usr/bin/python3; another python3 earlier on
 # PATH (pyenv, conda) may lack torch, so the interpreter is named.

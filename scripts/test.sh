@@ -5,7 +5,8 @@
 #   scripts/test.sh            (as root on a fresh Debian bookworm machine)
 #
 # Fails if any test fails, and also if CTest reports any test as skipped, not
-# run or disabled: a test that did not run proves nothing.
+# run or disabled: a test that did not run proves nothing.  Whatever the outcome, it ends
+# with the ten slowest tests.
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd -- "$here/.." && pwd)
@@ -24,6 +25,11 @@ set +e
 (cd "$build" && ctest --output-on-failure --timeout 900 -j "${JOBS:-$(nproc)}") 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
+# CTest's lines "12/240 Test  #37: base.parse: a name ........   Passed    1.23 sec" (or
+# "***Failed", "***Timeout"): seconds and name, slowest first.
+echo "test.sh: the ten slowest tests:"
+sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: (.*[^ ]) \.{3,} *.* ([0-9]+\.[0-9]+) sec$/\2\t\1/p' "$log" |
+  sort -t $'\t' -k1,1 -rn | awk -F '\t' 'NR <= 10 { printf "  %8.2f s  %s\n", $1, $2 }'
 if grep -qE '\*\*\*(Not Run|Skipped)|\(Disabled\)|tests? did not run' "$log"; then
   echo "test.sh: some tests were skipped, disabled or not run; that is a failure" >&2
   exit 1
