@@ -14,8 +14,10 @@ secret reaches neither the ranks' environment nor any output; and --store-allow 
 connection from a namespace outside the list while the nodes inside run the job.
 
 The ranks are small Python programs without torch (the agents' protocol is what is tested):
-each writes its environment to <work>/env.<rank>.json and ready.<rank>, then waits for
-<work>/release and exits 0."""
+each writes its environment to <work>/env.<attempt>.<rank>.json and ready.<attempt>.<rank>,
+then waits for <work>/release and exits 0.  A node that comes back after a kill and an elastic
+node that joins later prove the secret like a first join."""
+import glob
 import json
 import os
 import subprocess
@@ -31,9 +33,10 @@ WORKER = r'''
 import json, os, sys, time
 work = sys.argv[1]
 rank = os.environ["RANK"]
-with open(os.path.join(work, "env.%s.json" % rank), "w") as f:
+name = "%s.%s" % (os.environ["TORCHELASTIC_RESTART_COUNT"], rank)
+with open(os.path.join(work, "env.%s.json" % name), "w") as f:
     json.dump(dict(os.environ), f)
-open(os.path.join(work, "ready.%s" % rank), "w").close()
+open(os.path.join(work, "ready.%s" % name), "w").close()
 deadline = time.monotonic() + 120
 while not os.path.exists(os.path.join(work, "release")) and time.monotonic() < deadline:
     time.sleep(0.05)
@@ -123,13 +126,13 @@ class JobSecret(unittest.TestCase):
         self.addCleanup(gltest.kill_tagged, self.tag)
         return hosts
 
-    def node(self, hosts, index, nnodes, secret=None, extra_args=()):
+    def node(self, hosts, index, nnodes, secret=None, extra_args=(), extra_env=None):
         args = ["--nproc-per-node", "1", "--device", "cpu", "--grace-period", "3",
                 "--rdzv-timeout", "60"]
         if secret:
             args += ["--job-secret-file", secret]
         args += list(extra_args) + ["--python", gltest.PYTHON, self.worker, self.work]
-        job = gltest.NodeJob(hosts, index, nnodes, PORT, args, self.tag)
+        job = gltest.NodeJob(hosts, index, nnodes, PORT, args, self.tag, extra_env=extra_env)
         self.addCleanup(job.__exit__, None, None, None)
         return job
 
@@ -143,9 +146,10 @@ class JobSecret(unittest.TestCase):
         return json.loads(out.stdout)
 
     def wait_file(self, name, job, timeout=60):
+        """Waits for <work>/name (a glob pattern) while `job` runs."""
         path = os.path.join(self.work, name)
         deadline = time.monotonic() + timeout
-        while not os.path.exists(path):
+        while not glob.glob(path):
             if job.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError("%s never appeared\n--- stderr:\n%s" % (name, job.stderr))
             job._pump(0.05)
@@ -160,7 +164,7 @@ class JobSecret(unittest.TestCase):
         hosts = self.hosts(3)
         jobs = [self.node(hosts, i, 2, secret) for i in range(2)]
         for rank in range(2):
-            self.wait_file("ready.%d" % rank, jobs[rank])
+            self.wait_file("ready.0.%d" % rank, jobs[rank])
         # From a third host that can reach the store, like any client on the network.
         result = self.forge(hosts, 2, [["set", "gculaunch/job/stop/0",
                                         json.dumps(marker("forged by a raw client"))],
@@ -180,7 +184,7 @@ class JobSecret(unittest.TestCase):
             self.assertNotIn("forged by a raw client", j.stderr)
         # The secret reached no rank and no output; its file's path neither.
         for rank in range(2):
-            with open(os.path.join(self.work, "env.%d.json" % rank)) as f:
+            with open(os.path.join(self.work, "env.0.%d.json" % rank)) as f:
                 env = f.read()
             self.assertNotIn(SECRET, env)
             self.assertNotIn("GCULAUNCH_JOB_SECRET_FILE", env)
@@ -226,7 +230,7 @@ class JobSecret(unittest.TestCase):
         self.assertIsNone(result["closed_at"], result)
         self.assertEqual(result["values"][0], 1)
         # Node 0 takes the forger for node 1 and starts its rank.
-        self.wait_file("ready.0", node0, timeout=30)
+        self.wait_file("ready.0.0", node0, timeout=30)
 
     # ------------------------------------------------------------------ forged plan
 
@@ -280,10 +284,46 @@ class JobSecret(unittest.TestCase):
         node1b = self.node(hosts, 1, 2, None)
         self.assertEqual(node1b.wait(timeout=60), 2, node1b.stderr)
         self.assertIn("requires a job secret, but this node has none", node1b.stderr)
-        self.assertFalse(os.path.exists(os.path.join(self.work, "ready.0")))
+        self.assertFalse(os.path.exists(os.path.join(self.work, "ready.0.0")))
         for j in (node0, node1, node1b):
             self.assertNotIn(SECRET, j.stdout + j.stderr)
             self.assertNotIn("another-secret", j.stdout + j.stderr)
+
+    # ------------------------------------------------------------------ rejoin and elastic
+
+    def test_a_node_that_comes_back_proves_the_secret_again(self):
+        hosts = self.hosts(2)
+        restarts = ["--max-restarts", "1"]
+        node0 = self.node(hosts, 0, 2, self.secret_file, restarts)
+        node1 = self.node(hosts, 1, 2, self.secret_file, restarts)
+        for rank in range(2):
+            self.wait_file("ready.0.%d" % rank, node0 if rank == 0 else node1)
+        node1.proc.kill()  # its gculaunch dies; its guardian stops its rank
+        node1.wait(timeout=30)
+        back = self.node(hosts, 1, 2, self.secret_file, restarts)
+        for rank in range(2):
+            self.wait_file("ready.1.%d" % rank, node0 if rank == 0 else back)
+        self.release()
+        self.assertEqual([node0.wait(timeout=60), back.wait(timeout=60)], [0, 0],
+                         [node0.stderr, back.stderr])
+        self.assertNotIn("proof of the job secret", node0.stderr)
+
+    def test_elastic_joins_prove_the_secret(self):
+        hosts = self.hosts(3)
+        elastic = ["--nnodes", "1:2", "--max-restarts", "0", "--rdzv-conf",
+                   "last_call_timeout=1"]
+        node0 = self.node(hosts, 0, 2, self.secret_file, elastic)
+        self.wait_file("ready.0.0", node0)
+        # A node with another secret is refused and the job runs on without it.
+        other = self.write_secret("other", "another-secret\n")
+        stranger = self.node(hosts, 2, 2, other, elastic, extra_env={"RANK": "1"})
+        self.assertEqual(stranger.wait(timeout=60), 2, stranger.stderr)
+        self.assertIn("refused this node's proof of the job secret", stranger.stderr)
+        node1 = self.node(hosts, 1, 2, self.secret_file, elastic)
+        self.wait_file("ready.*.1", node1)  # admitted: the job re-formed with two nodes
+        self.release()
+        self.assertEqual([node0.wait(timeout=60), node1.wait(timeout=60)], [0, 0],
+                         [node0.stderr, node1.stderr])
 
     # ------------------------------------------------------------------ --store-allow
 
@@ -292,7 +332,7 @@ class JobSecret(unittest.TestCase):
         allow = ["--store-allow", "%s,%s/32" % (hosts.addr(0), hosts.addr(1))]
         jobs = [self.node(hosts, i, 2, extra_args=allow) for i in range(2)]
         for rank in range(2):
-            self.wait_file("ready.%d" % rank, jobs[rank])
+            self.wait_file("ready.0.%d" % rank, jobs[rank])
         outside = self.forge(hosts, 2, [["get", "gculaunch/job/info"]])
         self.assertEqual(outside["closed_at"], 0, outside)
         jobs[0].wait_for(lambda out, err: "refusing connection from %s" % hosts.addr(2) in err
