@@ -390,6 +390,11 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     Auth& auth = auth_[session.id()];
     if (request.op == Op::kGet && key == kAuthNonceKey) {
       auth.nonce = options_.agent_secret.empty() ? "" : NewAuthNonce();
+      if (!options_.agent_secret.empty() && auth.nonce.empty()) {
+        // An empty nonce would tell the agent there is no secret.
+        session.CloseAfterFlush("no random bytes for a nonce (OpenSSL RAND_bytes failed)");
+        return;
+      }
       AppendBlob(session.output(), auth.nonce);
       return;
     }
