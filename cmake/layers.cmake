@@ -20,7 +20,8 @@
 #   asio     Boost.Asio and Boost.System (<boost/asio/...>, <boost/system/...>)
 #   process  Boost.Process (<boost/process/...>)
 #   beast    Boost.Beast (<boost/beast/...>), header-only HTTP on Asio
-#   openssl  OpenSSL (<openssl/...>), linked statically; TLS of the etcd client only
+#   openssl  OpenSSL (<openssl/...>), linked statically; TLS of the etcd client, and the
+#            HMAC of the agents' proof of the job secret (rendezvous/agent_auth.cc)
 #   boost    any other Boost header
 #   spdlog   spdlog and fmt
 #   yaml     yaml-cpp
@@ -32,7 +33,7 @@
 
 set(GCULAUNCH_LAYER_ALLOW_base       base std)
 set(GCULAUNCH_LAYER_ALLOW_codec      base codec std)
-set(GCULAUNCH_LAYER_ALLOW_rendezvous base codec rendezvous std posix asio spdlog cli11)
+set(GCULAUNCH_LAYER_ALLOW_rendezvous base codec rendezvous std posix asio spdlog cli11 openssl)
 set(GCULAUNCH_LAYER_ALLOW_etcd       base etcd std posix asio beast json openssl)
 set(GCULAUNCH_LAYER_ALLOW_spec       base spec std yaml cli11 json)
 set(GCULAUNCH_LAYER_ALLOW_sys        base spec sys std posix asio process)

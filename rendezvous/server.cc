@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
+#include "rendezvous/agent_auth.h"
 #include "rendezvous/session.h"
 
 namespace gculaunch::rendezvous {
@@ -50,6 +52,36 @@ std::string PeerText(const sockaddr_storage& ss) {
     return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6.sin6_port));
   }
   return "unknown peer";
+}
+
+// The peer's address bytes (4 for IPv4, 16 for IPv6) for Contains/IsLoopback.
+std::pair<const std::uint8_t*, std::size_t> AddressBytes(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(ss);
+    return {reinterpret_cast<const std::uint8_t*>(&in.sin_addr), 4};
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(ss);
+    return {in6.sin6_addr.s6_addr, 16};
+  }
+  return {nullptr, 0};
+}
+
+// Requests that change what a key holds (the ones the job secret guards).
+bool Writes(Op op) {
+  switch (op) {
+    case Op::kSet:
+    case Op::kCompareSet:
+    case Op::kAdd:
+    case Op::kDeleteKey:
+    case Op::kAppend:
+    case Op::kMultiSet:
+    case Op::kQueuePush:
+    case Op::kQueuePop:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool IsFdShortage(int err) {
@@ -116,6 +148,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   // ---- SessionOwner ----
 
   void OnRequest(Session& session, Request& request) override {
+    if (Guard(session, request)) return;
     if (options_.request_observer) options_.request_observer(session.id(), request);
     const auto begin = options_.metrics ? Clock::now() : Clock::time_point{};
     effects_.Clear();
@@ -158,6 +191,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       store_.Close(id);
       sessions_.erase(id);
       parked_.erase(id);
+      auth_.erase(id);
     }
     shedding_ = false;
   }
@@ -168,6 +202,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     store_.Close(id);
     sessions_.erase(id);
     parked_.erase(id);
+    auth_.erase(id);
     if (options_.connection_observer && !stopped_) {
       asio::post(io_, [observer = options_.connection_observer, id] { observer(id); });
     }
@@ -189,6 +224,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       it->second->Close();
       sessions_.erase(it);
       parked_.erase(id);
+      auth_.erase(id);
       ++closed;
     }
     const int backlog = DrainBacklog();
@@ -274,6 +310,12 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   Effects effects_;  ///< reused by OnRequest
   /// Metrics: parked requests (WAIT) by connection, measured when their reply is delivered.
   std::unordered_map<ConnId, std::pair<Op, Clock::time_point>> parked_;
+  /// The agents' proof of the job secret, by connection (agent_auth.h).
+  struct Auth {
+    std::string nonce;    ///< the challenge last handed out; "" once answered
+    bool proven = false;  ///< the connection proved the secret
+  };
+  std::unordered_map<ConnId, Auth> auth_;
   bool stopped_ = false;
   bool shortage_logged_ = false;
   bool shedding_ = false;  ///< OnOverBudget is running
@@ -314,6 +356,68 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
         suppressed_, seconds.count(), last_suppressed_);
     suppressed_ = 0;
     last_suppressed_.clear();
+  }
+
+  // The server's own part of a request (section "Who may connect" of server.h): true when
+  // the request was the agents' proof of the job secret, answered here, or was refused.
+  bool Guard(Session& session, const Request& request) {
+    bool auth_key = false;
+    bool launcher_key = false;
+    for (const std::string& key : request.keys) {
+      if (key.starts_with(kAuthKeyPrefix)) {
+        auth_key = true;
+      } else if (key.starts_with(kLauncherKeyPrefix)) {
+        launcher_key = true;
+      }
+    }
+    if (auth_key) {
+      HandleAuth(session, request);
+      return true;
+    }
+    if (options_.agent_secret.empty() || !launcher_key || !Writes(request.op)) return false;
+    if (auto it = auth_.find(session.id()); it != auth_.end() && it->second.proven) return false;
+    session.CloseAfterFlush(
+        "refused " + Describe(request) +
+        ": only a node agent that proved the job secret may change gculaunch's keys "
+        "(--job-secret-file)");
+    return true;
+  }
+
+  // GET gculaunch/auth/nonce, SET gculaunch/auth/proof, GET gculaunch/auth/status.
+  void HandleAuth(Session& session, const Request& request) {
+    const bool one_key = request.keys.size() == 1;
+    const std::string_view key = one_key ? std::string_view(request.keys[0]) : "";
+    Auth& auth = auth_[session.id()];
+    if (request.op == Op::kGet && key == kAuthNonceKey) {
+      auth.nonce = options_.agent_secret.empty() ? "" : NewAuthNonce();
+      if (!options_.agent_secret.empty() && auth.nonce.empty()) {
+        // An empty nonce would tell the agent there is no secret.
+        session.CloseAfterFlush("no random bytes for a nonce (OpenSSL RAND_bytes failed)");
+        return;
+      }
+      AppendBlob(session.output(), auth.nonce);
+      return;
+    }
+    if (request.op == Op::kGet && key == kAuthStatusKey) {
+      AppendBlob(session.output(), auth.proven ? kAuthOk : "");
+      return;
+    }
+    if (request.op == Op::kSet && key == kAuthProofKey && request.values.size() == 1) {
+      if (options_.agent_secret.empty()) return;  // nothing to prove; the agent saw no nonce
+      const std::string nonce = std::exchange(auth.nonce, "");
+      if (VerifyAuthProof(options_.agent_secret, nonce, request.values[0])) {
+        auth.proven = true;
+        log_.debug("connection {} from {} proved the job secret", session.id(), session.peer());
+        return;
+      }
+      session.CloseAfterFlush(
+          nonce.empty() ? "it sent a proof of the job secret without asking for a nonce first"
+                        : "its proof of the job secret is wrong: a node whose "
+                          "--job-secret-file differs from this node's, or not a gculaunch agent");
+      return;
+    }
+    session.CloseAfterFlush(Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
+                            " are reserved for the node agents' proof of the job secret");
   }
 
   // A request answered at once is measured now; a parked one when its reply is delivered.
@@ -389,8 +493,25 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     });
   }
 
+  // --store-allow: loopback, and the listed networks.
+  bool Allowed(const sockaddr_storage& ss) const {
+    if (options_.allow.empty()) return true;
+    const auto [bytes, size] = AddressBytes(ss);
+    if (bytes == nullptr) return false;
+    if (IsLoopback(bytes, size)) return true;
+    for (const Network& n : options_.allow) {
+      if (Contains(n, bytes, size)) return true;
+    }
+    return false;
+  }
+
   void AddSession(int fd, const sockaddr_storage& ss) {
     std::string peer = PeerText(ss);
+    if (!Allowed(ss)) {
+      Warn(fmt::format("refusing connection from {}: not in --store-allow", peer));
+      ::close(fd);
+      return;
+    }
     if (sessions_.size() >= options_.max_connections) {
       Warn(
           fmt::format("refusing connection from {}: {} connections are open, the limit is {} "

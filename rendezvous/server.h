@@ -17,6 +17,15 @@
 // ENFILE, ENOBUFS, ENOMEM) the acceptor stays open and accepting resumes after
 // accept_retry_delay.
 //
+// Who may connect, and who may steer the job (docs/security.md, docs/tcpstore-protocol.md
+// section 8.5).  With ServerOptions::allow, a peer outside those networks (loopback is always
+// allowed) is closed as soon as it is accepted, with a rate-limited log line.  The keys under
+// "gculaunch/auth/" are the server's own, never stored: they carry the node agents' proof of
+// the job secret (agent_auth.h).  With ServerOptions::agent_secret, a request that writes,
+// deletes or compares-and-sets a launcher key ("gculaunch/...") on a connection that has not
+// proven the secret closes that connection with a rate-limited log line; reads stay open,
+// and the ranks' keys are not affected.  In-process access is trusted.
+//
 // Restart attempts (see store.h for the key spaces): every connection is bound to the
 // attempt in force when it was accepted.  BeginAttempt(n) closes every connection of older
 // attempts, drops their keys, and also accepts-and-closes whatever still waits in the
@@ -58,6 +67,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cidr.h"
 #include "base/error.h"
 #include "rendezvous/codec.h"
 #include "rendezvous/listener.h"
@@ -88,6 +98,12 @@ struct ServerOptions {
   std::function<void(ConnId)> connection_observer;
   /// Connections and requests counted here when set (store_metrics.h); null: not counted.
   std::shared_ptr<StoreMetrics> metrics;
+  /// The job secret (--job-secret-file): writes of launcher keys need its proof (file
+  /// comment).  Empty: no secret, everyone may write them (torch's TCPStore has no
+  /// authentication).  Never logged.
+  std::string agent_secret;
+  /// --store-allow: only peers in these networks, and loopback, may connect.  Empty: anyone.
+  std::vector<Network> allow;
 };
 
 class ServerCore;

@@ -149,6 +149,7 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   m.remote.host = spec.master_addr;
   m.remote.port = spec.agent_port;
   m.remote.connect_timeout = timeout;
+  m.remote.secret = spec.job_secret;
 
   m.coordinator.config.nnodes = spec.nnodes;
   m.coordinator.config.min_nodes = reg.min_nodes;
@@ -338,6 +339,8 @@ Job::Loop::Loop(Job& job)
     options.max_connections = job.StoreConnectionCap();
     if (job.spec_.store_max_queued) options.limits.max_queued = *job.spec_.store_max_queued;
     if (job.spec_.store_max_buffered) options.limits.max_buffered = *job.spec_.store_max_buffered;
+    options.agent_secret = job.spec_.job_secret;
+    options.allow = job.spec_.store_allow;
     store.emplace(io, std::move(*job.store_socket_), job.log_, std::move(options));
     store->server().Set("run_id", job.runtime_.run_id);
   }

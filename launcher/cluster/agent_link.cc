@@ -13,9 +13,11 @@
 #include <deque>
 #include <optional>
 
+#include "base/exit_codes.h"
 #include "base/text.h"
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/net_address.h"
+#include "rendezvous/agent_auth.h"
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
 
@@ -163,6 +165,11 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     // names only launcher keys: say so now, before a restart can begin (a new node 0 begins
     // one as soon as every node joined).
     for (rendezvous::Client* c : {&*control_, &*watch_}) {
+      Status proven = co_await Prove(*c);
+      if (!proven.ok()) {
+        done(proven.error());
+        co_return;
+      }
       auto hello = co_await c->Get(job::KeyForSocket(job::kMissingKey));
       if (!hello.ok()) {
         done(Error{"connected to the master node at " + endpoint() +
@@ -179,6 +186,57 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         Seconds(Clock::now() - start), local_address_);
     asio::co_spawn(io_, Pump(), asio::detached);
     done(OkStatus());
+  }
+
+  // The proof of the job secret, first on each connection (rendezvous/agent_auth.h).  Node 0
+  // answers the nonce request with "" when it has no secret.
+  Task<Status> Prove(rendezvous::Client& c) {
+    auto self = shared_from_this();
+    // Named, not temporaries: g++ 12 mishandles temporaries that live across co_await.
+    std::string nonce_key(rendezvous::kAuthNonceKey);
+    auto nonce = co_await c.Get(std::move(nonce_key));
+    if (!nonce.ok()) {
+      co_return Error{"connected to the master node at " + endpoint() +
+                          " but it did not answer: " + nonce.error().what,
+                      "check the master node's gculaunch and the network between the nodes"};
+    }
+    if (nonce->empty() && options_.secret.empty()) co_return OkStatus();
+    if (nonce->empty()) {
+      co_return Error{"the master node at " + endpoint() +
+                          " runs without a job secret, but this node has one "
+                          "(--job-secret-file): the nodes cannot form a job",
+                      "give every node the same --job-secret-file, or none", exit_code::kUsage};
+    }
+    if (options_.secret.empty()) {
+      co_return Error{"the master node at " + endpoint() +
+                          " requires a job secret, but this node has none: the nodes cannot "
+                          "form a job",
+                      "give every node the same --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE)",
+                      exit_code::kUsage};
+    }
+    std::string proof_key(rendezvous::kAuthProofKey);
+    std::string proof = rendezvous::AuthProof(options_.secret, *nonce);
+    Status sent = co_await c.Set(std::move(proof_key), std::move(proof));
+    std::string why = "not accepted";
+    bool accepted = false;
+    if (sent.ok()) {
+      std::string status_key(rendezvous::kAuthStatusKey);
+      auto status = co_await c.Get(std::move(status_key));
+      if (status.ok()) {
+        accepted = *status == rendezvous::kAuthOk;
+      } else {
+        why = status.error().what;
+      }
+    } else {
+      why = sent.error().what;
+    }
+    if (!accepted) {
+      co_return Error{"the master node at " + endpoint() +
+                          " refused this node's proof of the job secret (" + why +
+                          "): this node's --job-secret-file differs from node 0's",
+                      "give every node the same secret file", exit_code::kUsage};
+    }
+    co_return OkStatus();
   }
 
   // A progress line every progress_period while connecting.

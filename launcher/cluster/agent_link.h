@@ -17,7 +17,11 @@
 //            that takes longer than `reply_timeout` means the master is gone
 //   watch    the agent's one blocking WAIT (the next plan, or the epoch's marker)
 // Any failure of either connection is reported once through `on_lost`; later operations
-// fail at once.
+// fail at once.  Each connection begins with the proof of the job secret
+// (rendezvous/agent_auth.h): it asks node 0 for a nonce and, when node 0 has a secret,
+// answers with the HMAC of the nonce under this node's own secret.  A node 0 with a secret
+// and a node without one, or the reverse, or two different secrets, fail Connect with one
+// line (exit code 2: a configuration to fix); the secret never crosses the wire.
 //
 // Lifetime: the owner keeps the link alive while it runs the io_context; Close() ends both
 // connections, and callbacks of operations still pending then complete with errors (or
@@ -98,6 +102,8 @@ struct RemoteLinkOptions {
   std::chrono::seconds keepalive_interval{1};
   int keepalive_probes = 3;
   std::chrono::milliseconds user_timeout{5000};
+  /// The job secret (--job-secret-file); empty: none.  Never logged.
+  std::string secret;
 };
 
 class RemoteLinkCore;

@@ -70,30 +70,33 @@ void NodeAgent::Join() {
     SendJoin(Advertised(addr.ok() ? *addr : settings_.master_addr));
     return;
   }
-  board_.Connect(rejoin, deadline, Current([this, rejoin](const Status& connected) {
-                   if (connected.ok()) {
-                     connected_ = true;
-                     SendJoin(Advertised(board_.LocalAddress()));
-                     return;
-                   }
-                   if (!rejoin) {
-                     JoinFailed(connected.error(), exit_code::kRendezvousFailed);
-                     return;
-                   }
-                   job::StopMarker lost;
-                   lost.kind = job::StopMarker::Kind::kNodeLost;
-                   lost.epoch = state_.last_epoch;
-                   lost.node = 0;
-                   lost.addr = settings_.config.master_addr;
-                   lost.restartable = false;
-                   lost.what = "it did not come back within " +
-                               std::to_string(settings_.config.rdzv_timeout_s) +
-                               " s (--rdzv-timeout); " + connected.error().what;
-                   outcome_ = lost;
-                   log_.error("{}; this node stops (exit code {})", job::Describe(lost),
-                              exit_code::kNodeLost);
-                   supervisor_->JobExit(exit_code::kNodeLost);
-                 }));
+  board_.Connect(
+      rejoin, deadline, Current([this, rejoin](const Status& connected) {
+        if (connected.ok()) {
+          connected_ = true;
+          SendJoin(Advertised(board_.LocalAddress()));
+          return;
+        }
+        // A refusal (the job secrets differ) carries its own exit code.
+        if (!rejoin || connected.error().exit_code != 0) {
+          const int code = connected.error().exit_code != 0 ? connected.error().exit_code
+                                                            : exit_code::kRendezvousFailed;
+          JoinFailed(connected.error(), code);
+          return;
+        }
+        job::StopMarker lost;
+        lost.kind = job::StopMarker::Kind::kNodeLost;
+        lost.epoch = state_.last_epoch;
+        lost.node = 0;
+        lost.addr = settings_.config.master_addr;
+        lost.restartable = false;
+        lost.what = "it did not come back within " +
+                    std::to_string(settings_.config.rdzv_timeout_s) + " s (--rdzv-timeout); " +
+                    connected.error().what;
+        outcome_ = lost;
+        log_.error("{}; this node stops (exit code {})", job::Describe(lost), exit_code::kNodeLost);
+        supervisor_->JobExit(exit_code::kNodeLost);
+      }));
 }
 
 // First the job's own registration: a node of another job, or with a node rank the job does

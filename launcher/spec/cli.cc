@@ -947,6 +947,16 @@ constexpr FlagDef kFlags[] = {
      "most bytes all store connections together hold in partial requests and unsent "
      "replies; past it the ones holding the most are closed; default 256M",
      &ApplySize<&CliOptions::store_max_buffered>, kGculaunchOnly},
+    // who may steer the job (docs/security.md)
+    {"job-secret-file", "", Kind::kValue, "FILE", "Supervision",
+     "a file holding the job's secret (every node the same; e.g. a mounted Kubernetes Secret): "
+     "node agents prove it to node 0, whose store then lets no other client change gculaunch's "
+     "own keys; default $GCULAUNCH_JOB_SECRET_FILE, else none",
+     &ApplyText<&CliOptions::job_secret_file>, kGculaunchOnly},
+    {"store-allow", "", Kind::kValue, "CIDR,...", "Supervision",
+     "the store accepts connections only from these networks (and loopback), e.g. "
+     "10.0.0.0/8,fd00::/64; default anyone",
+     &ApplyText<&CliOptions::store_allow>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start nothing",

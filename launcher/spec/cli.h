@@ -134,6 +134,10 @@ struct CliOptions {
   std::optional<std::size_t> store_max_queued;    ///< --store-max-queued SIZE
   std::optional<std::size_t> store_max_buffered;  ///< --store-max-buffered SIZE
 
+  // ---- who may steer the job (docs/security.md) ----
+  std::optional<std::string> job_secret_file;  ///< --job-secret-file FILE
+  std::optional<std::string> store_allow;      ///< --store-allow CIDR[,CIDR...]
+
   // torchrun flags that gculaunch maps onto its own notions or accepts with a note
   // (MakeLaunchSpec decides; see docs/command-line.md).
   std::optional<std::string> start_method;  ///< spawn|fork|forkserver: a note, no effect

@@ -121,6 +121,17 @@ std::string MetricsUrl(const LaunchSpec& spec) {
   return "http://" + host + ":" + port + "/metrics";
 }
 
+// --job-secret-file: only that there is one, never its content.
+std::string SecretText(const LaunchSpec& spec) { return "set (file " + spec.job_secret_file + ")"; }
+
+// --store-allow, with the loopback networks that are always allowed.
+std::vector<std::string> AllowList(const LaunchSpec& spec) {
+  std::vector<std::string> out;
+  for (const Network& n : spec.store_allow) out.push_back(n.ToString());
+  out.push_back("loopback");
+  return out;
+}
+
 // --rdzv-backend etcd's settings, without the password.
 nlohmann::ordered_json EtcdJson(const EtcdSettings& etcd) {
   nlohmann::ordered_json out;
@@ -151,6 +162,8 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   }
   if (spec.metrics_port) out["metrics"] = MetricsUrl(spec);
   if (spec.etcd) out["etcd"] = EtcdJson(*spec.etcd);
+  if (!spec.job_secret.empty()) out["job_secret"] = SecretText(spec);
+  if (!spec.store_allow.empty()) out["store_allow"] = AllowList(spec);
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) out["log_dir"] = logs;
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
@@ -176,6 +189,8 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
               std::to_string(spec.node_rank) + ", world size " + std::to_string(spec.world_size));
   if (!spec.layout.empty()) out += Comment(spec.layout);
   if (spec.etcd) out += Comment("etcd: " + spec.etcd->Describe());
+  if (!spec.job_secret.empty()) out += Comment("job secret: " + SecretText(spec));
+  if (!spec.store_allow.empty()) out += Comment("store allows: " + Join(AllowList(spec), ", "));
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
   const std::vector<RankView> ranks = Ranks(spec, base);
@@ -200,6 +215,8 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   out += "  store:   " + spec.master_addr + ":" + MasterPortText(spec) + ", hosted by " +
          (spec.store_mode == StoreMode::kAgent ? "gculaunch" : "rank 0") + "\n";
   if (spec.etcd) out += "  etcd:    " + spec.etcd->Describe() + "\n";
+  if (!spec.job_secret.empty()) out += "  secret:  " + SecretText(spec) + "\n";
+  if (!spec.store_allow.empty()) out += "  allow:   " + Join(AllowList(spec), ", ") + "\n";
   if (spec.metrics_port) out += "  metrics: " + MetricsUrl(spec) + "\n";
   out += "  device:  " + spec.profile.name + " (backend " + spec.profile.backend + ")\n";
   std::string cards = "none";

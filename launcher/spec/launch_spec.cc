@@ -136,7 +136,7 @@ class SpecBuilder {
           &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc,
           &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
           &SpecBuilder::Environment, &SpecBuilder::Output, &SpecBuilder::Extras,
-          &SpecBuilder::Metrics}) {
+          &SpecBuilder::Metrics, &SpecBuilder::StoreAccess}) {
       if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
     }
     spec_.layout = FormatLayout(spec_, from_);
@@ -1004,6 +1004,50 @@ class SpecBuilder {
                    "give a numeric address such as 127.0.0.1, 0.0.0.0 or ::"};
     }
     spec_.metrics_addr = *o_.metrics_addr;
+    return OkStatus();
+  }
+
+  // --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE) and --store-allow (docs/security.md).
+  // The secret is read here, so that a missing or empty file stops the launch (and the dry
+  // run) with one line; it never appears in a message.  A file others may read is accepted:
+  // a Kubernetes Secret volume is 0644 unless its defaultMode says otherwise (the docs ask
+  // for 0400/0600).
+  Status StoreAccess() {
+    if (o_.store_allow) {
+      auto networks = ParseNetworkList(*o_.store_allow);
+      if (!networks.ok()) {
+        return Error{o_.Source("store-allow") + " " + networks.error().what, networks.error().hint};
+      }
+      spec_.store_allow = std::move(*networks);
+    }
+    std::string source = o_.Source("job-secret-file");
+    std::string path = o_.job_secret_file.value_or("");
+    if (path.empty()) {
+      path = env_.GetOr(kJobSecretFileEnv, "");
+      source = kJobSecretFileEnv;
+    }
+    if (path.empty()) return OkStatus();
+    if (spec_.etcd) {
+      Note(source +
+           ": not used with --rdzv-backend etcd: the job's keys live in etcd, whose "
+           "own authentication (user and password, TLS) protects them (docs/etcd.md)");
+      return OkStatus();
+    }
+    auto text = files_.ReadTextFile(path);
+    if (!text.ok()) {
+      return Error{source + " " + path + ": " + text.error().what,
+                   text.error().hint.empty() ? "name a readable file holding the job's secret"
+                                             : text.error().hint};
+    }
+    std::string secret = std::move(*text);
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    if (secret.empty()) {
+      return Error{source + " " + path + " is empty",
+                   "put the job's secret in it, the same on every node, e.g. head -c 32 "
+                   "/dev/urandom | base64 > FILE"};
+    }
+    spec_.job_secret_file = path;
+    spec_.job_secret = std::move(secret);
     return OkStatus();
   }
 

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cidr.h"
 #include "base/env_map.h"
 #include "base/error.h"
 #include "launcher/spec/cpu_affinity.h"
@@ -165,6 +166,14 @@ struct LaunchSpec {
   std::optional<std::size_t> store_max_queued;    ///< --store-max-queued
   std::optional<std::size_t> store_max_buffered;  ///< --store-max-buffered
 
+  // ---- who may steer the job (docs/security.md) ----
+  /// --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE); empty: no secret.
+  std::string job_secret_file;
+  /// Its content without trailing line breaks.  Never printed, logged or given to a rank.
+  std::string job_secret;
+  /// --store-allow; empty: the store accepts anyone.
+  std::vector<Network> store_allow;
+
   // ---- what to do ----
   bool dry_run = false;  ///< --dry-run: print, start nothing
   DryRunFormat dry_run_format = DryRunFormat::kTable;
@@ -181,6 +190,10 @@ struct LaunchSpec {
   /// prints each as a warning; the dry run shows them after the layout line.
   std::vector<std::string> warnings;
 };
+
+/// The variable that may name the job secret's file instead of --job-secret-file; like the
+/// etcd password's variable, no rank inherits it.
+inline constexpr char kJobSecretFileEnv[] = "GCULAUNCH_JOB_SECRET_FILE";
 
 /// The file-system look-ups MakeLaunchSpec needs besides the device probe (the real one is
 /// sys/local_files.h).

@@ -159,6 +159,8 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   for (const auto& [key, value] : base.vars()) env.Set(key, value);
   for (const auto& [key, value] : spec.extra_env) env.Set(key, value);
   RemoveEtcdPassword(env);
+  // Where the job secret lives is not itself secret, but a rank has no use for it either.
+  env.Erase(kJobSecretFileEnv);
 
   // Defaults that yield to any value already present (torchrun keeps the
   // agent's NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS the same way).

@@ -25,11 +25,13 @@ struct Fixture {
     log_sink->set_pattern("%l: %v");
   }
 
-  // A store on 127.0.0.1, port 0.
-  rendezvous::Server& StartServer() {
+  // A store on 127.0.0.1, port 0; `secret`: its job secret (none when empty).
+  rendezvous::Server& StartServer(const std::string& secret = "") {
     auto socket = rendezvous::ListenSocket::Bind("127.0.0.1", 0);
     REQUIRE(socket.ok());
-    server.emplace(io, std::move(*socket), rendezvous::ServerOptions{}, log);
+    rendezvous::ServerOptions options;
+    options.agent_secret = secret;
+    server.emplace(io, std::move(*socket), std::move(options), log);
     return *server;
   }
 
@@ -155,6 +157,46 @@ TEST_CASE("agent link: an unreachable master gives one clear error after the dea
                                                " (resolved to "
                                                "127.0.0.1): "));
   CHECK_THAT(f.log_text.str(), Catch::Contains("node 0 may still be starting"));
+}
+
+// Connects a link with `secret` to a store with `server_secret`; the outcome of Connect.
+Status ConnectWithSecrets(const std::string& server_secret, const std::string& secret) {
+  Fixture f;
+  rendezvous::Server& server = f.StartServer(server_secret);
+  RemoteLinkOptions options = f.Options(server.port());
+  options.secret = secret;
+  RemoteAgentLink link(f.io, options, f.log);
+  std::optional<Status> connected;
+  link.Connect([&](Status s) { connected = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
+  if (connected->ok()) {
+    // A proven link writes the launcher's keys.
+    std::optional<Status> set;
+    link.Set("job/stop/0", "marker", [&](Status s) { set = s; });
+    REQUIRE(testing::RunUntil(f.io, [&] { return set.has_value(); }));
+    CHECK(set->ok());
+    CHECK(server.Get("job/stop/0") == "marker");
+  }
+  if (!secret.empty()) CHECK(f.log_text.str().find(secret) == std::string::npos);
+  return *connected;
+}
+
+TEST_CASE("agent link: the job secret, the same, different or on one side only", "[agent_link]") {
+  CHECK(ConnectWithSecrets("", "").ok());
+  CHECK(ConnectWithSecrets("s3cret", "s3cret").ok());
+  const Status wrong = ConnectWithSecrets("s3cret", "other");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_THAT(wrong.error().what, Catch::Contains("refused this node's proof of the job secret"));
+  CHECK(wrong.error().exit_code == 2);
+  const Status none = ConnectWithSecrets("s3cret", "");
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.error().what, Catch::Contains("requires a job secret, but this node has none"));
+  CHECK(none.error().exit_code == 2);
+  const Status only_here = ConnectWithSecrets("", "s3cret");
+  REQUIRE_FALSE(only_here.ok());
+  CHECK_THAT(only_here.error().what,
+             Catch::Contains("runs without a job secret, but this node has one"));
+  CHECK(only_here.error().exit_code == 2);
 }
 
 TEST_CASE("agent link: node 0 reaches its own store in-process", "[agent_link]") {

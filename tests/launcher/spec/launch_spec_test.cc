@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "launcher/spec/cli.h"
+#include "launcher/spec/dry_run.h"
+#include "launcher/spec/rank_env.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
 #include "tests/support/frontend_fakes.h"
@@ -742,6 +744,57 @@ TEST_CASE("launch spec: --metrics-port and --metrics-addr", "[launch_spec]") {
   CHECK(f.Err({"--metrics-port", "1", "--metrics-addr", "a b", "x.py"}) ==
         "gculaunch: --metrics-addr 'a b' is not an address (fix: give a numeric address such as "
         "127.0.0.1, 0.0.0.0 or ::)");
+}
+
+TEST_CASE("launch spec: --job-secret-file and GCULAUNCH_JOB_SECRET_FILE", "[launch_spec]") {
+  Fixture f;
+  f.files.files["/run/secrets/job"] = "Zm9vYmFy\n";
+  f.files.files["/run/secrets/empty"] = "\r\n";
+  const LaunchSpec none = f.Spec({"x.py"});
+  CHECK(none.job_secret.empty());
+  const LaunchSpec s = f.Spec({"--job-secret-file", "/run/secrets/job", "x.py"});
+  CHECK(s.job_secret == "Zm9vYmFy");  // the trailing line break is not part of it
+  CHECK(s.job_secret_file == "/run/secrets/job");
+  CHECK(f.Err({"--job-secret-file", "/run/secrets/empty", "x.py"}) ==
+        "gculaunch: --job-secret-file /run/secrets/empty is empty (fix: put the job's secret in "
+        "it, the same on every node, e.g. head -c 32 /dev/urandom | base64 > FILE)");
+  CHECK(f.Err({"--job-secret-file", "/nope", "x.py"}) ==
+        "gculaunch: --job-secret-file /nope: cannot read '/nope': No such file or directory "
+        "(fix: name a readable file holding the job's secret)");
+  // The variable names the file when the flag does not; the ranks inherit neither.
+  f.env.Set("GCULAUNCH_JOB_SECRET_FILE", "/run/secrets/job");
+  const LaunchSpec from_env = f.Spec({"x.py"});
+  CHECK(from_env.job_secret == "Zm9vYmFy");
+  const EnvMap rank = BuildRankEnv(from_env, f.env, 0, 0, RankRuntime{});
+  CHECK_FALSE(rank.Has("GCULAUNCH_JOB_SECRET_FILE"));
+  for (const auto& [key, value] : rank.vars()) CHECK(value.find("Zm9vYmFy") == std::string::npos);
+  // The dry run says only that there is one.
+  for (DryRunFormat format : {DryRunFormat::kTable, DryRunFormat::kJson, DryRunFormat::kEnv}) {
+    LaunchSpec shown = from_env;
+    shown.dry_run_format = format;
+    const std::string out = RenderDryRun(shown, f.env);
+    CHECK(out.find("Zm9vYmFy") == std::string::npos);
+    CHECK(out.find("set (file /run/secrets/job)") != std::string::npos);
+  }
+  f.env.Set("GCULAUNCH_JOB_SECRET_FILE", "/nope");
+  CHECK(f.Err({"x.py"}).starts_with("gculaunch: GCULAUNCH_JOB_SECRET_FILE /nope: cannot read"));
+}
+
+TEST_CASE("launch spec: --store-allow", "[launch_spec]") {
+  Fixture f;
+  const LaunchSpec s = f.Spec({"--store-allow", "198.18.0.0/30, fd00::/64", "x.py"});
+  REQUIRE(s.store_allow.size() == 2);
+  CHECK(s.store_allow[0].ToString() == "198.18.0.0/30");
+  CHECK(s.store_allow[1].ToString() == "fd00::/64");
+  CHECK(f.Err({"--store-allow", "10.0.0.0/33", "x.py"}) ==
+        "gculaunch: --store-allow '10.0.0.0/33' is not a network: the prefix length must be 0 "
+        "to 32 (fix: write networks as 10.0.0.0/8, 198.18.0.5 or fd00::/64)");
+  CHECK(f.Err({"--store-allow", "node1", "x.py"}) ==
+        "gculaunch: --store-allow 'node1' is not a network: 'node1' is not a numeric IPv4 or "
+        "IPv6 address (fix: write networks as 10.0.0.0/8, 198.18.0.5 or fd00::/64)");
+  LaunchSpec shown = s;
+  CHECK(RenderDryRun(shown, f.env).find("allow:   198.18.0.0/30, fd00::/64, loopback") !=
+        std::string::npos);
 }
 
 }  // namespace gculaunch
