@@ -193,7 +193,9 @@ class JobSecret(unittest.TestCase):
 
     def test_forged_stop_works_without_a_secret(self):
         hosts, jobs, result = self.forged_stop(None)
-        self.assertIsNone(result["closed_at"], result)
+        # The SET was taken (a SET has no reply): the job stops, and node 0's store may close
+        # this connection while the job ends, before the probe is answered (seen under load).
+        # What proves the forgery is each node's exit with the forged message.
         self.assertEqual([j.wait(timeout=60) for j in jobs], [42, 42],
                          [j.stderr for j in jobs])
         for j in jobs:
