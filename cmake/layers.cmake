@@ -4,11 +4,12 @@
 # A file's layer follows from its path:
 #   base/                                   base
 #   rendezvous/{protocol,codec,store}.*     codec       (wire format and store semantics)
-#   rendezvous/etcd/                        etcd        (etcd v3 client over its HTTP/JSON gateway)
 #   rendezvous/ (the rest)                  rendezvous  (server, sessions, client, `gculaunch store`)
-#   launcher/spec/                          spec        (pure: flags, platform, profiles, the launch spec)
+#   etcd/                                   etcd        (etcd v3 client over its HTTP/JSON gateway)
+#   launcher/frontend/                      frontend    (pure: flags, platform, profiles, the launch spec)
 #   launcher/sys/                           sys         (processes, signals, /proc, /dev, files)
 #   launcher/run/                           run         (one node's attempt: supervise, output, summary)
+#   launcher/ops/                           ops         (operations: events, status, metrics, hangs)
 #   launcher/cluster/                       cluster     (several nodes: agents, coordinator, protocol)
 #   launcher/check/                         check       (`gculaunch check`)
 #   launcher/app/                           app         (entry points and the job's assembly)
@@ -35,17 +36,19 @@ set(GCULAUNCH_LAYER_ALLOW_base       base std)
 set(GCULAUNCH_LAYER_ALLOW_codec      base codec std)
 set(GCULAUNCH_LAYER_ALLOW_rendezvous base codec rendezvous std posix asio spdlog cli11 openssl)
 set(GCULAUNCH_LAYER_ALLOW_etcd       base etcd std posix asio beast json openssl)
-set(GCULAUNCH_LAYER_ALLOW_spec       base spec std yaml cli11 json)
-set(GCULAUNCH_LAYER_ALLOW_sys        base spec sys std posix asio process)
+set(GCULAUNCH_LAYER_ALLOW_frontend   base frontend std yaml cli11 json)
+set(GCULAUNCH_LAYER_ALLOW_sys        base frontend sys std posix asio process)
 set(GCULAUNCH_LAYER_ALLOW_run
-    base codec rendezvous spec sys run std posix asio beast spdlog json)
+    base codec rendezvous frontend sys run std posix asio spdlog json)
+set(GCULAUNCH_LAYER_ALLOW_ops
+    base codec rendezvous frontend sys run ops std posix asio beast spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_cluster
-    base codec rendezvous etcd spec sys run cluster std posix asio spdlog json)
-set(GCULAUNCH_LAYER_ALLOW_check      base spec sys check std posix json)
+    base codec rendezvous etcd frontend sys run ops cluster std posix asio spdlog json)
+set(GCULAUNCH_LAYER_ALLOW_check      base frontend sys check std posix json)
 set(GCULAUNCH_LAYER_ALLOW_app
-    base codec rendezvous etcd spec sys run cluster check app std posix asio spdlog json cli11)
+    base codec rendezvous etcd frontend sys run ops cluster check app std posix asio spdlog json cli11)
 set(GCULAUNCH_LAYER_ALLOW_tests
-    base codec rendezvous etcd spec sys run cluster check app tests
+    base codec rendezvous etcd frontend sys run ops cluster check app tests
     std posix asio process beast boost openssl spdlog yaml cli11 json catch2)
 
 # The layer of a project file, from its path relative to the source root; "" if none.
@@ -55,13 +58,13 @@ function(gculaunch_layer_of_path path out)
     set(layer base)
   elseif(path MATCHES "^rendezvous/bench/")
     set(layer tests)
-  elseif(path MATCHES "^rendezvous/etcd/")
+  elseif(path MATCHES "^etcd/")
     set(layer etcd)
   elseif(path MATCHES "^rendezvous/(protocol|codec|store)\\.(h|cc)$")
     set(layer codec)
   elseif(path MATCHES "^rendezvous/")
     set(layer rendezvous)
-  elseif(path MATCHES "^launcher/(spec|sys|run|cluster|check|app)/")
+  elseif(path MATCHES "^launcher/(frontend|sys|run|ops|cluster|check|app)/")
     set(layer ${CMAKE_MATCH_1})
   elseif(path MATCHES "^tests/")
     set(layer tests)

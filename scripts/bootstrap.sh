@@ -41,7 +41,7 @@ test_packages=(
   # platform recipes test: parses the Kubernetes/Volcano/Kubeflow manifests
   python3-yaml
   # rendezvous on etcd: the etcd 3.4 server the tests start (its v3 HTTP/JSON gateway is what
-  # rendezvous/etcd/ speaks), and etcdctl for people debugging a job's keys
+  # etcd/ speaks), and etcdctl for people debugging a job's keys
   etcd-server etcd-client
   # the openssl command, with which the TLS tests make their test CA
   openssl

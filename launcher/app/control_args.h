@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "launcher/run/control_socket.h"
+#include "launcher/ops/control_socket.h"
 
 namespace gculaunch {
 

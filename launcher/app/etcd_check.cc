@@ -37,7 +37,7 @@ std::string FixOf(const Error& error, const std::string& fallback) {
 }
 
 // GET /version on each endpoint alone (no user: /version needs none). Returns how many
-// answered. Coroutine arguments by value (GCC 12, see rendezvous/etcd/client.cc).
+// answered. Coroutine arguments by value (GCC 12, see etcd/client.cc).
 asio::awaitable<int> CheckEndpoints(asio::any_io_executor executor, etcd::ClientOptions options,
                                     Findings* findings) {
   int answered = 0;

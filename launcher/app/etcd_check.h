@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "base/error.h"
+#include "etcd/client.h"
 #include "launcher/check/preflight.h"
-#include "launcher/spec/etcd_settings.h"
-#include "rendezvous/etcd/client.h"
+#include "launcher/frontend/etcd_settings.h"
 
 namespace gculaunch {
 

@@ -31,7 +31,7 @@
 #include "launcher/cluster/etcd_board.h"
 #include "launcher/cluster/etcd_seat.h"
 #include "launcher/cluster/node_agent.h"
-#include "launcher/spec/launch_spec.h"
+#include "launcher/frontend/launch_spec.h"
 
 namespace gculaunch {
 

@@ -25,23 +25,23 @@
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/net_address.h"
 #include "launcher/cluster/node_agent.h"
+#include "launcher/frontend/dry_run.h"
+#include "launcher/frontend/python_shim.h"
+#include "launcher/frontend/stack_hook.h"
+#include "launcher/ops/event_log.h"
+#include "launcher/ops/file_timer.h"
+#include "launcher/ops/hang_check.h"
+#include "launcher/ops/hang_watch.h"
+#include "launcher/ops/metrics.h"
+#include "launcher/ops/metrics_http.h"
+#include "launcher/ops/stack_report.h"
+#include "launcher/ops/status_model.h"
+#include "launcher/ops/status_view.h"
 #include "launcher/run/agent_store.h"
-#include "launcher/run/event_log.h"
 #include "launcher/run/exit_summary.h"
-#include "launcher/run/file_timer.h"
-#include "launcher/run/hang_check.h"
-#include "launcher/run/hang_watch.h"
-#include "launcher/run/job_planner.h"
-#include "launcher/run/metrics.h"
-#include "launcher/run/metrics_http.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
-#include "launcher/run/stack_report.h"
-#include "launcher/run/status_model.h"
-#include "launcher/run/status_view.h"
-#include "launcher/spec/dry_run.h"
-#include "launcher/spec/python_shim.h"
-#include "launcher/spec/stack_hook.h"
+#include "launcher/run/rank_planner.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
@@ -280,7 +280,7 @@ struct Job::Loop {
   sys::Spawner spawner;
   const bool multinode;
   const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
-  JobPlanner planner;
+  RankPlanner planner;
   JobEventHub events;                   ///< every listener below hears the job's events
   JobStatus status;                     ///< `gculaunch status`, /metrics
   std::unique_ptr<EventLog> event_log;  ///< "<run log dir>/events.jsonl"

@@ -8,7 +8,7 @@
 //                       picked), the scratch directory for error files, the ranks' runtime
 //                       values, the layout line, the Python shim written
 //   4. Loop (built by its constructor): the event loop and what lives on it: io_context,
-//                       output writer thread, ChildWatcher, Spawner, JobPlanner, the
+//                       output writer thread, ChildWatcher, Spawner, RankPlanner, the
 //                       Supervisor's settings, the agent store
 //   5. AssembleCluster  multi-node only: the link to the store, this node's NodeAgent and,
 //                       on node 0, the Coordinator
@@ -51,14 +51,14 @@
 #include <vector>
 
 #include "base/env_map.h"
-#include "launcher/run/control_socket.h"
-#include "launcher/run/file_timer.h"
+#include "launcher/frontend/launch_spec.h"
+#include "launcher/frontend/rank_env.h"
+#include "launcher/ops/control_socket.h"
+#include "launcher/ops/file_timer.h"
+#include "launcher/ops/stack_dumper.h"
+#include "launcher/ops/stack_report.h"
 #include "launcher/run/logging.h"
-#include "launcher/run/stack_dumper.h"
-#include "launcher/run/stack_report.h"
 #include "launcher/run/supervisor.h"
-#include "launcher/spec/launch_spec.h"
-#include "launcher/spec/rank_env.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/held_dir.h"
 #include "rendezvous/listener.h"

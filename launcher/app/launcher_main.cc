@@ -9,10 +9,10 @@
 
 #include "base/exit_codes.h"
 #include "launcher/app/job.h"
+#include "launcher/frontend/cli.h"
+#include "launcher/frontend/dry_run.h"
+#include "launcher/frontend/launch_spec.h"
 #include "launcher/run/logging.h"
-#include "launcher/spec/cli.h"
-#include "launcher/spec/dry_run.h"
-#include "launcher/spec/launch_spec.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
 

@@ -2,7 +2,7 @@
 // every rank's Python stacks of a job running on this node (on node 0 of a multi-node job,
 // every node's, gathered through the job board), without stopping it.
 //
-// It finds the launches of this user by their control sockets (launcher/run/control_socket.h:
+// It finds the launches of this user by their control sockets (launcher/ops/control_socket.h:
 // FindControlEndpoint lists the user's control directory, skips stale sockets and selects one
 // launch: the only one, the one the selector names, or the only one in this network
 // namespace), asks it for "stacks", and prints the answer: where it came from (run id, node,

@@ -9,8 +9,8 @@
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "launcher/app/control_args.h"
+#include "launcher/ops/status_view.h"
 #include "launcher/run/logging.h"
-#include "launcher/run/status_view.h"
 
 namespace gculaunch {
 namespace {

@@ -8,8 +8,8 @@
 #include "base/one_line.h"
 #include "base/text.h"
 #include "launcher/check/ld_cache.h"
-#include "launcher/spec/dry_run.h"
-#include "launcher/spec/rank_env.h"
+#include "launcher/frontend/dry_run.h"
+#include "launcher/frontend/rank_env.h"
 
 namespace gculaunch {
 namespace {

@@ -35,8 +35,8 @@
 
 #include "base/env_map.h"
 #include "launcher/check/net_probe.h"
-#include "launcher/spec/device_profile.h"
-#include "launcher/spec/launch_spec.h"
+#include "launcher/frontend/device_profile.h"
+#include "launcher/frontend/launch_spec.h"
 #include "launcher/sys/command_runner.h"
 
 namespace gculaunch {

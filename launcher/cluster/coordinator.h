@@ -35,7 +35,7 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/job_board.h"
 #include "launcher/cluster/job_policy.h"
-#include "launcher/run/event_log.h"
+#include "launcher/run/job_events.h"
 
 namespace gculaunch {
 

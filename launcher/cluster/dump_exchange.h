@@ -30,7 +30,7 @@
 
 #include "base/lifetime.h"
 #include "launcher/cluster/job_board.h"
-#include "launcher/run/stack_report.h"
+#include "launcher/ops/stack_report.h"
 
 namespace gculaunch {
 

@@ -29,7 +29,7 @@
 
 #include "base/error.h"
 #include "base/lifetime.h"
-#include "rendezvous/etcd/client.h"
+#include "etcd/client.h"
 
 namespace gculaunch {
 

@@ -37,13 +37,13 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/job_board.h"
-#include "launcher/run/event_log.h"
-#include "launcher/run/hang_check.h"
-#include "launcher/run/hang_watch.h"
+#include "launcher/frontend/types.h"
+#include "launcher/ops/hang_check.h"
+#include "launcher/ops/hang_watch.h"
+#include "launcher/ops/stack_report.h"
+#include "launcher/run/job_events.h"
 #include "launcher/run/output_writer.h"
-#include "launcher/run/stack_report.h"
 #include "launcher/run/supervisor.h"
-#include "launcher/spec/types.h"
 
 namespace gculaunch {
 

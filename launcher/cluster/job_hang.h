@@ -29,8 +29,8 @@
 
 #include "base/error.h"
 #include "launcher/cluster/job_protocol.h"
-#include "launcher/run/hang_check.h"
-#include "launcher/run/stack_report.h"
+#include "launcher/ops/hang_check.h"
+#include "launcher/ops/stack_report.h"
 
 namespace gculaunch::job {
 

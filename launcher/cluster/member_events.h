@@ -11,7 +11,7 @@
 #pragma once
 
 #include "launcher/cluster/job_policy.h"
-#include "launcher/run/event_log.h"
+#include "launcher/run/job_events.h"
 
 namespace gculaunch {
 

@@ -11,7 +11,7 @@ using job::AgentEvent;
 using Phase = job::AgentState::Phase;
 using Clock = std::chrono::steady_clock;
 
-NodeAgent::NodeAgent(boost::asio::io_context& io, AgentBoard& board, JobPlanner& planner,
+NodeAgent::NodeAgent(boost::asio::io_context& io, AgentBoard& board, RankPlanner& planner,
                      NodeAgentSettings settings, spdlog::logger& log)
     : board_(board),
       planner_(planner),
@@ -327,7 +327,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   progress_timer_.cancel();
   const std::string port =
       plan.ranks_port != 0 ? std::to_string(plan.ranks_port) : settings_.ranks_port;
-  JobPlanner::Layout layout;
+  RankPlanner::Layout layout;
   layout.rank_offset = mine->rank_offset;
   layout.world_size = plan.world_size;
   layout.node_rank = mine->node_rank;

@@ -34,7 +34,7 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/job_board.h"
 #include "launcher/cluster/job_policy.h"
-#include "launcher/run/job_planner.h"
+#include "launcher/run/rank_planner.h"
 #include "launcher/run/supervisor.h"
 
 namespace gculaunch {
@@ -60,7 +60,7 @@ struct NodeAgentSettings {
 
 class NodeAgent : public JobLink {
  public:
-  NodeAgent(boost::asio::io_context& io, AgentBoard& board, JobPlanner& planner,
+  NodeAgent(boost::asio::io_context& io, AgentBoard& board, RankPlanner& planner,
             NodeAgentSettings settings, spdlog::logger& log);
   ~NodeAgent() override;
   NodeAgent(const NodeAgent&) = delete;
@@ -109,7 +109,7 @@ class NodeAgent : public JobLink {
   auto Current(F f);
 
   AgentBoard& board_;
-  JobPlanner& planner_;
+  RankPlanner& planner_;
   NodeAgentSettings settings_;
   spdlog::logger& log_;
   JobControl* supervisor_ = nullptr;  ///< this node's ranks (the Supervisor)

@@ -24,8 +24,8 @@
 #include <memory>
 
 #include "base/error.h"
+#include "launcher/frontend/launch_spec.h"
 #include "launcher/run/supervisor.h"
-#include "launcher/spec/launch_spec.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
 

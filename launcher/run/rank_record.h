@@ -70,4 +70,25 @@ class AttemptPlanner {
   virtual Result<std::vector<RankLaunch>> PlanAttempt(int restart_count) = 0;
 };
 
+/// What is known about one rank's progress, as ages in seconds at the time of the check (for
+/// the hang watch, launcher/ops/hang_check.h).
+struct RankProgress {
+  int local_rank = 0;
+  int rank = 0;
+  bool running = true;                    ///< not reaped yet
+  std::optional<double> output_age_s;     ///< since its last output; none: never printed
+  std::optional<double> heartbeat_age_s;  ///< since its heartbeat file's mtime; none: no file
+  double since_start_s = 0;               ///< since it was started
+};
+
+/// One rank to ask for a stack dump (launcher/ops/stack_dumper.h).
+struct StackTarget {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;           ///< -1: not running
+  std::string file;         ///< the hook's file; empty: started without the hook
+  int signal = 0;           ///< the stack-dump signal
+  std::string not_running;  ///< with pid -1: why ("exited with code 1", "not started")
+};
+
 }  // namespace gculaunch

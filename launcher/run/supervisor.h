@@ -37,7 +37,7 @@
 
 #include "base/error.h"
 #include "base/lifetime.h"
-#include "launcher/run/event_log.h"
+#include "launcher/run/job_events.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/run/worker_group.h"
 
@@ -127,9 +127,9 @@ class Supervisor : public JobControl {
   void JobStart(int restart_count) override;
   void JobStop() override;
   void JobExit(int exit_code) override;
-  /// --hang-timeout found the attempt hung (hang_watch.h): stop the ranks; with `restart`,
-  /// restart them if restarts are left (as after a failure), else exit 6.  Ignored unless
-  /// the attempt is running.
+  /// --hang-timeout found the attempt hung (launcher/ops/hang_watch.h): stop the ranks; with
+  /// `restart`, restart them if restarts are left (as after a failure), else exit 6.  Ignored
+  /// unless the attempt is running.
   void Hang(bool restart);
   /// The current phase (tests, the agent's logs).
   PolicyState::Phase phase() const { return state_.phase; }

@@ -35,12 +35,10 @@
 
 #include "base/error.h"
 #include "base/lifetime.h"
-#include "launcher/run/hang_check.h"
 #include "launcher/run/line_splitter.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
 #include "launcher/run/rank_record.h"
-#include "launcher/run/stack_dumper.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
@@ -99,11 +97,11 @@ class WorkerGroup {
   std::vector<sys::ProcInfo> Survivors() const;
   /// The records so far, with the current stderr tails.
   std::vector<RankRecord> Records() const;
-  /// The ranks to ask for a stack dump (stack_dumper.h): running ranks with their pid, exited
-  /// or never-started ones with the reason.
+  /// The ranks to ask for a stack dump (launcher/ops/stack_dumper.h): running ranks with their pid,
+  /// exited or never-started ones with the reason.
   std::vector<StackTarget> StackTargets() const;
   /// How long ago each started rank showed progress (output, heartbeat file), for
-  /// --hang-timeout (hang_check.h).
+  /// --hang-timeout (launcher/ops/hang_check.h).
   std::vector<RankProgress> Progress() const;
   /// Marks a rank's exit as having happened while the attempt was running.
   void MarkExitedWhileRunning(int local_rank);

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "base/text.h"
-#include "launcher/spec/cpu_list.h"
+#include "launcher/frontend/cpu_list.h"
 
 namespace gculaunch {
 namespace {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/spec/device_profile.h"
+#include "launcher/frontend/device_profile.h"
 
 namespace gculaunch {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/spec/launch_spec.h"
+#include "launcher/frontend/launch_spec.h"
 
 namespace gculaunch {
 

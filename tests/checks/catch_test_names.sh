@@ -9,7 +9,7 @@
 # directory: tests/base, tests/rendezvous and tests/launcher).
 set -euo pipefail
 src=${GCULAUNCH_SOURCE_DIR:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)}
-dirs=${CATCH_NAME_DIRS:-base rendezvous launcher}
+dirs=${CATCH_NAME_DIRS:-base rendezvous etcd launcher}
 python3 - "$src/tests" $dirs <<'PY'
 import pathlib, re, sys
 bad = 0

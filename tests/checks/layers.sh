@@ -3,7 +3,7 @@
 #
 # The build runs cmake/check_includes.cmake for every library target; this check proves
 # that checker from the outside:
-#   1. every .h/.cc of base/, rendezvous/, launcher/ and tests/ passes it;
+#   1. every .h/.cc of base/, rendezvous/, etcd/, launcher/ and tests/ passes it;
 #   2. in a throw-away tree laid out like the repository, each wrong-way include fails
 #      it with a message naming the file, the line and the rule (what the layer may
 #      include, as cmake/layers.cmake lists it), while a file with allowed includes passes;
@@ -66,19 +66,19 @@ expect_failure() {
 }
 
 # ---- 1. the real tree ----
-mapfile -t files < <(cd -- "$src" && find base rendezvous launcher tests -type f \
+mapfile -t files < <(cd -- "$src" && find base rendezvous etcd launcher tests -type f \
   \( -name '*.h' -o -name '*.cc' \) | LC_ALL=C sort)
-for dir in base rendezvous launcher tests; do
+for dir in base rendezvous etcd launcher tests; do
   printf '%s\n' "${files[@]}" | grep -q "^$dir/" || die "found no .h or .cc file under $src/$dir"
 done
 run_check "$src" "${files[@]/#/$src/}"
 ((status == 0)) || die "the tree breaks cmake/layers.cmake (fix the includes it names): $out"
-echo "layers: ok: ${#files[@]} files of base/, rendezvous/, launcher/ and tests/ pass"
+echo "layers: ok: ${#files[@]} files of base/, rendezvous/, etcd/, launcher/ and tests/ pass"
 
 # ---- 2. wrong-way includes in a throw-away tree ----
 tree=$work/tree
 # Copies of the real headers the includes below name: a quoted include must name a file.
-for header in base/error.h rendezvous/server.h rendezvous/etcd/gateway.h launcher/spec/cli.h \
+for header in base/error.h rendezvous/server.h etcd/gateway.h launcher/frontend/cli.h \
   launcher/cluster/coordinator.h; do
   mkdir -p "$tree/$(dirname "$header")"
   cp -- "$src/$header" "$tree/$header"
@@ -88,14 +88,14 @@ put() {
   cat >"$tree/$1"
 }
 
-put launcher/spec/ok.cc <<'EOF'
+put launcher/frontend/ok.cc <<'EOF'
 #include <string>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "base/error.h"
-#include "launcher/spec/cli.h"
+#include "launcher/frontend/cli.h"
 EOF
 put launcher/cluster/ok.cc <<'EOF'
 #include <sys/types.h>
@@ -105,29 +105,29 @@ put launcher/cluster/ok.cc <<'EOF'
 #include "launcher/cluster/coordinator.h"
 #include "rendezvous/server.h"
 EOF
-run_check "$tree" "$tree/launcher/spec/ok.cc" "$tree/launcher/cluster/ok.cc"
+run_check "$tree" "$tree/launcher/frontend/ok.cc" "$tree/launcher/cluster/ok.cc"
 ((status == 0)) || die "files with allowed includes fail the check: $out"
 echo "layers: ok: files with allowed includes pass"
 
-put launcher/spec/x.cc <<'EOF'
-// The spec layer is pure: no Asio, no Boost.Process.
+put launcher/frontend/x.cc <<'EOF'
+// The front end is pure: no Asio, no Boost.Process.
 #include <string>
 
 #include "base/error.h"
 #include <boost/asio.hpp>
 #  include <boost/process/v2.hpp>
 EOF
-spec=$(allowed spec)
-expect_failure "Asio and Boost.Process in launcher/spec/" launcher/spec/x.cc \
-  "launcher/spec/x.cc:5: layer 'spec' may not include boost/asio.hpp (asio); it may include: $spec" \
-  "launcher/spec/x.cc:6: layer 'spec' may not include boost/process/v2.hpp (process); it may include: $spec"
+frontend=$(allowed frontend)
+expect_failure "Asio and Boost.Process in launcher/frontend/" launcher/frontend/x.cc \
+  "launcher/frontend/x.cc:5: layer 'frontend' may not include boost/asio.hpp (asio); it may include: $frontend" \
+  "launcher/frontend/x.cc:6: layer 'frontend' may not include boost/process/v2.hpp (process); it may include: $frontend"
 
 put rendezvous/y.cc <<'EOF'
 #include "rendezvous/server.h"
-#include "launcher/spec/cli.h"
+#include "launcher/frontend/cli.h"
 EOF
 expect_failure "the launcher in rendezvous/" rendezvous/y.cc \
-  "rendezvous/y.cc:2: layer 'rendezvous' may not include launcher/spec/cli.h (spec); it may include: $(allowed rendezvous)"
+  "rendezvous/y.cc:2: layer 'rendezvous' may not include launcher/frontend/cli.h (frontend); it may include: $(allowed rendezvous)"
 
 put rendezvous/store.cc <<'EOF'
 #include <string>
@@ -136,15 +136,15 @@ EOF
 expect_failure "Asio in the store (the codec layer)" rendezvous/store.cc \
   "rendezvous/store.cc:2: layer 'codec' may not include boost/asio/io_context.hpp (asio); it may include: $(allowed codec)"
 
-put rendezvous/etcd/v.cc <<'EOF'
+put etcd/v.cc <<'EOF'
 // The etcd client knows nothing of the TCPStore or the launcher, and logs nothing itself.
-#include "rendezvous/etcd/gateway.h"
+#include "etcd/gateway.h"
 #include "rendezvous/server.h"
 #include <spdlog/spdlog.h>
 EOF
-expect_failure "the TCPStore server and spdlog in rendezvous/etcd/" rendezvous/etcd/v.cc \
-  "rendezvous/etcd/v.cc:3: layer 'etcd' may not include rendezvous/server.h (rendezvous); it may include: $(allowed etcd)" \
-  "rendezvous/etcd/v.cc:4: layer 'etcd' may not include spdlog/spdlog.h (spdlog); it may include: $(allowed etcd)"
+expect_failure "the TCPStore server and spdlog in etcd/" etcd/v.cc \
+  "etcd/v.cc:3: layer 'etcd' may not include rendezvous/server.h (rendezvous); it may include: $(allowed etcd)" \
+  "etcd/v.cc:4: layer 'etcd' may not include spdlog/spdlog.h (spdlog); it may include: $(allowed etcd)"
 
 put base/z.h <<'EOF'
 #pragma once

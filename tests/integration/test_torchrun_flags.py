@@ -11,7 +11,7 @@ Python 3.13's argparse refuses, is resolved by gculaunch: it names one flag.)
 
 The later torchrun flags (--signals-to-handle, --shutdown-timeout, --event-log-handler,
 --virtual-local-rank, --numa-binding) are in neither parser: the unit tests
-(tests/launcher/spec/cli_test.cc, launch_spec_test.cc) cover them.
+(tests/launcher/frontend/cli_test.cc, launch_spec_test.cc) cover them.
 """
 import json
 import os

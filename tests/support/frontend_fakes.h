@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/spec/device_profile.h"
-#include "launcher/spec/launch_spec.h"
+#include "launcher/frontend/device_profile.h"
+#include "launcher/frontend/launch_spec.h"
 #include "tests/support/test_util.h"
 
 namespace gculaunch::testing {

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "launcher/spec/cli.h"
+#include "launcher/frontend/cli.h"
 #include "launcher/sys/device_probe.h"
 #include "tests/support/fake_ld_cache.h"
 #include "tests/support/frontend_fakes.h"

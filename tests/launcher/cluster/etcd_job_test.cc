@@ -56,7 +56,7 @@ struct EtcdJob {
     std::unique_ptr<EtcdMember> member;
     std::unique_ptr<EtcdSeat> seat;
     std::unique_ptr<LaunchSpec> spec;
-    std::unique_ptr<JobPlanner> planner;
+    std::unique_ptr<RankPlanner> planner;
     std::unique_ptr<EtcdAgentBoard> board;
     std::unique_ptr<FakeRanks> ranks;
     std::unique_ptr<NodeAgent> agent;
@@ -87,7 +87,7 @@ struct EtcdJob {
     p->spec->executable = "/bin/true";
     p->spec->argv = {"/bin/true"};
     RankRuntime runtime{"0", "r", dir.File("node" + std::to_string(i))};
-    p->planner = std::make_unique<JobPlanner>(*p->spec, base, runtime, false);
+    p->planner = std::make_unique<RankPlanner>(*p->spec, base, runtime, false);
     NodeAgentSettings s;
     s.config.max_restarts = max_restarts;
     s.config.rdzv_timeout_s = 60;

@@ -23,7 +23,7 @@
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/node_agent.h"
-#include "launcher/run/job_planner.h"
+#include "launcher/run/rank_planner.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
 #include "tests/support/test_util.h"
@@ -138,7 +138,7 @@ struct JobFixture {
 
   struct Node {
     std::unique_ptr<LaunchSpec> spec;
-    std::unique_ptr<JobPlanner> planner;
+    std::unique_ptr<RankPlanner> planner;
     std::unique_ptr<AgentLink> link;
     RemoteAgentLink* remote = nullptr;  ///< the same object as `link` on nodes > 0
     std::unique_ptr<StoreAgentBoard> board;
@@ -156,7 +156,7 @@ struct JobFixture {
     n.spec->executable = "/bin/true";
     n.spec->argv = {"/bin/true"};
     RankRuntime runtime{"0", "r", dir.File("node" + std::to_string(node))};
-    n.planner = std::make_unique<JobPlanner>(*n.spec, base, runtime, false);
+    n.planner = std::make_unique<RankPlanner>(*n.spec, base, runtime, false);
     NodeAgentSettings s;
     s.config.node_rank = registered_as >= 0 ? registered_as : node;
     s.config.max_restarts = max_restarts;

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <string>
 
-#include "launcher/spec/python_shim.h"
-#include "launcher/spec/stack_hook.h"
+#include "launcher/frontend/python_shim.h"
+#include "launcher/frontend/stack_hook.h"
 #include "launcher/sys/local_files.h"
 #include "tests/support/test_util.h"
 

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-#include "rendezvous/etcd/client.h"
+#include "etcd/client.h"
 
 // GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames are inlined.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"

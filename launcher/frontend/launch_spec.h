@@ -1,0 +1,247 @@
+// LaunchSpec: everything needed to start this node's ranks, decided up front.
+//
+// MakeLaunchSpec() turns the parsed command line, the environment and the
+// device probe into a LaunchSpec and does all cross-field validation; after
+// it succeeds, nothing about the job is ambiguous any more.  The dry run
+// prints a LaunchSpec and the real launch executes it: both call the same
+// pure BuildRankEnv()/BuildRankArgv() (rank_env.h), which is what makes the
+// dry run trustworthy.
+//
+// Values that only exist once a launch happens (a port picked at launch, a
+// generated run id, the error-file directory) are not in the spec; they come
+// in a RankRuntime (rank_env.h).
+//
+// Precedence of every setting, highest first: the command line, its PET_*
+// environment variable (cli.h), a --job file (job_file.h; merged first, so
+// its values count as given for the platform layer), a PlatformInfo (the job
+// platform's variables, read by ReadPlatform in platform.h), gculaunch's default.
+//
+// Ownership: MakeLaunchSpec borrows its inputs for the call only.  Thread
+// safety: plain values; FileAccess and DeviceProbe are used from one thread.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/cidr.h"
+#include "base/env_map.h"
+#include "base/error.h"
+#include "launcher/frontend/cpu_affinity.h"
+#include "launcher/frontend/device_profile.h"
+#include "launcher/frontend/etcd_settings.h"
+#include "launcher/frontend/platform.h"
+#include "launcher/frontend/types.h"
+
+namespace gculaunch {
+
+struct CliOptions;  // cli.h
+
+struct LaunchSpec {
+  // ---- topology (torchrun's meanings) ----
+  int nnodes = 1;  ///< elastic: MAX
+  /// Elastic (--nnodes MIN:MAX, MIN < MAX): MIN; 0 for a fixed-size job.  Node ranks, WORLD_SIZE
+  /// and the rank offset are then assigned per epoch by the job (docs/multinode.md); node_rank
+  /// only says whether this node hosts the store (0) or not (1).
+  int min_nodes = 0;
+  bool elastic() const { return min_nodes > 0 && min_nodes < nnodes; }
+  /// Elastic: whether this node hosts the store, when the command line or the platform says
+  /// (--rdzv-conf is_host, --node-rank / RANK 0); unknown: the node whose address the
+  /// endpoint names (decided at launch).
+  std::optional<bool> store_host;
+  /// Elastic: --rdzv-conf last_call_timeout (seconds, torchrun's default 30).
+  double last_call_s = 30;
+  int node_rank = 0;       ///< GROUP_RANK
+  int nproc_per_node = 1;  ///< LOCAL_WORLD_SIZE
+  int rank_offset = 0;     ///< RANK of this node's local rank 0 (node_rank * nproc_per_node)
+  int world_size = 1;      ///< WORLD_SIZE (all nodes: nnodes * nproc_per_node)
+  std::string master_addr = "127.0.0.1";
+  /// The port the ranks get as MASTER_PORT.  0: chosen at launch (kAgent:
+  /// gculaunch binds port 0 and keeps the socket; kRank0: a free port is
+  /// probed just before spawning, as torch 1.13 --standalone does).
+  int master_port = 0;
+  bool standalone = false;
+  std::string role = "default";
+  /// TORCHELASTIC_RUN_ID.  Empty: generated at launch (--standalone without
+  /// --run-id).  Without --standalone and --run-id it is torchrun's static
+  /// default, the literal "none".
+  std::string run_id;
+  int max_restarts = 0;
+  /// --restart-backoff: the wait before a restart after quick failures (initial_s 0: off).
+  RestartBackoff restart_backoff;
+  StoreMode store_mode = StoreMode::kAgent;
+  /// --worker-port as given (0: not given).  Only with kRank0, and already
+  /// folded into master_port; kept so that a later multi-node rendezvous can
+  /// tell the agents' port from the ranks' store port.
+  int worker_port = 0;
+  /// --rdzv-conf, validated (accepted keys in cli.h).  Not used by a
+  /// single-node launch; join_timeout (or timeout) is the default of rdzv_timeout_s.
+  std::map<std::string, std::string> rdzv_conf;
+  /// --rdzv-backend as given ("static" when not given).
+  std::string rdzv_backend = "static";
+  /// --rdzv-backend etcd (or etcd-v2): the job's rendezvous in etcd (etcd_settings.h); the
+  /// ranks' store is then hosted by each epoch's leader, not by --rdzv-endpoint.
+  std::optional<EtcdSettings> etcd;
+  /// Multi-node: the port node 0's gculaunch serves the node agents on (MASTER_PORT as
+  /// read).  With the agent store the ranks use it too (master_port == agent_port); with
+  /// --no-agent-store the ranks get --worker-port, or a port node 0 picks per restart
+  /// (master_port == 0).  0 on a single node.
+  int agent_port = 0;
+  /// Multi-node: how long a node waits for the master node to answer, and node 0 for every
+  /// node to join (--rdzv-timeout, else --rdzv-conf join_timeout/timeout, else 900).
+  double rdzv_timeout_s = 900;
+  /// Multi-node: the address this node publishes to the others (--local-addr); empty: the
+  /// address of the interface that routes to the master.
+  std::string local_addr;
+
+  // ---- the ranks' program ----
+  /// The command before per-rank substitution, e.g. {"/usr/bin/python3", "-u",
+  /// "train.py", "cfg.py"}; `${local_rank}` in argv[1..] is replaced per rank.
+  /// With local_rank_arg, "--local_rank=${local_rank}" already sits right after
+  /// the script (where torch.distributed.launch put it).
+  std::vector<std::string> argv;
+  /// The file to execute: argv[0] resolved on PATH (an absolute path, or the
+  /// user's own path when it contains '/').  The spawner execs this with argv.
+  std::string executable;
+  bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
+  std::string python;           ///< interpreter used; empty with --no-python
+  std::string python_origin;    ///< how it was chosen: "python3 on PATH", "--python", "PYTHON_EXEC"
+  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
+  bool backend_fallback = true;  ///< false with --no-backend-fallback (python_shim.h)
+  /// The ranks get PYTHONFAULTHANDLER=1 unless the user set it (false with
+  /// --no-python-faulthandler): a crash in C code still prints the Python stack.
+  bool python_faulthandler = true;
+  /// --stack-dumps (also on with --hang-timeout): the ranks load gculaunch's stack-dump hook
+  /// (stack_hook.h), which dumps every thread's Python stack on `stack_dump_signal`.
+  bool stack_dumps = false;
+  int stack_dump_signal = 0;  ///< StackDumpSignal() when stack_dumps; 0 otherwise
+  /// --hang-timeout in seconds; 0: no hang detection.  Each rank then gets
+  /// GCULAUNCH_HEARTBEAT_FILE (stack_hook.h), and stack_dumps is on.
+  double hang_timeout_s = 0;
+  double hang_grace_s = 600;  ///< --hang-grace: before an attempt's first progress
+  OnHang on_hang = OnHang::kStop;
+  /// TORCHELASTIC_ENABLE_FILE_TIMER=1 in gculaunch's environment: gculaunch serves torch's
+  /// file-timer watchdog (launcher/ops/file_timer.h) on file_timer_path, which every rank
+  /// gets as TORCHELASTIC_TIMER_FILE (FileTimerPath in rank_env.h).
+  bool file_timer = false;
+  std::string file_timer_path;  ///< TORCHELASTIC_TIMER_FILE as given; empty: chosen at launch
+
+  // ---- devices ----
+  DeviceProfile profile;
+  std::vector<std::string> device_pool;  ///< card ids the ranks may use, in order
+  std::string pool_source;               ///< where the pool came from, for notes/logs
+  DeviceBind bind = DeviceBind::kAll;
+  /// --cpu-affinity and its plan (cpu_affinity.h): per local rank, the CPUs it
+  /// may run on and why; both empty with kNone.
+  CpuAffinity cpu_affinity = CpuAffinity::kNone;
+  std::vector<std::vector<int>> rank_cpus;
+  std::vector<std::string> rank_cpus_where;
+
+  // ---- environment ----
+  std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)
+  std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none
+
+  // ---- supervision and output ----
+  double grace_period_s = 25.0;  ///< SIGTERM -> SIGKILL, on every stop path
+  /// --signals-to-handle: signal numbers that stop the ranks besides SIGINT, SIGTERM, SIGHUP
+  /// and SIGQUIT (which always do): SIGUSR1, SIGUSR2 (otherwise forwarded), SIGALRM.
+  std::vector<int> extra_stop_signals;
+  std::string log_dir;                ///< per-rank log files; empty: none
+  bool allow_shared_log_dir = false;  ///< --allow-shared-log-dir: warn instead of refusing
+  StdStreams redirects;               ///< --redirects: streams that go to the log files only
+  StdStreams tee;                     ///< --tee: streams that go to the log files and the console
+  double progress_interval_s = 30.0;  ///< --progress-interval: non-terminal console, \r updates
+  std::vector<int> console_local_ranks;  ///< --local-ranks-filter; empty: all ranks
+  StdinMode stdin_mode = StdinMode::kNull;
+  std::string summary_json;       ///< --summary-json PATH; empty: none
+  std::string error_file_parent;  ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
+
+  // ---- metrics (docs/operations.md) ----
+  std::optional<int> metrics_port;         ///< --metrics-port; empty: no metrics server
+  std::string metrics_addr = "127.0.0.1";  ///< --metrics-addr
+
+  // ---- the store's memory bounds (docs/tcpstore-protocol.md section 6.1); empty: default ----
+  std::optional<std::size_t> store_max_queued;    ///< --store-max-queued
+  std::optional<std::size_t> store_max_buffered;  ///< --store-max-buffered
+
+  // ---- who may steer the job (docs/security.md) ----
+  /// --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE); empty: no secret.
+  std::string job_secret_file;
+  /// Its content without trailing line breaks.  Never printed, logged or given to a rank.
+  std::string job_secret;
+  /// --store-allow; empty: the store accepts anyone.
+  std::vector<Network> store_allow;
+
+  // ---- what to do ----
+  bool dry_run = false;  ///< --dry-run: print, start nothing
+  DryRunFormat dry_run_format = DryRunFormat::kTable;
+
+  /// Explanations for the dry run and the start-up log ("no cards found,
+  /// previewing 8 ranks"); never part of any value.
+  std::vector<std::string> notes;
+  /// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
+  /// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)": the topology and the inputs it
+  /// came from (platform.h).  A launch logs it once at start; the dry run shows
+  /// it before everything else.
+  std::string layout;
+  /// Job-platform variables a guard ignored (a stray WORLD_SIZE, ...): a launch
+  /// prints each as a warning; the dry run shows them after the layout line.
+  std::vector<std::string> warnings;
+};
+
+/// The variable that may name the job secret's file instead of --job-secret-file; like the
+/// etcd password's variable, no rank inherits it.
+inline constexpr char kJobSecretFileEnv[] = "GCULAUNCH_JOB_SECRET_FILE";
+
+/// The file-system look-ups MakeLaunchSpec needs besides the device probe (the real one is
+/// sys/local_files.h).
+class FileAccess {
+ public:
+  virtual ~FileAccess() = default;
+  /// `name` without '/': the first executable file named so in the
+  /// ':'-separated `path_var` directories (as execvp searches), as a path.
+  /// `name` with '/': itself if it is an executable file.  nullopt otherwise.
+  virtual std::optional<std::string> FindExecutable(const std::string& name,
+                                                    const std::string& path_var) const = 0;
+  /// The whole content of a text file: a regular file of at most 1 MiB (LocalFileAccess); the
+  /// error names the file and the reason, with a hint when the reason has its own fix.
+  virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
+  /// Whether `path` names an existing file (of any kind, executable or not): tells "not
+  /// executable" (exit 126) from "not found" (exit 127).
+  virtual bool FileExists(const std::string& /*path*/) const { return false; }
+  /// The entry names of a directory, sorted; empty when it cannot be read
+  /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
+  virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }
+};
+
+/// Builds and validates the spec.  `env` is gculaunch's own environment (as
+/// read by main): it supplies the job platform's variables (ReadPlatform in
+/// platform.h), the card pool (the profile's first visible-devices variable),
+/// PYTHON_EXEC, PATH, OMP_NUM_THREADS and TORCHELASTIC_ERROR_FILE.
+/// Errors are one line naming the flag or variable and the fix; the caller
+/// prints Error::Format() and exits with exit_code::kUsage.
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files);
+
+/// Same, with the job platform already read (or made up, in tests): `env` is
+/// not searched for platform variables.
+Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
+                                  const DeviceProbe& probe, const FileAccess& files,
+                                  const PlatformInfo& platform);
+
+/// Where this run's rank logs (and copies of its error files) go, as the dry run
+/// states it: "<log_dir>/<run_id>_<random>" (torchrun's layout; the launch makes
+/// a new directory, so a second run into the same --log-dir, or another node
+/// sharing it, never overwrites this one).  With --redirects or
+/// --tee but no --log-dir: "<TMPDIR>/torchelastic_<random>/<run_id>_<random>"
+/// (a kept temporary directory, as torchrun makes).  Empty when no log files
+/// are written (WantsLogFiles).
+std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
+
+/// True when the ranks' output is written to log files: --log-dir, or
+/// --redirects/--tee (without --log-dir, in a new kept torchelastic_ directory).
+bool WantsLogFiles(const LaunchSpec& spec);
+
+}  // namespace gculaunch

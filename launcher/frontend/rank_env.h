@@ -1,0 +1,115 @@
+// BuildRankEnv / BuildRankArgv: the complete environment and command line of
+// one rank, as pure functions.
+//
+// The dry run prints their output and the spawner passes it unchanged, so
+// what `gculaunch --dry-run` shows is exactly what a rank receives (a test
+// compares it with /proc/<pid>/environ).
+//
+// Layering of variables, lowest to highest:
+//   device profile env  <  the user's environment (`base`)  <  --env
+//   then defaults that apply only when that merged environment lacks them:
+//     NCCL_ASYNC_ERROR_HANDLING=1, TORCH_NCCL_ASYNC_ERROR_HANDLING=1,
+//     PYTHONUNBUFFERED=1, OMP_NUM_THREADS=<spec.omp_num_threads_default>,
+//     PYTHONFAULTHANDLER=1 (unless spec.python_faulthandler is false)
+//   and then gculaunch's own per-rank variables (OwnedRankVariables(): LOCAL_RANK,
+//   RANK, ..., the visible-devices variables, GCULAUNCH_*), which nothing
+//   overrides: MakeLaunchSpec rejects --env for them.
+//
+// Device variables (only when the spec has a card pool):
+//   visible-devices variables  --bind all: the whole pool ("4,5,6,7");
+//                              --bind rank: pool[local_rank] ("6")
+//   GCULAUNCH_DEVICE           the rank's card, as named in the pool ("6")
+//   GCULAUNCH_DEVICE_INDEX     the index to pass to set_device()/gcu_device():
+//                              --bind all: local_rank; --bind rank: 0
+//   With more ranks than cards under --bind all, ranks share cards round-robin
+//   (card pool[local_rank % n], index local_rank % n).
+//   GCULAUNCH_BACKEND (the profile's backend, e.g. eccl) is always set.
+//
+// --cpu-affinity numa|spread: GCULAUNCH_CPUS is the rank's CPU list
+// ("0-7,32-39"; the launch pins the rank to it before exec), and the
+// OMP_NUM_THREADS default is the rank's CPU count instead of torchrun's 1.
+//
+// --python-shim adds the shim's variables and puts its directory first on
+// PYTHONPATH (python_shim.h); without it, GCULAUNCH_SHIM_* inherited from
+// an outer launch are removed.
+//
+// Thread safety: pure functions of their arguments.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/env_map.h"
+#include "launcher/frontend/launch_spec.h"
+
+namespace gculaunch {
+
+/// Values known only when a launch happens.  The dry run fills them with
+/// stated placeholders such as "<port chosen at launch>" (dry_run.h).
+struct RankRuntime {
+  std::string master_port;  ///< MASTER_PORT as exported
+  std::string run_id;       ///< TORCHELASTIC_RUN_ID
+  /// gculaunch's private directory for every file a rank opens by name: error files
+  /// (<root>/attempt_<n>/<local_rank>/error.json), stacks and heartbeat files, the hook and
+  /// shim directories, the default watchdog timer.  Never inside --log-dir, which another
+  /// user may be able to rename (docs/security.md).
+  std::string rank_file_root;
+  /// The run's log directory (rank logs, copies of the error files, events.jsonl, hang
+  /// reports), as shown; empty without log files.  gculaunch reaches it by descriptor only.
+  std::string log_root;
+  std::string launcher_pid;  ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
+};
+
+/// What the launch decided at run time; each is used only when the spec left
+/// it open (the dry run passes placeholders instead).
+struct LaunchChoices {
+  std::string chosen_port;       ///< used when spec.master_port == 0
+  std::string generated_run_id;  ///< used when spec.run_id is empty
+  std::string scratch_dir;       ///< rank_file_root: the private temporary directory
+  std::string launcher_pid;      ///< getpid() of gculaunch (the parent of every rank)
+};
+
+/// The RankRuntime of a launch: the spec's own values where it has them, else
+/// the choices.  rank_file_root is choices.scratch_dir; log_root is RunLogRoot(spec,
+/// run_id) when log files are written.  The real launch and the dry run both use this.
+RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choices);
+
+/// Everything the rank with `local_rank` gets in attempt `restart_count`.
+/// `base` is gculaunch's own environment (as read by main).
+/// REQUIRES: 0 <= local_rank < spec.nproc_per_node.
+EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, int restart_count,
+                    const RankRuntime& runtime);
+
+/// The rank's argv: spec.argv with ${local_rank} substituted in argv[1..]
+/// (which includes the --local_rank=${local_rank} that MakeLaunchSpec placed
+/// there for --local-rank-arg).  The rules are torchrun's (Python's
+/// string.Template.safe_substitute): "${local_rank}" and "$local_rank" become
+/// the number, "$$" becomes "$", any other "$..." is kept.  argv[0] (the
+/// interpreter, or the program with --no-python) is never substituted.
+std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank);
+
+/// The error file path of one rank in one attempt:
+/// "<rank_file_root>/attempt_<restart_count>/<local_rank>/error.json".
+std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank);
+
+/// With spec.file_timer: the FIFO of torch's file-timer watchdog, TORCHELASTIC_TIMER_FILE as
+/// given, else "<rank_file_root>/watchdog_timer".  Empty without it.
+std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime);
+
+/// The variables BuildRankEnv decides itself, whatever the layers below say
+/// (torchrun's per-rank set, GCULAUNCH_*, the profile's visible-devices
+/// variables); --env may not set them.
+std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile);
+
+/// The rank contract: every variable a rank's environment holds because of gculaunch
+/// (OwnedRankVariables, the defaults above, the profile's variables and --env), whether or
+/// not gculaunch's own environment already had the same value.  The dry run lists all of
+/// them.
+std::vector<std::string> RankContractVariables(const LaunchSpec& spec);
+
+/// The text shown in a visible-devices variable for a rank that has no card
+/// left in the pool (dry run of --bind rank with too few cards only; a real
+/// launch is rejected by MakeLaunchSpec before it could happen).
+inline constexpr const char* kNoCardLeft = "<no card left in the pool>";
+
+}  // namespace gculaunch
