@@ -4,7 +4,7 @@
 #include <memory>
 #include <sstream>
 
-#include "launcher/app/etcd_check.h"
+#include "launcher/cluster/etcd_options.h"
 #include "launcher/cluster/net_address.h"
 
 namespace gculaunch {
