@@ -1,8 +1,11 @@
-// Job: a real launch of a LaunchSpec, from guardian to exit code.  RunJob runs one.
+// Launch: one gculaunch process's launch of a LaunchSpec, from guardian to exit code; RunLaunch
+// runs one.  (The job is the whole training run: every node and every attempt.  A launch is
+// this node's part of it; with several nodes, launcher/cluster/cluster_node.h joins it to the
+// others.)
 //
-// Job::Run takes these steps, each a method of its own:
+// Launch::Run takes these steps, each a method of its own:
 //   1. SetUpProcess     stdio open, SIGPIPE ignored, SIGCHLD default; then the script is
-//                       checked (CheckScript in job.cc)
+//                       checked (CheckScript in launch.cc)
 //   2. StartGuardian    the guardian forked (still single-threaded, no socket yet)
 //   3. ChooseAtLaunch   launch-time choices: run id, the store's port bound (or a free port
 //                       picked), the scratch directory for error files, the ranks' runtime
@@ -23,7 +26,7 @@
 // A step that makes the launch impossible prints why; Run returns the exit code.
 //
 // Ownership and lifetimes, outermost first:
-//   * Job: the guardian, the store's bound socket (until the agent store takes it), the
+//   * Launch: the guardian, the store's bound socket (until the agent store takes it), the
 //     scratch directory's path and the ranks' runtime values, for the whole of Run.  On an
 //     early return or an exception the guardian's destructor closes it without "done", so it
 //     kills every group that was started, and reaps it.
@@ -34,9 +37,9 @@
 //     agent, the coordinator, their boards and links, which hold references into the Loop.
 //   * Supervisor (a local of Supervise): lives until the summary is written, because
 //     destroying it closes the ranks' output streams, which flush their last partial lines.
-//   The borrowed spec, environment, logger, sink and options must outlive the Job.
+//   The borrowed spec, environment, logger, sink and options must outlive the Launch.
 //
-// Thread safety: main thread only; a Job runs once.
+// Thread safety: main thread only; a Launch runs once.
 #pragma once
 
 #include <spdlog/logger.h>
@@ -67,7 +70,7 @@
 
 namespace gculaunch {
 
-struct JobOptions {
+struct LaunchOptions {
   bool force_sigchld = false;                     ///< GCULAUNCH_CHILD_WATCHER=sigchld
   std::chrono::milliseconds kill_wait{5000};      ///< SIGKILL -> stuck report
   std::chrono::milliseconds output_flush{10000};  ///< at exit, for a console that does not drain
@@ -76,15 +79,15 @@ struct JobOptions {
 
 struct JobOutcome;
 
-class Job {
+class Launch {
  public:
-  /// Borrows every argument for the Job's lifetime.
-  Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-      const JobOptions& options);
-  Job(const Job&) = delete;
-  Job& operator=(const Job&) = delete;
+  /// Borrows every argument for the Launch's lifetime.
+  Launch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+         const LaunchOptions& options);
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
 
-  /// Runs the job; returns gculaunch's exit code (exit_codes.h).  REQUIRES: called once.
+  /// Runs the launch; returns gculaunch's exit code (exit_codes.h).  REQUIRES: called once.
   int Run();
 
  private:
@@ -120,7 +123,7 @@ class Job {
   const EnvMap& env_;
   spdlog::logger& log_;
   LogSink& sink_;
-  const JobOptions& options_;
+  const LaunchOptions& options_;
 
   std::optional<sys::Guardian> guardian_;
   rendezvous::OpenFileLimit open_files_;  ///< raised after the guardian started
@@ -133,8 +136,8 @@ class Job {
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };
 
-/// Runs the job (a Job); returns gculaunch's exit code (exit_codes.h).
-int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-           const JobOptions& options);
+/// Runs the launch (a Launch); returns gculaunch's exit code (exit_codes.h).
+int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+              const LaunchOptions& options);
 
 }  // namespace gculaunch

@@ -1,4 +1,4 @@
-#include "launcher/app/job.h"
+#include "launcher/app/launch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -83,7 +83,7 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return sys::ReplaceFile(path, text);
 }
 
-SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& options,
+SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOptions& options,
                                       JobEvents* events) {
   SupervisorConfig config;
   config.events = events;
@@ -145,8 +145,8 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
 
 // The event loop and every object that runs on it (step 4).  Members are declared in
 // construction order; the io_context, first, is destroyed last.
-struct Job::Loop {
-  explicit Loop(Job& job);
+struct Launch::Loop {
+  explicit Loop(Launch& launch);
   std::string RenderMetricsNow();
   std::string StatusNow() const;
   std::map<int, double> ProgressAges() const;
@@ -174,51 +174,52 @@ struct Job::Loop {
   std::unique_ptr<MetricsHttpServer> metrics;  ///< --metrics-port
 };
 
-Job::Loop::Loop(Job& job)
-    : watcher(io, job.options_.force_sigchld),
-      multinode(RunsAsCluster(job.spec_)),
-      rank0_terminal(job.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
-      planner(job.spec_, job.env_, job.runtime_, rank0_terminal, job.log_dir_),
-      config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
-  job.sink_.Attach(&writer, console_err);
+Launch::Loop::Loop(Launch& launch)
+    : watcher(io, launch.options_.force_sigchld),
+      multinode(RunsAsCluster(launch.spec_)),
+      rank0_terminal(launch.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
+      planner(launch.spec_, launch.env_, launch.runtime_, rank0_terminal, launch.log_dir_),
+      config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)) {
+  launch.sink_.Attach(&writer, console_err);
   writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
-  spawner.set_child_open_files(job.open_files_.before);
+  spawner.set_child_open_files(launch.open_files_.before);
   events.Add(&status);
-  if (job.log_dir_) {
-    auto opened =
-        EventLog::Open(*job.log_dir_, "events.jsonl", job.runtime_.run_id, job.spec_.node_rank);
+  if (launch.log_dir_) {
+    auto opened = EventLog::Open(*launch.log_dir_, "events.jsonl", launch.runtime_.run_id,
+                                 launch.spec_.node_rank);
     if (opened.ok()) {
       event_log = std::move(*opened);
       events.Add(event_log.get());
     } else {
-      job.log_.warn("{} (fix: {})", opened.error().what, opened.error().hint);
+      launch.log_.warn("{} (fix: {})", opened.error().what, opened.error().hint);
     }
   }
   if (watcher.mode() == sys::ChildWatcher::Mode::kSigchld) {
-    job.log_.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
+    launch.log_.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
   }
-  if (job.metrics_socket_) store_metrics = std::make_shared<rendezvous::StoreMetrics>();
-  if (job.store_socket_) {
+  if (launch.metrics_socket_) store_metrics = std::make_shared<rendezvous::StoreMetrics>();
+  if (launch.store_socket_) {
     auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
     options.metrics = store_metrics;
-    options.max_connections = job.StoreConnectionCap();
-    if (job.spec_.store_max_queued) options.limits.max_queued = *job.spec_.store_max_queued;
-    if (job.spec_.store_max_buffered) options.limits.max_buffered = *job.spec_.store_max_buffered;
-    options.agent_secret = job.spec_.job_secret;
-    options.allow = job.spec_.store_allow;
-    store.emplace(io, std::move(*job.store_socket_), job.log_, std::move(options));
-    store->server().Set("run_id", job.runtime_.run_id);
+    options.max_connections = launch.StoreConnectionCap();
+    if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
+    if (launch.spec_.store_max_buffered)
+      options.limits.max_buffered = *launch.spec_.store_max_buffered;
+    options.agent_secret = launch.spec_.job_secret;
+    options.allow = launch.spec_.store_allow;
+    store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
+    store->server().Set("run_id", launch.runtime_.run_id);
   }
-  if (job.metrics_socket_) {
-    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*job.metrics_socket_),
+  if (launch.metrics_socket_) {
+    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*launch.metrics_socket_),
                                                   [this] { return RenderMetricsNow(); });
-    metrics->set_warn([&log = job.log_](const std::string& line) { log.warn("{}", line); });
+    metrics->set_warn([&log = launch.log_](const std::string& line) { log.warn("{}", line); });
   }
 }
 
 // Seconds since each running rank's last output or heartbeat (the freshest of the two; a
 // rank that showed neither yet: since its start), by global rank.
-std::map<int, double> Job::Loop::ProgressAges() const {
+std::map<int, double> Launch::Loop::ProgressAges() const {
   std::map<int, double> ages;
   if (supervisor == nullptr || supervisor->group() == nullptr) return ages;
   for (const RankProgress& p : supervisor->group()->Progress()) {
@@ -233,7 +234,7 @@ std::map<int, double> Job::Loop::ProgressAges() const {
 
 // The answer to the control socket's "status": the job's picture with each running rank's
 // /proc sample (status_view.h).
-std::string Job::Loop::StatusNow() const {
+std::string Launch::Loop::StatusNow() const {
   StatusInput in;
   in.job = &status.snapshot();
   in.now = status.Now();
@@ -245,7 +246,7 @@ std::string Job::Loop::StatusNow() const {
 }
 
 // One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.
-std::string Job::Loop::RenderMetricsNow() {
+std::string Launch::Loop::RenderMetricsNow() {
   MetricsInput in;
   in.job = &status.snapshot();
   in.now = status.Now();
@@ -263,11 +264,11 @@ std::string Job::Loop::RenderMetricsNow() {
   return RenderMetrics(in);
 }
 
-Job::Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-         const JobOptions& options)
+Launch::Launch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+               const LaunchOptions& options)
     : spec_(spec), env_(env), log_(log), sink_(sink), options_(options) {}
 
-int Job::Run() {
+int Launch::Run() {
   SetUpProcess();
   if (auto script = CheckScript(spec_); !script.ok()) {
     PrintError(script.error());
@@ -280,7 +281,7 @@ int Job::Run() {
   return code;
 }
 
-void Job::SetUpProcess() {
+void Launch::SetUpProcess() {
   sys::EnsureStdioOpen();
   sys::IgnoreSigpipe();
   sys::DefaultSigchld();
@@ -289,7 +290,7 @@ void Job::SetUpProcess() {
 // Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
 // one (every store connection is a descriptor); the ranks get the limit gculaunch was
 // started with back (Spawner).
-void Job::StartGuardian() {
+void Launch::StartGuardian() {
   sys::GuardianOptions options;
   options.reporter = [this](const std::string& line) { log_.warn("{}", line); };
   if (auto started = sys::Guardian::Start(std::move(options)); started.ok()) {
@@ -311,7 +312,7 @@ void Job::StartGuardian() {
 
 // The store's connections may use what the launch itself does not: per rank two pipes, two
 // log files and a pidfd, plus the reserve and a margin for logs, sockets and the loop.
-std::size_t Job::StoreConnectionCap() const {
+std::size_t Launch::StoreConnectionCap() const {
   const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
   const std::uint64_t own =
       kReservedDescriptors + 64 + 8 * static_cast<std::uint64_t>(spec_.nproc_per_node);
@@ -320,7 +321,7 @@ std::size_t Job::StoreConnectionCap() const {
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
-void Job::WatchGuardian(boost::asio::steady_timer& timer) {
+void Launch::WatchGuardian(boost::asio::steady_timer& timer) {
   if (!guardian_) return;
   timer.expires_after(std::chrono::seconds(1));
   timer.async_wait([this, &timer](const boost::system::error_code& ec) {
@@ -330,7 +331,7 @@ void Job::WatchGuardian(boost::asio::steady_timer& timer) {
 
 // ---- launch-time choices ----
 
-bool Job::ChooseAtLaunch() {
+bool Launch::ChooseAtLaunch() {
   LaunchChoices choices;
   choices.generated_run_id = spec_.run_id.empty() ? NewRunId() : spec_.run_id;
   choices.launcher_pid = std::to_string(::getpid());  // the ranks' parent (--python-shim)
@@ -381,7 +382,7 @@ bool Job::ChooseAtLaunch() {
 // The agent store's port is bound now and kept (port 0: the free port the kernel picked is
 // the one the ranks get), after the guardian fork so that the guardian never holds it.
 // Without the agent store a single node picks a free port for rank 0's store.
-Status Job::ReservePort(LaunchChoices& choices) {
+Status Launch::ReservePort(LaunchChoices& choices) {
   if (HostsAgentStore(spec_)) {
     auto bound = BindStorePort(spec_);
     if (!bound.ok()) return bound.error();
@@ -397,7 +398,7 @@ Status Job::ReservePort(LaunchChoices& choices) {
 
 // --metrics-port is bound now, before the ranks exist, so that a port in use ends the launch
 // with one line.  Port 0: the free port the kernel picked is logged.
-Status Job::BindMetricsPort() {
+Status Launch::BindMetricsPort() {
   if (!spec_.metrics_port) return OkStatus();
   auto bound =
       MetricsHttpServer::Bind(spec_.metrics_addr, static_cast<std::uint16_t>(*spec_.metrics_port));
@@ -414,7 +415,7 @@ Status Job::BindMetricsPort() {
 // guardian (or Teardown) removes: in $XDG_RUNTIME_DIR when it is the user's own, else in
 // TMPDIR or /tmp, which only the user and root may change (sticky /tmp passes).  False, with
 // the reason logged, when there is none.
-bool Job::MakeScratchDir(LaunchChoices& choices) {
+bool Launch::MakeScratchDir(LaunchChoices& choices) {
   std::string parent = sys::PrivateRuntimeDir(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   if (parent.empty()) parent = env_.GetOr("TMPDIR", "");
   if (parent.empty()) parent = "/tmp";
@@ -443,7 +444,7 @@ bool Job::MakeScratchDir(LaunchChoices& choices) {
 // the same --log-dir (or another node sharing it) never overwrites this one.  Without
 // --log-dir (--redirects/--tee given), the base is a new "torchelastic_" temporary
 // directory, kept after exit like torchrun's.
-Result<sys::HeldDir> Job::MakeRunLogDir(const std::string& run_id) {
+Result<sys::HeldDir> Launch::MakeRunLogDir(const std::string& run_id) {
   const bool given = !spec_.log_dir.empty();
   std::string base = spec_.log_dir;
   if (!given) base = env_.GetOr("TMPDIR", "").empty() ? "/tmp" : env_.GetOr("TMPDIR", "");
@@ -472,7 +473,7 @@ Result<sys::HeldDir> Job::MakeRunLogDir(const std::string& run_id) {
 }
 
 // The layout names the port as the dry run does; by now it is known.
-std::string Job::Layout() const {
+std::string Launch::Layout() const {
   std::string layout = spec_.layout;
   const std::string placeholder = kPortPlaceholder;
   if (auto at = layout.find(placeholder); at != std::string::npos) {
@@ -481,12 +482,12 @@ std::string Job::Layout() const {
   return layout;
 }
 
-void Job::LogLayout() {
+void Launch::LogLayout() {
   if (!spec_.layout.empty()) log_.info("{}", Layout());
 }
 
 // The launch event's fields (docs/operations.md).
-nlohmann::json Job::LaunchFields() const {
+nlohmann::json Launch::LaunchFields() const {
   return {{"run_id", runtime_.run_id},
           {"node_rank", spec_.node_rank},
           {"host", sys::HostName()},
@@ -502,7 +503,7 @@ nlohmann::json Job::LaunchFields() const {
 
 // ---- the event loop ----
 
-int Job::RunLoop() {
+int Launch::RunLoop() {
   Loop loop(*this);
   loop.events.On(JobEvent::Launch(LaunchFields()));
   // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
@@ -527,7 +528,7 @@ int Job::RunLoop() {
   return code;
 }
 
-int Job::Supervise(Loop& loop, ClusterNode* cluster) {
+int Launch::Supervise(Loop& loop, ClusterNode* cluster) {
   Supervisor supervisor(
       WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
                       guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err,
@@ -567,7 +568,7 @@ int Job::Supervise(Loop& loop, ClusterNode* cluster) {
 
 // TORCHELASTIC_ENABLE_FILE_TIMER=1 (file_timer.h).  An expired timer's signal goes only to a
 // running rank or a process in a running rank's group (torchrun signals any pid it is sent).
-std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& supervisor) {
+std::unique_ptr<FileTimerServer> Launch::ServeFileTimer(Loop& loop, Supervisor& supervisor) {
   if (!spec_.file_timer) return nullptr;
   const std::string path = FileTimerPath(spec_, runtime_);
   auto reaper = [this, &supervisor](const FileTimerRequest& expired) {
@@ -604,8 +605,8 @@ std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& sup
 
 // This node's stacks; in a job of several nodes the ClusterNode adds the other nodes' where
 // this node gathers them (cluster_node.h).
-Job::JobStacks Job::MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor,
-                                  StackDumper& dumper) {
+Launch::JobStacks Launch::MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor,
+                                        StackDumper& dumper) {
   const std::string title = "stacks of run " + runtime_.run_id + ", node " +
                             std::to_string(spec_.node_rank) + " (" + sys::HostName() +
                             "), gculaunch pid " + std::to_string(::getpid());
@@ -629,7 +630,7 @@ Job::JobStacks Job::MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor,
 // A directory that fails its checks costs only the socket: the job runs, with a warning.
 // The answer's first line is "dumped <n> of <m>" (a node that did not answer counts its
 // --nproc-per-node ranks as not dumped), the report follows.
-std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stacks) {
+std::unique_ptr<ControlSocket> Launch::ListenForControl(Loop& loop, JobStacks stacks) {
   std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   const auto warn = [this](const Error& error) {
     log_.warn("{} (fix: {}); gculaunch stacks will not reach this launch", error.what, error.hint);
@@ -685,14 +686,14 @@ std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stack
 
 // How long a node waits after its ranks' end for the other nodes to say bye: a node stuck in
 // its teardown has the grace period and the kill wait, and a margin.
-std::chrono::steady_clock::time_point Job::ByeBound(const Loop& loop) {
+std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) {
   return std::chrono::steady_clock::now() + loop.config.grace + loop.config.kill_wait +
          std::chrono::seconds(30);
 }
 
 // ---- exit summary ----
 
-void Job::Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outcome) {
+void Launch::Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outcome) {
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
   // The count includes the ranks' last output, unless a console that does not drain holds it.
   (void)loop.writer.WaitDrained(std::chrono::seconds(2));
@@ -720,7 +721,7 @@ void Job::Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outco
   }
 }
 
-void Job::CloseLoop(Loop& loop) {
+void Launch::CloseLoop(Loop& loop) {
   if (loop.rank0_terminal) sys::ReclaimTerminal();
   sink_.Detach();
   if (!loop.writer.Finish(options_.output_flush)) {
@@ -733,7 +734,7 @@ void Job::CloseLoop(Loop& loop) {
 
 // The guardian is reaped before gculaunch exits: when gculaunch's exit status is visible,
 // nothing it started is left (docs/runtime.md), except unkillable ranks (exit 5).
-void Job::Teardown() {
+void Launch::Teardown() {
   if (guardian_) {
     // "done": it removes the scratch directory and exits; else it SIGKILLs what is left,
     // once more, and cleans up.
@@ -748,8 +749,8 @@ void Job::Teardown() {
   }
 }
 
-int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-           const JobOptions& options) {
+int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+              const LaunchOptions& options) {
   if (spec.elastic() && !spec.store_host && !spec.etcd) {
     // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
     LaunchSpec decided = spec;
@@ -758,9 +759,9 @@ int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSi
     log.info("{} (the rendezvous endpoint {} {} this host)",
              *decided.store_host ? "this node hosts the store" : "another node hosts the store",
              spec.master_addr, *decided.store_host ? "names" : "does not name");
-    return Job(decided, env, log, sink, options).Run();
+    return Launch(decided, env, log, sink, options).Run();
   }
-  return Job(spec, env, log, sink, options).Run();
+  return Launch(spec, env, log, sink, options).Run();
 }
 
 }  // namespace gculaunch
