@@ -17,7 +17,6 @@
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "launcher/cluster/cluster_node.h"
-#include "launcher/cluster/net_address.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/python_shim.h"
 #include "launcher/frontend/stack_hook.h"
@@ -751,15 +750,8 @@ void Launch::Teardown() {
 
 int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
               const LaunchOptions& options) {
-  if (spec.elastic() && !spec.store_host && !spec.etcd) {
-    // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
-    LaunchSpec decided = spec;
-    decided.store_host = NamesThisHost(spec.master_addr);
-    decided.node_rank = *decided.store_host ? 0 : 1;
-    log.info("{} (the rendezvous endpoint {} {} this host)",
-             *decided.store_host ? "this node hosts the store" : "another node hosts the store",
-             spec.master_addr, *decided.store_host ? "names" : "does not name");
-    return Launch(decided, env, log, sink, options).Run();
+  if (std::optional<LaunchSpec> decided = DecideStoreHost(spec, log)) {
+    return Launch(*decided, env, log, sink, options).Run();
   }
   return Launch(spec, env, log, sink, options).Run();
 }

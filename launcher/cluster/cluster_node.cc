@@ -15,6 +15,7 @@
 #include "launcher/cluster/etcd_cluster_node.h"
 #include "launcher/cluster/etcd_options.h"
 #include "launcher/cluster/job_protocol.h"
+#include "launcher/cluster/net_address.h"
 #include "launcher/cluster/store_cluster_node.h"
 #include "launcher/ops/hang_check.h"
 #include "launcher/run/restart_backoff.h"
@@ -123,6 +124,17 @@ Result<std::unique_ptr<ClusterNode>> MakeEtcdClusterNode(const LaunchSpec& spec,
 }  // namespace
 
 bool RunsAsCluster(const LaunchSpec& spec) { return spec.nnodes > 1 || spec.etcd.has_value(); }
+
+std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec, spdlog::logger& log) {
+  if (!spec.elastic() || spec.store_host || spec.etcd) return std::nullopt;
+  LaunchSpec decided = spec;
+  decided.store_host = NamesThisHost(spec.master_addr);
+  decided.node_rank = *decided.store_host ? 0 : 1;
+  log.info("{} (the rendezvous endpoint {} {} this host)",
+           *decided.store_host ? "this node hosts the store" : "another node hosts the store",
+           spec.master_addr, *decided.store_host ? "names" : "does not name");
+  return decided;
+}
 
 ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
   ClusterNodeSettings m;

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/error.h"
@@ -55,6 +56,12 @@ namespace gculaunch {
 /// Whether the spec's job has several nodes (or may have: elastic, etcd): a ClusterNode and a
 /// NodeAgent that decides restarts.
 bool RunsAsCluster(const LaunchSpec& spec);
+
+/// An elastic job on the built-in store decides here which node hosts the store, as torchrun's
+/// c10d rendezvous does: the node the rendezvous endpoint names (it becomes node 0, the others
+/// node 1 until the coordinator numbers them), with a line saying which.  nullopt: the spec
+/// decided already (a fixed size, etcd, --rdzv-conf is_host, --node-rank or RANK).
+std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec, spdlog::logger& log);
 
 /// What the multi-node pieces are made of, from the spec (docs/multinode.md).
 struct ClusterNodeSettings {
