@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
+#include "base/exit_codes.h"
 #include "launcher/cluster/etcd_board.h"
 #include "launcher/cluster/etcd_cluster_node.h"
 #include "launcher/cluster/etcd_seat.h"
@@ -458,7 +459,7 @@ TEST_CASE("etcd job: two jobs with different prefixes on one etcd do not meet", 
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }
 
-TEST_CASE("etcd cluster node: while etcd is down the lease grant backs off; once up it joins",
+TEST_CASE("etcd cluster node: while etcd is down the lease grant backs off, once up it joins",
           "[etcd_job]") {
   Fixture f;
   f.server.Stop();
@@ -482,7 +483,7 @@ TEST_CASE("etcd cluster node: while etcd is down the lease grant backs off; once
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }
 
-TEST_CASE("etcd cluster node: etcd never answers: the join fails after --rdzv-timeout (exit 4)",
+TEST_CASE("etcd cluster node: etcd never answers: the join fails after --rdzv-timeout (exit 3)",
           "[etcd_job]") {
   Fixture f;
   f.server.Stop();
@@ -491,7 +492,8 @@ TEST_CASE("etcd cluster node: etcd never answers: the join fails after --rdzv-ti
   settings.rdzv_timeout = std::chrono::milliseconds(1500);
   const auto start = std::chrono::steady_clock::now();
   EtcdJob::Proc& p = job.Add(0, Options(f.server), std::move(settings));
-  REQUIRE(f.Run([&] { return p.ranks->Called("exit 4"); }));
+  const std::string exit = "exit " + std::to_string(exit_code::kRendezvousFailed);
+  REQUIRE(f.Run([&] { return p.ranks->Called(exit); }));
   const auto waited = std::chrono::steady_clock::now() - start;
   CHECK(waited >= std::chrono::milliseconds(1500));
   CHECK(waited < std::chrono::seconds(10));
