@@ -41,7 +41,6 @@ Prints the median (and how many runs completed) in milliseconds, torchrun/etcd a
 etcd/built-in ratios.  The whole run is bounded (--budget seconds, default 900): rows
 left when the budget is spent are printed as "-".
 
-
 Options (each defaults to the environment variable named in its help): see --help.  Run
 from the top of the repository.
 """
@@ -220,7 +219,8 @@ def report(table, losses):
                 cells.append("%s (%d/%d)" % (lib.ms(m), c, len(res[key][side])))
             print("%-26s %14s %14s %14s %10s %10s" % (
                 "%s, %d nodes" % (key, n), cells[0], cells[1], cells[2],
-                lib.ratio(meds["torchrun"], meds["etcd"]), lib.ratio(meds["etcd"], meds["builtin"])))
+                lib.ratio(meds["torchrun"], meds["etcd"]),
+                lib.ratio(meds["etcd"], meds["builtin"])))
     if losses:
         print()
         print("node loss on etcd, 3 nodes, --nnodes 2:3, last_call_timeout=1: SIGKILL of a"

@@ -152,8 +152,9 @@ def put(name, t):
 put("start.%s.%s" % (attempt, rank), t0)
 def wait_all_started():
     deadline = time.time() + 60
+    world = int(os.environ["WORLD_SIZE"])
     while time.time() < deadline:
-        if sum(1 for n in os.listdir(out) if n.startswith("start.%s." % attempt)) >= int(os.environ["WORLD_SIZE"]):
+        if sum(1 for n in os.listdir(out) if n.startswith("start.%s." % attempt)) >= world:
             return
         time.sleep(0.005)
 if mode == "storm":

@@ -279,7 +279,8 @@ def gculaunch_rejoin_round(hosts, n, root, rep, victim):
     run = launch(hosts, [gcu_cmd("hold", out, ["--max-restarts", "1"]) for k in range(n)],
               gcu_env(hosts, n, port), name="gcu-rejoin-node%d-%d" % (victim, rep))
     try:
-        if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None, RUN_TIMEOUT) is None:
+        if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None,
+                        RUN_TIMEOUT) is None:
             return None, "the job never started"
         t_kill = time.time()
         old = run.procs[victim]
@@ -317,7 +318,8 @@ def torchrun_rejoin_round(hosts, n, root, rep, victim, interval):
               name="torchrun-rejoin-node%d-%s-%d" % (victim, interval, rep))
     workers = []
     try:
-        if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None, RUN_TIMEOUT) is None:
+        if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None,
+                        RUN_TIMEOUT) is None:
             return None, "the job never started", "?", None
         in_victim = set(hosts.pids_in(victim))
         workers = [pid for _, _, _, pid in lib.starts(out) if pid in in_victim]
@@ -528,8 +530,8 @@ def print_elastic(e):
             ratio = ""
             if side == "torchrun" and med is not None and g_med:
                 ratio = "  ratio %.1fx" % (med / g_med)
-            print("  %-9s %-44s %6s / %6s  (%d of %d)%s" % (side, label, lib.ms(med), lib.ms(p90), cnt,
-                                                            len(e[side][key]), ratio))
+            print("  %-9s %-44s %6s / %6s  (%d of %d)%s"
+                  % (side, label, lib.ms(med), lib.ms(p90), cnt, len(e[side][key]), ratio))
 
 
 def measure():

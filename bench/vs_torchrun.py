@@ -42,9 +42,8 @@ sleeping --metrics-seconds (default 20), once without metrics and once with
 --metrics-port and GET /metrics every second, interleaved, --metrics-reps times
 (default 3).  Per run: gculaunch's own CPU time (utime + stime of /proc/<pid>/stat, sampled
 every 50 ms up to its exit; the ranks are not counted), its peak RSS (VmHWM), and the
-scrapes' latency.  --metrics-only (BENCH_METRICS_ONLY=1) runs only this part (no torchrun, no torch 2.6
-root needed).
-
+scrapes' latency.  --metrics-only (BENCH_METRICS_ONLY=1) runs only this part (no torchrun,
+no torch 2.6 root needed).
 
 Options (each defaults to the environment variable named in its help; GCULAUNCH_CACHE_DIR
 says where the torch 2.6 root is): see --help.  Run from the top of the repository.
@@ -101,8 +100,8 @@ class RssSampler(threading.Thread):
 
 def command(launcher, mode, out, script):
     if launcher in ("gculaunch", "gculaunch-old"):
-        cmd = [GCULAUNCH if launcher == "gculaunch" else OLD_GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
-               "--python", PYTHON]
+        cmd = [GCULAUNCH if launcher == "gculaunch" else OLD_GCULAUNCH, "--standalone",
+               "--nproc-per-node", str(NPROC), "--device", "cpu", "--python", PYTHON]
         if mode == "restart":
             cmd += ["--max-restarts", "1"]
     else:
@@ -184,7 +183,8 @@ def run(launcher, mode, script):
                 m["spawned"] = float(line.rsplit("(", 1)[1].split()[0]) / 1e3
         names = os.listdir(out)
         if mode == "ok":
-            starts = [lib.read_time(os.path.join(out, n)) for n in names if n.startswith("start.0.")]
+            starts = [lib.read_time(os.path.join(out, n)) for n in names
+                      if n.startswith("start.0.")]
             ends = [lib.read_time(os.path.join(out, n)) for n in names if n.startswith("end.")]
             if len(starts) == NPROC and len(ends) == NPROC and proc.returncode == 0:
                 m["start"] = max(starts) - t_launch
