@@ -1,6 +1,6 @@
 // NodeAgent: this node's part in a multi-node job (every node, node 0 included).
 //
-// The thin executor of job::AgentStep (job_policy.h): it joins the job through the job board
+// The thin executor of job::AgentStep (agent_policy.h): it joins the job through the job board
 // (job_board.h: connects to node 0's store, sends a join request, waits for its admission),
 // then turns what the board says (the epoch's plan and stop marker, node 0 going away) and
 // what the Supervisor reports (a local teardown, a drained attempt, its end) into events, and
@@ -32,8 +32,8 @@
 #include <string>
 
 #include "base/lifetime.h"
+#include "launcher/cluster/agent_policy.h"
 #include "launcher/cluster/job_board.h"
-#include "launcher/cluster/job_policy.h"
 #include "launcher/run/job_planner.h"
 #include "launcher/run/supervisor.h"
 
