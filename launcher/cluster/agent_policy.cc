@@ -34,6 +34,11 @@ AgentEvent AgentEvent::MasterLost(std::string what) {
   e.what = std::move(what);
   return e;
 }
+AgentEvent AgentEvent::RejoinDeadline(std::string what) {
+  AgentEvent e{Kind::kRejoinDeadline};
+  e.what = std::move(what);
+  return e;
+}
 
 namespace {
 
@@ -44,6 +49,17 @@ AgentAction Act(AK kind, int epoch = 0) {
   AgentAction a{kind};
   a.epoch = epoch;
   return a;
+}
+
+AgentAction Say(AgentAction::Level level, std::string text) {
+  AgentAction a{AK::kLog};
+  a.level = level;
+  a.text = std::move(text);
+  return a;
+}
+
+void Log(AgentStep& step, AgentAction::Level level, std::string text) {
+  step.actions.push_back(Say(level, std::move(text)));
 }
 
 // The marker a local teardown publishes.
@@ -82,6 +98,7 @@ void Rejoin(AgentStep& step) {
   s.marker_published = false;
   s.master_lost = false;
   s.marker.reset();
+  s.returning = true;
   step.actions.push_back(Act(AK::kJoin, s.last_epoch));
 }
 
@@ -125,7 +142,9 @@ void OnPlan(AgentStep& step, const AgentConfig& config, const JobPlan& plan) {
   AgentState& s = step.state;
   const bool admitted = s.phase == APhase::kJoining;
   if (!admitted && (s.phase != APhase::kWaitingPlan || plan.epoch != s.epoch)) return;
+  s.returning = false;
   if (plan.abort) {
+    step.actions.push_back(MarkerLog(*plan.abort, config));
     s.marker = *plan.abort;
     Leave(step, ExitCodeFor(*plan.abort, config.node_rank));
     return;
@@ -216,16 +235,35 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
   step.actions.push_back(finish);
 }
 
+// Node 0's store went away, and this node joins again: the first loss of a return is told
+// (not every failed attempt after it).
+void TellReturn(AgentStep& step, const AgentConfig& config, const std::string& what) {
+  if (step.state.returning) return;
+  const std::string limit = std::to_string(config.rdzv_timeout_s);
+  if (config.elected_leader) {  // etcd: the what names the leader and the cause
+    Log(step, AgentAction::Level::kWarn,
+        what + "; this node joins the job again under the next leader (at most " + limit +
+            " s, --rdzv-timeout)");
+  } else {
+    Log(step, AgentAction::Level::kWarn,
+        "node 0's store went away (" + what + "); this node joins again when it is back (at most " +
+            limit + " s, --rdzv-timeout)");
+  }
+}
+
 void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string& what) {
   AgentState& s = step.state;
   switch (s.phase) {
     case APhase::kJoining:
       // The store went away while this node was joining: join again (the executor keeps
       // its deadline).
+      TellReturn(step, config, what);
+      s.returning = true;
       step.actions.push_back(Act(AK::kJoin, s.last_epoch));
       return;
     case APhase::kWaitingPlan:
       // The epoch before already re-forms the job; node 0 must come back for it.
+      TellReturn(step, config, what);
       Rejoin(step);
       return;
     case APhase::kRunning:
@@ -238,7 +276,10 @@ void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string&
   if (s.marker) {
     // A restart was already decided: the next epoch needs node 0 back.  A final verdict
     // needs no master for its teardown.
-    if (s.drained && Restartable(*s.marker, config.max_restarts)) Rejoin(step);
+    if (s.drained && Restartable(*s.marker, config.max_restarts)) {
+      TellReturn(step, config, what);
+      Rejoin(step);
+    }
     return;
   }
   StopMarker lost;
@@ -249,13 +290,39 @@ void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string&
   lost.host = config.master_host;
   lost.addr = config.master_addr;
   lost.what = what;
+  step.actions.push_back(MarkerLog(lost, config));
   MarkerKnown(step, config, lost);
+}
+
+// Joining again, node 0 did not come back within --rdzv-timeout of its loss: the job is over
+// for this node.  It is no member (its place went with the loss): no bye.
+void OnRejoinDeadline(AgentStep& step, const AgentConfig& config, const std::string& what) {
+  AgentState& s = step.state;
+  if (s.phase != APhase::kJoining) return;
+  StopMarker lost;
+  lost.kind = StopMarker::Kind::kNodeLost;
+  lost.epoch = s.last_epoch;
+  lost.node = 0;
+  lost.addr = config.master_addr;
+  lost.restartable = false;
+  lost.what = "it did not come back within " + std::to_string(config.rdzv_timeout_s) +
+              " s (--rdzv-timeout); " + what;
+  s.marker = lost;
+  s.master_lost = true;
+  Log(step, AgentAction::Level::kError,
+      Describe(lost) + "; this node stops (exit code " + std::to_string(exit_code::kNodeLost) +
+          ")");
+  Leave(step, exit_code::kNodeLost);
 }
 
 }  // namespace
 
 AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEvent& event) {
   AgentStep step{state, {}};
+  // Every marker read is told once, whatever it changes here (even after the bye).
+  if (event.kind == AgentEvent::Kind::kMarker) {
+    step.actions.push_back(MarkerLog(event.marker, config));
+  }
   if (step.state.phase == APhase::kDone) return step;
   switch (event.kind) {
     case AgentEvent::Kind::kStart:
@@ -278,6 +345,9 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
       break;
     case AgentEvent::Kind::kMasterLost:
       OnMasterLost(step, config, event.what);
+      break;
+    case AgentEvent::Kind::kRejoinDeadline:
+      OnRejoinDeadline(step, config, event.what);
       break;
   }
   return step;
@@ -308,8 +378,67 @@ std::string ActionName(const AgentAction& a) {
       return "SayBye(" + std::to_string(a.exit_code) + ")";
     case AK::kFinish:
       return "Finish(" + std::to_string(a.exit_code) + ")";
+    case AK::kLog: {
+      static constexpr const char* kLevels[] = {"info", "warn", "error"};
+      return "Log[" + std::string(kLevels[static_cast<int>(a.level)]) + ": " + a.text + "]";
+    }
   }
   return "?";
+}
+
+namespace {
+
+using Level = AgentAction::Level;
+
+// A restartable marker: which restart, and how the job re-forms around what it names.
+AgentAction RestartLog(const StopMarker& m, const AgentConfig& config) {
+  const std::string what = Describe(m);
+  const std::string restart =
+      "restart " + std::to_string(RestartsOf(m) + 1) + " of " + std::to_string(config.max_restarts);
+  const std::string limit = std::to_string(config.rdzv_timeout_s);
+  if (m.kind == StopMarker::Kind::kNodeJoined) {
+    return Say(Level::kWarn, what + "; every node stops its ranks and the job re-forms");
+  }
+  if (m.kind == StopMarker::Kind::kRankFailed || m.kind == StopMarker::Kind::kHang) {
+    return Say(Level::kWarn, what + "; every node restarts its ranks (" + restart + ")");
+  }
+  if (config.elected_leader && m.kind == StopMarker::Kind::kNodeLost && m.node == 0) {
+    // etcd: this node lost the term's leader, or etcd itself.
+    return Say(Level::kWarn, what +
+                                 "; this node stops its ranks and joins the job again under the "
+                                 "next leader (at most " +
+                                 limit + " s, --rdzv-timeout; " + restart + ")");
+  }
+  if (config.shrinks()) {
+    return Say(Level::kWarn, what + "; the job re-forms without it if " +
+                                 std::to_string(config.min_nodes) + " node(s) remain (" + restart +
+                                 ")");
+  }
+  // A fixed size; on etcd (MIN = MAX) any node may take the lost one's place.
+  return Say(Level::kWarn,
+             what + "; every node stops its ranks and waits up to " + limit + " s for it " +
+                 (config.elected_leader ? "or a replacement to join" : "to come back") + " (" +
+                 restart + ")");
+}
+
+}  // namespace
+
+AgentAction MarkerLog(const StopMarker& m, const AgentConfig& config) {
+  const std::string what = Describe(m);
+  const int max = config.max_restarts;
+  if (m.kind == StopMarker::Kind::kSuccess) return Say(Level::kInfo, what);
+  if (m.kind == StopMarker::Kind::kJobError && m.what.starts_with("refused: ")) {
+    return Say(Level::kError,
+               what + "; this node stops (exit code " + std::to_string(m.exit_code) + ")");
+  }
+  if (Restartable(m, max)) return RestartLog(m, config);
+  const int code = ExitCodeFor(m, config.node_rank);
+  std::string why;
+  if (m.restartable && max > 0 && m.kind != StopMarker::Kind::kJobError) {
+    why = ", no restart left (--max-restarts " + std::to_string(max) + ")";
+  }
+  return Say(Level::kError,
+             what + "; every node stops (exit code " + std::to_string(code) + why + ")");
 }
 
 }  // namespace gculaunch::job

@@ -4,15 +4,17 @@
 //
 // Its counterpart on node 0 is the coordinator's machine (coordinator_policy.h).  No Asio, no
 // clock, no store: the executor (node_agent.h) turns what the job board (job_board.h) and the
-// Supervisor report into events and carries out the actions.  The keys and messages are in
-// job_protocol.h; docs/multinode.md has the whole protocol and
-// tests/launcher/cluster/agent_policy_test.cc the tables.
+// Supervisor report, the reconnect deadline included, into events and carries out the actions,
+// the log lines too: what each outcome means for this node is worded here, by the branch that
+// decides it.  The keys and messages are in job_protocol.h; docs/multinode.md has the whole
+// protocol and tests/launcher/cluster/agent_policy_test.cc the tables.
 //
 // One epoch, seen by an agent:
 //   kJoining --Plan(e)--> kRunning: StartRanks(e), WatchMarker(e)   (the join's admission)
 //   kWaitingPlan --Plan(e)--> the same                               (the nodes that stayed)
 //   a local failure (LocalStop)        -> PublishMarker(e, what failed) (first writer wins)
-//   the epoch's marker arrives (Marker) -> StopRanks unless the ranks already stopped
+//   the epoch's marker arrives (Marker) -> Log(what it means here); StopRanks unless the ranks
+//                                         already stopped
 //   the ranks drained (Drained)        -> ReportDone(e) when they all succeeded and no
 //                                         marker is known yet (the coordinator publishes
 //                                         the success marker once every node is done)
@@ -21,7 +23,10 @@
 //                                         was lost, Join again (-> kJoining)
 //                                         otherwise:   ExitRanks(code) -> kLeaving
 //   node 0 lost (MasterLost)           -> a node_lost marker of its own; Join again once the
-//                                         ranks are gone (while the budget allows)
+//                                         ranks are gone (while the budget allows); the first
+//                                         loss of a return is logged once
+//   joining again took too long        -> node 0 did not come back: Log, ExitRanks(4)
+//     (RejoinDeadline, --rdzv-timeout)    -> kLeaving (no member: no bye)
 //   the Supervisor finished            -> SayBye(code) (a member only), Finish(code)
 //
 // Thread safety: pure functions over values.
@@ -42,6 +47,13 @@ struct AgentConfig {
   int rdzv_timeout_s = 900;  ///< how long the job waits for a lost node (messages)
   std::string master_host;   ///< for a lost master's marker ("node 0 (MASTER_ADDR)")
   std::string master_addr;
+  int nnodes = 1;  ///< --nnodes (elastic: MAX), for messages
+  /// Elastic: MIN; 0: a fixed size.  With MIN < MAX a lost node's job re-forms without it.
+  int min_nodes = 0;
+  /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host, and any
+  /// node may take a lost one's place; the messages say so.
+  bool elected_leader = false;
+  bool shrinks() const { return min_nodes > 0 && min_nodes < nnodes; }
 };
 
 struct AgentState {
@@ -63,6 +75,9 @@ struct AgentState {
   std::optional<StopMarker> marker;  ///< the marker of `epoch` once read
   /// A teardown signal stopped this node: it leaves with this code, whatever the marker says.
   std::optional<int> signalled_code;
+  /// kJoining: this join is a return after a loss (node 0's, or this node's place); the loss
+  /// was told once, and the executor's --rdzv-timeout runs from it.  Cleared by the admission.
+  bool returning = false;
   int exit_code = -1;  ///< decided (kLeaving) or final (kDone)
   bool operator==(const AgentState&) const = default;
 };
@@ -76,6 +91,9 @@ struct AgentEvent {
     kDrained,             ///< the ranks drained; `success`: all exited 0
     kSupervisorFinished,  ///< the Supervisor finished with `exit_code`
     kMasterLost,          ///< the master's store is gone: `what` (non-master nodes)
+    /// Joining again, node 0 could not be reached within --rdzv-timeout of the loss: `what`
+    /// (the last connection error).
+    kRejoinDeadline,
   };
   Kind kind;
   JobPlan plan;
@@ -92,6 +110,7 @@ struct AgentEvent {
   static AgentEvent Drained(bool success);
   static AgentEvent SupervisorFinished(int exit_code);
   static AgentEvent MasterLost(std::string what);
+  static AgentEvent RejoinDeadline(std::string what);
 };
 
 struct AgentAction {
@@ -108,12 +127,16 @@ struct AgentAction {
     kExitRanks,      ///< Supervisor::JobExit(exit_code)
     kSayBye,         ///< SET bye/<node>/<join> = exit_code
     kFinish,         ///< the agent is finished; gculaunch exits with exit_code
+    kLog,            ///< log `text` at `level`
   };
+  enum class Level { kInfo, kWarn, kError };
   Kind kind;
   int epoch = 0;
   JobPlan plan;
   StopMarker marker;
   int exit_code = 0;
+  Level level = Level::kInfo;  ///< kLog
+  std::string text;            ///< kLog
   bool operator==(const AgentAction&) const = default;
 };
 
@@ -123,6 +146,11 @@ struct AgentStep {
 };
 
 AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEvent& event);
+/// "Join(-1)", "ExitRanks(4)", "Log[error: ...]": for tables and traces.
 std::string ActionName(const AgentAction& action);
+/// The kLog line that tells what marker `m` means for this node: a restart (which one, and
+/// how the job re-forms), the end with its exit code, or a refusal.  Step() issues it for
+/// every marker it learns; the executor for a refusal it finds itself before joining.
+AgentAction MarkerLog(const StopMarker& m, const AgentConfig& config);
 
 }  // namespace gculaunch::job

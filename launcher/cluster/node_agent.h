@@ -10,11 +10,13 @@
 //
 // Joining again (node 0 went away, or the job counted this node lost) reconnects with
 // back-off, resolving MASTER_ADDR afresh on every attempt, for at most --rdzv-timeout from
-// the loss; then the node exits 4 naming node 0.
+// the loss; then it tells the policy (RejoinDeadline), which ends the node (exit 4, naming
+// node 0).
 //
-// Logs: the epoch's layout when ranks start, every marker once ("rank 3 (local rank 1) on
+// Logs: the epoch's layout when ranks start, a progress line every 10 s while the node waits
+// for the others, and the policy's Log actions: every marker once ("rank 3 (local rank 1) on
 // node 1 (hostb, 198.18.0.2) failed with exit code 7; every node stops (exit code 7)"), a
-// progress line every 10 s while the node waits for the others.
+// loss of node 0 once per return.
 //
 // Lifetime: construct, Attach() the Supervisor (which was built with this object as its
 // JobLink; any JobControl in tests), Start(), then run the io_context until finished().
@@ -102,7 +104,7 @@ class NodeAgent : public JobLink {
   void StartRanks(const job::AgentAction& action);
   void WaitPlan(int epoch);
   void WatchMarker(int epoch);
-  void LogMarker(const job::StopMarker& marker);
+  void Log(const job::AgentAction& action);
   void ArmProgress();
   /// Wraps a board callback: it is dropped when the agent is gone or joined again since.
   template <typename F>

@@ -61,9 +61,20 @@ struct AgentRow {
   int final_exit_code;
 };
 
+// The actions that do something; the log lines have their own table (Logs).
 std::vector<std::string> Names(const std::vector<AgentAction>& actions) {
   std::vector<std::string> out;
-  for (const auto& a : actions) out.push_back(ActionName(a));
+  for (const auto& a : actions) {
+    if (a.kind != AgentAction::Kind::kLog) out.push_back(ActionName(a));
+  }
+  return out;
+}
+
+std::vector<std::string> Logs(const std::vector<AgentAction>& actions) {
+  std::vector<std::string> out;
+  for (const auto& a : actions) {
+    if (a.kind == AgentAction::Kind::kLog) out.push_back(ActionName(a));
+  }
   return out;
 }
 
@@ -245,6 +256,25 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::SupervisorFinished(3), {"Finish(3)"}}},
        P::kDone,
        3},
+      {"node 0 did not come back within --rdzv-timeout: exit 4, and no bye (no member)",
+       1,
+       {{AE::Start(), {"Join(-1)"}},
+        {AE::Plan(Plan(0)), kStart0},
+        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
+        {AE::Drained(false), {"Join(0)"}},
+        {AE::MasterLost("refused"), {"Join(0)"}},
+        {AE::RejoinDeadline("could not reach 198.18.0.1:29400"), {"ExitRanks(4)"}},
+        {AE::MasterLost("late"), kNothing},
+        {AE::SupervisorFinished(4), {"Finish(4)"}}},
+       P::kDone,
+       4},
+      {"a deadline after the admission changes nothing",
+       1,
+       {{AE::Start(), {"Join(-1)"}},
+        {AE::Plan(Plan(0)), kStart0},
+        {AE::RejoinDeadline("late"), kNothing}},
+       P::kRunning,
+       -1},
       {"events of another epoch or phase are ignored",
        1,
        {{AE::Start(), {"Join(-1)"}},
@@ -299,6 +329,209 @@ TEST_CASE("agent policy: the marker names its rank, a lost master names node 0",
   AgentStep lost = Step(s, config, AE::MasterLost("the connection broke"));
   REQUIRE(lost.state.marker.has_value());
   CHECK(Describe(*lost.state.marker) == "node 0 (198.18.0.1) was lost: the connection broke");
+}
+
+namespace {
+
+JobPlan Aborted(StopMarker abort) {
+  JobPlan p;
+  p.abort = std::move(abort);
+  return p;
+}
+
+StopMarker Refusal() {
+  StopMarker m = Marker(K::kJobError, 0, -1, 2);
+  m.what = "refused: node 1 belongs to job a, not b (fix: use the same --rdzv-id)";
+  return m;
+}
+
+struct LogRow {
+  std::string name;
+  int max_restarts;
+  int min_nodes;  ///< of --nnodes MIN:3; 0: a fixed size
+  bool elected_leader;
+  std::vector<AgentEvent> events;
+  std::vector<std::string> logs;  ///< every line the events told, in order
+};
+
+}  // namespace
+
+TEST_CASE("agent policy: the table of log lines, worded where the outcome is decided",
+          "[agent_policy]") {
+  const std::string kRestart = " (restart 1 of 1)";
+  const std::vector<AgentEvent> kRunning = {AE::Start(), AE::Plan(Plan(0))};
+  const auto then = [&](std::vector<AgentEvent> more) {
+    std::vector<AgentEvent> all = kRunning;
+    all.insert(all.end(), more.begin(), more.end());
+    return all;
+  };
+  const std::vector<LogRow> rows = {
+      {"success",
+       0,
+       0,
+       false,
+       then({AE::Drained(true), AE::Marker(Marker(K::kSuccess, 0, -1))}),
+       {"Log[info: every node's ranks finished successfully]"}},
+      {"a rank failed, a restart left: which restart",
+       1,
+       0,
+       false,
+       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 7))}),
+       {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 7; every node restarts "
+        "its ranks" +
+        kRestart + "]"}},
+      {"a rank failed, no restart left: the code and why",
+       1,
+       0,
+       false,
+       then({AE::Marker([] {
+         StopMarker m = Marker(K::kRankFailed, 0, 0, 7);
+         m.restarts = 1;
+         return m;
+       }())}),
+       {"Log[error: rank 2 (local rank 0) on node 0 failed with exit code 7; every node stops "
+        "(exit code 7, no restart left (--max-restarts 1))]"}},
+      {"a rank failed without restarts",
+       0,
+       0,
+       false,
+       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 7))}),
+       {"Log[error: rank 2 (local rank 0) on node 0 failed with exit code 7; every node stops "
+        "(exit code 7)]"}},
+      {"another node lost, fixed size: the job waits for it",
+       1,
+       0,
+       false,
+       then({AE::Marker(Marker(K::kNodeLost, 0, 2))}),
+       {"Log[warn: node 2 was lost: ; every node stops its ranks and waits up to 60 s for it to "
+        "come back" +
+        kRestart + "]"}},
+      {"another node lost on etcd (MIN = MAX): or a replacement",
+       1,
+       3,
+       true,
+       then({AE::Marker(Marker(K::kNodeLost, 0, 2))}),
+       {"Log[warn: node 2 was lost: ; every node stops its ranks and waits up to 60 s for it or "
+        "a replacement to join" +
+        kRestart + "]"}},
+      {"another node lost, elastic 2:3: the job re-forms without it",
+       1,
+       2,
+       false,
+       then({AE::Marker(Marker(K::kNodeLost, 0, 2))}),
+       {"Log[warn: node 2 was lost: ; the job re-forms without it if 2 node(s) remain" + kRestart +
+        "]"}},
+      {"a node joined: the job re-forms",
+       1,
+       2,
+       false,
+       then({AE::Marker(Marker(K::kNodeJoined, 0, 2))}),
+       {"Log[warn: node 2 joined the job: ; every node stops its ranks and the job re-forms]"}},
+      {"node 0 lost while the ranks run, then gone past the deadline: exit 4 naming node 0",
+       1,
+       0,
+       false,
+       then({AE::MasterLost("EOF"), AE::Drained(false), AE::MasterLost("refused"),
+             AE::RejoinDeadline("could not reach 198.18.0.1:29400")}),
+       {"Log[warn: node 0 (198.18.0.1) was lost: EOF; every node stops its ranks and waits up to "
+        "60 s for it to come back" +
+            kRestart + "]",
+        "Log[error: node 0 (198.18.0.1) was lost: it did not come back within 60 s "
+        "(--rdzv-timeout); could not reach 198.18.0.1:29400; this node stops (exit code 4)]"}},
+      {"the leader lost on etcd: joins again under the next leader",
+       1,
+       3,
+       true,
+       then({AE::MasterLost("the leader's lease expired")}),
+       {"Log[warn: node 0 (198.18.0.1) was lost: the leader's lease expired; this node stops "
+        "its ranks and joins the job again under the next leader (at most 60 s, --rdzv-timeout; "
+        "restart 1 of 1)]"}},
+      {"node 0 lost without restarts: the end",
+       0,
+       0,
+       false,
+       then({AE::MasterLost("EOF")}),
+       {"Log[error: node 0 (198.18.0.1) was lost: EOF; every node stops (exit code 4)]"}},
+      {"node 0's store gone while waiting for a plan: told once per return",
+       1,
+       0,
+       false,
+       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), AE::Drained(false), AE::MasterLost("EOF"),
+             AE::MasterLost("refused")}),
+       {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
+        "its ranks" +
+            kRestart + "]",
+        "Log[warn: node 0's store went away (EOF); this node joins again when it is back (at "
+        "most 60 s, --rdzv-timeout)]"}},
+      {"the same on etcd: under the next leader",
+       1,
+       3,
+       true,
+       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
+             AE::MasterLost("the leader's lease expired"), AE::MasterLost("refused")}),
+       {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
+        "its ranks" +
+            kRestart + "]",
+        "Log[warn: the leader's lease expired; this node joins the job again under the next "
+        "leader (at most 60 s, --rdzv-timeout)]"}},
+      {"node 0 gone during the first join: told once; again after the admission",
+       1,
+       0,
+       false,
+       {AE::Start(), AE::MasterLost("EOF"), AE::MasterLost("refused"), AE::Plan(Plan(0)),
+        AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), AE::Drained(false), AE::MasterLost("EOF")},
+       {"Log[warn: node 0's store went away (EOF); this node joins again when it is back (at "
+        "most 60 s, --rdzv-timeout)]",
+        "Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
+        "its ranks" +
+            kRestart + "]",
+        "Log[warn: node 0's store went away (EOF); this node joins again when it is back (at "
+        "most 60 s, --rdzv-timeout)]"}},
+      {"a refused join: the refusal and its code",
+       1,
+       0,
+       false,
+       {AE::Start(), AE::Plan(Aborted(Refusal()))},
+       {"Log[error: refused: node 1 belongs to job a, not b (fix: use the same --rdzv-id); this "
+        "node stops (exit code 2)]"}},
+      {"a marker read after the bye is still told",
+       0,
+       0,
+       false,
+       then({AE::SupervisorFinished(5), AE::Marker(Marker(K::kNodeLeft, 0, 1, 5))}),
+       {"Log[error: node 1 left the job: ; every node stops (exit code 5)]"}},
+  };
+  for (const LogRow& row : rows) {
+    SECTION(row.name) {
+      AgentConfig config;
+      config.node_rank = 1;
+      config.max_restarts = row.max_restarts;
+      config.master_addr = "198.18.0.1";
+      config.rdzv_timeout_s = 60;
+      config.nnodes = 3;
+      config.min_nodes = row.min_nodes;
+      config.elected_leader = row.elected_leader;
+      AgentState state;
+      std::vector<std::string> logs;
+      for (const AgentEvent& event : row.events) {
+        AgentStep step = Step(state, config, event);
+        for (std::string& line : Logs(step.actions)) logs.push_back(std::move(line));
+        state = step.state;
+      }
+      CHECK(logs == row.logs);
+    }
+  }
+}
+
+TEST_CASE("agent policy: a refusal found before joining is worded like the coordinator's",
+          "[agent_policy]") {
+  AgentConfig config;
+  const AgentAction line = MarkerLog(Refusal(), config);
+  CHECK(line.kind == AgentAction::Kind::kLog);
+  CHECK(line.level == AgentAction::Level::kError);
+  CHECK(line.text ==
+        "refused: node 1 belongs to job a, not b (fix: use the same --rdzv-id); this node stops "
+        "(exit code 2)");
 }
 
 }  // namespace gculaunch::job
