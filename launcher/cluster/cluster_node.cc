@@ -67,6 +67,9 @@ NodeAgentSettings MakeAgentSettings(const LaunchSpec& spec, const job::NodeRegis
   // On etcd "node 0" is the leader of the current term, wherever it runs.
   a.config.master_addr = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
   a.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
+  a.config.nnodes = spec.nnodes;
+  a.config.min_nodes = reg.min_nodes;
+  a.config.elected_leader = spec.etcd.has_value();
   a.rdzv_timeout = SecondsToMillis(spec.rdzv_timeout_s);
   a.registration = reg;
   a.is_master = spec.node_rank == 0 && !spec.etcd;

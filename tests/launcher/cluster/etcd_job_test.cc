@@ -80,6 +80,9 @@ struct EtcdJob {
     s.seat.ranks_host = "127.0.0.1";
     s.agent.config.max_restarts = max_restarts;
     s.agent.config.rdzv_timeout_s = 60;
+    s.agent.config.nnodes = reg.nnodes;
+    s.agent.config.min_nodes = reg.min_nodes;
+    s.agent.config.elected_leader = true;
     s.agent.rdzv_timeout = std::chrono::seconds(60);
     s.agent.registration = reg;
     s.agent.ranks_follow_plan = true;
