@@ -107,7 +107,7 @@ class ClusterNode {
   /// The job's stacks built on this node's `local` ones (see step 3 above).
   virtual JobStacks ShareStacks(LocalStacks local) = 0;
   /// Starts this node's part of the job's hang watch (see step 4 above).
-  virtual void WatchHangs(Supervisor& supervisor, JobStacks stacks, HangOutput output,
+  virtual void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangOutput& output,
                           const HangWatchConfig& config) = 0;
   /// Ends this node's part (see step 5 above), running the io_context at most until `bound`
   /// or a teardown signal.

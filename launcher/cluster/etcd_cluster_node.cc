@@ -160,7 +160,7 @@ ClusterNode::JobStacks EtcdClusterNode::ShareStacks(LocalStacks local) {
 }
 
 void EtcdClusterNode::WatchHangs(Supervisor& supervisor, JobStacks /*stacks*/,
-                                 HangOutput /*output*/, const HangWatchConfig& config) {
+                                 const HangOutput& /*output*/, const HangWatchConfig& config) {
   progress_.emplace(io_, *board_, supervisor, settings_.agent.config.node_rank, config.timeout_s);
   progress_->Start();
 }

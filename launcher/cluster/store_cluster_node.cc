@@ -54,8 +54,8 @@ ClusterNode::JobStacks StoreClusterNode::ShareStacks(LocalStacks local) {
   };
 }
 
-void StoreClusterNode::WatchHangs(Supervisor& supervisor, JobStacks stacks, HangOutput output,
-                                  const HangWatchConfig& config) {
+void StoreClusterNode::WatchHangs(Supervisor& supervisor, JobStacks stacks,
+                                  const HangOutput& output, const HangWatchConfig& config) {
   if (coordinator_board_) {
     job_hang_.emplace(io_, *coordinator_board_, *coordinator_, supervisor, std::move(stacks),
                       output.writer, output.console, log_, config);

@@ -32,7 +32,7 @@ class StoreClusterNode : public ClusterNode {
   const NodeAgent& agent() const override { return *agent_; }
   void Start(JobControl& ranks) override;
   JobStacks ShareStacks(LocalStacks local) override;
-  void WatchHangs(Supervisor& supervisor, JobStacks stacks, HangOutput output,
+  void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangOutput& output,
                   const HangWatchConfig& config) override;
   void Finish(std::chrono::steady_clock::time_point bound) override;
 
