@@ -44,7 +44,7 @@ set(GCULAUNCH_LAYER_ALLOW_ops
     base codec rendezvous frontend sys run ops std posix asio beast spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_cluster
     base codec rendezvous etcd frontend sys run ops cluster std posix asio spdlog json)
-set(GCULAUNCH_LAYER_ALLOW_check      base frontend sys check std posix json)
+set(GCULAUNCH_LAYER_ALLOW_check      base etcd frontend sys check std posix asio json)
 set(GCULAUNCH_LAYER_ALLOW_app
     base codec rendezvous etcd frontend sys run ops cluster check app std posix asio spdlog json cli11)
 set(GCULAUNCH_LAYER_ALLOW_tests

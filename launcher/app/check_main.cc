@@ -7,9 +7,10 @@
 #include <utility>
 
 #include "base/exit_codes.h"
-#include "launcher/app/etcd_check.h"
+#include "launcher/check/etcd_check.h"
 #include "launcher/check/net_probe.h"
 #include "launcher/check/preflight.h"
+#include "launcher/cluster/etcd_options.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/device_profile.h"
 #include "launcher/frontend/launch_spec.h"
@@ -110,7 +111,8 @@ int CheckMain(const std::vector<std::string>& args, const EnvMap& env) {
   CheckReport report = RunPreflight(*spec, env, {probe, files, runner, net}, settings);
   if (spec->etcd) {
     const std::string probe_name = sys::HostName() + "-" + std::to_string(::getpid());
-    for (CheckItem& item : CheckEtcd(*spec->etcd, probe_name)) {
+    const auto client_options = MakeEtcdClientOptions(*spec->etcd);
+    for (CheckItem& item : CheckEtcd(client_options, *spec->etcd, probe_name)) {
       report.items.push_back(std::move(item));
     }
   }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/exit_codes.h"
-#include "launcher/app/job.h"
+#include "launcher/app/launch.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/launch_spec.h"
@@ -62,13 +62,13 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
 
   for (const std::string& warning : spec->warnings) logger->warn("{}", warning);
 
-  JobOptions job;
-  job.started = started;
-  job.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
+  LaunchOptions launch;
+  launch.started = started;
+  launch.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
   try {
-    return RunJob(*spec, env, *logger, *sink, job);
+    return RunLaunch(*spec, env, *logger, *sink, launch);
   } catch (const std::exception& e) {
-    // Last resort (a bug, or memory exhaustion).  By now the objects RunJob
+    // Last resort (a bug, or memory exhaustion).  By now the objects RunLaunch
     // owned were destroyed; the guardian, closed without "done", has killed
     // every rank's process group.
     sink->Detach();

@@ -1,6 +1,6 @@
 // `gculaunch status`: the job running on this node at a glance, from the running gculaunch
 // through its control socket (launcher/ops/control_socket.h; the "status" command that
-// launcher/app/job.cc registers, rendered by launcher/ops/status_view.h).
+// launcher/app/launch.cc registers, rendered by launcher/ops/status_view.h).
 //
 //   gculaunch status [--format text|json] [--watch [SECONDS]] [--job RUN_ID] [--node N]
 //                    [--pid PID] [--timeout SECONDS]

@@ -31,7 +31,7 @@
 // handler registered for the command, writes its answer (any text) and closes.  An unknown
 // command is answered "error: unknown command '<cmd>' (known: a, b)\n".  Only a peer with
 // gculaunch's user id, or root, is served (SO_PEERCRED); others are closed without an answer.
-// Commands: "stacks" (launcher/app/job.cc: first line "dumped <n> of <m>", then the report);
+// Commands: "stacks" (launcher/app/launch.cc: first line "dumped <n> of <m>", then the report);
 // more are added with Register() without touching this file.
 //
 // The socket and every accepted connection are close-on-exec, so no rank inherits them.

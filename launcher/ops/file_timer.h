@@ -13,8 +13,8 @@
 // that pid.  torchrun's server polls every max_interval (up to 10 s late); this one checks
 // every 100 ms.
 //
-// Who may be signalled is not this class's business: the Reaper decides (Job only signals
-// a rank or a process in a rank's group, see launcher/app/job.cc).
+// Who may be signalled is not this class's business: the Reaper decides (Launch only signals
+// a rank or a process in a rank's group, see launcher/app/launch.cc).
 //
 // Ownership: owns the FIFO (created at Start, removed by the destructor) and its descriptor,
 // opened read-write so that it never reports end of file when the last writer closes.

@@ -1,12 +1,16 @@
-// The job protocol on etcd (launcher/cluster/etcd_board.h, etcd_seat.h): real Coordinators and
-// NodeAgents with FakeRanks, one EtcdMember + EtcdSeat + EtcdAgentBoard per "process", all in
-// this test's io_context, against Debian's etcd (tests/support/etcd_server.h) with a 2 s lease.
+// The job protocol on etcd (launcher/cluster/etcd_board.h, etcd_seat.h) as a launch runs it:
+// one EtcdClusterNode (etcd_cluster_node.h: member, seat, board, agent) per "process" with
+// FakeRanks, all in this test's io_context, against Debian's etcd (tests/support/etcd_server.h)
+// with a 2 s lease.  The last cases test the node's lease grant: back-off while etcd cannot be
+// reached, and the join's failure after --rdzv-timeout.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
+#include "base/exit_codes.h"
 #include "launcher/cluster/etcd_board.h"
+#include "launcher/cluster/etcd_cluster_node.h"
 #include "launcher/cluster/etcd_seat.h"
 #include "tests/launcher/cluster/job_fixture.h"
 #include "tests/support/etcd_server.h"
@@ -27,7 +31,7 @@ etcd::ClientOptions Options(const EtcdServer& server) {
   return options;
 }
 
-// One job on etcd: processes (member, seat, agent) added one by one.
+// One job on etcd: processes (each an EtcdClusterNode) added one by one.
 struct EtcdJob {
   EtcdJob(EtcdServer& server, asio::io_context& context, spdlog::logger& logger,
           std::string job_prefix, int min, int max, int restarts = 1)
@@ -53,33 +57,48 @@ struct EtcdJob {
   }
 
   struct Proc {
-    std::unique_ptr<EtcdMember> member;
-    std::unique_ptr<EtcdSeat> seat;
     std::unique_ptr<LaunchSpec> spec;
     std::unique_ptr<RankPlanner> planner;
-    std::unique_ptr<EtcdAgentBoard> board;
     std::unique_ptr<FakeRanks> ranks;
-    std::unique_ptr<NodeAgent> agent;
+    std::unique_ptr<EtcdClusterNode> node;
   };
 
-  Proc& Add(int i) {
-    auto p = std::make_unique<Proc>();
+  /// What a launch would make of process `i`'s flags, with short test timings.
+  EtcdClusterNodeSettings Settings(int i) const {
     job::NodeRegistration reg = Registration(i);
-    p->member = std::make_unique<EtcdMember>(io, Options(etcd), prefix, std::chrono::seconds(2),
-                                             EtcdIdentity{reg.host, reg.pid, reg.incarnation});
-    EtcdSeatSettings seat;
-    seat.coordinator.config.nnodes = nnodes;
-    seat.coordinator.config.min_nodes = min_nodes;
-    seat.coordinator.config.max_restarts = max_restarts;
-    seat.coordinator.config.master = reg;
-    seat.coordinator.config.rdzv_timeout_s = 60;
-    seat.coordinator.config.elected_leader = true;
-    seat.coordinator.rdzv_timeout = std::chrono::seconds(60);
-    seat.coordinator.heartbeat_check = std::chrono::milliseconds(50);
-    seat.coordinator.heartbeat_timeout = std::chrono::milliseconds(1000);
-    seat.coordinator.last_call = std::chrono::milliseconds(300);
-    seat.ranks_host = "127.0.0.1";
-    p->seat = std::make_unique<EtcdSeat>(*p->member, seat, log);
+    EtcdClusterNodeSettings s;
+    s.seat.coordinator.config.nnodes = nnodes;
+    s.seat.coordinator.config.min_nodes = min_nodes;
+    s.seat.coordinator.config.max_restarts = max_restarts;
+    s.seat.coordinator.config.master = reg;
+    s.seat.coordinator.config.rdzv_timeout_s = 60;
+    s.seat.coordinator.config.elected_leader = true;
+    s.seat.coordinator.rdzv_timeout = std::chrono::seconds(60);
+    s.seat.coordinator.heartbeat_check = std::chrono::milliseconds(50);
+    s.seat.coordinator.heartbeat_timeout = std::chrono::milliseconds(1000);
+    s.seat.coordinator.last_call = std::chrono::milliseconds(300);
+    s.seat.ranks_host = "127.0.0.1";
+    s.agent.config.max_restarts = max_restarts;
+    s.agent.config.rdzv_timeout_s = 60;
+    s.agent.config.nnodes = reg.nnodes;
+    s.agent.config.min_nodes = reg.min_nodes;
+    s.agent.config.elected_leader = true;
+    s.agent.rdzv_timeout = std::chrono::seconds(60);
+    s.agent.registration = reg;
+    s.agent.ranks_follow_plan = true;
+    s.agent.ranks_port = "1";  // never used: every plan names the leader's ranks port
+    s.agent.progress_period = std::chrono::milliseconds(200);
+    s.identity = EtcdIdentity{reg.host, reg.pid, reg.incarnation};
+    s.key_prefix = prefix;
+    s.lease_ttl = std::chrono::seconds(2);
+    s.local_addr = "127.0.0.1";
+    s.rdzv_timeout = std::chrono::seconds(60);
+    return s;
+  }
+
+  /// Process `i`, as a launch makes it (EtcdClusterNode), started with `options`.
+  Proc& Add(int i, const etcd::ClientOptions& options, EtcdClusterNodeSettings settings) {
+    auto p = std::make_unique<Proc>();
     p->spec = std::make_unique<LaunchSpec>();
     p->spec->nnodes = nnodes;
     p->spec->nproc_per_node = 1;
@@ -88,47 +107,30 @@ struct EtcdJob {
     p->spec->argv = {"/bin/true"};
     RankRuntime runtime{"0", "r", dir.File("node" + std::to_string(i))};
     p->planner = std::make_unique<RankPlanner>(*p->spec, base, runtime, false);
-    NodeAgentSettings s;
-    s.config.max_restarts = max_restarts;
-    s.config.rdzv_timeout_s = 60;
-    s.config.nnodes = reg.nnodes;
-    s.config.min_nodes = reg.min_nodes;
-    s.config.elected_leader = true;
-    s.rdzv_timeout = std::chrono::seconds(60);
-    s.registration = reg;
-    s.ranks_follow_plan = true;
-    s.ranks_port = "1";  // never used: every plan names the leader's ranks port
-    s.progress_period = std::chrono::milliseconds(200);
-    p->board = std::make_unique<EtcdAgentBoard>(*p->member, "127.0.0.1");
+    auto node = EtcdClusterNode::Make(io, options, std::move(settings), *p->planner, log);
+    REQUIRE(node.ok());
+    p->node = std::move(*node);
     p->ranks = std::make_unique<FakeRanks>(io);
-    p->agent = std::make_unique<NodeAgent>(io, *p->board, *p->planner, s, log);
-    p->ranks->agent = p->agent.get();
-    p->agent->Attach(*p->ranks);
-    Proc* proc = p.get();
-    p->member->Start([proc](const Status& ready) {
-      REQUIRE(ready.ok());
-      proc->seat->Start();
-      proc->agent->Start();
-    });
+    p->ranks->agent = &p->node->agent();
+    p->node->Start(*p->ranks);
     procs.push_back(std::move(p));
     return *procs.back();
   }
+
+  Proc& Add(int i) { return Add(i, Options(etcd), Settings(i)); }
 
   /// Process `i` is killed: nothing is revoked, its lease ends after the TTL.
   void Kill(int i) {
     Proc& p = *procs[i];
     p.ranks->agent = nullptr;
-    p.agent.reset();
-    p.board.reset();
-    p.seat.reset();
-    p.member.reset();
+    p.node.reset();
   }
 
-  bool Alive(int i) const { return procs[i]->member != nullptr; }
+  bool Alive(int i) const { return procs[i]->node != nullptr; }
 
   int Leader() const {
     for (std::size_t i = 0; i < procs.size(); ++i) {
-      if (Alive(static_cast<int>(i)) && procs[i]->seat->leader()) return static_cast<int>(i);
+      if (Alive(static_cast<int>(i)) && procs[i]->node->seat().leader()) return static_cast<int>(i);
     }
     return -1;
   }
@@ -152,8 +154,8 @@ struct EtcdJob {
   bool AllFinished() {
     for (std::size_t i = 0; i < procs.size(); ++i) {
       if (!Alive(static_cast<int>(i))) continue;
-      if (!procs[i]->agent->finished()) return false;
-      procs[i]->seat->Stop();
+      if (!procs[i]->node->agent().finished()) return false;
+      procs[i]->node->seat().Stop();
     }
     return true;
   }
@@ -225,8 +227,9 @@ TEST_CASE("etcd job: three nodes of a fixed size run epoch 0 and remove their ke
   REQUIRE(f.Run([&] { return job.AllStarted(0); }));
   const int leader = job.Leader();
   REQUIRE(leader >= 0);
-  CHECK(job.procs[leader]->seat->term() == 1);
-  const std::string port = std::to_string(job.procs[leader]->seat->ranks_store()->server().port());
+  CHECK(job.procs[leader]->node->seat().term() == 1);
+  const std::string port =
+      std::to_string(job.procs[leader]->node->seat().ranks_store()->server().port());
   std::set<std::string> ranks;
   for (int i = 0; i < 3; ++i) {
     auto env = job.RankEnv(i, 0);
@@ -239,8 +242,8 @@ TEST_CASE("etcd job: three nodes of a fixed size run epoch 0 and remove their ke
   CHECK(job.RankEnv(leader, 0)["RANK"] == "0");  // the leader is node rank 0
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
-  for (int i = 0; i < 3; ++i) CHECK(job.procs[i]->agent->exit_code() == 0);
-  REQUIRE(f.Run([&] { return job.procs[leader]->seat->finished(); }));
+  for (int i = 0; i < 3; ++i) CHECK(job.procs[i]->node->agent().exit_code() == 0);
+  REQUIRE(f.Run([&] { return job.procs[leader]->node->seat().finished(); }));
   CHECK(f.Keys("/gculaunch/job1/").empty());
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }
@@ -257,7 +260,7 @@ TEST_CASE("etcd job: a rank failure on another node restarts every node once", "
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 3; ++i) {
-    CHECK(job.procs[i]->agent->exit_code() == 0);
+    CHECK(job.procs[i]->node->agent().exit_code() == 0);
     CHECK_FALSE(job.procs[i]->ranks->Called("start 2"));
   }
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
@@ -274,18 +277,18 @@ TEST_CASE("etcd job: the leader dies and an elastic job continues on two nodes u
   REQUIRE(f.Run([&] { return job.AllStarted(1); }));
   const int leader = job.Leader();
   REQUIRE(leader >= 0);
-  CHECK(job.procs[leader]->seat->term() == 2);
+  CHECK(job.procs[leader]->node->seat().term() == 2);
   for (int i = 0; i < 3; ++i) {
     if (i == old) continue;
     auto env = job.RankEnv(i, 1);
     CHECK(env["WORLD_SIZE"] == "2");
     CHECK(env["MASTER_PORT"] ==
-          std::to_string(job.procs[leader]->seat->ranks_store()->server().port()));
+          std::to_string(job.procs[leader]->node->seat().ranks_store()->server().port()));
   }
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 3; ++i) {
-    if (i != old) CHECK(job.procs[i]->agent->exit_code() == 0);
+    if (i != old) CHECK(job.procs[i]->node->agent().exit_code() == 0);
   }
   // The lines say what happened on etcd: the old leader's key went with its lease, and a
   // survivor took over (not "node 0 came back").
@@ -315,7 +318,7 @@ TEST_CASE("etcd job: a node that does not lead dies: its lease ends and the job 
   job.Kill(other);
   REQUIRE(f.Run([&] { return job.AllStarted(1); }));
   CHECK(job.Leader() == leader);  // the same term: nobody campaigned again
-  CHECK(job.procs[leader]->seat->term() == 1);
+  CHECK(job.procs[leader]->node->seat().term() == 1);
   CHECK(job.RankEnv(leader, 1)["WORLD_SIZE"] == "2");
   CHECK_THAT(f.log_text.str(),
              Catch::Contains("was lost: its etcd lease ended without a bye (killed, or cut off "
@@ -323,7 +326,7 @@ TEST_CASE("etcd job: a node that does not lead dies: its lease ends and the job 
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 3; ++i) {
-    if (i != other) CHECK(job.procs[i]->agent->exit_code() == 0);
+    if (i != other) CHECK(job.procs[i]->node->agent().exit_code() == 0);
   }
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }
@@ -355,7 +358,7 @@ TEST_CASE(
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 4; ++i) {
-    if (i != other) CHECK(job.procs[i]->agent->exit_code() == 0);
+    if (i != other) CHECK(job.procs[i]->node->agent().exit_code() == 0);
   }
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }
@@ -371,8 +374,9 @@ TEST_CASE("etcd job: the leader dies and a fixed-size job waits for a replacemen
   // The survivors elect a new leader and wait: nobody starts epoch 1 with two nodes.
   REQUIRE(f.Run([&] {
     const int l = job.Leader();
-    return l >= 0 && job.procs[l]->seat->term() == 2 && job.procs[l]->seat->coordinator() &&
-           job.procs[l]->seat->coordinator()->state().members.size() == 2;
+    return l >= 0 && job.procs[l]->node->seat().term() == 2 &&
+           job.procs[l]->node->seat().coordinator() &&
+           job.procs[l]->node->seat().coordinator()->state().members.size() == 2;
   }));
   f.Run([] { return false; }, 1);
   for (int i = 0; i < 3; ++i) {
@@ -384,7 +388,7 @@ TEST_CASE("etcd job: the leader dies and a fixed-size job waits for a replacemen
   job.SucceedAll();
   REQUIRE(f.Run([&] { return job.AllFinished(); }));
   for (int i = 0; i < 4; ++i) {
-    if (i != old) CHECK(job.procs[i]->agent->exit_code() == 0);
+    if (i != old) CHECK(job.procs[i]->node->agent().exit_code() == 0);
   }
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
 }
@@ -424,7 +428,7 @@ TEST_CASE("etcd job: a deposed leader's writes are refused", "[etcd_job]") {
   REQUIRE(f.Run([&] { return deleted; }));
   EtcdJob job(f.server, f.io, f.log, prefix, 1, 1);
   job.Add(0);
-  REQUIRE(f.Run([&] { return job.Leader() == 0 && job.procs[0]->seat->term() == 2; }));
+  REQUIRE(f.Run([&] { return job.Leader() == 0 && job.procs[0]->node->seat().term() == 2; }));
 
   std::string why;
   board.OnDeposed([&](std::string what) { why = std::move(what); });
@@ -449,13 +453,59 @@ TEST_CASE("etcd job: two jobs with different prefixes on one etcd do not meet", 
   for (EtcdJob* job : {&a, &b}) {
     const int leader = job->Leader();
     REQUIRE(leader >= 0);
-    CHECK(job->procs[leader]->seat->term() == 1);
+    CHECK(job->procs[leader]->node->seat().term() == 1);
     for (int i = 0; i < 2; ++i) CHECK(job->RankEnv(i, 0)["WORLD_SIZE"] == "2");
   }
   a.SucceedAll();
   b.SucceedAll();
   REQUIRE(f.Run([&] { return a.AllFinished() && b.AllFinished(); }));
   if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
+}
+
+TEST_CASE("etcd cluster node: while etcd is down the lease grant backs off, once up it joins",
+          "[etcd_job]") {
+  Fixture f;
+  f.server.Stop();
+  EtcdJob job(f.server, f.io, f.log, "/gculaunch/late/", 1, 1);
+  EtcdClusterNodeSettings settings = job.Settings(0);
+  settings.progress_period = std::chrono::milliseconds(500);
+  EtcdJob::Proc& p = job.Add(0, Options(f.server), std::move(settings));
+  // 100 ms doubling to 1 s: about five attempts in 1.5 s, not one per request timeout.
+  f.Run([] { return false; }, 2);
+  CHECK(p.node->grant_attempts() >= 3);
+  CHECK(p.node->grant_attempts() <= 8);
+  CHECK(p.ranks->calls.empty());
+  CHECK(f.log_text.str().find("waiting for etcd at " + f.server.endpoint()) != std::string::npos);
+  f.server.Start();
+  REQUIRE(f.Run([&] { return p.ranks->Called("start 0"); }));
+  CHECK(f.log_text.str().find("reached etcd at " + f.server.endpoint()) != std::string::npos);
+  CHECK(p.node->seat().term() == 1);
+  job.SucceedAll();
+  REQUIRE(f.Run([&] { return job.AllFinished(); }));
+  CHECK(p.node->agent().exit_code() == 0);
+  if (std::getenv("ETCD_JOB_LOG") != nullptr) WARN(f.log_text.str());
+}
+
+TEST_CASE("etcd cluster node: etcd never answers: the join fails after --rdzv-timeout (exit 3)",
+          "[etcd_job]") {
+  Fixture f;
+  f.server.Stop();
+  EtcdJob job(f.server, f.io, f.log, "/gculaunch/never/", 1, 1);
+  EtcdClusterNodeSettings settings = job.Settings(0);
+  settings.rdzv_timeout = std::chrono::milliseconds(1500);
+  const auto start = std::chrono::steady_clock::now();
+  EtcdJob::Proc& p = job.Add(0, Options(f.server), std::move(settings));
+  const std::string exit = "exit " + std::to_string(exit_code::kRendezvousFailed);
+  REQUIRE(f.Run([&] { return p.ranks->Called(exit); }));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= std::chrono::milliseconds(1500));
+  CHECK(waited < std::chrono::seconds(10));
+  REQUIRE(p.node->agent().join_error().has_value());
+  const Error& error = *p.node->agent().join_error();
+  CHECK(error.what.find("could not reach etcd at " + f.server.endpoint() + " after ") == 0);
+  CHECK(error.what.find("(--rdzv-timeout 1.5 s)") != std::string::npos);
+  CHECK(error.hint.find("raise --rdzv-timeout if etcd starts later") != std::string::npos);
+  CHECK(p.node->grant_attempts() >= 3);
 }
 
 }  // namespace

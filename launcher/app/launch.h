@@ -1,8 +1,11 @@
-// Job: a real launch of a LaunchSpec, from guardian to exit code.  RunJob runs one.
+// Launch: one gculaunch process's launch of a LaunchSpec, from guardian to exit code; RunLaunch
+// runs one.  (The job is the whole training run: every node and every attempt.  A launch is
+// this node's part of it; with several nodes, launcher/cluster/cluster_node.h joins it to the
+// others.)
 //
-// Job::Run takes these steps, each a method of its own:
+// Launch::Run takes these steps, each a method of its own:
 //   1. SetUpProcess     stdio open, SIGPIPE ignored, SIGCHLD default; then the script is
-//                       checked (CheckScript in job.cc)
+//                       checked (CheckScript in launch.cc)
 //   2. StartGuardian    the guardian forked (still single-threaded, no socket yet)
 //   3. ChooseAtLaunch   launch-time choices: run id, the store's port bound (or a free port
 //                       picked), the scratch directory for error files, the ranks' runtime
@@ -10,10 +13,10 @@
 //   4. Loop (built by its constructor): the event loop and what lives on it: io_context,
 //                       output writer thread, ChildWatcher, Spawner, RankPlanner, the
 //                       Supervisor's settings, the agent store
-//   5. AssembleCluster  multi-node only: the link to the store, this node's NodeAgent and,
-//                       on node 0, the Coordinator
-//   6. Supervise        the Supervisor runs the ranks to their end; WaitForByes (multi-node)
-//                       keeps the store up until every node said bye
+//   5. ClusterNode      several nodes only: MakeClusterNode (launcher/cluster/cluster_node.h)
+//                       makes this node's place in the job, on the built-in store or on etcd
+//   6. Supervise        the Supervisor runs the ranks to their end; with several nodes the
+//                       ClusterNode's Finish then waits (bounded) until every node said bye
 //   7. Report           the exit summary: stderr text, --summary-json, the parent launcher's
 //                       TORCHELASTIC_ERROR_FILE
 //   8. CloseLoop        the terminal reclaimed, the log sink detached, the console drained
@@ -23,20 +26,20 @@
 // A step that makes the launch impossible prints why; Run returns the exit code.
 //
 // Ownership and lifetimes, outermost first:
-//   * Job: the guardian, the store's bound socket (until the agent store takes it), the
+//   * Launch: the guardian, the store's bound socket (until the agent store takes it), the
 //     scratch directory's path and the ranks' runtime values, for the whole of Run.  On an
 //     early return or an exception the guardian's destructor closes it without "done", so it
 //     kills every group that was started, and reaps it.
 //   * Loop (a local of RunLoop): the io_context and every object that runs on it, declared in
 //     construction order and destroyed in reverse, the io_context last.  A new event-loop
 //     service (a status socket, metrics) becomes a member here.
-//   * Cluster (a local of RunLoop, declared after the Loop and so destroyed before it): the
-//     agent, the coordinator and their links, which hold references into the Loop.
+//   * ClusterNode (a local of RunLoop, declared after the Loop and so destroyed before it): the
+//     agent, the coordinator, their boards and links, which hold references into the Loop.
 //   * Supervisor (a local of Supervise): lives until the summary is written, because
 //     destroying it closes the ranks' output streams, which flush their last partial lines.
-//   The borrowed spec, environment, logger, sink and options must outlive the Job.
+//   The borrowed spec, environment, logger, sink and options must outlive the Launch.
 //
-// Thread safety: main thread only; a Job runs once.
+// Thread safety: main thread only; a Launch runs once.
 #pragma once
 
 #include <spdlog/logger.h>
@@ -51,6 +54,7 @@
 #include <vector>
 
 #include "base/env_map.h"
+#include "launcher/cluster/cluster_node.h"
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/rank_env.h"
 #include "launcher/ops/control_socket.h"
@@ -66,7 +70,7 @@
 
 namespace gculaunch {
 
-struct JobOptions {
+struct LaunchOptions {
   bool force_sigchld = false;                     ///< GCULAUNCH_CHILD_WATCHER=sigchld
   std::chrono::milliseconds kill_wait{5000};      ///< SIGKILL -> stuck report
   std::chrono::milliseconds output_flush{10000};  ///< at exit, for a console that does not drain
@@ -75,20 +79,19 @@ struct JobOptions {
 
 struct JobOutcome;
 
-class Job {
+class Launch {
  public:
-  /// Borrows every argument for the Job's lifetime.
-  Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-      const JobOptions& options);
-  Job(const Job&) = delete;
-  Job& operator=(const Job&) = delete;
+  /// Borrows every argument for the Launch's lifetime.
+  Launch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+         const LaunchOptions& options);
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
 
-  /// Runs the job; returns gculaunch's exit code (exit_codes.h).  REQUIRES: called once.
+  /// Runs the launch; returns gculaunch's exit code (exit_codes.h).  REQUIRES: called once.
   int Run();
 
  private:
   struct Loop;
-  struct Cluster;
 
   void SetUpProcess();
   void StartGuardian();
@@ -103,20 +106,16 @@ class Job {
   void LogLayout();
   nlohmann::json LaunchFields() const;
   int RunLoop();
-  void AssembleCluster(Loop& loop, Cluster& cluster);
-  int Supervise(Loop& loop, Cluster& cluster);
-  /// Multi-node: hands the supervisor to the agent and starts it (on etcd once this node
-  /// reached etcd), and node 0's coordinator.
-  static void StartCluster(Cluster& cluster, Supervisor& supervisor);
+  /// `cluster`: this node's place in a job of several nodes; null for a single node.
+  int Supervise(Loop& loop, ClusterNode* cluster);
   std::unique_ptr<FileTimerServer> ServeFileTimer(Loop& loop, Supervisor& supervisor);
-  /// Calls back with the job's stacks: this node's part, and on node 0 of a multi-node job
-  /// every other node's (launcher/cluster/dump_exchange.h).
-  using JobStacks = std::function<void(std::function<void(std::vector<NodeStacks>)>)>;
-  JobStacks MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supervisor,
-                          StackDumper& dumper);
+  /// Calls back with the job's stacks: this node's part, and on the node that gathers them
+  /// every other node's (launcher/cluster/cluster_node.h).
+  using JobStacks = ClusterNode::JobStacks;
+  JobStacks MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor, StackDumper& dumper);
   std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, JobStacks stacks);
-  void WaitForByes(Loop& loop, Cluster& cluster);
-  void Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome);
+  static std::chrono::steady_clock::time_point ByeBound(const Loop& loop);
+  void Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outcome);
   void CloseLoop(Loop& loop);
   void Teardown();
 
@@ -124,22 +123,21 @@ class Job {
   const EnvMap& env_;
   spdlog::logger& log_;
   LogSink& sink_;
-  const JobOptions& options_;
+  const LaunchOptions& options_;
 
   std::optional<sys::Guardian> guardian_;
   rendezvous::OpenFileLimit open_files_;  ///< raised after the guardian started
   static constexpr int kReservedDescriptors = 8;
   std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
   std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
-  std::optional<Error> cluster_error_;  ///< AssembleCluster could not (etcd's settings)
   std::string scratch_;  ///< every file a rank opens by name (private, removed at exit)
   std::optional<sys::HeldDir> log_dir_;  ///< the run's log directory; none without log files
   RankRuntime runtime_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };
 
-/// Runs the job (a Job); returns gculaunch's exit code (exit_codes.h).
-int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-           const JobOptions& options);
+/// Runs the launch (a Launch); returns gculaunch's exit code (exit_codes.h).
+int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+              const LaunchOptions& options);
 
 }  // namespace gculaunch

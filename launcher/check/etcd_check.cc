@@ -1,4 +1,4 @@
-#include "launcher/app/etcd_check.h"
+#include "launcher/check/etcd_check.h"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -155,27 +155,8 @@ asio::awaitable<void> RunChecks(asio::any_io_executor executor, etcd::ClientOpti
 
 }  // namespace
 
-Result<etcd::ClientOptions> MakeEtcdClientOptions(const EtcdSettings& settings) {
-  // The spec keeps the endpoints without a scheme and TLS as one switch for all of them.
-  std::vector<std::string> urls;
-  for (const std::string& e : settings.endpoints) {
-    urls.push_back((settings.tls ? "https://" : "http://") + e);
-  }
-  auto endpoints = etcd::ParseEndpoints(Join(urls, ","));
-  if (!endpoints.ok()) return endpoints.error();
-  etcd::ClientOptions options;
-  options.endpoints = std::move(*endpoints);
-  options.tls.ca_file = settings.ca_cert;
-  options.tls.cert_file = settings.cert;
-  options.tls.key_file = settings.key;
-  options.user = settings.user;
-  options.password = settings.password;
-  options.request_timeout = SecondsToMillis(settings.request_timeout_s);
-  return options;
-}
-
-std::vector<CheckItem> CheckEtcd(const EtcdSettings& settings, const std::string& probe_name) {
-  auto options = MakeEtcdClientOptions(settings);
+std::vector<CheckItem> CheckEtcd(const Result<etcd::ClientOptions>& options,
+                                 const EtcdSettings& settings, const std::string& probe_name) {
   if (!options.ok()) {
     return {CheckItem{"etcd", CheckStatus::kFail, options.error().what, options.error().hint}};
   }

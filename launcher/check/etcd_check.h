@@ -1,5 +1,4 @@
-// The etcd side of `gculaunch check --rdzv-backend etcd`, and the one place that turns the
-// spec's EtcdSettings into the etcd client's options.
+// The etcd side of `gculaunch check --rdzv-backend etcd`.
 //
 // CheckEtcd answers "can this node keep a job's rendezvous in this etcd?" with one CheckItem
 // per finding, in the order the job would need them:
@@ -26,11 +25,11 @@
 
 namespace gculaunch {
 
-/// The etcd client's options for the job's settings (endpoints, user, timeouts). An Error
-/// when the settings ask for something the client cannot do (TLS, until the client has it).
-Result<etcd::ClientOptions> MakeEtcdClientOptions(const EtcdSettings& settings);
-
-/// Runs the checks above; `probe_name` names the probe key ("host-1234").
-std::vector<CheckItem> CheckEtcd(const EtcdSettings& settings, const std::string& probe_name);
+/// Runs the checks above; `probe_name` names the probe key ("host-1234").  `options` are the
+/// client's options as MakeEtcdClientOptions (launcher/cluster/etcd_options.h) made them from
+/// `settings`; app/ passes them in, because the check layer may not include the cluster layer.
+/// An Error there (an endpoint that cannot be parsed) is the check's one finding.
+std::vector<CheckItem> CheckEtcd(const Result<etcd::ClientOptions>& options,
+                                 const EtcdSettings& settings, const std::string& probe_name);
 
 }  // namespace gculaunch

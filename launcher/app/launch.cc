@@ -1,4 +1,4 @@
-#include "launcher/app/job.h"
+#include "launcher/app/launch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,19 +12,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
-#include "launcher/app/etcd_node.h"
-#include "launcher/cluster/agent_link.h"
-#include "launcher/cluster/coordinator.h"
-#include "launcher/cluster/dump_exchange.h"
-#include "launcher/cluster/hang_exchange.h"
-#include "launcher/cluster/job_protocol.h"
-#include "launcher/cluster/net_address.h"
-#include "launcher/cluster/node_agent.h"
+#include "launcher/cluster/cluster_node.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/python_shim.h"
 #include "launcher/frontend/stack_hook.h"
@@ -90,129 +82,13 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return sys::ReplaceFile(path, text);
 }
 
-// A fresh id per gculaunch start: the job tells a restarted node from its old self by it.
-std::string NewIncarnation() {
-  std::random_device random;
-  const std::uint64_t id = (static_cast<std::uint64_t>(random()) << 32) ^ random() ^
-                           static_cast<std::uint64_t>(::getpid());
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
-  return text;
-}
-
-struct MultiNodeSettings {
-  NodeAgentSettings agent;
-  RemoteLinkOptions remote;
-  CoordinatorSettings coordinator;
-};
-
-// --hang-timeout and --on-hang as a node's registration states them: they must agree.
-std::string HangSetting(const LaunchSpec& spec) {
-  if (spec.hang_timeout_s <= 0) return "no --hang-timeout";
-  std::ostringstream out;
-  out << "--hang-timeout " << spec.hang_timeout_s << " s, --on-hang " << OnHangName(spec.on_hang);
-  return out.str();
-}
-
-// Everything the multi-node pieces need, from the spec (docs/multinode.md).
-MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
-  MultiNodeSettings m;
-  const auto timeout = SecondsToMillis(spec.rdzv_timeout_s);
-  job::NodeRegistration reg;
-  reg.node_rank = spec.node_rank;
-  reg.nnodes = spec.nnodes;
-  // 0: fixed size (job_protocol.h); on etcd MIN = MAX: a fixed size on the elastic path.
-  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.etcd ? spec.nnodes : 0;
-  reg.nproc = spec.nproc_per_node;
-  reg.max_restarts = spec.max_restarts;
-  reg.hang = HangSetting(spec);
-  reg.run_id = runtime.run_id;
-  reg.host = sys::HostName();
-  reg.pid = static_cast<int>(::getpid());
-  reg.addr = spec.local_addr;  // --local-addr; empty: the address that routes to the master
-  reg.incarnation = NewIncarnation();
-
-  m.agent.config.node_rank = spec.node_rank;
-  m.agent.config.max_restarts = spec.max_restarts;
-  // On etcd "node 0" is the leader of the current term, wherever it runs.
-  m.agent.config.master_addr = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
-  m.agent.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
-  m.agent.config.nnodes = spec.nnodes;
-  m.agent.config.min_nodes = reg.min_nodes;
-  m.agent.config.elected_leader = spec.etcd.has_value();
-  m.agent.rdzv_timeout = timeout;
-  m.agent.registration = reg;
-  m.agent.is_master = spec.node_rank == 0 && !spec.etcd;
-  m.agent.ranks_follow_plan = spec.etcd.has_value();
-  m.agent.master_addr = spec.master_addr;
-  m.agent.agent_port = spec.agent_port;
-  m.agent.ranks_port =
-      std::to_string(spec.store_mode == StoreMode::kAgent ? spec.agent_port : spec.worker_port);
-
-  m.remote.host = spec.master_addr;
-  m.remote.port = spec.agent_port;
-  m.remote.connect_timeout = timeout;
-  m.remote.secret = spec.job_secret;
-
-  m.coordinator.config.nnodes = spec.nnodes;
-  m.coordinator.config.min_nodes = reg.min_nodes;
-  m.coordinator.config.last_call_s = static_cast<int>(spec.last_call_s);
-  m.coordinator.last_call = SecondsToMillis(spec.last_call_s);
-  m.coordinator.config.max_restarts = spec.max_restarts;
-  m.coordinator.config.backoff =
-      MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
-  m.coordinator.config.master = reg;
-  m.coordinator.config.elected_leader = spec.etcd.has_value();
-  m.coordinator.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
-  m.coordinator.rdzv_timeout = timeout;
-  m.coordinator.ranks_port = spec.store_mode == StoreMode::kAgent ? 0
-                             : spec.worker_port != 0              ? spec.worker_port
-                                                                  : -1;
-  return m;
-}
-
-// --rdzv-backend etcd: every node campaigns; the term's leader serves the ranks' store on
-// MASTER_PORT and runs the coordinator (docs/etcd.md, "Job rendezvous on etcd").
-Result<std::unique_ptr<EtcdNode>> MakeEtcdNode(boost::asio::io_context& io, const LaunchSpec& spec,
-                                               const MultiNodeSettings& settings,
-                                               spdlog::logger& log) {
-  EtcdNodeSettings s;
-  s.seat.coordinator = settings.coordinator;
-  s.seat.ranks_host = "";  // every interface, IPv4 and IPv6
-  s.seat.ranks_port = static_cast<std::uint16_t>(spec.agent_port);
-  const job::NodeRegistration& reg = settings.agent.registration;
-  s.identity = EtcdIdentity{reg.host, reg.pid, reg.incarnation};
-  s.local_addr = spec.local_addr;
-  s.rdzv_timeout = settings.agent.rdzv_timeout;
-  return EtcdNode::Make(io, *spec.etcd, std::move(s), log);
-}
-
-// The job-wide part of the exit summary: why the job ended, as every node tells it.
-void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in) {
-  if (agent.join_error()) {
-    in.job_outcome =
-        in.exit_code == exit_code::kRendezvousFailed ? "rendezvous_failed" : "job_error";
-    in.job_json = {{"kind", in.job_outcome}, {"what", agent.join_error()->Format()}};
-    return;
-  }
-  if (!agent.outcome()) return;
-  const job::StopMarker& m = *agent.outcome();
-  in.job_outcome =
-      m.kind == job::StopMarker::Kind::kJobError && m.exit_code == exit_code::kRendezvousFailed
-          ? "rendezvous_failed"
-          : job::KindName(m.kind);
-  in.job_json = nlohmann::json::parse(job::Encode(m), nullptr, false);
-  if (m.kind != job::StopMarker::Kind::kSuccess)
-    in.job_cause = "the job stopped: " + job::Describe(m);
-}
-
-SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const JobOptions& options,
+SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOptions& options,
                                       JobEvents* events) {
   SupervisorConfig config;
   config.events = events;
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
-  config.policy.job = spec.nnodes > 1 || spec.etcd.has_value();  // an agent decides restarts
+  config.policy.job = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
   config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;
@@ -268,8 +144,8 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
 
 // The event loop and every object that runs on it (step 4).  Members are declared in
 // construction order; the io_context, first, is destroyed last.
-struct Job::Loop {
-  explicit Loop(Job& job);
+struct Launch::Loop {
+  explicit Loop(Launch& launch);
   std::string RenderMetricsNow();
   std::string StatusNow() const;
   std::map<int, double> ProgressAges() const;
@@ -297,66 +173,52 @@ struct Job::Loop {
   std::unique_ptr<MetricsHttpServer> metrics;  ///< --metrics-port
 };
 
-// Multi-node only (step 5): destroyed before the Loop, whose io_context, store and planner
-// these objects use.
-struct Job::Cluster {
-  std::optional<LocalAgentLink> local_link;    ///< node 0: the store is in this process
-  std::optional<RemoteAgentLink> remote_link;  ///< other nodes: node 0's store over TCP
-  std::optional<StoreAgentBoard> agent_board;
-  std::optional<StoreCoordinatorBoard> coordinator_board;  ///< node 0 only
-  std::optional<NodeAgent> agent;
-  std::optional<Coordinator> coordinator;       ///< node 0 only
-  std::optional<DumpGatherer> dump_gatherer;    ///< node 0: `gculaunch stacks` for the job
-  std::optional<DumpResponder> dump_responder;  ///< other nodes: answer node 0's requests
-  std::unique_ptr<EtcdNode> etcd;  ///< --rdzv-backend etcd: instead of the links and node 0's parts
-  AgentBoard* board = nullptr;     ///< this node's agent's board (either kind)
-};
-
-Job::Loop::Loop(Job& job)
-    : watcher(io, job.options_.force_sigchld),
-      multinode(job.spec_.nnodes > 1 || job.spec_.etcd.has_value()),
-      rank0_terminal(job.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
-      planner(job.spec_, job.env_, job.runtime_, rank0_terminal, job.log_dir_),
-      config(MakeSupervisorConfig(job.spec_, job.options_, &events)) {
-  job.sink_.Attach(&writer, console_err);
+Launch::Loop::Loop(Launch& launch)
+    : watcher(io, launch.options_.force_sigchld),
+      multinode(RunsAsCluster(launch.spec_)),
+      rank0_terminal(launch.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
+      planner(launch.spec_, launch.env_, launch.runtime_, rank0_terminal, launch.log_dir_),
+      config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)) {
+  launch.sink_.Attach(&writer, console_err);
   writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
-  spawner.set_child_open_files(job.open_files_.before);
+  spawner.set_child_open_files(launch.open_files_.before);
   events.Add(&status);
-  if (job.log_dir_) {
-    auto opened =
-        EventLog::Open(*job.log_dir_, "events.jsonl", job.runtime_.run_id, job.spec_.node_rank);
+  if (launch.log_dir_) {
+    auto opened = EventLog::Open(*launch.log_dir_, "events.jsonl", launch.runtime_.run_id,
+                                 launch.spec_.node_rank);
     if (opened.ok()) {
       event_log = std::move(*opened);
       events.Add(event_log.get());
     } else {
-      job.log_.warn("{} (fix: {})", opened.error().what, opened.error().hint);
+      launch.log_.warn("{} (fix: {})", opened.error().what, opened.error().hint);
     }
   }
   if (watcher.mode() == sys::ChildWatcher::Mode::kSigchld) {
-    job.log_.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
+    launch.log_.info("exit detection: SIGCHLD + waitpid ({})", watcher.fallback_reason());
   }
-  if (job.metrics_socket_) store_metrics = std::make_shared<rendezvous::StoreMetrics>();
-  if (job.store_socket_) {
+  if (launch.metrics_socket_) store_metrics = std::make_shared<rendezvous::StoreMetrics>();
+  if (launch.store_socket_) {
     auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
     options.metrics = store_metrics;
-    options.max_connections = job.StoreConnectionCap();
-    if (job.spec_.store_max_queued) options.limits.max_queued = *job.spec_.store_max_queued;
-    if (job.spec_.store_max_buffered) options.limits.max_buffered = *job.spec_.store_max_buffered;
-    options.agent_secret = job.spec_.job_secret;
-    options.allow = job.spec_.store_allow;
-    store.emplace(io, std::move(*job.store_socket_), job.log_, std::move(options));
-    store->server().Set("run_id", job.runtime_.run_id);
+    options.max_connections = launch.StoreConnectionCap();
+    if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
+    if (launch.spec_.store_max_buffered)
+      options.limits.max_buffered = *launch.spec_.store_max_buffered;
+    options.agent_secret = launch.spec_.job_secret;
+    options.allow = launch.spec_.store_allow;
+    store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
+    store->server().Set("run_id", launch.runtime_.run_id);
   }
-  if (job.metrics_socket_) {
-    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*job.metrics_socket_),
+  if (launch.metrics_socket_) {
+    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*launch.metrics_socket_),
                                                   [this] { return RenderMetricsNow(); });
-    metrics->set_warn([&log = job.log_](const std::string& line) { log.warn("{}", line); });
+    metrics->set_warn([&log = launch.log_](const std::string& line) { log.warn("{}", line); });
   }
 }
 
 // Seconds since each running rank's last output or heartbeat (the freshest of the two; a
 // rank that showed neither yet: since its start), by global rank.
-std::map<int, double> Job::Loop::ProgressAges() const {
+std::map<int, double> Launch::Loop::ProgressAges() const {
   std::map<int, double> ages;
   if (supervisor == nullptr || supervisor->group() == nullptr) return ages;
   for (const RankProgress& p : supervisor->group()->Progress()) {
@@ -371,7 +233,7 @@ std::map<int, double> Job::Loop::ProgressAges() const {
 
 // The answer to the control socket's "status": the job's picture with each running rank's
 // /proc sample (status_view.h).
-std::string Job::Loop::StatusNow() const {
+std::string Launch::Loop::StatusNow() const {
   StatusInput in;
   in.job = &status.snapshot();
   in.now = status.Now();
@@ -383,7 +245,7 @@ std::string Job::Loop::StatusNow() const {
 }
 
 // One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.
-std::string Job::Loop::RenderMetricsNow() {
+std::string Launch::Loop::RenderMetricsNow() {
   MetricsInput in;
   in.job = &status.snapshot();
   in.now = status.Now();
@@ -401,11 +263,11 @@ std::string Job::Loop::RenderMetricsNow() {
   return RenderMetrics(in);
 }
 
-Job::Job(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-         const JobOptions& options)
+Launch::Launch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+               const LaunchOptions& options)
     : spec_(spec), env_(env), log_(log), sink_(sink), options_(options) {}
 
-int Job::Run() {
+int Launch::Run() {
   SetUpProcess();
   if (auto script = CheckScript(spec_); !script.ok()) {
     PrintError(script.error());
@@ -418,7 +280,7 @@ int Job::Run() {
   return code;
 }
 
-void Job::SetUpProcess() {
+void Launch::SetUpProcess() {
   sys::EnsureStdioOpen();
   sys::IgnoreSigpipe();
   sys::DefaultSigchld();
@@ -427,7 +289,7 @@ void Job::SetUpProcess() {
 // Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
 // one (every store connection is a descriptor); the ranks get the limit gculaunch was
 // started with back (Spawner).
-void Job::StartGuardian() {
+void Launch::StartGuardian() {
   sys::GuardianOptions options;
   options.reporter = [this](const std::string& line) { log_.warn("{}", line); };
   if (auto started = sys::Guardian::Start(std::move(options)); started.ok()) {
@@ -449,7 +311,7 @@ void Job::StartGuardian() {
 
 // The store's connections may use what the launch itself does not: per rank two pipes, two
 // log files and a pidfd, plus the reserve and a margin for logs, sockets and the loop.
-std::size_t Job::StoreConnectionCap() const {
+std::size_t Launch::StoreConnectionCap() const {
   const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
   const std::uint64_t own =
       kReservedDescriptors + 64 + 8 * static_cast<std::uint64_t>(spec_.nproc_per_node);
@@ -458,7 +320,7 @@ std::size_t Job::StoreConnectionCap() const {
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
-void Job::WatchGuardian(boost::asio::steady_timer& timer) {
+void Launch::WatchGuardian(boost::asio::steady_timer& timer) {
   if (!guardian_) return;
   timer.expires_after(std::chrono::seconds(1));
   timer.async_wait([this, &timer](const boost::system::error_code& ec) {
@@ -468,7 +330,7 @@ void Job::WatchGuardian(boost::asio::steady_timer& timer) {
 
 // ---- launch-time choices ----
 
-bool Job::ChooseAtLaunch() {
+bool Launch::ChooseAtLaunch() {
   LaunchChoices choices;
   choices.generated_run_id = spec_.run_id.empty() ? NewRunId() : spec_.run_id;
   choices.launcher_pid = std::to_string(::getpid());  // the ranks' parent (--python-shim)
@@ -519,7 +381,7 @@ bool Job::ChooseAtLaunch() {
 // The agent store's port is bound now and kept (port 0: the free port the kernel picked is
 // the one the ranks get), after the guardian fork so that the guardian never holds it.
 // Without the agent store a single node picks a free port for rank 0's store.
-Status Job::ReservePort(LaunchChoices& choices) {
+Status Launch::ReservePort(LaunchChoices& choices) {
   if (HostsAgentStore(spec_)) {
     auto bound = BindStorePort(spec_);
     if (!bound.ok()) return bound.error();
@@ -535,7 +397,7 @@ Status Job::ReservePort(LaunchChoices& choices) {
 
 // --metrics-port is bound now, before the ranks exist, so that a port in use ends the launch
 // with one line.  Port 0: the free port the kernel picked is logged.
-Status Job::BindMetricsPort() {
+Status Launch::BindMetricsPort() {
   if (!spec_.metrics_port) return OkStatus();
   auto bound =
       MetricsHttpServer::Bind(spec_.metrics_addr, static_cast<std::uint16_t>(*spec_.metrics_port));
@@ -552,7 +414,7 @@ Status Job::BindMetricsPort() {
 // guardian (or Teardown) removes: in $XDG_RUNTIME_DIR when it is the user's own, else in
 // TMPDIR or /tmp, which only the user and root may change (sticky /tmp passes).  False, with
 // the reason logged, when there is none.
-bool Job::MakeScratchDir(LaunchChoices& choices) {
+bool Launch::MakeScratchDir(LaunchChoices& choices) {
   std::string parent = sys::PrivateRuntimeDir(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   if (parent.empty()) parent = env_.GetOr("TMPDIR", "");
   if (parent.empty()) parent = "/tmp";
@@ -581,7 +443,7 @@ bool Job::MakeScratchDir(LaunchChoices& choices) {
 // the same --log-dir (or another node sharing it) never overwrites this one.  Without
 // --log-dir (--redirects/--tee given), the base is a new "torchelastic_" temporary
 // directory, kept after exit like torchrun's.
-Result<sys::HeldDir> Job::MakeRunLogDir(const std::string& run_id) {
+Result<sys::HeldDir> Launch::MakeRunLogDir(const std::string& run_id) {
   const bool given = !spec_.log_dir.empty();
   std::string base = spec_.log_dir;
   if (!given) base = env_.GetOr("TMPDIR", "").empty() ? "/tmp" : env_.GetOr("TMPDIR", "");
@@ -610,7 +472,7 @@ Result<sys::HeldDir> Job::MakeRunLogDir(const std::string& run_id) {
 }
 
 // The layout names the port as the dry run does; by now it is known.
-std::string Job::Layout() const {
+std::string Launch::Layout() const {
   std::string layout = spec_.layout;
   const std::string placeholder = kPortPlaceholder;
   if (auto at = layout.find(placeholder); at != std::string::npos) {
@@ -619,12 +481,12 @@ std::string Job::Layout() const {
   return layout;
 }
 
-void Job::LogLayout() {
+void Launch::LogLayout() {
   if (!spec_.layout.empty()) log_.info("{}", Layout());
 }
 
 // The launch event's fields (docs/operations.md).
-nlohmann::json Job::LaunchFields() const {
+nlohmann::json Launch::LaunchFields() const {
   return {{"run_id", runtime_.run_id},
           {"node_rank", spec_.node_rank},
           {"host", sys::HostName()},
@@ -640,116 +502,61 @@ nlohmann::json Job::LaunchFields() const {
 
 // ---- the event loop ----
 
-int Job::RunLoop() {
+int Launch::RunLoop() {
   Loop loop(*this);
   loop.events.On(JobEvent::Launch(LaunchFields()));
-  Cluster cluster;
-  if (loop.multinode) AssembleCluster(loop, cluster);
-  if (cluster_error_) {
-    log_.error("{} (fix: {})", cluster_error_->what, cluster_error_->hint);
-    CloseLoop(loop);
-    return exit_code::kUsage;
+  // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
+  std::unique_ptr<ClusterNode> cluster;
+  if (loop.multinode) {
+    auto made = MakeClusterNode(spec_, runtime_,
+                                ClusterNodeContext{.io = loop.io,
+                                                   .planner = loop.planner,
+                                                   .store = loop.store ? &*loop.store : nullptr,
+                                                   .hooks = loop.hooks.get(),
+                                                   .events = &loop.events,
+                                                   .log = log_});
+    if (!made.ok()) {
+      log_.error("{} (fix: {})", made.error().what, made.error().hint);
+      CloseLoop(loop);
+      return exit_code::kUsage;
+    }
+    cluster = std::move(*made);
   }
-  const int code = Supervise(loop, cluster);
+  const int code = Supervise(loop, cluster.get());
   CloseLoop(loop);
   return code;
 }
 
-// Multi-node: this node's agent, and node 0's coordinator.
-void Job::AssembleCluster(Loop& loop, Cluster& cluster) {
-  MultiNodeSettings settings = MakeMultiNodeSettings(spec_, runtime_);
-  settings.agent.events = &loop.events;
-  settings.coordinator.events = &loop.events;
-  if (spec_.etcd) {
-    auto node = MakeEtcdNode(loop.io, spec_, settings, log_);
-    if (!node.ok()) {
-      cluster_error_ = node.error();
-      return;
-    }
-    cluster.etcd = std::move(*node);
-    cluster.board = &cluster.etcd->board();
-    cluster.agent.emplace(loop.io, cluster.etcd->board(), loop.planner, settings.agent, log_);
-    return;
-  }
-  AgentLink* link = nullptr;
-  if (loop.store) {
-    cluster.local_link.emplace(loop.io, loop.store->server());
-    link = &*cluster.local_link;
-    cluster.coordinator_board.emplace(
-        loop.store->server(), *loop.store,
-        spec_.elastic() ? StoreCoordinatorBoard::kAnyNode : spec_.nnodes);
-    loop.hooks->target = &*cluster.coordinator_board;
-    cluster.coordinator.emplace(loop.io, *cluster.coordinator_board, settings.coordinator, log_);
-  } else {
-    cluster.remote_link.emplace(loop.io, settings.remote, log_);
-    link = &*cluster.remote_link;
-  }
-  cluster.agent_board.emplace(*link, cluster.remote_link ? &*cluster.remote_link : nullptr,
-                              spec_.node_rank);
-  cluster.board = &*cluster.agent_board;
-  cluster.agent.emplace(loop.io, *cluster.agent_board, loop.planner, settings.agent, log_);
-}
-
-void Job::StartCluster(Cluster& cluster, Supervisor& supervisor) {
-  if (!cluster.agent) return;
-  cluster.agent->Attach(supervisor);
-  if (cluster.coordinator) cluster.coordinator->Start();
-  if (!cluster.etcd) {
-    cluster.agent->Start();
-    return;
-  }
-  NodeAgent* agent = &*cluster.agent;
-  cluster.etcd->Start([agent] { agent->Start(); },
-                      [agent](Error e) {
-                        // A refusal carries its own exit code (a configuration to fix); else
-                        // etcd was not reached in time.
-                        const int code =
-                            e.exit_code != 0 ? e.exit_code : exit_code::kRendezvousFailed;
-                        agent->JoinFailed(std::move(e), code);
-                      });
-}
-
-int Job::Supervise(Loop& loop, Cluster& cluster) {
+int Launch::Supervise(Loop& loop, ClusterNode* cluster) {
   Supervisor supervisor(
       WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
                       guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err,
                       std::chrono::milliseconds(250), SecondsToMillis(spec_.progress_interval_s)},
       log_, loop.config, loop.planner, loop.store && !loop.multinode ? &*loop.store : nullptr,
-      cluster.agent ? &*cluster.agent : nullptr);
-  StartCluster(cluster, supervisor);
+      cluster != nullptr ? &cluster->agent() : nullptr);
+  if (cluster != nullptr) cluster->Start(supervisor);
   loop.supervisor = &supervisor;
   boost::asio::steady_timer guardian_timer(loop.io);
   WatchGuardian(guardian_timer);
   StackDumper dumper(loop.io, StackDumper::Options{});
-  const JobStacks stacks = MakeJobStacks(loop, cluster, supervisor, dumper);
+  const JobStacks stacks = MakeJobStacks(cluster, supervisor, dumper);
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
   std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
-  const std::optional<sys::HeldDir>& hang_dir = log_dir_;
-  std::optional<HangWatch> hang;
-  std::optional<JobHangWatch> job_hang;      ///< node 0 of several: decides for the job
-  std::optional<ProgressReporter> progress;  ///< the other nodes: report to node 0
-  if (spec_.hang_timeout_s > 0 && !loop.multinode) {
-    hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
-                 HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, hang_dir,
-                                 &loop.events});
-    hang->Start();
-  } else if (spec_.hang_timeout_s > 0 && cluster.coordinator_board && cluster.coordinator) {
-    job_hang.emplace(loop.io, *cluster.coordinator_board, *cluster.coordinator, supervisor, stacks,
-                     loop.writer, loop.console_err, log_,
-                     JobHangConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
-                                   hang_dir, &loop.events});
-    job_hang->Start();
-  } else if (spec_.hang_timeout_s > 0 && cluster.board) {
-    progress.emplace(loop.io, *cluster.board, supervisor, spec_.node_rank, spec_.hang_timeout_s);
-    progress->Start();
+  std::optional<HangWatch> hang;  ///< a single node's; a cluster's is the ClusterNode's
+  if (spec_.hang_timeout_s > 0) {
+    HangWatchConfig config{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, log_dir_,
+                           &loop.events};
+    if (cluster != nullptr) {
+      cluster->WatchHangs(supervisor, stacks, HangOutput{loop.writer, loop.console_err}, config);
+    } else {
+      hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
+                   std::move(config));
+      hang->Start();
+    }
   }
   const JobOutcome outcome = supervisor.Run();
   guardian_timer.cancel();
-  job_hang.reset();
-  progress.reset();
-  if (cluster.agent) WaitForByes(loop, cluster);
-  cluster.dump_responder.reset();
-  cluster.dump_gatherer.reset();
+  if (cluster != nullptr) cluster->Finish(ByeBound(loop));
   if (loop.store) loop.store->Stop();
   if (loop.metrics) loop.metrics->Stop();
   loop.supervisor = nullptr;
@@ -760,7 +567,7 @@ int Job::Supervise(Loop& loop, Cluster& cluster) {
 
 // TORCHELASTIC_ENABLE_FILE_TIMER=1 (file_timer.h).  An expired timer's signal goes only to a
 // running rank or a process in a running rank's group (torchrun signals any pid it is sent).
-std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& supervisor) {
+std::unique_ptr<FileTimerServer> Launch::ServeFileTimer(Loop& loop, Supervisor& supervisor) {
   if (!spec_.file_timer) return nullptr;
   const std::string path = FileTimerPath(spec_, runtime_);
   auto reaper = [this, &supervisor](const FileTimerRequest& expired) {
@@ -795,11 +602,10 @@ std::unique_ptr<FileTimerServer> Job::ServeFileTimer(Loop& loop, Supervisor& sup
   return std::move(*server);
 }
 
-// This node's stacks, and on node 0 of a multi-node job every other member's of the current
-// epoch, gathered through the job board with a bound (dump_exchange.h).  The other nodes answer
-// node 0's requests while they run.
-Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supervisor,
-                                  StackDumper& dumper) {
+// This node's stacks; in a job of several nodes the ClusterNode adds the other nodes' where
+// this node gathers them (cluster_node.h).
+Launch::JobStacks Launch::MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor,
+                                        StackDumper& dumper) {
   const std::string title = "stacks of run " + runtime_.run_id + ", node " +
                             std::to_string(spec_.node_rank) + " (" + sys::HostName() +
                             "), gculaunch pid " + std::to_string(::getpid());
@@ -812,27 +618,9 @@ Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supe
                   done(NodeStacks{node_rank, title, std::move(dumps), ""});
                 });
   };
-  if (cluster.coordinator_board) {
-    cluster.dump_gatherer.emplace(loop.io, *cluster.coordinator_board);
-  } else if (cluster.board) {
-    cluster.dump_responder.emplace(loop.io, *cluster.board, local);
-    cluster.dump_responder->Start();
-  }
-  DumpGatherer* gatherer = cluster.dump_gatherer ? &*cluster.dump_gatherer : nullptr;
-  const Coordinator* coordinator = cluster.coordinator ? &*cluster.coordinator : nullptr;
-  return [local, gatherer, coordinator](std::function<void(std::vector<NodeStacks>)> done) {
-    local([gatherer, coordinator, done = std::move(done)](NodeStacks own) {
-      if (gatherer == nullptr || coordinator == nullptr) {
-        done({std::move(own)});
-        return;
-      }
-      // The current epoch's members: an elastic job's nodes are keyed by their drawn ids.
-      gatherer->Gather(coordinator->OtherMembers(), std::chrono::seconds(20),
-                       [own = std::move(own), done](std::vector<NodeStacks> parts) {
-                         parts.insert(parts.begin(), own);
-                         done(std::move(parts));
-                       });
-    });
+  if (cluster != nullptr) return cluster->ShareStacks(std::move(local));
+  return [local](std::function<void(std::vector<NodeStacks>)> done) {
+    local([done = std::move(done)](NodeStacks own) { done({std::move(own)}); });
   };
 }
 
@@ -841,7 +629,7 @@ Job::JobStacks Job::MakeJobStacks(Loop& loop, Cluster& cluster, Supervisor& supe
 // A directory that fails its checks costs only the socket: the job runs, with a warning.
 // The answer's first line is "dumped <n> of <m>" (a node that did not answer counts its
 // --nproc-per-node ranks as not dumped), the report follows.
-std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stacks) {
+std::unique_ptr<ControlSocket> Launch::ListenForControl(Loop& loop, JobStacks stacks) {
   std::string dir = ControlDirPath(env_.GetOr("XDG_RUNTIME_DIR", ""), ::geteuid());
   const auto warn = [this](const Error& error) {
     log_.warn("{} (fix: {}); gculaunch stacks will not reach this launch", error.what, error.hint);
@@ -895,45 +683,21 @@ std::unique_ptr<ControlSocket> Job::ListenForControl(Loop& loop, JobStacks stack
   return std::move(*control);
 }
 
-// The agent says bye; node 0 keeps the store up until every node said bye or was lost (they
-// heartbeat until then), with a bound for a node stuck in its teardown.
-void Job::WaitForByes(Loop& loop, Cluster& cluster) {
-  const auto bound = std::chrono::steady_clock::now() + loop.config.grace + loop.config.kill_wait +
-                     std::chrono::seconds(30);
-  // The Supervisor no longer listens: a teardown signal now ends the wait at once.
-  bool interrupted = false;
-  boost::asio::signal_set interrupt(loop.io, SIGINT, SIGTERM, SIGQUIT);
-  interrupt.async_wait([&](const boost::system::error_code& ec, int) {
-    if (!ec) interrupted = true;
-  });
-  const auto finished = [&] {
-    if (cluster.etcd) return cluster.etcd->Done(*cluster.agent);
-    return cluster.agent->finished() && (!cluster.coordinator || cluster.coordinator->finished());
-  };
-  while (!interrupted && !finished()) {
-    if (loop.io.run_one_until(bound) == 0) break;
-  }
-  interrupt.cancel();
-  if (cluster.coordinator && !cluster.coordinator->finished()) {
-    log_.warn("stopping the store although not every node said bye");
-  }
-  if (cluster.etcd) {
-    if (!cluster.etcd->Done(*cluster.agent)) {
-      log_.warn("leaving the job on etcd although not every node said bye");
-    }
-    cluster.etcd->Leave(loop.io, std::chrono::seconds(2));
-  }
-  loop.hooks->target = nullptr;
+// How long a node waits after its ranks' end for the other nodes to say bye: a node stuck in
+// its teardown has the grace period and the kill wait, and a margin.
+std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) {
+  return std::chrono::steady_clock::now() + loop.config.grace + loop.config.kill_wait +
+         std::chrono::seconds(30);
 }
 
 // ---- exit summary ----
 
-void Job::Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome) {
+void Launch::Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outcome) {
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
   // The count includes the ranks' last output, unless a console that does not drain holds it.
   (void)loop.writer.WaitDrained(std::chrono::seconds(2));
   in.log_bytes_dropped = loop.writer.log_bytes_dropped();
-  if (cluster.agent) DescribeJobEnd(*cluster.agent, in);
+  if (cluster != nullptr) DescribeJobEnd(cluster->agent(), in);
   const ExitSummary summary = BuildExitSummary(in);
   loop.events.On(JobEvent::Stop(outcome.exit_code, OutcomeName(in)));
   for (const std::string& line : summary.text) {
@@ -956,7 +720,7 @@ void Job::Report(Loop& loop, const Cluster& cluster, const JobOutcome& outcome) 
   }
 }
 
-void Job::CloseLoop(Loop& loop) {
+void Launch::CloseLoop(Loop& loop) {
   if (loop.rank0_terminal) sys::ReclaimTerminal();
   sink_.Detach();
   if (!loop.writer.Finish(options_.output_flush)) {
@@ -969,7 +733,7 @@ void Job::CloseLoop(Loop& loop) {
 
 // The guardian is reaped before gculaunch exits: when gculaunch's exit status is visible,
 // nothing it started is left (docs/runtime.md), except unkillable ranks (exit 5).
-void Job::Teardown() {
+void Launch::Teardown() {
   if (guardian_) {
     // "done": it removes the scratch directory and exits; else it SIGKILLs what is left,
     // once more, and cleans up.
@@ -984,19 +748,12 @@ void Job::Teardown() {
   }
 }
 
-int RunJob(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
-           const JobOptions& options) {
-  if (spec.elastic() && !spec.store_host && !spec.etcd) {
-    // As torchrun's c10d rendezvous: the node the endpoint names hosts the store.
-    LaunchSpec decided = spec;
-    decided.store_host = NamesThisHost(spec.master_addr);
-    decided.node_rank = *decided.store_host ? 0 : 1;
-    log.info("{} (the rendezvous endpoint {} {} this host)",
-             *decided.store_host ? "this node hosts the store" : "another node hosts the store",
-             spec.master_addr, *decided.store_host ? "names" : "does not name");
-    return Job(decided, env, log, sink, options).Run();
+int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
+              const LaunchOptions& options) {
+  if (std::optional<LaunchSpec> decided = DecideStoreHost(spec, log)) {
+    return Launch(*decided, env, log, sink, options).Run();
   }
-  return Job(spec, env, log, sink, options).Run();
+  return Launch(spec, env, log, sink, options).Run();
 }
 
 }  // namespace gculaunch
