@@ -798,7 +798,8 @@ class SpecBuilder {
     if (!o_.hang_timeout) return OkStatus();
     if (IsEtcdBackend(o_.rdzv_backend.value_or("")) && !o_.standalone) {
       // The job-wide hang watch runs next to the store host's coordinator; on etcd that is
-      // each term's leader, which does not carry it yet (docs/etcd.md, "Limits").
+      // each term's leader, which does not carry it yet (docs/etcd.md, "When etcd itself
+      // fails, and what is not there yet").
       return Error{o_.Source("hang-timeout") + " is not available with --rdzv-backend etcd yet",
                    "drop --hang-timeout, or use --rdzv-backend c10d for this job"};
     }
