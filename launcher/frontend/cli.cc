@@ -1209,7 +1209,7 @@ std::string CliOptions::Source(std::string_view name) const {
   return it == given.end() ? "--" + std::string(name) : it->second;
 }
 
-bool CliOptions::FromCommandLine(std::string_view name) const {
+bool CliOptions::FromCommandLineForTest(std::string_view name) const {
   auto it = given.find(std::string(name));
   return it != given.end() && it->second.rfind("--", 0) == 0;
 }
