@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -809,10 +810,10 @@ class SpecBuilder {
     static const char* const kActions[] = {"stop the ranks (exit 6)",
                                            "restart the ranks (counts against --max-restarts)",
                                            "report it and keep running"};
-    Note("--hang-timeout: " + FormatSeconds(spec_.hang_timeout_s) +
+    Note("--hang-timeout: " + Seconds(std::chrono::duration<double>(spec_.hang_timeout_s), -1) +
          " without progress from any rank (output, or a touch of GCULAUNCH_HEARTBEAT_FILE) "
          "after the first, or " +
-         FormatSeconds(spec_.hang_grace_s) +
+         Seconds(std::chrono::duration<double>(spec_.hang_grace_s), -1) +
          " before it, is a hang: every rank's stacks are shown, then gculaunch will " +
          kActions[static_cast<int>(spec_.on_hang)]);
     if (spec_.nnodes > 1) {
@@ -822,12 +823,6 @@ class SpecBuilder {
           "--hang-timeout");
     }
     return OkStatus();
-  }
-
-  static std::string FormatSeconds(double s) {
-    std::ostringstream out;
-    out << s << " s";
-    return out.str();
   }
 
   // --stack-dumps: the hook chained before the shim's and the user's sitecustomize.
