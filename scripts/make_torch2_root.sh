@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make_torch2_root.sh - create (once) the Debian trixie root whose python3 has
 # torch 2.6 (Debian's python3-torch), and print its path.  The tests and
-# scripts/bench_vs_torchrun.sh run that python3 with scripts/in_root.sh.
+# the benchmarks (bench/vs_torchrun.py) run that python3 with scripts/in_root.sh.
 #
 #   scripts/make_torch2_root.sh [DIR]
 #

@@ -137,6 +137,9 @@ MultiNodeSettings MakeMultiNodeSettings(const LaunchSpec& spec, const RankRuntim
   // On etcd "node 0" is the leader of the current term, wherever it runs.
   m.agent.config.master_addr = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
   m.agent.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
+  m.agent.config.nnodes = spec.nnodes;
+  m.agent.config.min_nodes = reg.min_nodes;
+  m.agent.config.elected_leader = spec.etcd.has_value();
   m.agent.rdzv_timeout = timeout;
   m.agent.registration = reg;
   m.agent.is_master = spec.node_rank == 0 && !spec.etcd;

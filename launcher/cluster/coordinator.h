@@ -1,7 +1,7 @@
 // Coordinator: the job-wide half of a multi-node job, run by node 0's gculaunch next to the
 // store it hosts.
 //
-// The thin executor of job::CoordinatorStep (job_policy.h).  Its inputs come from the job
+// The thin executor of job::CoordinatorStep (coordinator_policy.h).  Its inputs come from the job
 // board (job_board.h; never polled): join requests, done / reaped reports, the epochs' stop
 // markers and the nodes' byes, and a node's control connection hanging up without a bye (its
 // gculaunch was killed: lost at once, not after the heartbeat timeout); plus timers:
@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "base/lifetime.h"
+#include "launcher/cluster/coordinator_policy.h"
 #include "launcher/cluster/job_board.h"
-#include "launcher/cluster/job_policy.h"
 #include "launcher/run/job_events.h"
 
 namespace gculaunch {
@@ -51,7 +51,7 @@ struct CoordinatorSettings {
   /// use gculaunch's store); >0 a fixed port (--no-agent-store --worker-port); -1 = a port
   /// that is free on this node, chosen per epoch (--no-agent-store: rank 0 binds it).
   int ranks_port = 0;
-  JobEvents* events = NoJobEvents();  ///< nodes joining, lost and back (event_log.h)
+  JobEvents* events = NoJobEvents();  ///< nodes joining, lost and back (launcher/run/job_events.h)
 };
 
 /// The store's hooks for the board.  The store is built before the board (which needs the

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "base/duration.h"
+#include "launcher/cluster/coordinator_policy.h"
 #include "launcher/cluster/job_hang.h"
-#include "launcher/cluster/job_policy.h"
 
 namespace gculaunch {
 

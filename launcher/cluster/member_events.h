@@ -1,16 +1,16 @@
-// ReportMembers: node 0's JobEvents about the job's nodes (event_log.h), read off the
-// coordinator's state before and after one step of job::CoordinatorStep (job_policy.h).
+// ReportMembers: node 0's JobEvents about the job's nodes (launcher/run/job_events.h), read off the
+// coordinator's state before and after one step of job::CoordinatorStep (coordinator_policy.h).
 //
 //   a node rank that was no member and is one now      -> node_join  (host, address)
 //   a member that was present and is away now          -> node_loss  (why: its stop marker)
 //   a member that was away and is present now          -> node_return (address)
 //
 // Pure apart from the call to `events`; the coordinator calls it once per step, so the
-// membership rules stay in job_policy.cc alone.
+// membership rules stay in coordinator_policy.cc alone.
 // Thread safety: the caller's.
 #pragma once
 
-#include "launcher/cluster/job_policy.h"
+#include "launcher/cluster/coordinator_policy.h"
 #include "launcher/run/job_events.h"
 
 namespace gculaunch {

@@ -70,33 +70,24 @@ void NodeAgent::Join() {
     SendJoin(Advertised(addr.ok() ? *addr : settings_.master_addr));
     return;
   }
-  board_.Connect(
-      rejoin, deadline, Current([this, rejoin](const Status& connected) {
-        if (connected.ok()) {
-          connected_ = true;
-          SendJoin(Advertised(board_.LocalAddress()));
-          return;
-        }
-        // A refusal (the job secrets differ) carries its own exit code.
-        if (!rejoin || connected.error().exit_code != 0) {
-          const int code = connected.error().exit_code != 0 ? connected.error().exit_code
-                                                            : exit_code::kRendezvousFailed;
-          JoinFailed(connected.error(), code);
-          return;
-        }
-        job::StopMarker lost;
-        lost.kind = job::StopMarker::Kind::kNodeLost;
-        lost.epoch = state_.last_epoch;
-        lost.node = 0;
-        lost.addr = settings_.config.master_addr;
-        lost.restartable = false;
-        lost.what = "it did not come back within " +
-                    std::to_string(settings_.config.rdzv_timeout_s) + " s (--rdzv-timeout); " +
-                    connected.error().what;
-        outcome_ = lost;
-        log_.error("{}; this node stops (exit code {})", job::Describe(lost), exit_code::kNodeLost);
-        supervisor_->JobExit(exit_code::kNodeLost);
-      }));
+  board_.Connect(rejoin, deadline, Current([this, rejoin](const Status& connected) {
+                   if (connected.ok()) {
+                     connected_ = true;
+                     SendJoin(Advertised(board_.LocalAddress()));
+                     return;
+                   }
+                   // A refusal (the job secrets differ) carries its own exit code.
+                   if (!rejoin || connected.error().exit_code != 0) {
+                     const int code = connected.error().exit_code != 0
+                                          ? connected.error().exit_code
+                                          : exit_code::kRendezvousFailed;
+                     JoinFailed(connected.error(), code);
+                     return;
+                   }
+                   // Returning, the board tried until the deadline: the policy decides what that
+                   // means.
+                   Dispatch(AgentEvent::RejoinDeadline(connected.error().what));
+                 }));
 }
 
 // First the job's own registration: a node of another job, or with a node rank the job does
@@ -132,7 +123,7 @@ void NodeAgent::Refused(const Error& why) {
   m.restartable = false;
   m.what = "refused: " + why.what + " (fix: " + why.hint + ")";
   outcome_ = m;
-  LogMarker(m);
+  Execute(job::MarkerLog(m, settings_.config));
   supervisor_->JobExit(exit_code::kUsage);
 }
 
@@ -205,10 +196,6 @@ void NodeAgent::Admitted(Result<std::string> text) {
   auto plan = job::DecodePlan(*text);
   if (!plan.ok()) plan = Unreadable(state_.last_epoch + 1, plan.error().what);
   lost_since_.reset();
-  if (plan->abort) {
-    outcome_ = *plan->abort;
-    LogMarker(*plan->abort);
-  }
   Dispatch(AgentEvent::Plan(std::move(*plan)));
 }
 
@@ -242,74 +229,26 @@ void NodeAgent::AttemptDrained(bool success) { Dispatch(AgentEvent::Drained(succ
 void NodeAgent::Finished(int exit_code) { Dispatch(AgentEvent::SupervisorFinished(exit_code)); }
 
 void NodeAgent::Dispatch(const AgentEvent& event) {
-  const bool had_marker = state_.marker.has_value();
+  const std::optional<job::StopMarker> known = state_.marker;
   job::AgentStep step = job::Step(state_, settings_.config, event);
   state_ = step.state;
-  if (event.kind == AgentEvent::Kind::kMasterLost) {
-    if (state_.marker && !had_marker) {
-      LogMarker(*state_.marker);
-      outcome_ = *state_.marker;
-    } else if (!step.actions.empty() && step.actions.front().kind == AgentAction::Kind::kJoin &&
-               joins_ > 0 && !lost_since_) {  // once per loss, not for every failed attempt
-      if (settings_.ranks_follow_plan) {      // etcd: the what names the leader and the cause
-        log_.warn(
-            "{}; this node joins the job again under the next leader (at most {} s, "
-            "--rdzv-timeout)",
-            event.what, settings_.config.rdzv_timeout_s);
-      } else {
-        log_.warn(
-            "node 0's store went away ({}); this node joins again when it is back (at most "
-            "{} s, --rdzv-timeout)",
-            event.what, settings_.config.rdzv_timeout_s);
-      }
-    }
-  }
+  // What ended the epoch (or the job) so far: the marker the policy now goes by.
+  if (state_.marker && state_.marker != known) outcome_ = *state_.marker;
   for (const AgentAction& action : step.actions) Execute(action);
 }
 
-void NodeAgent::LogMarker(const job::StopMarker& m) {
-  const std::string what = job::Describe(m);
-  const int max = settings_.config.max_restarts;
-  if (m.kind == job::StopMarker::Kind::kSuccess) {
-    log_.info("{}", what);
-    return;
+void NodeAgent::Log(const AgentAction& action) {
+  switch (action.level) {
+    case AgentAction::Level::kInfo:
+      log_.info("{}", action.text);
+      break;
+    case AgentAction::Level::kWarn:
+      log_.warn("{}", action.text);
+      break;
+    case AgentAction::Level::kError:
+      log_.error("{}", action.text);
+      break;
   }
-  if (m.kind == job::StopMarker::Kind::kJobError && m.what.starts_with("refused: ")) {
-    log_.error("{}; this node stops (exit code {})", what, m.exit_code);
-    return;
-  }
-  if (job::Restartable(m, max)) {
-    if (m.kind == job::StopMarker::Kind::kNodeJoined) {
-      log_.warn("{}; every node stops its ranks and the job re-forms", what);
-    } else if (m.kind == job::StopMarker::Kind::kRankFailed ||
-               m.kind == job::StopMarker::Kind::kHang) {
-      log_.warn("{}; every node restarts its ranks (restart {} of {})", what,
-                job::RestartsOf(m) + 1, max);
-    } else if (settings_.ranks_follow_plan && m.kind == job::StopMarker::Kind::kNodeLost &&
-               m.node == 0) {  // etcd: this node lost the term's leader, or etcd itself
-      log_.warn(
-          "{}; this node stops its ranks and joins the job again under the next leader (at "
-          "most {} s, --rdzv-timeout; restart {} of {})",
-          what, settings_.config.rdzv_timeout_s, job::RestartsOf(m) + 1, max);
-    } else if (job::Elastic(settings_.registration) &&
-               settings_.registration.min_nodes < settings_.registration.nnodes) {
-      log_.warn("{}; the job re-forms without it if {} node(s) remain (restart {} of {})", what,
-                settings_.registration.min_nodes, job::RestartsOf(m) + 1, max);
-    } else {
-      // A fixed size; on etcd (MIN = MAX) any node may take the lost one's place.
-      log_.warn("{}; every node stops its ranks and waits up to {} s for it {} (restart {} of {})",
-                what, settings_.config.rdzv_timeout_s,
-                settings_.ranks_follow_plan ? "or a replacement to join" : "to come back",
-                job::RestartsOf(m) + 1, max);
-    }
-    return;
-  }
-  const int code = job::ExitCodeFor(m, settings_.config.node_rank);
-  std::string why;
-  if (m.restartable && max > 0 && m.kind != job::StopMarker::Kind::kJobError) {
-    why = ", no restart left (--max-restarts " + std::to_string(max) + ")";
-  }
-  log_.error("{}; every node stops (exit code {}{})", what, code, why);
 }
 
 void NodeAgent::StartRanks(const AgentAction& action) {
@@ -400,10 +339,6 @@ void NodeAgent::WaitPlan(int epoch) {
                     }
                     auto plan = job::DecodePlan(*text);
                     if (!plan.ok()) plan = Unreadable(epoch, plan.error().what);
-                    if (plan->abort) {
-                      outcome_ = *plan->abort;
-                      LogMarker(*plan->abort);
-                    }
                     Dispatch(AgentEvent::Plan(std::move(*plan)));
                   }));
 }
@@ -422,7 +357,6 @@ void NodeAgent::WatchMarker(int epoch) {
           return;
         }
         stop_seen_ = Clock::now();
-        LogMarker(*marker);
         outcome_ = *marker;
         Dispatch(AgentEvent::Marker(std::move(*marker)));
       }));
@@ -486,6 +420,9 @@ void NodeAgent::Execute(const AgentAction& action) {
         finished_ = true;
         board_.Close();
       }
+      break;
+    case K::kLog:
+      Log(action);
       break;
   }
 }

@@ -1,6 +1,6 @@
 // NodeAgent: this node's part in a multi-node job (every node, node 0 included).
 //
-// The thin executor of job::AgentStep (job_policy.h): it joins the job through the job board
+// The thin executor of job::AgentStep (agent_policy.h): it joins the job through the job board
 // (job_board.h: connects to node 0's store, sends a join request, waits for its admission),
 // then turns what the board says (the epoch's plan and stop marker, node 0 going away) and
 // what the Supervisor reports (a local teardown, a drained attempt, its end) into events, and
@@ -10,11 +10,13 @@
 //
 // Joining again (node 0 went away, or the job counted this node lost) reconnects with
 // back-off, resolving MASTER_ADDR afresh on every attempt, for at most --rdzv-timeout from
-// the loss; then the node exits 4 naming node 0.
+// the loss; then it tells the policy (RejoinDeadline), which ends the node (exit 4, naming
+// node 0).
 //
-// Logs: the epoch's layout when ranks start, every marker once ("rank 3 (local rank 1) on
+// Logs: the epoch's layout when ranks start, a progress line every 10 s while the node waits
+// for the others, and the policy's Log actions: every marker once ("rank 3 (local rank 1) on
 // node 1 (hostb, 198.18.0.2) failed with exit code 7; every node stops (exit code 7)"), a
-// progress line every 10 s while the node waits for the others.
+// loss of node 0 once per return.
 //
 // Lifetime: construct, Attach() the Supervisor (which was built with this object as its
 // JobLink; any JobControl in tests), Start(), then run the io_context until finished().
@@ -32,8 +34,8 @@
 #include <string>
 
 #include "base/lifetime.h"
+#include "launcher/cluster/agent_policy.h"
 #include "launcher/cluster/job_board.h"
-#include "launcher/cluster/job_policy.h"
 #include "launcher/run/rank_planner.h"
 #include "launcher/run/supervisor.h"
 
@@ -55,7 +57,7 @@ struct NodeAgentSettings {
   std::chrono::milliseconds progress_period{10000};
   /// How long a first join, or a join after node 0 went away, may wait for node 0.
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
-  JobEvents* events = NoJobEvents();  ///< rendezvous and restarts (event_log.h)
+  JobEvents* events = NoJobEvents();  ///< rendezvous and restarts (launcher/run/job_events.h)
 };
 
 class NodeAgent : public JobLink {
@@ -102,7 +104,7 @@ class NodeAgent : public JobLink {
   void StartRanks(const job::AgentAction& action);
   void WaitPlan(int epoch);
   void WatchMarker(int epoch);
-  void LogMarker(const job::StopMarker& marker);
+  void Log(const job::AgentAction& action);
   void ArmProgress();
   /// Wraps a board callback: it is dropped when the agent is gone or joined again since.
   template <typename F>

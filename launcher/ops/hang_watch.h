@@ -43,7 +43,7 @@ struct HangWatchConfig {
   double grace_s = 600;  ///< --hang-grace (>= timeout_s)
   OnHang on_hang = OnHang::kStop;
   std::optional<sys::HeldDir> report_dir;  ///< where hang_<n>.txt goes; none: console only
-  JobEvents* events = NoJobEvents();       ///< hears a `hang` event per hang (event_log.h)
+  JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (launcher/run/job_events.h)
 };
 
 /// What a single node's HangWatch and node 0's JobHangWatch (launcher/cluster/hang_exchange.h)

@@ -1,5 +1,5 @@
 // JobStatus: the live picture of one node's part of a job, built from its JobEvents
-// (event_log.h) for `gculaunch status` (status_view.h) and /metrics (metrics.h).
+// (launcher/run/job_events.h) for `gculaunch status` (status_view.h) and /metrics (metrics.h).
 //
 // It holds what the events tell: the launch's identity and layout, the current epoch and its
 // ranks (pid, start, exit), the restarts and how long they took, the epochs' rendezvous

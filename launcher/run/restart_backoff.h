@@ -15,7 +15,8 @@
 // fails restarts at once again.  `initial_s` 0 (--restart-backoff off) never waits.
 //
 // Used by RestartPolicy (one node: restart_policy.h) and by node 0's coordinator (several
-// nodes, where it decides for the whole job: job_policy.h).  No clock: the caller measures.
+// nodes, where it decides for the whole job: coordinator_policy.h).  No clock: the caller
+// measures.
 // Thread safety: pure functions over values.
 #pragma once
 

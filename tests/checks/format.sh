@@ -11,7 +11,7 @@ version=$(clang-format --version)
 [[ "$version" == *" version 14."* ]] ||
   { echo "format: expected clang-format 14 (what bootstrap installs), found: $version" >&2; exit 1; }
 
-mapfile -t files < <(find base rendezvous etcd launcher tests -name '*.h' -o -name '*.cc' | sort)
+mapfile -t files < <(find base rendezvous etcd launcher tests bench -name '*.h' -o -name '*.cc' | sort)
 [[ ${#files[@]} -gt 100 ]] || { echo "format: only ${#files[@]} sources found under $src" >&2; exit 1; }
 bad=()
 for f in "${files[@]}"; do

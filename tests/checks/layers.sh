@@ -3,7 +3,7 @@
 #
 # The build runs cmake/check_includes.cmake for every library target; this check proves
 # that checker from the outside:
-#   1. every .h/.cc of base/, rendezvous/, etcd/, launcher/ and tests/ passes it;
+#   1. every .h/.cc of base/, rendezvous/, etcd/, launcher/, tests/ and bench/ passes it;
 #   2. in a throw-away tree laid out like the repository, each wrong-way include fails
 #      it with a message naming the file, the line and the rule (what the layer may
 #      include, as cmake/layers.cmake lists it), while a file with allowed includes passes;
@@ -66,14 +66,14 @@ expect_failure() {
 }
 
 # ---- 1. the real tree ----
-mapfile -t files < <(cd -- "$src" && find base rendezvous etcd launcher tests -type f \
+mapfile -t files < <(cd -- "$src" && find base rendezvous etcd launcher tests bench -type f \
   \( -name '*.h' -o -name '*.cc' \) | LC_ALL=C sort)
-for dir in base rendezvous etcd launcher tests; do
+for dir in base rendezvous etcd launcher tests bench; do
   printf '%s\n' "${files[@]}" | grep -q "^$dir/" || die "found no .h or .cc file under $src/$dir"
 done
 run_check "$src" "${files[@]/#/$src/}"
 ((status == 0)) || die "the tree breaks cmake/layers.cmake (fix the includes it names): $out"
-echo "layers: ok: ${#files[@]} files of base/, rendezvous/, etcd/, launcher/ and tests/ pass"
+echo "layers: ok: ${#files[@]} files of base/, rendezvous/, etcd/, launcher/, tests/ and bench/ pass"
 
 # ---- 2. wrong-way includes in a throw-away tree ----
 tree=$work/tree

@@ -50,10 +50,8 @@ for profile in "$src"/configs/devices/*.yaml; do
   grep -qxF "/usr/share/gculaunch/devices/${profile##*/}" "$work/contents" ||
     fail "device profile ${profile##*/} is not in the package"
 done
-if [[ -f "$src/scripts/start_multinode_platform.sh" ]]; then
-  grep -qxF /usr/share/gculaunch/scripts/start_multinode_platform.sh "$work/contents" ||
-    fail "scripts/start_multinode_platform.sh exists but is not in the package"
-fi
+grep -qxF /usr/share/gculaunch/scripts/start_multinode_platform.sh "$work/contents" ||
+  fail "packaging/start_multinode_platform.sh is not in the package"
 unexpected=$(grep -vE '^/(usr/(bin|share/(gculaunch|man|bash-completion|doc))|etc/gculaunch)(/|$)|^/(usr|usr/share|etc)?/?$' "$work/contents" || true)
 [[ -z "$unexpected" ]] || fail "unexpected paths in the package: $unexpected"
 

@@ -1,4 +1,4 @@
-"""Platform recipes: configs/examples/platforms/ and scripts/start_multinode_platform.sh.
+"""Platform recipes: configs/examples/platforms/ and packaging/start_multinode_platform.sh.
 
 For each manifest the test rebuilds the environment the platform gives node k
 -- from the manifest itself, plus what the platform's controller injects
@@ -35,7 +35,7 @@ import yaml
 import gltest
 
 RECIPES = os.path.join(gltest.SOURCE_DIR, "configs", "examples", "platforms")
-START_SCRIPT = os.path.join(gltest.SOURCE_DIR, "scripts", "start_multinode_platform.sh")
+START_SCRIPT = os.path.join(gltest.SOURCE_DIR, "packaging", "start_multinode_platform.sh")
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/trainer", "LANG": "C.UTF-8"}
 # Set by bash itself when it runs the startup script.
 BASH_OWN = {"PWD", "SHLVL", "_", "OLDPWD"}

@@ -91,6 +91,9 @@ struct EtcdJob {
     NodeAgentSettings s;
     s.config.max_restarts = max_restarts;
     s.config.rdzv_timeout_s = 60;
+    s.config.nnodes = reg.nnodes;
+    s.config.min_nodes = reg.min_nodes;
+    s.config.elected_leader = true;
     s.rdzv_timeout = std::chrono::seconds(60);
     s.registration = reg;
     s.ranks_follow_plan = true;

@@ -2,8 +2,8 @@
 """torchrun of Debian's torch 1.13 (python3-torch in bookworm), made to work on
 the Python 3.11 it ships with.  The benchmarks compare gculaunch with it.
 
-    /usr/bin/python3 scripts/torchrun113.py [torchrun arguments...]
-    e.g. /usr/bin/python3 scripts/torchrun113.py --standalone --nproc_per_node 2 \
+    /usr/bin/python3 bench/torchrun113.py [torchrun arguments...]
+    e.g. /usr/bin/python3 bench/torchrun113.py --standalone --nproc_per_node 2 \
              -r 3 -t 3 --log_dir /tmp/logs examples/allreduce.py
 
 Debian's /usr/bin/torchrun fails before it starts a rank: torchrun turns the

@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
-"""Store benchmark orchestrator; run through scripts/bench_store.sh (which enters a private
-network namespace first).  Standard library only.
+"""bench/store.py - compare `gculaunch store` with torch 1.13's own TCPStore server, in one run.
+
+  python3 -m bench.store [--only 1 64 256 1000 10000] [--json FILE] [--phase S] ...
+
+Needs root and a build (scripts/build.sh: build/launcher/gculaunch, build/bench/store/store_load
+and store_floor) plus Debian's python3-torch (1.13).  It enters a private network namespace
+(loopback only) first, where net.core.somaxconn and the SYN backlog are raised, so that a
+10,000-client connect storm does not pay SYN retransmits.  The whole run is bounded (14
+minutes at most; about 5 to 10 in practice); each phase of each case has its own deadline
+and is reported as TIMEOUT if it overruns.  Nothing is asserted: it prints numbers.
 
 For each client count it starts each server in turn -- `gculaunch store` and torch 1.13's
-own TCPStore server (scripts/bench_store_torch.py server) -- then load processes:
+own TCPStore server (bench/store_torch.py server) -- then load processes:
   * 1, 64, 256 clients: real torch.distributed.TCPStore clients (threads in up to 8
-    processes of scripts/bench_store_torch.py);
-  * 1,000 and 10,000 clients: the C++ client (rendezvous/bench/store_load, 2 processes),
+    processes of bench/store_torch.py);
+  * 1,000 and 10,000 clients: the C++ client (bench/store/store_load, 2 processes),
     torch 1.x dialect so that both servers can serve it.
 Phases, each bounded in time:
   connect  all clients connect at once (the connect storm)      -> storm time
@@ -18,7 +26,7 @@ Phases, each bounded in time:
 Server CPU is utime+stime from /proc/<pid>/stat, divided by the requests on the wire.
 
 Calibration: GETNUMKEYS only (a 1-byte request, an 8-byte reply) from the C++ client, served
-by the two stores and by rendezvous/bench/store_floor, a bare epoll loop that does nothing
+by the two stores and by bench/store/store_floor, a bare epoll loop that does nothing
 but recv and send.  store_floor's CPU per request is what the kernel alone (loopback TCP,
 epoll, scheduling) costs here: no TCPStore server can go below it.
 Each case runs several times with the two servers interleaved (the machine may be shared
@@ -35,7 +43,12 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from bench import lib
+
+PROG = "bench.store"
+STORE_TORCH = os.path.join(lib.BENCH, "store_torch.py")
+NETNS_ENV = "_GCULAUNCH_BENCH_NETNS"  # set once inside the private network namespace
+TOTAL_BUDGET = 840  # seconds for the whole run (then `timeout` ends it)
 TICK = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
 
@@ -130,13 +143,6 @@ def read_lines(procs, count_each, deadline):
     return [out[id(p)] for p in procs]
 
 
-def percentile(values, q):
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
 def start_server(kind, args):
     if kind == "floor":
         proc = Proc([args.store_floor], stdin=False)
@@ -144,7 +150,7 @@ def start_server(kind, args):
         proc = Proc([args.gculaunch, "store", "--host", "127.0.0.1", "--port", "0",
                      "--log-level", "warn", "--max-connections", "100000"], stdin=False)
     else:
-        proc = Proc([args.torch_python, os.path.join(HERE, "bench_store_torch.py"), "server",
+        proc = Proc([args.torch_python, STORE_TORCH, "server",
                      "--host", "127.0.0.1"])
     first = read_lines([proc], 1, time.monotonic() + 60)[0][0]
     port = int(first.rsplit(":", 1)[1])
@@ -154,7 +160,7 @@ def start_server(kind, args):
 def start_load(kind, clients, procs, port, args):
     per = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
     if kind == "torch":
-        return [Proc([args.torch_python, os.path.join(HERE, "bench_store_torch.py"), "clients",
+        return [Proc([args.torch_python, STORE_TORCH, "clients",
                       "--host", "127.0.0.1", "--port", str(port), "--clients", str(n)])
                 for n in per]
     return [Proc([args.store_load, "--host", "127.0.0.1", "--port", str(port), "--clients",
@@ -181,8 +187,8 @@ def run_case(server_kind, clients, kind, procs, rounds, args):
         wall = max(e["t_end"] for e in events) - min(e["t_begin"] for e in events)
         lat = [x for e in events for x in e["latencies_us"]]
         result.update(mix_failed=sum(e["failed"] for e in events), requests=requests,
-                      ops_per_s=ops / wall, p50_us=percentile(lat, 0.50),
-                      p99_us=percentile(lat, 0.99),
+                      ops_per_s=ops / wall, p50_us=lib.quantile(lat, 0.50),
+                      p99_us=lib.quantile(lat, 0.99),
                       cpu_us_per_req=(cpu1 - cpu0) * 1e6 / requests, cpu_s=cpu1 - cpu0)
 
         key = "barrier/%s/%d" % (server_kind, clients)
@@ -265,21 +271,13 @@ def report_calibration(results):
             cpus = [r["cpu_us_per_req"] for r in results
                     if r["server"] == server and r["clients"] == clients and "cpu_us_per_req" in r
                     and not r.get("failed")]
-            parts.append("%s %s" % (server, "%.2f [%.2f-%.2f]" % (median(cpus), min(cpus),
+            parts.append("%s %s" % (server, "%.2f [%.2f-%.2f]" % (lib.median(cpus), min(cpus),
                                                                max(cpus)) if cpus else "-"))
         print("%6d clients: %s" % (clients, " | ".join(parts)))
 
 
 def fmt(value, spec):
     return "-" if value is None else format(value, spec)
-
-
-def median(values):
-    values = sorted(v for v in values if v is not None)
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def summarize(runs):
@@ -292,7 +290,7 @@ def summarize(runs):
            "runs": len(runs), "ok": len(ok)}
     # Medians over every run that got that far (a failed run still has its earlier phases).
     for key in ("connect_s", "ops_per_s", "p50_us", "p99_us", "cpu_us_per_req", "barrier_s"):
-        out[key] = median([r.get(key) for r in runs])
+        out[key] = lib.median([r.get(key) for r in runs])
     for key, name in (("cpu_us_per_req", "cpu_range"), ("barrier_s", "barrier_range")):
         have = [r[key] for r in runs if r.get(key) is not None]
         out[name] = [min(have), max(have)] if have else None
@@ -359,11 +357,39 @@ def report(results, cases, servers):
     return rows
 
 
+def enter_netns(args):
+    """Runs this benchmark again inside a private network namespace (loopback only), bounded
+    by `timeout`; returns its exit status."""
+    lib.require_root(PROG, "a private network namespace and its sysctls")
+    for f in (args.gculaunch, args.store_load, args.store_floor):
+        if not os.access(f, os.X_OK):
+            lib.die(PROG, "%s is missing (run scripts/build.sh)" % f)
+    cmd = ["unshare", "--net", "env", "%s=1" % NETNS_ENV, "timeout", "--kill-after=10",
+           str(TOTAL_BUDGET), lib.PYTHON, "-m", "bench.store"] + sys.argv[1:]
+    path = os.pathsep.join(p for p in (lib.TOP, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run(cmd, env=dict(os.environ, PYTHONPATH=path)).returncode
+
+
+def raise_limits():
+    """Inside the namespace: loopback up, a deep accept queue and SYN backlog."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    subprocess.run(["sysctl", "-qw", "net.core.somaxconn=65535"], check=True)
+    if subprocess.run(["sysctl", "-qw", "net.ipv4.tcp_max_syn_backlog=65535"]).returncode:
+        print("%s: SYN backlog not raised" % PROG, file=sys.stderr)
+    subprocess.run(["sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535"])
+    subprocess.run(["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gculaunch", required=True)
-    ap.add_argument("--store-load", required=True)
-    ap.add_argument("--store-floor", required=True)
+    store_dir = os.path.join(lib.build_dir(), "bench", "store")
+    ap = argparse.ArgumentParser(prog=PROG, description="gculaunch store against torch 1.13's "
+                                 "TCPStore server (needs root: a private network namespace).")
+    ap.add_argument("--gculaunch", default=lib.default_gculaunch(),
+                    help="the gculaunch binary (GCULAUNCH_BIN; default build/launcher/gculaunch)")
+    ap.add_argument("--store-load", default=os.path.join(store_dir, "store_load"),
+                    help="default build/bench/store/store_load (BUILD_DIR sets build/)")
+    ap.add_argument("--store-floor", default=os.path.join(store_dir, "store_floor"),
+                    help="default build/bench/store/store_floor")
     ap.add_argument("--no-calibration", action="store_true")
     ap.add_argument("--torch-python", default="/usr/bin/python3")
     ap.add_argument("--phase", type=float, default=60, help="seconds allowed per phase")
@@ -375,6 +401,9 @@ def main():
                     help="repetitions of every case (default: as in CASES)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
+    if os.environ.get(NETNS_ENV) != "1":
+        return enter_netns(args)
+    raise_limits()
 
     cases = CASES
     if args.case:

@@ -1,4 +1,4 @@
-// store_load: many TCPStore client connections in one process, for scripts/bench_store.sh.
+// store_load: many TCPStore client connections in one process, for bench/store.py.
 //
 //   store_load --host H --port P --clients N [--dialect v1|v2] [--connect-timeout S]
 //

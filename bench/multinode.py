@@ -1,265 +1,103 @@
-#!/usr/bin/env bash
-# bench_multinode.sh - multi-node timings on simulated hosts (network namespaces, as in
-# tests/integration/test_multinode.py), for 2 and 3 nodes, against Debian's torchrun 1.13
-# (through scripts/torchrun113.py) in the same setup.  A benchmark, not a test: it prints
-# numbers and asserts nothing.  Needs root (ip netns); every namespace it creates is
-# deleted at the end, and every process it starts is killed by its process group (or by
-# pid: the workers that outlive a killed torchrun).
-#
-#   scripts/bench_multinode.sh     (BENCH_REPS=5 gculaunch repetitions, TORCHRUN_REPS=3)
-#
-# Ranks are trivial Python programs (no torch import), BENCH_NPROC (2) per node, that write
-# a start timestamp named by their pid.  Measures, per node count:
-#   rendezvous    the last node's gculaunch started -> every rank of the job started (node 0
-#                 starts 0.5 s before the others, so its store is listening)
-#   restart       a rank exits 1 (--max-restarts 1) -> every rank on every node started
-#                 again (counted by fresh processes, not by restart counters: torchrun's
-#                 are per node)
-#   failure exit  a rank exits 1 (no restarts) -> every node's launcher exited
-#   lost node     SIGKILL of the last node's gculaunch -> every other node's gculaunch exited
-#   vanished host the last host's veth goes down (no FIN, no RST) -> the others exited
-#   floor         the same Pythons started at once by this script without a launcher: the
-#                 process start time that rendezvous and restart cannot beat
-#   torchrun      restart as above: c10d rendezvous (the only torchrun 1.13 rendezvous that
-#                 restarts every node; --rdzv_conf is_host on node 0) with the default
-#                 --monitor_interval (5 s) and with 0.1 s; and static rendezvous
-#                 (--master_addr/--master_port), where only the failing node restarts:
-#                 reported as whether the other nodes restarted within 20 s
-#   node back     (rejoin) once every rank runs, node 1's gculaunch is SIGKILLed and at once
-#                 started again with the same command and RANK (--max-restarts 1): from
-#                 that second start until every rank of every node runs again (each rank
-#                 counted by a fresh process started after the kill).  The same for node 0,
-#                 the store host.  A gculaunch that cannot rejoin ends the job instead: that
-#                 is printed as "job ended: exit 4 (which node, when)".
-#   torchrun back the same with torchrun 1.13, --rdzv_backend c10d --max_restarts 1, node 0's
-#                 agent hosting the store (is_host=1); only the agent process is killed, as
-#                 for gculaunch.  Each case waits its whole 60 s when the job does not come
-#                 back.  What torchrun 1.13 does (its source; logs kept with BENCH_LOG_DIR):
-#                 - its workers are plain children (no session of their own, no parent-death
-#                   signal): they outlive a SIGKILLed agent; printed as old workers still
-#                   running at the end (the script then kills them by pid).
-#                 - node 1 back: the new agent cannot join while the dead one still counts as
-#                   a participant (the round is complete at max_nodes); a participant is
-#                   dropped only when its rendezvous heartbeat is 15 s old (keep-alive every
-#                   5 s, 3 attempts, fixed in 1.13), i.e. 10-15 s after the kill.  Only then
-#                   does the new agent reach the wait list, which the others see at their
-#                   next monitor poll and restart their workers: so the re-form takes about
-#                   that long however fast the agent restarts.
-#                 - node 0 back: the c10d store lived inside the killed agent.  The other
-#                   agents' next monitor poll (num_nodes_waiting) fails with
-#                   RendezvousConnectionError; they stop their workers and exit 1.  The new
-#                   node 0 agent opens a fresh store and waits for agents that will not come:
-#                   the job never re-forms.  Printed as "never (within 60 s)" with what
-#                   happened (exits, the error found in the logs).
-#   shrink/grow   (elastic) 3 hosts, --nnodes 2:3, torchrun-style flags on both sides
-#                 (--rdzv-backend c10d --rdzv-endpoint host0:port --rdzv-id, no platform
-#                 variables), --max-restarts 3, defaults otherwise (last call 30 s).  The
-#                 ranks import torch and all_reduce over gloo in a loop, so a lost peer
-#                 shows up in the survivors' collective, as in training.  shrink: node 2's
-#                 launcher and its ranks (its process group) SIGKILLed for good -> every rank
-#                 of the 2-node world (WORLD_SIZE = 2 x BENCH_NPROC) started.  grow: then a
-#                 new launcher on node 2 -> every rank of the 3-node world started.  Ranks are
-#                 counted when they run their first line (before `import torch`); each event
-#                 happens once every rank of the current world is inside its loop.
-#                 BENCH_PARTS=elastic runs this part alone; ELASTIC_REPS (2) each side,
-#                 ELASTIC_SIDES ("gculaunch torchrun").
-# Prints median and p90 (nearest rank) in milliseconds, and torchrun/gculaunch ratios.
-#
-# Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS, TORCHRUN_REPS,
-# TORCHRUN_NODE0_REPS (1: each one waits 60 s), BENCH_NPROC, BENCH_NODES (default "2 3"),
-# BENCH_PARTS (default "base rejoin elastic": the existing rows, the node-back rows and the
-# shrink/grow rows; any subset), ELASTIC_REPS, BENCH_LOG_DIR (keep every launcher's output there, torchrun's at
-# LOGLEVEL=INFO).
-set -euo pipefail
-here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-top=$(cd -- "$here/.." && pwd)
-gculaunch=${GCULAUNCH_BIN:-$top/build/launcher/gculaunch}
-torchrun=$here/torchrun113.py
-[ -x "$gculaunch" ] || { echo "bench: build gculaunch first (scripts/build.sh) or set GCULAUNCH_BIN" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "bench: needs root for ip netns" >&2; exit 2; }
+"""bench/multinode.py - multi-node timings on simulated hosts (network namespaces, as in
+tests/integration/test_multinode.py), for 2 and 3 nodes, against Debian's torchrun 1.13
+(through bench/torchrun113.py) in the same setup.  A benchmark, not a test: it prints
+numbers and asserts nothing.  Needs root (ip netns); every namespace it creates is
+deleted at the end, and every process it starts is killed by its process group (or by
+pid: the workers that outlive a killed torchrun).
 
-exec /usr/bin/python3 - "$top" "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" \
-  "${TORCHRUN_REPS:-3}" "${BENCH_NPROC:-2}" "${BENCH_NODES:-2 3}" <<'PY'
-import os, signal, statistics, subprocess, sys, tempfile, threading, time
+  python3 -m bench.multinode [--reps 5] [--torchrun-reps 3] [--parts base rejoin elastic] ...
 
-TOP, GCULAUNCH, TORCHRUN = sys.argv[1], sys.argv[2], sys.argv[3]
-REPS, TREPS, NPROC = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-NODE_COUNTS = [int(n) for n in sys.argv[7].split()]
-sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
-import gltest  # SimulatedHosts, tagging
+Ranks are trivial Python programs (no torch import), --nproc (2) per node, that write
+a start timestamp named by their pid.  Measures, per node count:
+  rendezvous    the last node's gculaunch started -> every rank of the job started (node 0
+                starts 0.5 s before the others, so its store is listening)
+  restart       a rank exits 1 (--max-restarts 1) -> every rank on every node started
+                again (counted by fresh processes, not by restart counters: torchrun's
+                are per node)
+  failure exit  a rank exits 1 (no restarts) -> every node's launcher exited
+  lost node     SIGKILL of the last node's gculaunch -> every other node's gculaunch exited
+  vanished host the last host's veth goes down (no FIN, no RST) -> the others exited
+  floor         the same Pythons started at once by this script without a launcher: the
+                process start time that rendezvous and restart cannot beat
+  torchrun      restart as above: c10d rendezvous (the only torchrun 1.13 rendezvous that
+                restarts every node; --rdzv_conf is_host on node 0) with the default
+                --monitor_interval (5 s) and with 0.1 s; and static rendezvous
+                (--master_addr/--master_port), where only the failing node restarts:
+                reported as whether the other nodes restarted within 20 s
+  node back     (rejoin) once every rank runs, node 1's gculaunch is SIGKILLed and at once
+                started again with the same command and RANK (--max-restarts 1): from
+                that second start until every rank of every node runs again (each rank
+                counted by a fresh process started after the kill).  The same for node 0,
+                the store host.  A gculaunch that cannot rejoin ends the job instead: that
+                is printed as "job ended: exit 4 (which node, when)".
+  torchrun back the same with torchrun 1.13, --rdzv_backend c10d --max_restarts 1, node 0's
+                agent hosting the store (is_host=1); only the agent process is killed, as
+                for gculaunch.  Each case waits its whole 60 s when the job does not come
+                back.  What torchrun 1.13 does (its source; logs kept with --log-dir):
+                - its workers are plain children (no session of their own, no parent-death
+                  signal): they outlive a SIGKILLed agent; printed as old workers still
+                  running at the end (the script then kills them by pid).
+                - node 1 back: the new agent cannot join while the dead one still counts as
+                  a participant (the round is complete at max_nodes); a participant is
+                  dropped only when its rendezvous heartbeat is 15 s old (keep-alive every
+                  5 s, 3 attempts, fixed in 1.13), i.e. 10-15 s after the kill.  Only then
+                  does the new agent reach the wait list, which the others see at their
+                  next monitor poll and restart their workers: so the re-form takes about
+                  that long however fast the agent restarts.
+                - node 0 back: the c10d store lived inside the killed agent.  The other
+                  agents' next monitor poll (num_nodes_waiting) fails with
+                  RendezvousConnectionError; they stop their workers and exit 1.  The new
+                  node 0 agent opens a fresh store and waits for agents that will not come:
+                  the job never re-forms.  Printed as "never (within 60 s)" with what
+                  happened (exits, the error found in the logs).
+  shrink/grow   (elastic) 3 hosts, --nnodes 2:3, torchrun-style flags on both sides
+                (--rdzv-backend c10d --rdzv-endpoint host0:port --rdzv-id, no platform
+                variables), --max-restarts 3, defaults otherwise (last call 30 s).  The
+                ranks import torch and all_reduce over gloo in a loop, so a lost peer
+                shows up in the survivors' collective, as in training.  shrink: node 2's
+                launcher and its ranks (its process group) SIGKILLed for good -> every rank
+                of the 2-node world (WORLD_SIZE = 2 x --nproc) started.  grow: then a
+                new launcher on node 2 -> every rank of the 3-node world started.  Ranks are
+                counted when they run their first line (before `import torch`); each event
+                happens once every rank of the current world is inside its loop.
+                --parts elastic runs this part alone; --elastic-reps (2) each side,
+                --elastic-sides (gculaunch torchrun).
+Prints median and p90 (nearest rank) in milliseconds, and torchrun/gculaunch ratios.
 
-PYTHON = "/usr/bin/python3"
+Options (each defaults to the environment variable named in its help, so that the old
+variables still work): see --help.  Run from the top of the repository.
+"""
+import argparse
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+from bench import lib
+from tests.integration import gltest
+
+PROG = "bench.multinode"
 RUN_TIMEOUT = 60          # seconds per launch
 GCU_REJOIN_WAIT = 30      # a restarted node: how long the others get to run again
 TORCHRUN_REJOIN_WAIT = 60
-LOG_DIR = os.environ.get("BENCH_LOG_DIR") or None
-if LOG_DIR:
-    os.makedirs(LOG_DIR, exist_ok=True)
-PARTS = os.environ.get("BENCH_PARTS", "base rejoin elastic").split()
-EREPS = int(os.environ.get("ELASTIC_REPS", "2"))
 ELASTIC_WAIT = 90        # seconds for one shrink or grow to complete
-TREPS0 = int(os.environ.get("TORCHRUN_NODE0_REPS", "1"))
 TOTAL_BUDGET = 40 * 60    # the whole benchmark
-STARTED = time.monotonic()
-
-# A rank: start timestamp first (file named by pid), then by mode.
-#   hold: sleep until killed.
-#   fail: the last rank waits until every rank of the job started, records the failure time
-#         and exits 1; ranks started after a failure exit 0 at once; the others sleep.
-RANK = r'''
-import os, sys, time
-t0 = time.time()
-mode, out = sys.argv[1], sys.argv[2]
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-with open(os.path.join(out, "start.%d" % os.getpid()), "w") as f:
-    f.write("%d %r" % (rank, t0))
-failed = os.path.join(out, "fail")
-if os.path.exists(failed):
-    os._exit(0)
-if mode == "fail" and rank == world - 1:
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if sum(1 for n in os.listdir(out) if n.startswith("start.")) >= world:
-            break
-        time.sleep(0.005)
-    t = time.time()
-    with open(failed + ".tmp", "w") as f:
-        f.write(repr(t))
-    os.rename(failed + ".tmp", failed)
-    os._exit(1)
-time.sleep(300)
-'''
-
-
-def budget_left():
-    return TOTAL_BUDGET - (time.monotonic() - STARTED)
-
-
-class Run:
-    """One launch on every simulated node; each launcher in its own process group.  Node 0
-    starts `lead` seconds before the others (its store is listening by then).  again(i)
-    starts node i's launcher once more (its previous one is gone): procs[i] becomes the new
-    process, and exit_times/codes are keyed by (i, how many launches of node i before)."""
-
-    def __init__(self, hosts, commands, env, lead=0.5, name="run", logs=None):
-        self.tag = gltest.new_tag()
-        self.hosts, self.commands, self.env, self.name = hosts, commands, env, name
-        self.logs = LOG_DIR or logs  # the launchers' output goes there, if anywhere
-        self.procs, self.exit_times, self.codes, self.launches = [], {}, {}, {}
-        self.launch_times = []
-        self.all_procs = []
-        for i in range(len(commands)):
-            if i == 1 and lead:
-                time.sleep(lead)
-            self.procs.append(None)
-            self.launch_times.append(self._start(i))
-
-    def _start(self, i):
-        e = gltest.tagged_env(self.tag, extra=self.env(i))
-        generation = self.launches.get(i, 0)
-        self.launches[i] = generation + 1
-        log = subprocess.DEVNULL
-        if self.logs:
-            log = open(self.log_path(i, generation), "w")
-        t = time.time()
-        p = subprocess.Popen(self.hosts.command_prefix(i) + self.commands[i], env=e,
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             start_new_session=True)
-        if self.logs:
-            log.close()
-        self.procs[i] = p
-        self.all_procs.append(p)
-        threading.Thread(target=self._wait, args=((i, generation), p), daemon=True).start()
-        return t
-
-    def log_path(self, i, generation=0):
-        return os.path.join(self.logs, "%s.node%d.%d.log" % (self.name, i, generation))
-
-    def log_has(self, i, text, generation=0):
-        try:
-            with open(self.log_path(i, generation), errors="replace") as f:
-                return text in f.read()
-        except (OSError, TypeError):
-            return False
-
-    def again(self, i):
-        """Starts node i's launcher again; returns the time just before it was started."""
-        return self._start(i)
-
-    def _wait(self, key, p):
-        code = p.wait()
-        self.codes[key] = code
-        self.exit_times[key] = time.time()
-        if key[1] == 0:
-            self.exit_times[key[0]] = self.exit_times[key]
-
-    def wait_exits(self, which, timeout=RUN_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(i in self.exit_times for i in which):
-                return [self.exit_times[i] for i in which]
-            time.sleep(0.002)
-        return None
-
-    def kill(self):
-        for p in self.all_procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        for p in self.all_procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
-        gltest.wait_no_tagged(self.tag, 3)
-        gltest.kill_tagged(self.tag)
-
-
-def starts_with_pids(out):
-    """[(time, rank, pid)] of every rank process started so far."""
-    found = []
-    for name in os.listdir(out):
-        if name.startswith("start."):
-            try:
-                with open(os.path.join(out, name)) as f:
-                    rank, t = f.read().split()
-                found.append((float(t), int(rank), int(name.split(".")[1])))
-            except (OSError, ValueError):
-                pass
-    return found
-
-
-def starts(out):
-    """[(time, rank)] of every rank process started so far."""
-    return [(t, rank) for t, rank, _ in starts_with_pids(out)]
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value is not None:
-            return value
-        time.sleep(0.002)
-    return None
-
-
-def read_fail(out):
-    try:
-        with open(os.path.join(out, "fail")) as f:
-            return float(f.read())
-    except (OSError, ValueError):
-        return None
-
+PYTHON = lib.PYTHON
+TORCHRUN = lib.TORCHRUN113
+# Set by main() from the options:
+GCULAUNCH = None
+REPS = TREPS = TREPS0 = NPROC = EREPS = 2
+NODE_COUNTS, PARTS, ELASTIC_SIDES = [], [], []
+LOG_DIR = None
+BUDGET = None
 
 def restarted_all(out, world):
     """Seconds from the failure until `world` ranks started after it, or None."""
-    t_fail = read_fail(out)
+    t_fail = lib.read_fail(out)
     if t_fail is None:
         return None
-    after = sorted(t for t, _ in starts(out) if t > t_fail)
+    after = sorted(t for t, _, _, _ in lib.starts(out) if t > t_fail)
     return after[world - 1] - t_fail if len(after) >= world else None
 
 
@@ -285,31 +123,31 @@ def gculaunch_round(hosts, n, root, rep):
     result = {}
     # rendezvous, and a failure that restarts every node
     out = new_out(root, "gr%d" % rep)
-    run = Run(hosts, [gcu_cmd("fail", out, ["--max-restarts", "1"])
+    run = launch(hosts, [gcu_cmd("fail", out, ["--max-restarts", "1"])
                       for k in range(n)], gcu_env(hosts, n, port))
-    first = wait_for(lambda: sorted(starts(out))[world - 1][0]
-                     if len(starts(out)) >= world else None, RUN_TIMEOUT)
+    first = lib.wait_for(lambda: sorted(lib.starts(out))[world - 1][0]
+                     if len(lib.starts(out)) >= world else None, RUN_TIMEOUT)
     if first is not None:
         result["rendezvous"] = first - run.launch_times[-1]
-    result["restart"] = wait_for(lambda: restarted_all(out, world), RUN_TIMEOUT)
+    result["restart"] = lib.wait_for(lambda: restarted_all(out, world), RUN_TIMEOUT)
     codes_ok = run.wait_exits(range(n)) is not None
     run.kill()
     if not codes_ok:
         result["restart"] = None
     # a failure without restarts: every node's gculaunch exits
     out = new_out(root, "gf%d" % rep)
-    run = Run(hosts, [gcu_cmd("fail", out) for k in range(n)],
+    run = launch(hosts, [gcu_cmd("fail", out) for k in range(n)],
               gcu_env(hosts, n, port))
     exits = run.wait_exits(range(n))
-    t_fail = read_fail(out)
+    t_fail = lib.read_fail(out)
     if exits and t_fail:
         result["failure exit"] = max(exits) - t_fail
     run.kill()
     # the last node's gculaunch SIGKILLed: the others exit
     out = new_out(root, "gl%d" % rep)
-    run = Run(hosts, [gcu_cmd("hold", out) for k in range(n)],
+    run = launch(hosts, [gcu_cmd("hold", out) for k in range(n)],
               gcu_env(hosts, n, port))
-    if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT):
+    if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None, RUN_TIMEOUT):
         t_kill = time.time()
         os.kill(run.procs[-1].pid, signal.SIGKILL)
         exits = run.wait_exits(range(n - 1))
@@ -318,9 +156,9 @@ def gculaunch_round(hosts, n, root, rep):
     run.kill()
     # the last host drops off the network: heartbeats, not closed connections, tell
     out = new_out(root, "gv%d" % rep)
-    run = Run(hosts, [gcu_cmd("hold", out) for k in range(n)],
+    run = launch(hosts, [gcu_cmd("hold", out) for k in range(n)],
               gcu_env(hosts, n, port))
-    if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT):
+    if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None, RUN_TIMEOUT):
         t_cut = time.time()
         hosts.unplug(n - 1)
         exits = run.wait_exits(range(n - 1))
@@ -347,7 +185,7 @@ def baseline_round(hosts, n, root, rep):
                 PYTHON, "-u", os.path.join(root, "rank.py"), "hold", out], env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True))
-    last = wait_for(lambda: sorted(starts(out))[-1][0] if len(starts(out)) >= n * NPROC
+    last = lib.wait_for(lambda: sorted(lib.starts(out))[-1][0] if len(lib.starts(out)) >= n * NPROC
                     else None, RUN_TIMEOUT)
     for p in procs:
         try:
@@ -377,39 +215,18 @@ def torchrun_round(hosts, n, root, rep, variant):
             c += ["--master_addr", hosts.addr(0), "--master_port", str(port)]
         return c + [os.path.join(root, "rank.py"), "fail", out]
 
-    run = Run(hosts, [cmd(k) for k in range(n)], lambda k: {"GLOO_SOCKET_IFNAME": "eth0"})
+    run = launch(hosts, [cmd(k) for k in range(n)], lambda k: {"GLOO_SOCKET_IFNAME": "eth0"})
     limit = 20 if backend == "static" else RUN_TIMEOUT
-    t_fail = wait_for(lambda: read_fail(out), RUN_TIMEOUT)
+    t_fail = lib.wait_for(lambda: lib.read_fail(out), RUN_TIMEOUT)
     value = None
     failing_node_only = None
     if t_fail is not None:
-        value = wait_for(lambda: restarted_all(out, world), limit)
+        value = lib.wait_for(lambda: restarted_all(out, world), limit)
         if value is None and backend == "static":
             # Which ranks did restart?
-            failing_node_only = sorted({r for t, r in starts(out) if t > t_fail})
+            failing_node_only = sorted({r for t, r, _, _ in lib.starts(out) if t > t_fail})
     run.kill()
     return value, failing_node_only
-
-
-def all_ranks_again(out, after, world):
-    """Once every rank 0..world-1 has a process started after `after`: the latest of those
-    first starts (the moment the whole job runs again); None before."""
-    first = {}
-    for t, rank, _ in starts_with_pids(out):
-        if t > after and (rank not in first or t < first[rank]):
-            first[rank] = t
-    if all(r in first for r in range(world)):
-        return max(first.values())
-    return None
-
-
-def alive(pid):
-    """pid still runs (and is not a zombie)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
 
 
 def ended(run, nodes):
@@ -427,17 +244,17 @@ def rejoin_outcome(run, out, world, victim, t_kill, t_back, limit, wait_full=Fal
         return ended(run, others) or run.codes.get((victim, 1)) is not None
 
     def settled():
-        t = all_ranks_again(out, t_kill, world)
+        t = lib.all_started(out, world, t_kill)
         if t is not None:
             return ("ok", t)
         return ("ended",) if gone() and not wait_full else None
 
-    result = wait_for(settled, limit)
+    result = lib.wait_for(settled, limit)
     if result is not None and result[0] == "ok":
         return result[1] - t_back, None
     if not gone():
         return None, "never (within %d s): no launcher exited, the ranks did not all start" % limit
-    wait_for(lambda: True if len(ended(run, others)) == len(others) else None, 3)
+    lib.wait_for(lambda: True if len(ended(run, others)) == len(others) else None, 3)
     exits = [(run.exit_times[(k, 0)], "node %d exit %d" % (k, code))
              for k, code in ended(run, others).items()]
     if (victim, 1) in run.codes:
@@ -459,10 +276,11 @@ def gculaunch_rejoin_round(hosts, n, root, rep, victim):
     world = n * NPROC
     port = 30000 + rep
     out = new_out(root, "gj%d_%d" % (victim, rep))
-    run = Run(hosts, [gcu_cmd("hold", out, ["--max-restarts", "1"]) for k in range(n)],
+    run = launch(hosts, [gcu_cmd("hold", out, ["--max-restarts", "1"]) for k in range(n)],
               gcu_env(hosts, n, port), name="gcu-rejoin-node%d-%d" % (victim, rep))
     try:
-        if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT) is None:
+        if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None,
+                        RUN_TIMEOUT) is None:
             return None, "the job never started"
         t_kill = time.time()
         old = run.procs[victim]
@@ -496,14 +314,15 @@ def torchrun_rejoin_round(hosts, n, root, rep, victim, interval):
                     "--rdzv_id", "benchrejoin%d" % rep, "--rdzv_conf", "is_host=%d" % (k == 0),
                     os.path.join(root, "rank.py"), "hold", out]
 
-    run = Run(hosts, [cmd(k) for k in range(n)], torchrun_env, logs=logs,
+    run = launch(hosts, [cmd(k) for k in range(n)], torchrun_env, logs=logs,
               name="torchrun-rejoin-node%d-%s-%d" % (victim, interval, rep))
     workers = []
     try:
-        if wait_for(lambda: True if len(starts(out)) >= world else None, RUN_TIMEOUT) is None:
+        if lib.wait_for(lambda: True if len(lib.starts(out)) >= world else None,
+                        RUN_TIMEOUT) is None:
             return None, "the job never started", "?", None
         in_victim = set(hosts.pids_in(victim))
-        workers = [pid for _, _, pid in starts_with_pids(out) if pid in in_victim]
+        workers = [pid for _, _, _, pid in lib.starts(out) if pid in in_victim]
         t_kill = time.time()
         old = run.procs[victim]
         os.kill(old.pid, signal.SIGKILL)
@@ -519,13 +338,13 @@ def torchrun_rejoin_round(hosts, n, root, rep, victim, interval):
                     % ", ".join("node %d" % k for k in lost_store)
             if run.procs[victim].poll() is None:
                 what += "; the returning node %d's torchrun still waits for the others" % victim
-        again = [t for t, _, _ in starts_with_pids(out) if t > t_kill]
+        again = [t for t, _, _, _ in lib.starts(out) if t > t_kill]
         first = min(again) - t_kill if again else None
-        left = "%d of %d" % (sum(1 for pid in workers if alive(pid)), len(workers))
+        left = "%d of %d" % (sum(1 for pid in workers if lib.alive(pid)), len(workers))
         return value, what, left, first
     finally:
         for pid in workers:  # the victim's old workers, if they outlived their agent
-            if alive(pid):
+            if lib.alive(pid):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
@@ -538,18 +357,6 @@ def torchrun_env(k):
     if LOG_DIR:
         env["LOGLEVEL"] = "INFO"  # the agent's rendezvous steps, in the kept logs
     return env
-
-
-def stats(values):
-    values = sorted(v for v in values if v is not None)
-    if not values:
-        return None, None, 0
-    p90 = values[min(len(values) - 1, max(0, int(round(0.9 * len(values))) - 1))]
-    return statistics.median(values), p90, len(values)
-
-
-def ms(v):
-    return "-" if v is None else "%.0f" % (v * 1000)
 
 
 def gculaunch_rejoins(hosts, n, root, rep, g):
@@ -567,7 +374,7 @@ def torchrun_rejoins(hosts, n, root):
     for victim, interval, reps in ((1, None, TREPS), (1, 0.1, TREPS), (0, None, TREPS0)):
         vals, whats, orphans, noticed = [], [], [], []
         for rep in range(reps):
-            if budget_left() < TORCHRUN_REJOIN_WAIT + 60:
+            if BUDGET.left() < TORCHRUN_REJOIN_WAIT + 60:
                 break
             value, what, left, first = torchrun_rejoin_round(hosts, n, root,
                                                              rep + 100 * n + 10 * len(t),
@@ -672,25 +479,25 @@ def elastic_round(hosts, root, rep, side):
     names = gltest.HostsFileNames(hosts)
     for k in range(3):
         names.set("elhost%d" % k, hosts.addr(k))
-    run = Run(hosts, [cmd(k) for k in range(3)], torchrun_env,
+    run = launch(hosts, [cmd(k) for k in range(3)], torchrun_env,
               name="elastic-%s-%d" % (side, rep))
     shrink = grow = None
     try:
         full = 3 * NPROC
-        if wait_for(lambda: elastic_in_loop(out, full), RUN_TIMEOUT) is None:
+        if lib.wait_for(lambda: elastic_in_loop(out, full), RUN_TIMEOUT) is None:
             return None, None
         time.sleep(0.5)
         t_kill = time.time()
         os.killpg(run.procs[2].pid, signal.SIGKILL)
         run.procs[2].wait()
-        t = wait_for(lambda: elastic_world_running(out, t_kill, 2 * NPROC), ELASTIC_WAIT)
+        t = lib.wait_for(lambda: elastic_world_running(out, t_kill, 2 * NPROC), ELASTIC_WAIT)
         if t is None:
             return None, None
         shrink = t - t_kill
-        wait_for(lambda: elastic_in_loop(out, 2 * NPROC), RUN_TIMEOUT)
+        lib.wait_for(lambda: elastic_in_loop(out, 2 * NPROC), RUN_TIMEOUT)
         time.sleep(0.5)
         t_back = run.again(2)
-        t = wait_for(lambda: elastic_world_running(out, t_back, full), ELASTIC_WAIT)
+        t = lib.wait_for(lambda: elastic_world_running(out, t_back, full), ELASTIC_WAIT)
         grow = None if t is None else t - t_back
         return shrink, grow
     finally:
@@ -702,8 +509,8 @@ def elastic_rounds(hosts, root):
     """{side: {"shrink": [...], "grow": [...]}}, interleaved sides."""
     e = {side: {"shrink": [], "grow": []} for side in ("gculaunch", "torchrun")}
     for rep in range(EREPS):
-        for side in os.environ.get("ELASTIC_SIDES", "gculaunch torchrun").split():
-            if budget_left() < 2 * ELASTIC_WAIT + 60:
+        for side in ELASTIC_SIDES:
+            if BUDGET.left() < 2 * ELASTIC_WAIT + 60:
                 break
             shrink, grow = elastic_round(hosts, root, rep, side)
             e[side]["shrink"].append(shrink)
@@ -717,21 +524,21 @@ def print_elastic(e):
           " median / p90 (n completed of tried)" % NPROC)
     for key, label in (("shrink", "shrink: node 2 killed -> 2-node world runs"),
                        ("grow", "grow: node 2 back -> 3-node world runs")):
-        g_med = stats(e["gculaunch"][key])[0]
+        g_med = lib.stats(e["gculaunch"][key])[0]
         for side in ("gculaunch", "torchrun"):
-            med, p90, cnt = stats(e[side][key])
+            med, p90, cnt = lib.stats(e[side][key])
             ratio = ""
             if side == "torchrun" and med is not None and g_med:
                 ratio = "  ratio %.1fx" % (med / g_med)
-            print("  %-9s %-44s %6s / %6s  (%d of %d)%s" % (side, label, ms(med), ms(p90), cnt,
-                                                            len(e[side][key]), ratio))
+            print("  %-9s %-44s %6s / %6s  (%d of %d)%s"
+                  % (side, label, lib.ms(med), lib.ms(p90), cnt, len(e[side][key]), ratio))
 
 
-def main():
+def measure():
     with tempfile.TemporaryDirectory(prefix="bench-mn-") as root:
         os.chmod(root, 0o755)
         with open(os.path.join(root, "rank.py"), "w") as f:
-            f.write(RANK)
+            f.write(lib.RANK)
         with open(os.path.join(root, "elastic_rank.py"), "w") as f:
             f.write(ELASTIC_RANK)
         report = []
@@ -745,7 +552,7 @@ def main():
                      "vanished host": [], "baseline": [], "node 1 back": [],
                      "node 1 back what": [], "node 0 back": [], "node 0 back what": []}
                 for rep in range(REPS):
-                    if budget_left() < 60:
+                    if BUDGET.left() < 60:
                         break
                     if "base" in PARTS:
                         r = gculaunch_round(hosts, n, root, rep + 100 * n)
@@ -759,7 +566,7 @@ def main():
                 for variant in (("c10d", None), ("c10d", 0.1), ("static", 0.1)):
                     vals = []
                     for rep in range(TREPS if "base" in PARTS else 0):
-                        if budget_left() < 120:
+                        if BUDGET.left() < 120:
                             break
                         value, only = torchrun_round(hosts, n, root, rep + 100 * n + 10 * len(t),
                                                      variant)
@@ -777,9 +584,9 @@ def main():
         for n, g, t, static_note, tj in report:
             print()
             print("%d nodes (%d ranks)" % (n, n * NPROC))
-            med, p90, cnt = stats(g["baseline"])
+            med, p90, cnt = lib.stats(g["baseline"])
             print("  %-44s %6s / %6s  (%d)" % ("floor: %d Pythons started directly" % (n * NPROC),
-                                              ms(med), ms(p90), cnt))
+                                              lib.ms(med), lib.ms(p90), cnt))
             if "base" in PARTS:
                 print_base(g, t, static_note)
             if "rejoin" in PARTS:
@@ -790,20 +597,20 @@ def main():
 
 def print_base(g, t, static_note):
     for key in ("rendezvous", "restart", "failure exit", "lost node", "vanished host"):
-        med, p90, cnt = stats(g[key])
-        print("  gculaunch %-34s %6s / %6s  (%d)" % (key, ms(med), ms(p90), cnt))
-    g_med = stats(g["restart"])[0]
+        med, p90, cnt = lib.stats(g[key])
+        print("  gculaunch %-34s %6s / %6s  (%d)" % (key, lib.ms(med), lib.ms(p90), cnt))
+    g_med = lib.stats(g["restart"])[0]
     for variant, label in ((("c10d", None), "restart, c10d, monitor 5 s (default)"),
                            (("c10d", 0.1), "restart, c10d, monitor 0.1 s"),
                            (("static", 0.1), "restart, static, monitor 0.1 s")):
-        med, p90, cnt = stats(t[variant])
+        med, p90, cnt = lib.stats(t[variant])
         ratio = "" if med is None or not g_med else "  ratio %.1fx" % (med / g_med)
         extra = ""
         if variant[0] == "static" and cnt == 0 and t[variant]:
             extra = ("  never within 20 s: only the failing node's ranks %s restarted"
                      % (static_note if static_note is not None else "?"))
         print("  torchrun  %-34s %6s / %6s  (%d)%s%s"
-              % (label, ms(med), ms(p90), cnt, ratio, extra))
+              % (label, lib.ms(med), lib.ms(p90), cnt, ratio, extra))
 
 
 def print_rejoin(g, tj):
@@ -813,21 +620,21 @@ def print_rejoin(g, tj):
           " from that start:")
     for key, label in (("node 1 back", "node 1 restarted"),
                        ("node 0 back", "node 0 (the store host) restarted")):
-        med, p90, cnt = stats(g[key])
-        floor = stats(g["baseline"])[0]
-        over = "" if med is None or floor is None else "  %s over the floor" % ms(med - floor)
-        print("  gculaunch %-34s %6s / %6s  (%d)%s" % (label, ms(med), ms(p90), cnt, over))
+        med, p90, cnt = lib.stats(g[key])
+        floor = lib.stats(g["baseline"])[0]
+        over = "" if med is None or floor is None else "  %s over the floor" % lib.ms(med - floor)
+        print("  gculaunch %-34s %6s / %6s  (%d)%s" % (label, lib.ms(med), lib.ms(p90), cnt, over))
         print_outcomes(g[key + " what"], len(g[key]))
     for (victim, interval), label in (((1, None), "node 1 restarted, monitor 5 s"),
                                       ((1, 0.1), "node 1 restarted, monitor 0.1 s"),
                                       ((0, None), "node 0 restarted, monitor 5 s")):
         vals, whats, orphans, noticed = tj[(victim, interval)]
-        med, p90, cnt = stats(vals)
-        g_med = stats(g["node %d back" % victim])[0]
+        med, p90, cnt = lib.stats(vals)
+        g_med = lib.stats(g["node %d back" % victim])[0]
         ratio = "" if med is None or not g_med else "  ratio %.1fx" % (med / g_med)
-        print("  torchrun  %-34s %6s / %6s  (%d)%s" % (label, ms(med), ms(p90), cnt, ratio))
+        print("  torchrun  %-34s %6s / %6s  (%d)%s" % (label, lib.ms(med), lib.ms(p90), cnt, ratio))
         print_outcomes(whats, len(vals))
-        med = stats(noticed)[0]
+        med = lib.stats(noticed)[0]
         if med is not None:
             print("      the first rank ran again %.1f s after the kill (median)" % med)
         if orphans:
@@ -835,5 +642,59 @@ def print_rejoin(g, tj):
                   "agent): %s" % (victim, ", ".join(orphans)))
 
 
-main()
-PY
+def launch(hosts, commands, env, **kw):
+    """A lib.Run with the benchmark's log directory (--log-dir), if any."""
+    kw["logs"] = LOG_DIR or kw.get("logs")
+    return lib.Run(hosts, commands, env, timeout=RUN_TIMEOUT, **kw)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(prog=PROG, description="Multi-node timings on simulated "
+                                 "hosts against torchrun 1.13 (needs root).")
+    ap.add_argument("--gculaunch", default=lib.default_gculaunch(),
+                    help="the gculaunch binary (GCULAUNCH_BIN; default build/launcher/gculaunch)")
+    ap.add_argument("--reps", type=int, default=lib.env_int("BENCH_REPS", 5),
+                    help="gculaunch repetitions (BENCH_REPS, 5)")
+    ap.add_argument("--torchrun-reps", type=int, default=lib.env_int("TORCHRUN_REPS", 3),
+                    help="torchrun repetitions (TORCHRUN_REPS, 3)")
+    ap.add_argument("--torchrun-node0-reps", type=int,
+                    default=lib.env_int("TORCHRUN_NODE0_REPS", 1),
+                    help="torchrun node-0-back repetitions, 60 s each (TORCHRUN_NODE0_REPS, 1)")
+    ap.add_argument("--nproc", type=int, default=lib.env_int("BENCH_NPROC", 2),
+                    help="ranks per node (BENCH_NPROC, 2)")
+    ap.add_argument("--nodes", type=int, nargs="+", default=lib.env_list("BENCH_NODES", "2 3"),
+                    help="node counts (BENCH_NODES, \"2 3\")")
+    ap.add_argument("--parts", nargs="+", choices=("base", "rejoin", "elastic"),
+                    default=os.environ.get("BENCH_PARTS", "base rejoin elastic").split(),
+                    help="which rows (BENCH_PARTS, \"base rejoin elastic\")")
+    ap.add_argument("--elastic-reps", type=int, default=lib.env_int("ELASTIC_REPS", 2),
+                    help="shrink/grow repetitions per side (ELASTIC_REPS, 2)")
+    ap.add_argument("--elastic-sides", nargs="+", choices=("gculaunch", "torchrun"),
+                    default=os.environ.get("ELASTIC_SIDES", "gculaunch torchrun").split(),
+                    help="(ELASTIC_SIDES, \"gculaunch torchrun\")")
+    ap.add_argument("--log-dir", default=os.environ.get("BENCH_LOG_DIR") or None,
+                    help="keep every launcher's output there, torchrun's at LOGLEVEL=INFO "
+                    "(BENCH_LOG_DIR)")
+    ap.add_argument("--budget", type=float, default=TOTAL_BUDGET,
+                    help="seconds for the whole run (%d)" % TOTAL_BUDGET)
+    return ap.parse_args()
+
+
+def main():
+    global GCULAUNCH, REPS, TREPS, TREPS0, NPROC, EREPS, NODE_COUNTS, PARTS, ELASTIC_SIDES
+    global LOG_DIR, BUDGET
+    args = parse_args()
+    GCULAUNCH = lib.require_gculaunch(PROG, args.gculaunch)
+    lib.require_root(PROG)
+    REPS, TREPS, TREPS0 = args.reps, args.torchrun_reps, args.torchrun_node0_reps
+    NPROC, EREPS, NODE_COUNTS = args.nproc, args.elastic_reps, args.nodes
+    PARTS, ELASTIC_SIDES = args.parts, args.elastic_sides
+    LOG_DIR = args.log_dir
+    if LOG_DIR:
+        os.makedirs(LOG_DIR, exist_ok=True)
+    BUDGET = lib.Budget(args.budget)
+    measure()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,9 +2,9 @@
 """torchrun of Debian's torch 2.6 (python3-torch in trixie, for example in the root of
 scripts/make_torch2_root.sh), made to start on that build, which has no libuv.
 
-    USE_LIBUV=0 scripts/in_root.sh ROOT /usr/bin/python3 scripts/torchrun26.py [torchrun arguments...]
+    USE_LIBUV=0 scripts/in_root.sh ROOT /usr/bin/python3 bench/torchrun26.py [torchrun arguments...]
     (from the top of the repository, so that in_root.sh shows this file inside ROOT;
-    from elsewhere add IN_ROOT_BINDS=/path/to/scripts)
+    from elsewhere add IN_ROOT_BINDS=/path/to/bench)
 
 Every TCPStore that torchrun 2.6 makes for its rendezvous (c10d or static) is created
 without a use_libuv argument, and the binding's default is use_libuv=True, which on a
@@ -21,7 +21,7 @@ TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 makes rank 0 host the workers' store instea
 that path honours USE_LIBUV=0:
 
     USE_LIBUV=0 TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 scripts/in_root.sh ROOT \
-        /usr/bin/python3 scripts/torchrun26.py --standalone --nproc_per_node 2 examples/allreduce.py
+        /usr/bin/python3 bench/torchrun26.py --standalone --nproc_per_node 2 examples/allreduce.py
 
 The static rendezvous (--master_addr/--master_port) always shares the agent's store, so
 its workers need the default changed in their own Python (the integration tests give

@@ -1,160 +1,77 @@
-#!/usr/bin/env bash
-# bench_vs_torchrun.sh - gculaunch against torchrun, in one interleaved run:
-# Debian's torch 1.13 (bookworm, on this machine) through scripts/torchrun113.py,
-# with its default --monitor_interval (5 s) and with 0.1 s; and torch 2.6
-# (trixie's python3-torch) from the root of scripts/make_torch2_root.sh, run
-# through scripts/in_root.sh and scripts/torchrun26.py, with its own defaults
-# (--monitor-interval 0.1 s).  A benchmark, not a test: it prints numbers and
-# asserts nothing.
-#
-#   scripts/bench_vs_torchrun.sh            (BENCH_REPS=5 repetitions, 8 ranks)
-#
-# The torch 2.6 column pays for entering its root: in_root.sh starts a few
-# processes and binds a few directories before torchrun's python runs.  The
-# script measures that entry (in_root.sh ROOT /usr/bin/true against
-# /usr/bin/true) and prints it below the table: about 75 ms (median; 60 ms at
-# best, more under load) on the 2-core VM where this was written, nearly all
-# of it the start of its 6 short processes.  It is inside the "start" numbers
-# of that column only: the ranks that torchrun 2.6 starts are already inside
-# the root.  Its ranks run the root's
-# Python 3.13, the others the host's 3.11.  Debian's torch 2.6 has no libuv,
-# so torchrun 2.6 runs with USE_LIBUV=0 and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
-# (see scripts/torchrun26.py; the trivial workers make no store, but these
-# are the settings under which real workers run).  The root is made first if
-# missing (minutes, once; needs root).
-#
-# Workers are 8 trivial Python ranks (no torch import) that record
-# timestamps.  Per repetition and launcher, in turn:
-#   start    launch -> every rank has run its first line (minus the same for
-#            8 Pythons started directly by this script: "overhead")
-#   exit     last rank's exit -> launcher exit (all ranks exit 0; minus the
-#            same for the 8 direct Pythons: "overhead")
-#   failure  a rank exits 1 (the others sleep) -> launcher exit
-#   gone     the same failure -> no process the launcher started is alive (its guardian
-#            included: gculaunch reaps it before it exits)
-#   restart  a rank exits 1 in attempt 0 -> every rank of attempt 1 started
-#            (--max-restarts 1)
-#   rss      the launcher process's peak resident set (VmHWM), sampled
-#   spawned  gculaunch only: its exec -> every rank exec'd, from its debug log
-# and prints medians and ratios (torchrun / gculaunch).
-#
-# Then the cost of --metrics-port (docs/operations.md), gculaunch alone: the same ranks
-# sleeping BENCH_METRICS_SECONDS (default 20), once without metrics and once with
-# --metrics-port and GET /metrics every second, interleaved, BENCH_METRICS_REPS times
-# (default 3).  Per run: gculaunch's own CPU time (utime + stime of /proc/<pid>/stat, sampled
-# every 50 ms up to its exit; the ranks are not counted), its peak RSS (VmHWM), and the
-# scrapes' latency.  BENCH_METRICS_ONLY=1 runs only this part (no torchrun, no torch 2.6
-# root needed).
-#
-# Environment: GCULAUNCH_BIN (default build/launcher/gculaunch), BENCH_REPS,
-# BENCH_NPROC, GCULAUNCH_CACHE_DIR (where the torch 2.6 root is), BENCH_OLD_GCULAUNCH
-# (optional: a gculaunch built from an earlier commit, e.g. 2af4c24, whose guardian was left
-# running at exit; its failure runs are then measured too and printed on the "exit lag" line).
-# BENCH_METRICS_SECONDS, BENCH_METRICS_REPS, BENCH_METRICS_ONLY: the metrics rows (above).
-set -euo pipefail
-here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-top=$(cd -- "$here/.." && pwd)
-gculaunch=${GCULAUNCH_BIN:-$top/build/launcher/gculaunch}
-torchrun=$here/torchrun113.py
-in_root=$here/in_root.sh
-[ -x "$gculaunch" ] || { echo "bench: build gculaunch first (scripts/build.sh) or set GCULAUNCH_BIN" >&2; exit 2; }
-metrics_only=${BENCH_METRICS_ONLY:-0}
-case $metrics_only in
-  0|1) ;;
-  *) echo "bench: error: BENCH_METRICS_ONLY '$metrics_only' is not 0 or 1 (fix: set it to 1 or unset it)" >&2; exit 2 ;;
-esac
-root2=""
-if [ "$metrics_only" = 0 ]; then
-  root2=$("$here/make_torch2_root.sh" | tail -n 1) ||
-    { echo "bench: no torch 2.6 root (see the error above)" >&2; exit 2; }
-fi
+"""bench/vs_torchrun.py - gculaunch against torchrun, in one interleaved run:
+Debian's torch 1.13 (bookworm, on this machine) through bench/torchrun113.py,
+with its default --monitor_interval (5 s) and with 0.1 s; and torch 2.6
+(trixie's python3-torch) from the root of scripts/make_torch2_root.sh, run
+through scripts/in_root.sh and bench/torchrun26.py, with its own defaults
+(--monitor-interval 0.1 s).  A benchmark, not a test: it prints numbers and
+asserts nothing.
 
-old_gculaunch=${BENCH_OLD_GCULAUNCH:-}
-[ -z "$old_gculaunch" ] || [ -x "$old_gculaunch" ] ||
-  { echo "bench: error: BENCH_OLD_GCULAUNCH '$old_gculaunch' is not executable (fix: give the path of an older gculaunch build, or unset it)" >&2; exit 2; }
+  python3 -m bench.vs_torchrun [--reps 5] [--nproc 8] [--metrics-only] [--old GCULAUNCH]
 
-exec /usr/bin/python3 - "$gculaunch" "$torchrun" "${BENCH_REPS:-5}" "${BENCH_NPROC:-8}" \
-  "$in_root" "$root2" "$old_gculaunch" "$metrics_only" "${BENCH_METRICS_SECONDS:-20}" \
-  "${BENCH_METRICS_REPS:-3}" <<'PY'
-import os, signal, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
+The torch 2.6 column pays for entering its root: in_root.sh starts a few
+processes and binds a few directories before torchrun's python runs.  The
+script measures that entry (in_root.sh ROOT /usr/bin/true against
+/usr/bin/true) and prints it below the table: about 75 ms (median; 60 ms at
+best, more under load) on the 2-core VM where this was written, nearly all
+of it the start of its 6 short processes.  It is inside the "start" numbers
+of that column only: the ranks that torchrun 2.6 starts are already inside
+the root.  Its ranks run the root's
+Python 3.13, the others the host's 3.11.  Debian's torch 2.6 has no libuv,
+so torchrun 2.6 runs with USE_LIBUV=0 and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+(see bench/torchrun26.py; the trivial workers make no store, but these
+are the settings under which real workers run).  The root is made first if
+missing (minutes, once; needs root).
+
+Workers are 8 trivial Python ranks (no torch import) that record
+timestamps.  Per repetition and launcher, in turn:
+  start    launch -> every rank has run its first line (minus the same for
+           8 Pythons started directly by this script: "overhead")
+  exit     last rank's exit -> launcher exit (all ranks exit 0; minus the
+           same for the 8 direct Pythons: "overhead")
+  failure  a rank exits 1 (the others sleep) -> launcher exit
+  gone     the same failure -> no process the launcher started is alive (its guardian
+           included: gculaunch reaps it before it exits)
+  restart  a rank exits 1 in attempt 0 -> every rank of attempt 1 started
+           (--max-restarts 1)
+  rss      the launcher process's peak resident set (VmHWM), sampled
+  spawned  gculaunch only: its exec -> every rank exec'd, from its debug log
+and prints medians and ratios (torchrun / gculaunch).
+
+Then the cost of --metrics-port (docs/operations.md), gculaunch alone: the same ranks
+sleeping --metrics-seconds (default 20), once without metrics and once with
+--metrics-port and GET /metrics every second, interleaved, --metrics-reps times
+(default 3).  Per run: gculaunch's own CPU time (utime + stime of /proc/<pid>/stat, sampled
+every 50 ms up to its exit; the ranks are not counted), its peak RSS (VmHWM), and the
+scrapes' latency.  --metrics-only (BENCH_METRICS_ONLY=1) runs only this part (no torchrun,
+no torch 2.6 root needed).
+
+Options (each defaults to the environment variable named in its help; GCULAUNCH_CACHE_DIR
+says where the torch 2.6 root is): see --help.  Run from the top of the repository.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 import urllib.request
 
-GCULAUNCH, TORCHRUN, REPS, NPROC = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-IN_ROOT, ROOT2 = sys.argv[5], sys.argv[6]
-OLD_GCULAUNCH = sys.argv[7]  # empty: not measured
-METRICS_ONLY = sys.argv[8] == "1"
-METRICS_SECONDS, METRICS_REPS = float(sys.argv[9]), int(sys.argv[10])
-PYTHON = "/usr/bin/python3"
-# torch 2.6's torchrun: the root's python3 entered through in_root.sh, which also shows
-# this directory (with torchrun26.py) inside the root
-SCRIPTS = os.path.dirname(IN_ROOT)
-TORCHRUN2 = [IN_ROOT, ROOT2, "/usr/bin/python3", os.path.join(SCRIPTS, "torchrun26.py")]
-TORCHRUN2_ENV = {"IN_ROOT_BINDS": SCRIPTS, "USE_LIBUV": "0",
-                 "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+from bench import lib
+
+PROG = "bench.vs_torchrun"
+PYTHON = lib.PYTHON
+TORCHRUN = lib.TORCHRUN113
 RUN_TIMEOUT = 120        # seconds per launch
 TOTAL_BUDGET = 30 * 60   # the whole benchmark
-
-WORKER = r'''
-import os, sys, time
-t0 = time.time()
-mode, out = sys.argv[1], sys.argv[2]
-rank, attempt = os.environ["RANK"], os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-def put(name, t):
-    with open(os.path.join(out, name), "w") as f:
-        f.write(repr(t))
-put("start.%s.%s" % (attempt, rank), t0)
-def wait_all_started():
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if sum(1 for n in os.listdir(out) if n.startswith("start.%s." % attempt)) >= int(os.environ["WORLD_SIZE"]):
-            return
-        time.sleep(0.005)
-if mode == "ok":
-    put("end.%s" % rank, time.time())
-    os._exit(0)
-if attempt == "0" and rank == "1" and mode in ("fail", "restart"):
-    wait_all_started()
-    put("fail", time.time())
-    os._exit(1)
-if mode == "restart" and attempt != "0":
-    os._exit(0)
-if mode.startswith("hold"):  # "hold<seconds>": the metrics runs
-    time.sleep(float(mode[4:]))
-    os._exit(0)
-time.sleep(120)
-'''
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tagged_pids(tag):
-    needle = ("GCULAUNCH_BENCH_TAG=" + tag).encode()
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/environ" % name, "rb") as f:
-                    if needle in f.read().split(b"\0"):
-                        pids.append(int(name))
-            except OSError:
-                pass
-    return pids
-
-
-def tagged_alive(tag):
-    """Whether a non-zombie process carries the tag."""
-    for pid in tagged_pids(tag):
-        try:
-            with open("/proc/%d/stat" % pid, "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
-                    return True
-        except OSError:
-            pass
-    return False
+# Set by main() from the options:
+GCULAUNCH = OLD_GCULAUNCH = ROOT2 = None
+REPS = NPROC = METRICS_REPS = 1
+METRICS_ONLY = False
+METRICS_SECONDS = 20.0
+# torch 2.6's torchrun: the root's python3 entered through scripts/in_root.sh, which also
+# shows bench/ (with torchrun26.py) inside the root; set by main()
+TORCHRUN2, TORCHRUN2_ENV = None, None
 
 
 def all_gone_at(tag, bound=5.0):
@@ -162,7 +79,7 @@ def all_gone_at(tag, bound=5.0):
     deadline = time.time() + bound
     while True:
         t = time.time()
-        if not tagged_alive(tag) or t > deadline:
+        if not lib.tagged_alive(tag) or t > deadline:
             return t
         time.sleep(0.001)
 
@@ -174,27 +91,24 @@ class RssSampler(threading.Thread):
 
     def run(self):
         while not self.stop:
-            try:
-                with open("/proc/%d/status" % self.pid) as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            self.peak_kb = max(self.peak_kb, int(line.split()[1]))
-            except OSError:
+            kb = lib.vm_hwm_kb(self.pid)
+            if kb is None:
                 return
+            self.peak_kb = max(self.peak_kb, kb)
             time.sleep(0.002)
 
 
 def command(launcher, mode, out, script):
     if launcher in ("gculaunch", "gculaunch-old"):
-        cmd = [GCULAUNCH if launcher == "gculaunch" else OLD_GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
-               "--python", PYTHON]
+        cmd = [GCULAUNCH if launcher == "gculaunch" else OLD_GCULAUNCH, "--standalone",
+               "--nproc-per-node", str(NPROC), "--device", "cpu", "--python", PYTHON]
         if mode == "restart":
             cmd += ["--max-restarts", "1"]
     else:
         base = TORCHRUN2 if launcher == "torchrun-2.6" else [PYTHON, TORCHRUN]
         cmd = base + ["--nnodes", "1", "--nproc_per_node", str(NPROC),
-                      "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
-                      "--rdzv_id", uuid.uuid4().hex]
+                      "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % lib.free_port(),
+                      "--rdzv_id", lib.new_tag()]
         if launcher == "torchrun-0.1":
             cmd += ["--monitor_interval", "0.1"]
         if mode == "restart":
@@ -202,15 +116,10 @@ def command(launcher, mode, out, script):
     return cmd + [script, mode, out]
 
 
-def read(path):
-    with open(path) as f:
-        return float(f.read())
-
-
 def run(launcher, mode, script):
     """One launch; returns a dict of metrics in seconds (rss in MB)."""
     out = tempfile.mkdtemp(prefix="gculaunch-bench-")
-    tag = uuid.uuid4().hex
+    tag = lib.new_tag()
     tmp = os.path.join(out, "tmp")  # the launchers' temporary files go away with `out`
     os.mkdir(tmp)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
@@ -234,8 +143,8 @@ def run(launcher, mode, script):
             watchdog.cancel()
             sampler.stop = True
             sampler.join()
-            starts = [read(os.path.join(out, "start.0.%d" % r)) for r in range(NPROC)]
-            ends = [read(os.path.join(out, "end.%d" % r)) for r in range(NPROC)]
+            starts = [lib.read_time(os.path.join(out, "start.0.%d" % r)) for r in range(NPROC)]
+            ends = [lib.read_time(os.path.join(out, "end.%d" % r)) for r in range(NPROC)]
             return {"start": max(starts) - t_launch, "exit": t_exit - max(ends)}
         if launcher == "gculaunch":
             env["GCULAUNCH_LOG_LEVEL"] = "debug"  # it then logs how long spawning took
@@ -274,30 +183,27 @@ def run(launcher, mode, script):
                 m["spawned"] = float(line.rsplit("(", 1)[1].split()[0]) / 1e3
         names = os.listdir(out)
         if mode == "ok":
-            starts = [read(os.path.join(out, n)) for n in names if n.startswith("start.0.")]
-            ends = [read(os.path.join(out, n)) for n in names if n.startswith("end.")]
+            starts = [lib.read_time(os.path.join(out, n)) for n in names
+                      if n.startswith("start.0.")]
+            ends = [lib.read_time(os.path.join(out, n)) for n in names if n.startswith("end.")]
             if len(starts) == NPROC and len(ends) == NPROC and proc.returncode == 0:
                 m["start"] = max(starts) - t_launch
                 m["exit"] = t_exit - max(ends)
         elif mode == "fail" and "fail" in names:
-            m["failure"] = t_exit - read(os.path.join(out, "fail"))
-            m["gone"] = t_gone - read(os.path.join(out, "fail"))
+            m["failure"] = t_exit - lib.read_time(os.path.join(out, "fail"))
+            m["gone"] = t_gone - lib.read_time(os.path.join(out, "fail"))
         elif mode == "restart" and "fail" in names:
-            again = [read(os.path.join(out, n)) for n in names if n.startswith("start.1.")]
+            again = [lib.read_time(os.path.join(out, n)) for n in names if n.startswith("start.1.")]
             if len(again) == NPROC and proc.returncode == 0:
-                m["restart"] = max(again) - read(os.path.join(out, "fail"))
+                m["restart"] = max(again) - lib.read_time(os.path.join(out, "fail"))
         return m
     finally:
         # Only what this run started; gculaunch's guardian may still be
         # removing its scratch directory for a moment, so wait a little first.
         deadline = time.time() + 3
-        while tagged_pids(tag) and time.time() < deadline:
+        while lib.tagged_pids(tag) and time.time() < deadline:
             time.sleep(0.01)
-        for pid in tagged_pids(tag):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        lib.kill_pids(lib.tagged_pids(tag))
         subprocess.run(["rm", "-rf", out])
 
 
@@ -318,10 +224,7 @@ class CpuSampler(threading.Thread):
                 if fields[0] in (b"Z", b"X"):
                     return
                 self.cpu_s = (int(fields[11]) + int(fields[12])) / self.tick
-                with open("/proc/%d/status" % self.pid) as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+                self.peak_kb = max(self.peak_kb, lib.vm_hwm_kb(self.pid) or 0)
             except (OSError, IndexError, ValueError):
                 return
             time.sleep(0.05)
@@ -332,13 +235,13 @@ def metrics_run(script, scraped):
     --metrics-port and a GET /metrics every second.  Returns cpu (ms), rss (MB), scrape
     latencies (ms) and the number of scrapes."""
     out = tempfile.mkdtemp(prefix="gculaunch-bench-")
-    tag = uuid.uuid4().hex
+    tag = lib.new_tag()
     tmp = os.path.join(out, "tmp")
     os.mkdir(tmp)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
            "LANG": "C.UTF-8", "GCULAUNCH_BENCH_TAG": tag, "OMP_NUM_THREADS": "1",
            "TMPDIR": tmp}
-    port = free_port()
+    port = lib.free_port()
     cmd = [GCULAUNCH, "--standalone", "--nproc-per-node", str(NPROC), "--device", "cpu",
            "--python", PYTHON]
     if scraped:
@@ -371,11 +274,7 @@ def metrics_run(script, scraped):
         return {"cpu": sampler.cpu_s * 1e3, "rss": sampler.peak_kb / 1024.0,
                 "latency": latencies, "scrapes": len(latencies), "code": proc.returncode}
     finally:
-        for pid in tagged_pids(tag):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        lib.kill_pids(lib.tagged_pids(tag))
         subprocess.run(["rm", "-rf", out])
 
 
@@ -385,7 +284,7 @@ def metrics_cost():
     workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
     script = os.path.join(workdir, "worker.py")
     with open(script, "w") as f:
-        f.write(WORKER)
+        f.write(lib.WORKER)
     runs = {False: [], True: []}
     try:
         for rep in range(METRICS_REPS):
@@ -397,7 +296,7 @@ def metrics_cost():
         subprocess.run(["rm", "-rf", workdir])
 
     def med(scraped, key):
-        return statistics.median(r[key] for r in runs[scraped])
+        return lib.median([r[key] for r in runs[scraped]])
 
     print()
     print("--metrics-port cost (gculaunch alone, %d ranks sleeping %g s, %d interleaved runs, "
@@ -416,7 +315,7 @@ def metrics_cost():
     lat = sorted(x for r in runs[True] for x in r["latency"])
     if lat:
         print("%-44s %14s %24s" % ("scrape latency, median / max (ms)", "-",
-                                   "%.2f / %.2f" % (statistics.median(lat), lat[-1])))
+                                   "%.2f / %.2f" % (lib.median(lat), lat[-1])))
     print("%-44s %14s %24d" % ("scrapes per run (median)", "-", med(True, "scrapes")))
 
 
@@ -427,15 +326,15 @@ def root_entry(n=10):
     times = {"direct": [], "in_root": []}
     for _ in range(n):
         for name, cmd in (("direct", ["/usr/bin/true"]),
-                          ("in_root", [IN_ROOT, ROOT2, "/usr/bin/true"])):
+                          ("in_root", [lib.IN_ROOT, ROOT2, "/usr/bin/true"])):
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, timeout=RUN_TIMEOUT,
-                           env=dict(os.environ, IN_ROOT_BINDS=SCRIPTS))
+                           env=dict(os.environ, IN_ROOT_BINDS=lib.BENCH))
             times[name].append(time.perf_counter() - t0)
-    return statistics.median(times["in_root"]), statistics.median(times["direct"])
+    return lib.median(times["in_root"]), lib.median(times["direct"])
 
 
-def main():
+def measure():
     if METRICS_ONLY:
         metrics_cost()
         return
@@ -445,7 +344,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
     script = os.path.join(workdir, "worker.py")
     with open(script, "w") as f:
-        f.write(WORKER)
+        f.write(lib.WORKER)
     began = time.time()
     try:
         for rep in range(REPS):
@@ -466,8 +365,8 @@ def main():
     entry, plain = root_entry()
 
     def med(name, key):
-        values = results[name].get(key, [])
-        return statistics.median(values) if values else float("nan")
+        m = lib.median(results[name].get(key, []))
+        return float("nan") if m is None else m
 
     base = med("direct", "start")
     base_exit = med("direct", "exit")
@@ -520,7 +419,7 @@ def main():
     # The guardian is reaped before gculaunch exits (docs/runtime.md): exit and "gone" agree.
     old = ("; old gculaunch (guardian left running) %.1f / %.1f ms"
            % (med("gculaunch-old", "failure") * 1e3, med("gculaunch-old", "gone") * 1e3)
-           if OLD_GCULAUNCH else "; set BENCH_OLD_GCULAUNCH to an older build to compare")
+           if OLD_GCULAUNCH else "; set --old (BENCH_OLD_GCULAUNCH) to an older build to compare")
     print("exit lag, failure -> launcher exit / -> all its processes gone: gculaunch (guardian "
           "reaped) %.1f / %.1f ms; torchrun 1.13 %.1f / %.1f ms%s"
           % (med("gculaunch", "failure") * 1e3, med("gculaunch", "gone") * 1e3,
@@ -528,5 +427,48 @@ def main():
     metrics_cost()
 
 
-main()
-PY
+def main():
+    global GCULAUNCH, OLD_GCULAUNCH, ROOT2, REPS, NPROC, METRICS_ONLY, METRICS_SECONDS
+    global METRICS_REPS, TORCHRUN2, TORCHRUN2_ENV
+    ap = argparse.ArgumentParser(prog=PROG, description="gculaunch against torchrun 1.13 and "
+                                 "2.6, then the cost of --metrics-port.")
+    ap.add_argument("--gculaunch", default=lib.default_gculaunch(),
+                    help="the gculaunch binary (GCULAUNCH_BIN; default build/launcher/gculaunch)")
+    ap.add_argument("--reps", type=int, default=lib.env_int("BENCH_REPS", 5),
+                    help="repetitions (BENCH_REPS, 5)")
+    ap.add_argument("--nproc", type=int, default=lib.env_int("BENCH_NPROC", 8),
+                    help="ranks (BENCH_NPROC, 8)")
+    ap.add_argument("--old", default=os.environ.get("BENCH_OLD_GCULAUNCH", ""),
+                    help="a gculaunch built from an earlier commit, e.g. 2af4c24, whose guardian "
+                    "was left running at exit: its failure runs are measured too and printed on "
+                    "the \"exit lag\" line (BENCH_OLD_GCULAUNCH)")
+    ap.add_argument("--metrics-only", action="store_true",
+                    default=os.environ.get("BENCH_METRICS_ONLY", "0") == "1",
+                    help="only the --metrics-port rows: no torchrun, no torch 2.6 root "
+                    "(BENCH_METRICS_ONLY=1)")
+    ap.add_argument("--metrics-seconds", type=float,
+                    default=lib.env_float("BENCH_METRICS_SECONDS", 20),
+                    help="how long the ranks of a metrics run sleep (BENCH_METRICS_SECONDS, 20)")
+    ap.add_argument("--metrics-reps", type=int, default=lib.env_int("BENCH_METRICS_REPS", 3),
+                    help="metrics runs each way (BENCH_METRICS_REPS, 3)")
+    args = ap.parse_args()
+    if os.environ.get("BENCH_METRICS_ONLY", "0") not in ("0", "1"):
+        lib.die(PROG, "BENCH_METRICS_ONLY '%s' is not 0 or 1 (fix: set it to 1 or unset it)"
+                % os.environ["BENCH_METRICS_ONLY"])
+    GCULAUNCH = lib.require_gculaunch(PROG, args.gculaunch)
+    if args.old and not os.access(args.old, os.X_OK):
+        lib.die(PROG, "--old '%s' is not executable (fix: give the path of an older gculaunch "
+                "build, or leave it out)" % args.old)
+    OLD_GCULAUNCH, REPS, NPROC = args.old, args.reps, args.nproc
+    METRICS_ONLY, METRICS_SECONDS = args.metrics_only, args.metrics_seconds
+    METRICS_REPS = args.metrics_reps
+    if not METRICS_ONLY:
+        ROOT2 = lib.make_torch2_root()
+        if ROOT2 is None:
+            lib.die(PROG, "no torch 2.6 root (see the error above)")
+        TORCHRUN2, TORCHRUN2_ENV = lib.torchrun26_command(ROOT2)
+    measure()
+
+
+if __name__ == "__main__":
+    main()

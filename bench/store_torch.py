@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The torch side of scripts/bench_store.sh (runs in a Python with torch 1.13).
+"""The torch side of bench/store.py (runs in a Python with torch 1.13).
 
-    bench_store_torch.py server --host H
+    store_torch.py server --host H
         torch's own TCPStore server (is_master=True) on a free port; prints
         "listening on H:PORT" and serves until stdin closes.
 
-    bench_store_torch.py clients --host H --port P --clients T
+    store_torch.py clients --host H --port P --clients T
         T real torch.distributed.TCPStore clients, one thread each, speaking the
-        same line protocol as rendezvous/bench/store_load.cc:
+        same line protocol as bench/store/store_load.cc:
           {"event": "connected", ...} once all T are constructed, then for each
           stdin line: "mix R", "barrier KEY N" or "exit".
         A mix cycle is  set k; get k; add c 1; wait [k]  -- on the wire that is
@@ -64,7 +64,7 @@ def clients(host, port, count):
     emit({"event": "connected", "t_begin": t_begin, "t_end": time.monotonic(),
           "failed": len(failed)})
     if failed:
-        print("bench_store_torch: connect failed: %s" % failed[0], file=sys.stderr)
+        print("store_torch: connect failed: %s" % failed[0], file=sys.stderr)
     live = [s for s in stores if s is not None]
     tag = "%d" % os.getpid()
     for line in sys.stdin:

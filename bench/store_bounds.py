@@ -1,5 +1,15 @@
-#!/usr/bin/env python3
-"""The store's memory bounds under attack (issue 26): see scripts/bench_store_bounds.sh.
+"""bench/store_bounds.py - the store's memory bounds under attack (issue 26), in one run.
+
+  python3 -m bench.store_bounds [--no-torch2] [--no-launch]
+
+For each attack of docs/tcpstore-protocol.md section 6.1 (MULTI_GET amplification, a watcher
+that never reads, GETs never read, partial frames, APPEND past the value limit, garbage
+connections) it prints the peak RSS of `gculaunch store` and of torch's classic TCPStore
+server (torch 1.13 from /usr/bin/python3; torch 2.x from the cached root of
+scripts/make_torch2_root.sh, when it exists), how a well-behaved client fared during the
+attack, and, in a launch, the time from a rank's failure to gculaunch's exit during it.
+Needs a build (scripts/build.sh).  Loopback only; bounded (about 3 to 5 minutes; 15 at
+most).  Nothing is asserted: it prints numbers.  In detail:
 
 For each attack, against a fresh server each time:
   * peak RSS: VmHWM of the server process after the attack (MiB), and whether it survived;
@@ -13,6 +23,7 @@ before exit 3) to the launcher's exit, without an attack and during each one.
 Nothing is asserted; every phase has its own deadline."""
 import argparse
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -20,6 +31,11 @@ import sys
 import tempfile
 import threading
 import time
+
+from bench import lib
+
+PROG = "bench.store_bounds"
+TOTAL_BUDGET = 900  # seconds for the whole run
 
 MiB = 1 << 20
 
@@ -83,17 +99,6 @@ def recv_exact(s, n):
             raise EOFError
         buf += chunk
     return bytes(buf)
-
-
-def vm_hwm_mib(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return None
 
 
 class Server:
@@ -271,7 +276,8 @@ def run_attack(server_cmd, dialect, attack, log_lines):
     legit.stop_flag.set()
     legit.join(10)
     alive = server.proc.poll() is None
-    hwm = vm_hwm_mib(server.proc.pid)
+    kb = lib.vm_hwm_kb(server.proc.pid)
+    hwm = None if kb is None else kb // 1024
     server.stop()
     lines = len(server.err_lines) if log_lines else None
     return {"hwm": hwm, "alive": alive, "ok": legit.ok, "stalled": legit.stalled,
@@ -287,9 +293,7 @@ def launch_failure_time(gculaunch, python, attack, dialect, tmp):
     for p in (go, mark):
         if os.path.exists(p):
             os.unlink(p)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = lib.free_port()
     proc = subprocess.Popen([gculaunch, "--standalone", "--nproc-per-node", "2", "--device", "cpu",
                              "--master-port", str(port), "--python", python, script, go, mark],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -333,14 +337,39 @@ def fmt(r):
     return text
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gculaunch", required=True)
-    ap.add_argument("--torch-python", default="/usr/bin/python3")
-    ap.add_argument("--torch2", nargs="*", help="command that runs the torch 2.x python")
-    ap.add_argument("--no-launch", action="store_true")
-    args = ap.parse_args()
+def out_of_time(signum, frame):
+    raise TimeoutError("the time budget (%d s) is spent" % TOTAL_BUDGET)
 
+
+def main():
+    torch2_root = os.path.join(lib.CACHE_DIR, "torch2-trixie")
+    ap = argparse.ArgumentParser(prog=PROG, description="The store's memory bounds under "
+                                 "attack, against torch's TCPStore servers.")
+    ap.add_argument("--gculaunch", default=lib.default_gculaunch(),
+                    help="the gculaunch binary (GCULAUNCH_BIN; default build/launcher/gculaunch)")
+    ap.add_argument("--torch-python", default=lib.PYTHON)
+    ap.add_argument("--torch2", nargs="*", help="command that runs the torch 2.x python "
+                    "(default: scripts/in_root.sh ROOT /usr/bin/python3 when the cached root "
+                    "of scripts/make_torch2_root.sh exists)")
+    ap.add_argument("--no-torch2", action="store_true", help="no torch 2.x server")
+    ap.add_argument("--no-launch", action="store_true", help="no launch rows")
+    args = ap.parse_args()
+    lib.require_gculaunch(PROG, args.gculaunch)
+    if args.no_torch2:
+        args.torch2 = None
+    elif args.torch2 is None and os.access(os.path.join(torch2_root, "usr/bin/python3"), os.X_OK):
+        args.torch2 = [lib.IN_ROOT, torch2_root, "/usr/bin/python3"]
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(TOTAL_BUDGET)
+    try:
+        measure(args)
+    except TimeoutError as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        return 1
+    return 0
+
+
+def measure(args):
     servers = [("gculaunch store", [args.gculaunch, "store", "--host", "127.0.0.1", "--port", "0",
                                     "--log-level", "warn"], {"v1", "v2"}, "v2"),
                ("torch 1.13 TCPStore", [args.torch_python, "-c", TORCH_SERVER], {"v1"}, "v1")]
@@ -376,4 +405,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

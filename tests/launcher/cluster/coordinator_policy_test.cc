@@ -1,4 +1,4 @@
-#include "launcher/cluster/job_policy.h"
+#include "launcher/cluster/coordinator_policy.h"
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -6,17 +6,6 @@
 
 namespace gculaunch::job {
 namespace {
-
-// ---------------------------------- agent ----------------------------------
-
-JobPlan Plan(int epoch) {
-  std::vector<NodeRegistration> regs(2);
-  regs[0].node_rank = 0;
-  regs[0].nproc = 1;
-  regs[1].node_rank = 1;
-  regs[1].nproc = 2;
-  return MakePlanForTest(regs, epoch, 0);
-}
 
 StopMarker Marker(StopMarker::Kind kind, int epoch, int node, int code = 0) {
   StopMarker m;
@@ -34,279 +23,9 @@ StopMarker Marker(StopMarker::Kind kind, int epoch, int node, int code = 0) {
   return m;
 }
 
-LocalStopReport RankFailed(int code) {
-  LocalStopReport r;
-  r.cause = StopCause::kRankFailed;
-  r.rank = 2;
-  r.local_rank = 1;
-  r.exit_code = code;
-  r.what = "exit code " + std::to_string(code);
-  return r;
-}
-
-LocalStopReport Signalled(int sig) {
-  LocalStopReport r;
-  r.cause = StopCause::kSignal;
-  r.exit_code = 128 + sig;
-  r.what = "its gculaunch received SIGTERM";
-  return r;
-}
-
 using K = StopMarker::Kind;
-using AE = AgentEvent;
-
-struct AgentRow {
-  std::string name;
-  int max_restarts;
-  std::vector<std::pair<AgentEvent, std::vector<std::string>>> steps;
-  AgentState::Phase final_phase;
-  int final_exit_code;
-};
-
-std::vector<std::string> Names(const std::vector<AgentAction>& actions) {
-  std::vector<std::string> out;
-  for (const auto& a : actions) out.push_back(ActionName(a));
-  return out;
-}
 
 const std::vector<std::string> kNothing;
-
-}  // namespace
-
-TEST_CASE("job policy: the agent's table of event sequences", "[job_policy]") {
-  using P = AgentState::Phase;
-  const std::vector<std::string> kStart0 = {"StartRanks(0)", "WatchMarker(0)"};
-  const std::vector<std::string> kStart1 = {"StartRanks(1)", "WatchMarker(1)"};
-  const std::vector<AgentRow> rows = {
-      {"every node succeeds: done reported, exit 0 on the success marker",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Drained(true), {"ReportDone(0)"}},
-        {AE::Marker(Marker(K::kSuccess, 0, -1)), {"ExitRanks(0)"}},
-        {AE::SupervisorFinished(0), {"SayBye(0)", "Finish(0)"}}},
-       P::kDone,
-       0},
-      {"a local failure is published, the job restarts, then succeeds",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::LocalStop(RankFailed(7)), {"PublishMarker(0)[rank_failed]"}},
-        {AE::Marker(Marker(K::kRankFailed, 0, 1, 7)), kNothing},  // already stopping
-        {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
-        {AE::Plan(Plan(1)), kStart1},
-        {AE::Drained(true), {"ReportDone(1)"}},
-        {AE::Marker(Marker(K::kSuccess, 1, -1)), {"ExitRanks(0)"}},
-        {AE::SupervisorFinished(0), {"SayBye(0)", "Finish(0)"}}},
-       P::kDone,
-       0},
-      {"another node's failure without restarts: stop, then that rank's code",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 7)), {"StopRanks(0)"}},
-        {AE::LocalStop(RankFailed(1)), kNothing},  // a consequence: never published
-        {AE::Drained(false), {"ExitRanks(7)"}},
-        {AE::SupervisorFinished(7), {"SayBye(7)", "Finish(7)"}}},
-       P::kDone,
-       7},
-      {"the marker may arrive after the drain",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::LocalStop(RankFailed(3)), {"PublishMarker(0)[rank_failed]"}},
-        {AE::Drained(false), kNothing},
-        {AE::Marker(Marker(K::kRankFailed, 0, 1, 3)), {"ReportReaped(0)", "WaitPlan(1)"}}},
-       P::kWaitingPlan,
-       -1},
-      {"the restart budget is job-wide: a failure in epoch 1 ends a 1-restart job",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 5)), {"StopRanks(0)"}},
-        {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
-        {AE::Plan(Plan(1)), kStart1},
-        {AE::Marker(Marker(K::kRankFailed, 1, 0, 6)), {"StopRanks(1)"}},
-        {AE::Drained(false), {"ExitRanks(6)"}}},
-       P::kLeaving,
-       6},
-      {"a teardown signal: the node publishes that it leaves and keeps 128+S",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::LocalStop(Signalled(15)), {"PublishMarker(0)[node_left]"}},
-        {AE::Marker(Marker(K::kNodeLeft, 0, 1, 143)), kNothing},
-        {AE::SupervisorFinished(143), {"SayBye(143)", "Finish(143)"}}},
-       P::kDone,
-       143},
-      {"a signalled node leaves even when another node's restartable failure won",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::LocalStop(Signalled(2)), {"PublishMarker(0)[node_left]"}},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 1)), kNothing},
-        {AE::Drained(false), {"ExitRanks(130)"}}},
-       P::kLeaving,
-       130},
-      {"another node lost without restarts: stop, exit 4",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
-        {AE::Drained(false), {"ExitRanks(4)"}}},
-       P::kLeaving,
-       4},
-      {"the master lost while the ranks run, no restart left: stop, exit 4",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
-        {AE::Drained(false), {"ExitRanks(4)"}},
-        {AE::MasterLost("again"), kNothing}},
-       P::kLeaving,
-       4},
-      {"the master lost while waiting for the next epoch: join again, reporting epoch 0",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
-        {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
-        {AE::MasterLost("EOF"), {"Join(0)"}},
-        {AE::MasterLost("refused"), {"Join(0)"}},  // still away: try again
-        {AE::Plan(Plan(1)), kStart1}},
-       P::kRunning,
-       -1},
-      {"another node lost with a restart left: stop, reap, wait for the next epoch",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
-        {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
-        {AE::Plan(Plan(1)), kStart1}},
-       P::kRunning,
-       -1},
-      {"the master lost while the ranks run: stop, then join again once they are gone",
-       2,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
-        {AE::LocalStop(RankFailed(1)), kNothing},  // its ranks lost their peers: no marker
-        {AE::MasterLost("again"), kNothing},
-        {AE::Drained(false), {"Join(0)"}},
-        {AE::Plan(Plan(1)), kStart1}},  // the new node 0 admits it at epoch 0 + 1
-       P::kRunning,
-       -1},
-      {"a marker that names this node lost (it was cut off): it joins again",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kNodeLost, 0, 1)), {"StopRanks(0)"}},
-        {AE::Drained(false), {"Join(0)"}}},
-       P::kJoining,
-       -1},
-      {"a node admitted into a running job starts at the job's epoch",
-       3,
-       {{AE::Start(), {"Join(-1)"}}, {AE::Plan(Plan(2)), {"StartRanks(2)", "WatchMarker(2)"}}},
-       P::kRunning,
-       -1},
-      {"the master lost after a final verdict changes nothing",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
-        {AE::MasterLost("EOF"), kNothing},
-        {AE::Drained(false), {"ExitRanks(9)"}}},
-       P::kLeaving,
-       9},
-      {"an aborted plan ends the node with the abort's code",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan([] {
-           JobPlan p;
-           p.abort = Marker(K::kJobError, 0, -1, 3);
-           return p;
-         }()),
-         {"ExitRanks(3)"}},
-        {AE::SupervisorFinished(3), {"SayBye(3)", "Finish(3)"}}},
-       P::kDone,
-       3},
-      {"the Supervisor gives up on its own (stuck ranks): the others are told",
-       0,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::SupervisorFinished(5), {"PublishMarker(0)[node_left]", "SayBye(5)", "Finish(5)"}}},
-       P::kDone,
-       5},
-      {"a signal before the job started: no member yet, no bye",
-       0,
-       {{AE::Start(), {"Join(-1)"}}, {AE::SupervisorFinished(130), {"Finish(130)"}}},
-       P::kDone,
-       130},
-      {"a node that never joined has nobody to say bye to",
-       0,
-       {{AE::SupervisorFinished(3), {"Finish(3)"}}},
-       P::kDone,
-       3},
-      {"events of another epoch or phase are ignored",
-       1,
-       {{AE::Start(), {"Join(-1)"}},
-        {AE::Plan(Plan(0)), kStart0},
-        {AE::Plan(Plan(1)), kNothing},  // not waiting for a plan
-        {AE::Start(), kNothing},
-        {AE::Marker(Marker(K::kRankFailed, 3, 0, 1)), kNothing},
-        {AE::Drained(true), {"ReportDone(0)"}},
-        {AE::Drained(true), kNothing}},
-       P::kRunning,
-       -1},
-  };
-  for (const AgentRow& row : rows) {
-    SECTION(row.name) {
-      AgentConfig config;
-      config.node_rank = 1;
-      config.max_restarts = row.max_restarts;
-      AgentState state;
-      int i = 0;
-      for (const auto& [event, expected] : row.steps) {
-        INFO("step " << i++);
-        AgentStep step = Step(state, config, event);
-        CHECK(Names(step.actions) == expected);
-        state = step.state;
-      }
-      CHECK(state.phase == row.final_phase);
-      CHECK(state.exit_code == row.final_exit_code);
-    }
-  }
-}
-
-TEST_CASE("job policy: the agent marker names its rank, a lost master names node 0",
-          "[job_policy]") {
-  AgentConfig config;
-  config.node_rank = 1;
-  config.master_addr = "198.18.0.1";
-  AgentState s;
-  s = Step(s, config, AE::Start()).state;
-  s = Step(s, config, AE::Plan(Plan(0))).state;
-  AgentStep step = Step(s, config, AE::LocalStop(RankFailed(7)));
-  REQUIRE(step.actions.size() == 1);
-  const StopMarker& m = step.actions[0].marker;
-  CHECK(m.kind == K::kRankFailed);
-  CHECK(m.node == 1);
-  CHECK(m.rank == 2);
-  CHECK(m.local_rank == 1);
-  CHECK(m.exit_code == 7);
-  CHECK(m.restartable);
-  LocalStopReport spawn = RankFailed(127);
-  spawn.cause = StopCause::kSpawnFailed;
-  CHECK_FALSE(Step(s, config, AE::LocalStop(spawn)).actions[0].marker.restartable);
-
-  AgentStep lost = Step(s, config, AE::MasterLost("the connection broke"));
-  REQUIRE(lost.state.marker.has_value());
-  CHECK(Describe(*lost.state.marker) == "node 0 (198.18.0.1) was lost: the connection broke");
-}
-
-// ---------------------------------- coordinator ----------------------------------
-
-namespace {
 
 NodeRegistration Reg(int node, int nproc = 1, int last_epoch = -1, std::string inc = "") {
   NodeRegistration r;
@@ -353,7 +72,7 @@ std::vector<T> Concat(std::vector<T> a, const std::vector<T>& b) {
 
 }  // namespace
 
-TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy]") {
+TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_policy]") {
   using P = CoordinatorState::Phase;
   const std::vector<std::string> kFinish = {"Finish"};
   const std::string kNode2Lost = "node 2 (h2, 198.18.0.3) was lost: no heartbeat for 3.0 s";
@@ -560,7 +279,7 @@ TEST_CASE("job policy: the coordinator's table of event sequences", "[job_policy
   }
 }
 
-TEST_CASE("job policy: the coordinator's plans and aborts carry the details", "[job_policy]") {
+TEST_CASE("coordinator policy: the plans and aborts carry the details", "[coordinator_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.max_restarts = 1;
@@ -605,7 +324,8 @@ TEST_CASE("job policy: the coordinator's plans and aborts carry the details", "[
         "node 2 (h2, 198.18.0.3) was lost: no heartbeat for 3.1 s");
 }
 
-TEST_CASE("job policy: node 0 backs off a crash loop for the whole job", "[job_policy]") {
+TEST_CASE("coordinator policy: node 0 backs off a crash loop for the whole job",
+          "[coordinator_policy]") {
   using P = CoordinatorState::Phase;
   CoordinatorConfig config;
   config.nnodes = 3;
@@ -683,7 +403,7 @@ TEST_CASE("job policy: node 0 backs off a crash loop for the whole job", "[job_p
   CHECK(off.epoch == 3);
 }
 
-TEST_CASE("job policy: node lists for messages", "[job_policy]") {
+TEST_CASE("coordinator policy: node lists for messages", "[coordinator_policy]") {
   CHECK(JoinNodes({}).empty());
   CHECK(JoinNodes({3}) == "3");
   CHECK(JoinNodes({1, 2}) == "1 and 2");
@@ -692,7 +412,8 @@ TEST_CASE("job policy: node lists for messages", "[job_policy]") {
 
 // Elastic (--nnodes 2:3): node ids in join order, the last call, a free join, losses that
 // cost one restart each, and a job below MIN that ends at the join timeout.
-TEST_CASE("job policy: an elastic job starts at the last call, grows and shrinks", "[job_policy]") {
+TEST_CASE("coordinator policy: an elastic job starts at the last call, grows and shrinks",
+          "[coordinator_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.min_nodes = 2;
@@ -769,8 +490,8 @@ TEST_CASE("job policy: an elastic job starts at the last call, grows and shrinks
 // Elastic: the join deadline passes while MIN nodes are in but the last call is still open
 // (last_call_timeout longer than --rdzv-timeout, or a new leader adopting the job): the job
 // starts with the nodes it has instead of failing "2 joined but the job needs 2".
-TEST_CASE("job policy: an elastic job with MIN present starts at the join deadline",
-          "[job_policy]") {
+TEST_CASE("coordinator policy: an elastic job with MIN present starts at the join deadline",
+          "[coordinator_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.min_nodes = 2;
@@ -804,7 +525,8 @@ TEST_CASE("job policy: an elastic job with MIN present starts at the join deadli
 // A job on etcd: MIN = MAX is a fixed size on the elastic path (drawn ids, node ranks per plan):
 // no last call, the job starts when all N are in.  (The built-in backend's --nnodes N:N is
 // min_nodes 0: not elastic.)
-TEST_CASE("job policy: MIN = MAX is a fixed size on the elastic path", "[job_policy]") {
+TEST_CASE("coordinator policy: MIN = MAX is a fixed size on the elastic path",
+          "[coordinator_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.min_nodes = 0;
@@ -828,7 +550,8 @@ TEST_CASE("job policy: MIN = MAX is a fixed size on the elastic path", "[job_pol
 
 // On etcd a takeover is a new leader elected for the term, not node 0 coming back: its
 // messages say so (the built-in wording is in the coordinator's table above).
-TEST_CASE("job policy: on etcd a new leader takes over in its own words", "[job_policy]") {
+TEST_CASE("coordinator policy: on etcd a new leader takes over in its own words",
+          "[coordinator_policy]") {
   CoordinatorConfig config;
   config.nnodes = 3;
   config.min_nodes = 3;

@@ -1,4 +1,4 @@
-// store_floor: the calibration "server" of scripts/bench_store.sh.  NOT a store.
+// store_floor: the calibration "server" of bench/store.py.  NOT a store.
 //
 // A bare epoll loop that answers every byte it receives with 8 zero bytes: exactly the
 // reply a TCPStore gives to GETNUMKEYS (torch 1.x code 6) on an empty store.  Driven by
