@@ -38,6 +38,15 @@ std::string Join(const std::vector<std::string>& items, std::string_view sep) {
   return out;
 }
 
+std::string JoinInts(const std::vector<int>& numbers, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (i > 0) out += sep;
+    out += std::to_string(numbers[i]);
+  }
+  return out;
+}
+
 std::string JoinAnd(const std::vector<std::string>& items) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i) {

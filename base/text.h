@@ -21,6 +21,9 @@ std::size_t EditDistance(const std::string& a, const std::string& b);
 /// `items` with `sep` between them: Join({"a", "b"}, ", ") == "a, b".
 std::string Join(const std::vector<std::string>& items, std::string_view sep);
 
+/// `numbers` in decimal with `sep` between them: JoinInts({0, 3}, ",") == "0,3" (rank lists).
+std::string JoinInts(const std::vector<int>& numbers, std::string_view sep);
+
 /// "A", "A and B", "A, B and C" (for messages that list names).
 std::string JoinAnd(const std::vector<std::string>& items);
 

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <optional>
 
+#include "base/text.h"
 #include "etcd/connection.h"
 
 // GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames (allocated by
@@ -157,12 +158,6 @@ bool ShouldFailOver(const HttpReply& reply) {
   return error && error->code == kCodeUnavailable;
 }
 
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
-  return out;
-}
-
 // Sends to the current endpoint, moving on to the next one on a transport failure or an
 // "unavailable" answer; each endpoint once. The reply may still be an etcd error.
 asio::awaitable<Result<HttpReply>> SendAnywhere(ClientState& state, http::verb verb,
@@ -183,7 +178,7 @@ asio::awaitable<Result<HttpReply>> SendAnywhere(ClientState& state, http::verb v
     all_refused = all_refused && !reply.ok() && reply.error().exit_code == kRefusedExitCode;
     state.current = (state.current + 1) % n;
   }
-  co_return Error{"no etcd endpoint answered " + target + ": " + Join(failures),
+  co_return Error{"no etcd endpoint answered " + target + ": " + Join(failures, "; "),
                   !hint.empty() ? hint
                                 : "check that etcd runs and serves clients at these host:port "
                                   "addresses (etcdctl --endpoints host:port endpoint health)",
@@ -517,7 +512,7 @@ Watch::Task<Status> Watch::Open() {
     ++tried;
   }
   if (cancelled_) co_return Error{"the watch was cancelled", ""};
-  co_return Error{"no etcd endpoint accepted the watch: " + Join(failures),
+  co_return Error{"no etcd endpoint accepted the watch: " + Join(failures, "; "),
                   !hint.empty() ? hint
                                 : "check that etcd runs and serves clients at these host:port "
                                   "addresses"};

@@ -311,9 +311,6 @@ Compare Compare::CreatedAt(std::string key, std::int64_t revision) {
 Compare Compare::ModifiedAt(std::string key, std::int64_t revision) {
   return Compare{std::move(key), CompareTarget::kModRevision, CompareOp::kEqual, revision, ""};
 }
-Compare Compare::ValueIs(std::string key, std::string value) {
-  return Compare{std::move(key), CompareTarget::kValue, CompareOp::kEqual, 0, std::move(value)};
-}
 
 RequestOp RequestOp::Get(std::string key) {
   return RequestOp{Kind::kRange, std::move(key), "", "", 0};

@@ -85,7 +85,6 @@ struct Compare {
   static Compare CreatedAt(std::string key, std::int64_t revision);
   /// The key was last written at `revision` (compare-and-swap on a read value).
   static Compare ModifiedAt(std::string key, std::int64_t revision);
-  static Compare ValueIs(std::string key, std::string value);
 };
 
 /// One operation of a transaction (or of its failure branch).

@@ -166,7 +166,7 @@ Result<ListenSocket> ListenSocket::Bind(const std::string& host, std::uint16_t p
   return ListenSocket(got.fd, family, bound_port, std::move(address));
 }
 
-Result<ListenSocket> ListenSocket::Adopt(int fd, int backlog) {
+Result<ListenSocket> ListenSocket::AdoptForTest(int fd, int backlog) {
   auto fail = [fd](const std::string& what, const std::string& hint) -> Result<ListenSocket> {
     ::close(fd);
     return Error{what, hint};

@@ -40,7 +40,7 @@ class ListenSocket {
   /// Takes ownership of `fd`, a TCP socket that is already bound (listening or not).  Makes
   /// it close-on-exec and non-blocking and listens if it is not listening yet.  On error the
   /// fd is closed.
-  static Result<ListenSocket> Adopt(int fd, int backlog = kDefaultBacklog);
+  static Result<ListenSocket> AdoptForTest(int fd, int backlog = kDefaultBacklog);
 
   ListenSocket(ListenSocket&& other) noexcept;
   ListenSocket& operator=(ListenSocket&& other) noexcept;

@@ -66,7 +66,7 @@ void Store::Open(ConnId id, Scope scope) { conns_.emplace(id, Conn{scope}); }
 
 void Store::Close(ConnId id) { conns_.erase(id); }
 
-bool Store::IsAgent(ConnId id) const {
+bool Store::IsAgentForTest(ConnId id) const {
   auto it = conns_.find(id);
   return it != conns_.end() && it->second.agent;
 }

@@ -115,7 +115,7 @@ class Store {
   void Close(ConnId id);
   bool IsOpen(ConnId id) const { return conns_.count(id) != 0; }
   /// True for a node agent's connection (see the file comment).
-  bool IsAgent(ConnId id) const;
+  bool IsAgentForTest(ConnId id) const;
 
   /// Handles one request of `id`, appending its reply bytes (if any) to `reply` and any
   /// deliveries / close reason to `effects`.  May move strings out of `request`.  An unknown

@@ -318,7 +318,7 @@ Result<JobPlan> DecodePlan(std::string_view text) {
   return plan;
 }
 
-JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port) {
+JobPlan MakePlanForTest(std::vector<NodeRegistration> regs, int epoch, int ranks_port) {
   std::sort(regs.begin(), regs.end(), [](const NodeRegistration& a, const NodeRegistration& b) {
     return a.node_rank < b.node_rank;
   });

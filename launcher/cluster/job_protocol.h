@@ -154,7 +154,7 @@ Result<JobPlan> DecodePlan(std::string_view text);
 /// The plan of `epoch` from every node's registration, in node-rank order: global ranks
 /// are assigned in that order (rank_offset = sum of the nproc of lower nodes).
 /// REQUIRES: regs holds nodes 0..n-1 exactly once each (see CheckRegistration).
-JobPlan MakePlan(std::vector<NodeRegistration> regs, int epoch, int ranks_port);
+JobPlan MakePlanForTest(std::vector<NodeRegistration> regs, int epoch, int ranks_port);
 /// The same with the nodes in the order given (elastic: node rank = position; a node's id is
 /// its registration's node_rank).
 JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port);

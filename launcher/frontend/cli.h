@@ -164,7 +164,7 @@ struct CliOptions {
   /// ("--nnodes" if it was not given).
   std::string Source(std::string_view name) const;
   /// True when the flag came from the command line (not PET_*).
-  bool FromCommandLine(std::string_view name) const;
+  bool FromCommandLineForTest(std::string_view name) const;
 };
 
 enum class CliAction {

@@ -43,12 +43,6 @@ std::map<int, std::vector<int>> NumaNodes(const DeviceProbe& probe) {
   return nodes;
 }
 
-std::string Ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (int rank : ranks) out += (out.empty() ? "" : ",") + std::to_string(rank);
-  return out;
-}
-
 }  // namespace
 
 const char* CpuAffinityName(CpuAffinity mode) {
@@ -248,7 +242,7 @@ Result<AffinityPlan> PlanCpuAffinity(CpuAffinity mode, int nproc,
       plan.rank_cpus[rank] = parts[i];
     }
     if (key >= 0) {
-      plan.notes.push_back("--cpu-affinity numa: local ranks " + Ranks(group.ranks) +
+      plan.notes.push_back("--cpu-affinity numa: local ranks " + JoinInts(group.ranks, ",") +
                            " on NUMA node " + std::to_string(key) + " (CPUs " +
                            FormatCpuList(group.cpus) + ")");
     }

@@ -10,7 +10,7 @@
 
 #include "base/text.h"
 #include "launcher/frontend/cli.h"
-#include "launcher/frontend/launch_spec.h"
+#include "launcher/frontend/file_access.h"
 
 namespace gculaunch {
 namespace {

@@ -33,7 +33,7 @@
 namespace gculaunch {
 
 struct CliOptions;  // cli.h
-class FileAccess;   // launch_spec.h
+class FileAccess;   // file_access.h
 
 struct EtcdSettings {
   std::string backend = "etcd";            ///< as given: "etcd" or "etcd-v2" (the same backend)

@@ -32,6 +32,7 @@
 #include "launcher/frontend/cpu_affinity.h"
 #include "launcher/frontend/device_profile.h"
 #include "launcher/frontend/etcd_settings.h"
+#include "launcher/frontend/file_access.h"
 #include "launcher/frontend/platform.h"
 #include "launcher/frontend/types.h"
 
@@ -194,27 +195,6 @@ struct LaunchSpec {
 /// The variable that may name the job secret's file instead of --job-secret-file; like the
 /// etcd password's variable, no rank inherits it.
 inline constexpr char kJobSecretFileEnv[] = "GCULAUNCH_JOB_SECRET_FILE";
-
-/// The file-system look-ups MakeLaunchSpec needs besides the device probe (the real one is
-/// sys/local_files.h).
-class FileAccess {
- public:
-  virtual ~FileAccess() = default;
-  /// `name` without '/': the first executable file named so in the
-  /// ':'-separated `path_var` directories (as execvp searches), as a path.
-  /// `name` with '/': itself if it is an executable file.  nullopt otherwise.
-  virtual std::optional<std::string> FindExecutable(const std::string& name,
-                                                    const std::string& path_var) const = 0;
-  /// The whole content of a text file: a regular file of at most 1 MiB (LocalFileAccess); the
-  /// error names the file and the reason, with a hint when the reason has its own fix.
-  virtual Result<std::string> ReadTextFile(const std::string& path) const = 0;
-  /// Whether `path` names an existing file (of any kind, executable or not): tells "not
-  /// executable" (exit 126) from "not found" (exit 127).
-  virtual bool FileExists(const std::string& /*path*/) const { return false; }
-  /// The entry names of a directory, sorted; empty when it cannot be read
-  /// (e.g. it does not exist).  Used for profile directories (profile_catalog.h).
-  virtual std::vector<std::string> ListDir(const std::string& /*dir*/) const { return {}; }
-};
 
 /// Builds and validates the spec.  `env` is gculaunch's own environment (as
 /// read by main): it supplies the job platform's variables (ReadPlatform in

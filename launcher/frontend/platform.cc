@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <optional>
 
 #include "base/text.h"
@@ -23,14 +22,6 @@ constexpr const char* kSlurmNodeLists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NOD
 // Set by a launcher for the processes it starts: WORLD_SIZE/RANK next to them
 // are that launcher's, not a job platform's.
 constexpr const char* kParentLauncherMarks[] = {"TORCHELASTIC_RUN_ID", "LOCAL_RANK"};
-
-std::optional<long long> ParseInteger(const std::string& text) {
-  long long value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
 
 bool IsHostText(std::string_view text) {
   return !text.empty() && std::none_of(text.begin(), text.end(), [](unsigned char c) {

@@ -24,7 +24,7 @@
 #include "base/env_map.h"
 #include "base/error.h"
 #include "launcher/frontend/device_profile.h"
-#include "launcher/frontend/launch_spec.h"
+#include "launcher/frontend/file_access.h"
 
 namespace gculaunch {
 

@@ -1,5 +1,7 @@
 #include "launcher/frontend/python_shim.h"
 
+#include "launcher/frontend/launch_spec.h"
+
 namespace gculaunch {
 
 std::string PythonShimDir(const RankRuntime& runtime) {

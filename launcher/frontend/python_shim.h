@@ -1,7 +1,7 @@
 // The Python shim of --python-shim: files, where they go, and the variables
 // that switch them on in a rank.
 //
-// The shim itself is launcher/frontend/python_shim/sitecustomize.py (read its opening
+// The shim itself is launcher/frontend/python/python_shim/sitecustomize.py (read its opening
 // comment for what it does and the rule that limits it to the rank process).
 // It is compiled into the binary; the launch writes it once per run into
 // PythonShimDir() and every rank's environment gets (AddPythonShimEnv, called
@@ -30,13 +30,15 @@
 
 #include "base/env_map.h"
 #include "base/error.h"
-#include "launcher/frontend/launch_spec.h"
-#include "launcher/frontend/rank_env.h"
+#include "launcher/frontend/types.h"
 
 namespace gculaunch {
 
+struct LaunchSpec;  // launch_spec.h
+
 /// The shim's files as (file name, text), generated at build time from
-/// launcher/frontend/python_shim/*.py by cmake/embed_files.cmake.
+/// launcher/frontend/python/python_shim/*.py and python/_gculaunch_site.py (what the shim
+/// shares with the stack-dump hook) by cmake/embed_files.cmake, sorted by file name.
 const std::vector<std::pair<std::string_view, std::string_view>>& PythonShimFiles();
 
 /// The directory the shim lives in for a run: "<rank_file_root>/python-shim"

@@ -6,6 +6,7 @@
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/cpu_list.h"
 #include "launcher/frontend/etcd_settings.h"
+#include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/python_shim.h"
 #include "launcher/frontend/stack_hook.h"
 

@@ -40,25 +40,12 @@
 #include <vector>
 
 #include "base/env_map.h"
-#include "launcher/frontend/launch_spec.h"
+#include "launcher/frontend/device_profile.h"
+#include "launcher/frontend/types.h"
 
 namespace gculaunch {
 
-/// Values known only when a launch happens.  The dry run fills them with
-/// stated placeholders such as "<port chosen at launch>" (dry_run.h).
-struct RankRuntime {
-  std::string master_port;  ///< MASTER_PORT as exported
-  std::string run_id;       ///< TORCHELASTIC_RUN_ID
-  /// gculaunch's private directory for every file a rank opens by name: error files
-  /// (<root>/attempt_<n>/<local_rank>/error.json), stacks and heartbeat files, the hook and
-  /// shim directories, the default watchdog timer.  Never inside --log-dir, which another
-  /// user may be able to rename (docs/security.md).
-  std::string rank_file_root;
-  /// The run's log directory (rank logs, copies of the error files, events.jsonl, hang
-  /// reports), as shown; empty without log files.  gculaunch reaches it by descriptor only.
-  std::string log_root;
-  std::string launcher_pid;  ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
-};
+struct LaunchSpec;  // launch_spec.h
 
 /// What the launch decided at run time; each is used only when the spec left
 /// it open (the dry run passes placeholders instead).

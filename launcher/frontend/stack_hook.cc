@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/python_shim.h"
 
 namespace gculaunch {

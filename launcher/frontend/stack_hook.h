@@ -1,7 +1,7 @@
 // The stack-dump hook of --stack-dumps (and --hang-timeout): files, where they go, the
 // signal, and the variables that switch it on in a rank.
 //
-// The hook itself is launcher/frontend/stack_hook/sitecustomize.py (read its opening comment
+// The hook itself is launcher/frontend/python/stack_hook/sitecustomize.py (read its opening comment
 // for what it does and the rule that limits it to the rank process).  It is compiled into
 // the binary; the launch writes it once per run into StackHookDir() and every rank's
 // environment gets (AddStackHookEnv, called by BuildRankEnv after the Python shim's, so the
@@ -27,13 +27,15 @@
 
 #include "base/env_map.h"
 #include "base/error.h"
-#include "launcher/frontend/launch_spec.h"
-#include "launcher/frontend/rank_env.h"
+#include "launcher/frontend/types.h"
 
 namespace gculaunch {
 
+struct LaunchSpec;  // launch_spec.h
+
 /// The hook's files as (file name, text), generated at build time from
-/// launcher/frontend/stack_hook/*.py by cmake/embed_files.cmake.
+/// launcher/frontend/python/stack_hook/*.py and python/_gculaunch_site.py (what the hook
+/// shares with the Python shim) by cmake/embed_files.cmake, sorted by file name.
 const std::vector<std::pair<std::string_view, std::string_view>>& StackHookFiles();
 
 /// The signal gculaunch asks a rank to dump its stacks with: SIGRTMIN + 10 (44 with glibc).

@@ -1,12 +1,14 @@
 // The small value types that the command line, the job platform and the launch spec share:
 // the choices of --bind, --stdin, the store, --format, --platform-world-size and
-// --cpu-affinity, and the --redirects/--tee stream sets.  Kept apart from launch_spec.h so that
+// --cpu-affinity, the --redirects/--tee stream sets, and a launch's RankRuntime (which the
+// rank environment, the shim and the stack hook take).  Kept apart from launch_spec.h so that
 // the parsers (cli.h, platform.h) need not see the whole spec.
 //
 // Thread safety: plain values.
 #pragma once
 
 #include <map>
+#include <string>
 
 namespace gculaunch {
 
@@ -42,6 +44,23 @@ struct StdStreams {
   int For(int local_rank) const;
   bool any() const { return all != 0 || !per_rank.empty(); }
   bool operator==(const StdStreams&) const = default;
+};
+
+/// Values known only when a launch happens.  The dry run fills them with
+/// stated placeholders such as "<port chosen at launch>" (dry_run.h); ResolveRankRuntime
+/// (rank_env.h) makes them.
+struct RankRuntime {
+  std::string master_port;  ///< MASTER_PORT as exported
+  std::string run_id;       ///< TORCHELASTIC_RUN_ID
+  /// gculaunch's private directory for every file a rank opens by name: error files
+  /// (<root>/attempt_<n>/<local_rank>/error.json), stacks and heartbeat files, the hook and
+  /// shim directories, the default watchdog timer.  Never inside --log-dir, which another
+  /// user may be able to rename (docs/security.md).
+  std::string rank_file_root;
+  /// The run's log directory (rank logs, copies of the error files, events.jsonl, hang
+  /// reports), as shown; empty without log files.  gculaunch reaches it by descriptor only.
+  std::string log_root;
+  std::string launcher_pid;  ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
 };
 
 }  // namespace gculaunch

@@ -1,21 +1,18 @@
 #include "launcher/ops/hang_check.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
+
+#include "base/text.h"
 
 namespace gculaunch {
 namespace {
 
-std::string Seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", s);
-  return text;
-}
+// "12.5 s": one decimal, as the verdicts have always printed them.
+std::string SecondsText(double s) { return Seconds(std::chrono::duration<double>(s)); }
 
-std::string Ranks(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
-  return out;
+std::string RanksText(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(ranks, ", ");
 }
 
 }  // namespace
@@ -49,16 +46,16 @@ HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, 
     if (since_start > grace_s) {
       verdict.hang = true;
       verdict.silent_s = since_start;
-      verdict.why = "no rank has shown any progress in the " + Seconds(since_start) +
-                    " since the attempt started (--hang-grace " + Seconds(grace_s) + ")";
+      verdict.why = "no rank has shown any progress in the " + SecondsText(since_start) +
+                    " since the attempt started (--hang-grace " + SecondsText(grace_s) + ")";
     }
     return verdict;
   }
   if (*job_age > timeout_s) {
     verdict.hang = true;
     verdict.silent_s = *job_age;
-    verdict.why = "no progress from any rank for " + Seconds(*job_age) + " (--hang-timeout " +
-                  Seconds(timeout_s) + ")";
+    verdict.why = "no progress from any rank for " + SecondsText(*job_age) + " (--hang-timeout " +
+                  SecondsText(timeout_s) + ")";
     return verdict;
   }
   const bool someone_beats = std::any_of(ranks.begin(), ranks.end(), [&](const RankProgress& r) {
@@ -73,8 +70,8 @@ HangVerdict CheckHang(const std::vector<RankProgress>& ranks, double timeout_s, 
   }
   if (!verdict.silent_ranks.empty()) {
     verdict.hang = true;
-    verdict.why = Ranks(verdict.silent_ranks) + " stopped touching GCULAUNCH_HEARTBEAT_FILE " +
-                  "(more than " + Seconds(timeout_s) + " ago) while other ranks still do";
+    verdict.why = RanksText(verdict.silent_ranks) + " stopped touching GCULAUNCH_HEARTBEAT_FILE " +
+                  "(more than " + SecondsText(timeout_s) + " ago) while other ranks still do";
   }
   return verdict;
 }

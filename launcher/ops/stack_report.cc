@@ -97,7 +97,7 @@ std::vector<int> OddRanks(const std::vector<StackDump>& dumps) {
   return odd;
 }
 
-bool AllDumped(const std::vector<StackDump>& dumps) {
+bool AllDumpedForTest(const std::vector<StackDump>& dumps) {
   return std::all_of(dumps.begin(), dumps.end(), [](const StackDump& d) { return d.ok; });
 }
 

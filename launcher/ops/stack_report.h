@@ -60,6 +60,6 @@ std::string EncodeNodeStacks(const NodeStacks& node);
 Result<NodeStacks> DecodeNodeStacks(const std::string& text);
 
 /// True when every rank was dumped.
-bool AllDumped(const std::vector<StackDump>& dumps);
+bool AllDumpedForTest(const std::vector<StackDump>& dumps);
 
 }  // namespace gculaunch

@@ -117,7 +117,7 @@ std::vector<std::string> LineTail::lines() const {
   return out;
 }
 
-std::vector<SplitLine> SplitAll(const std::vector<std::string>& chunks, size_t max_line) {
+std::vector<SplitLine> SplitAllForTest(const std::vector<std::string>& chunks, size_t max_line) {
   std::vector<SplitLine> out;
   LineSplitter splitter(max_line);
   auto emit = [&](std::string_view text, LineEnd end) { out.push_back({std::string(text), end}); };

@@ -113,7 +113,7 @@ struct SplitLine {
   LineEnd end;
   bool operator==(const SplitLine&) const = default;
 };
-std::vector<SplitLine> SplitAll(const std::vector<std::string>& chunks,
-                                size_t max_line = LineSplitter::kDefaultMaxLine);
+std::vector<SplitLine> SplitAllForTest(const std::vector<std::string>& chunks,
+                                       size_t max_line = LineSplitter::kDefaultMaxLine);
 
 }  // namespace gculaunch

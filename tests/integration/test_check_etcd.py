@@ -1,7 +1,8 @@
 """`gculaunch check --rdzv-backend etcd` against Debian's etcd, started here on 127.0.0.1 with
 free ports (its own process group, data in a temporary directory, always stopped), and the
-command line of the etcd backend: `none` refused, the dry run's etcd line, and the launch's
-"not in this build yet" line."""
+checks themselves (an unreachable endpoint, one endpoint down of two, user and password), a
+one-node job on etcd that removes its keys, and the command line of the etcd backend: `none`
+or a missing --rdzv-id refused, and the dry run's etcd line (without the password)."""
 import base64
 import json
 import os

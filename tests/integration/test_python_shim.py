@@ -12,8 +12,9 @@ import unittest
 import gltest
 
 PY = gltest.PYTHON
-SHIM_SOURCE = os.path.join(gltest.SOURCE_DIR, "launcher", "spec", "python_shim",
-                           "sitecustomize.py")
+PYTHON_DIR = os.path.join(gltest.SOURCE_DIR, "launcher", "frontend", "python")
+SHIM_SOURCE = os.path.join(PYTHON_DIR, "python_shim", "sitecustomize.py")
+SITE_SOURCE = os.path.join(PYTHON_DIR, "_gculaunch_site.py")  # written beside it
 
 # torch.cuda.set_device(LOCAL_RANK) (what MMEngine's init_dist does first), then the
 # collective the job needs.  Reports what it saw to $REPORT_DIR/rank<N>.json.
@@ -83,6 +84,7 @@ SPAWN_SCRIPT = textwrap.dedent("""
 def write_shim(directory):
     os.makedirs(directory)
     shutil.copy(SHIM_SOURCE, os.path.join(directory, "sitecustomize.py"))
+    shutil.copy(SITE_SOURCE, os.path.join(directory, "_gculaunch_site.py"))
 
 
 def rank_env(rank, world, port, shim_dir=None, backend="gloo", fallback="1", module="",

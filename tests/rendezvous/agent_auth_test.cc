@@ -16,10 +16,9 @@ using testing::Encode;
 using testing::RawClient;
 using testing::Req;
 using testing::ServerFixture;
+using testing::V1;
 
 const std::string kSecret = "s3cret-of-the-job";
-
-std::string V1(const Request& r) { return Encode(Dialect::kV1, r); }
 
 // GET on a v1 connection: the reply's blob.
 std::string Get(RawClient& c, const std::string& key) {
@@ -73,7 +72,7 @@ TEST_CASE("agent auth: without the proof, writes of launcher keys close the conn
     const Dialect dialect =
         r.op == Op::kAppend || r.op == Op::kMultiSet ? Dialect::kV2 : Dialect::kV1;
     RawClient c(f.port());
-    if (dialect == Dialect::kV2) c.Send(testing::FromHex("00cef7853c"));
+    if (dialect == Dialect::kV2) c.Send(testing::kHandshake);
     c.Send(Encode(dialect, r));
     CHECK(c.ReadsEof());
   }

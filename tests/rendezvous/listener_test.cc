@@ -101,7 +101,7 @@ TEST_CASE("listener: adopting a socket bound by someone else", "[listener]") {
   SECTION("bound, not listening: made CLOEXEC, non-blocking and listening") {
     const int fd = BoundV4Socket(false);
     CHECK_FALSE(HasFdFlag(fd, FD_CLOEXEC));
-    auto l = ListenSocket::Adopt(fd);
+    auto l = ListenSocket::AdoptForTest(fd);
     REQUIRE(l.ok());
     CHECK(l->fd() == fd);
     CHECK(HasFdFlag(fd, FD_CLOEXEC));
@@ -111,13 +111,13 @@ TEST_CASE("listener: adopting a socket bound by someone else", "[listener]") {
   }
   SECTION("already listening") {
     const int fd = BoundV4Socket(true);
-    auto l = ListenSocket::Adopt(fd);
+    auto l = ListenSocket::AdoptForTest(fd);
     REQUIRE(l.ok());
     CHECK(ConnectV4(l->port()));
   }
   SECTION("not bound: refused, and the fd is closed") {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    auto l = ListenSocket::Adopt(fd);
+    auto l = ListenSocket::AdoptForTest(fd);
     REQUIRE_FALSE(l.ok());
     CHECK_THAT(l.error().what, Catch::Contains("is not bound"));
     CHECK(::fcntl(fd, F_GETFD) == -1);
@@ -126,7 +126,7 @@ TEST_CASE("listener: adopting a socket bound by someone else", "[listener]") {
     int p[2];
     REQUIRE(::pipe(p) == 0);
     ::close(p[1]);
-    auto l = ListenSocket::Adopt(p[0]);
+    auto l = ListenSocket::AdoptForTest(p[0]);
     REQUIRE_FALSE(l.ok());
     CHECK_THAT(l.error().what, Catch::Contains("it is not a TCP socket"));
   }

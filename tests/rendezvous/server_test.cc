@@ -21,16 +21,14 @@ extern char** environ;
 namespace gculaunch::rendezvous {
 namespace {
 
-using testing::Encode;
 using testing::FromHex;
+using testing::kHandshake;
 using testing::RawClient;
 using testing::Req;
 using testing::ServerFixture;
 using testing::ToHex;
-
-std::string V1(const Request& r) { return Encode(Dialect::kV1, r); }
-std::string V2(const Request& r) { return Encode(Dialect::kV2, r); }
-const std::string kHandshake = FromHex("00cef7853c");
+using testing::V1;
+using testing::V2;
 
 std::int64_t AsI64(const std::string& bytes) {
   return static_cast<std::int64_t>(LoadU64(reinterpret_cast<const std::uint8_t*>(bytes.data())));

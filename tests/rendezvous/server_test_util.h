@@ -25,10 +25,16 @@
 #include <vector>
 
 #include "rendezvous/server.h"
+#include "tests/rendezvous/decode_util.h"
 
 namespace gculaunch::rendezvous::testing {
 
 inline constexpr auto kHangGuard = std::chrono::seconds(20);
+
+/// A request's bytes in either dialect, and the bytes a v2 client opens its connection with.
+inline std::string V1(const Request& r) { return Encode(Dialect::kV1, r); }
+inline std::string V2(const Request& r) { return Encode(Dialect::kV2, r); }
+inline const std::string kHandshake = FromHex("00cef7853c");
 
 /// Keeps every formatted log line; lets a test wait for one that contains some text.
 class CaptureSink : public spdlog::sinks::base_sink<std::mutex> {

@@ -17,15 +17,12 @@
 namespace gculaunch::rendezvous {
 namespace {
 
-using testing::Encode;
-using testing::FromHex;
+using testing::kHandshake;
 using testing::RawClient;
 using testing::Req;
 using testing::ServerFixture;
-
-std::string V1(const Request& r) { return Encode(Dialect::kV1, r); }
-std::string V2(const Request& r) { return Encode(Dialect::kV2, r); }
-const std::string kHandshake = FromHex("00cef7853c");
+using testing::V1;
+using testing::V2;
 
 TEST_CASE("reply: large values are shared, small ones copied, each pinned value counted once",
           "[bounds]") {

@@ -476,10 +476,10 @@ TEST_CASE("attempts: node agents' socket connections survive a new attempt", "[s
   h.Do(mixed, Get("/x"));
   h.Do(mixed, Get("gculaunch/job/plan/0"));
   h.Do(unkeyed, Req(Op::kValidate));
-  CHECK(h.store.IsAgent(agent));
-  CHECK_FALSE(h.store.IsAgent(rank));
-  CHECK_FALSE(h.store.IsAgent(mixed));
-  CHECK_FALSE(h.store.IsAgent(unkeyed));
+  CHECK(h.store.IsAgentForTest(agent));
+  CHECK_FALSE(h.store.IsAgentForTest(rank));
+  CHECK_FALSE(h.store.IsAgentForTest(mixed));
+  CHECK_FALSE(h.store.IsAgentForTest(unkeyed));
   // A parked WAIT of the agent on a launcher key survives the attempt change too.
   CHECK(h.Do(agent, Wait({"gculaunch/job/stop/1"})).empty());
 

@@ -13,7 +13,7 @@ JobPlan Plan(int epoch) {
   regs[0].nproc = 1;
   regs[1].node_rank = 1;
   regs[1].nproc = 2;
-  return MakePlan(regs, epoch, 0);
+  return MakePlanForTest(regs, epoch, 0);
 }
 
 StopMarker Marker(StopMarker::Kind kind, int epoch, int node, int code = 0) {

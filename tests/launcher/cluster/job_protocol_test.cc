@@ -64,7 +64,7 @@ TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_pro
   REQUIRE(marker_back.ok());
   CHECK(*marker_back == marker);
 
-  JobPlan plan = MakePlan({Reg(0, 1), Reg(1, 2), Reg(2, 3)}, 2, 41000);
+  JobPlan plan = MakePlanForTest({Reg(0, 1), Reg(1, 2), Reg(2, 3)}, 2, 41000);
   plan.backoff_s = 2.5;  // the wait before this epoch (--restart-backoff)
   auto plan_back = DecodePlan(Encode(plan));
   REQUIRE(plan_back.ok());
@@ -80,7 +80,7 @@ TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_pro
 
 TEST_CASE("job protocol: global ranks in node-rank order, heterogeneous nproc", "[job_protocol]") {
   // Registrations arrive in any order; node 1 has 2 ranks, node 0 one, node 2 three.
-  const JobPlan plan = MakePlan({Reg(2, 3), Reg(0, 1), Reg(1, 2)}, 0, 0);
+  const JobPlan plan = MakePlanForTest({Reg(2, 3), Reg(0, 1), Reg(1, 2)}, 0, 0);
   CHECK(plan.world_size == 6);
   REQUIRE(plan.nodes.size() == 3);
   CHECK(plan.nodes[0] == PlanNode{0, 1, 0, "host0", "198.18.0.1", 0});
@@ -116,12 +116,12 @@ TEST_CASE("job protocol: decoders reject what the encoders never write", "[job_p
   CHECK_THAT(kind.error().what, Catch::Contains("unknown kind 'exploded'"));
 
   // A plan whose offsets do not follow the node order, or whose world size is wrong.
-  JobPlan plan = MakePlan({Reg(0, 1), Reg(1, 2)}, 0, 0);
+  JobPlan plan = MakePlanForTest({Reg(0, 1), Reg(1, 2)}, 0, 0);
   plan.nodes[1].rank_offset = 5;
   auto bad_offset = DecodePlan(Encode(plan));
   REQUIRE_FALSE(bad_offset.ok());
   CHECK_THAT(bad_offset.error().what, Catch::Contains("out of order"));
-  plan = MakePlan({Reg(0, 1), Reg(1, 2)}, 0, 0);
+  plan = MakePlanForTest({Reg(0, 1), Reg(1, 2)}, 0, 0);
   plan.world_size = 4;
   auto bad_world = DecodePlan(Encode(plan));
   REQUIRE_FALSE(bad_world.ok());

@@ -161,7 +161,7 @@ TEST_CASE("cli: every value flag in both spellings, with a space or '='", "[cli]
       CliOptions spaced = Parse({"--" + spelling, c.value, "train.py"});
       CHECK(c.check(spaced));
       CHECK(spaced.Source(c.name) == "--" + c.name);
-      CHECK(spaced.FromCommandLine(c.name));
+      CHECK(spaced.FromCommandLineForTest(c.name));
       CliOptions joined = Parse({"--" + spelling + "=" + c.value, "train.py"});
       CHECK(c.check(joined));
     }
@@ -292,7 +292,7 @@ TEST_CASE("cli: every flag falls back to its PET_ variable", "[cli]") {
     CliOptions o = Parse({"train.py"}, EnvMap{{pet, c.value}});
     CHECK(c.check(o));
     CHECK(o.Source(c.name) == pet);
-    CHECK_FALSE(o.FromCommandLine(c.name));
+    CHECK_FALSE(o.FromCommandLineForTest(c.name));
   }
   for (const BoolCase& c : BoolCases()) {
     const std::string pet = PetName(c.name);
@@ -771,7 +771,7 @@ TEST_CASE("cli: ApplyFlagText gives a job file's values the command line's check
   REQUIRE(ApplyFlagText("nproc-per-node", "j.yaml:3: nproc_per_node", "auto", o).ok());
   CHECK(o.nproc_per_node->kind == NprocPerNode::Kind::kAuto);
   CHECK(o.Source("nproc-per-node") == "j.yaml:3: nproc_per_node");
-  CHECK_FALSE(o.FromCommandLine("nproc-per-node"));
+  CHECK_FALSE(o.FromCommandLineForTest("nproc-per-node"));
   REQUIRE(ApplyFlagText("standalone", "j.yaml:4: standalone", "true", o).ok());
   CHECK(o.standalone);
   REQUIRE(ApplyFlagText("env", "j.yaml:5: env", "A=1", o).ok());

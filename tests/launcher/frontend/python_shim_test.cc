@@ -40,13 +40,16 @@ struct Fixture {
   }
 };
 
-TEST_CASE("python shim: the embedded text is launcher/frontend/python_shim/sitecustomize.py",
-          "[python_shim]") {
-  REQUIRE(PythonShimFiles().size() == 1);
-  CHECK(PythonShimFiles()[0].first == "sitecustomize.py");
-  CHECK(std::string(PythonShimFiles()[0].second) ==
-        ReadFile(std::string(GCULAUNCH_SOURCE_DIR) +
-                 "/launcher/frontend/python_shim/sitecustomize.py"));
+TEST_CASE(
+    "python shim: the embedded texts are launcher/frontend/python/python_shim/sitecustomize.py and "
+    "the shared _gculaunch_site.py",
+    "[python_shim]") {
+  const std::string dir = std::string(GCULAUNCH_SOURCE_DIR) + "/launcher/frontend/python/";
+  REQUIRE(PythonShimFiles().size() == 2);
+  CHECK(PythonShimFiles()[0].first == "_gculaunch_site.py");
+  CHECK(std::string(PythonShimFiles()[0].second) == ReadFile(dir + "_gculaunch_site.py"));
+  CHECK(PythonShimFiles()[1].first == "sitecustomize.py");
+  CHECK(std::string(PythonShimFiles()[1].second) == ReadFile(dir + "python_shim/sitecustomize.py"));
 }
 
 TEST_CASE("python shim: the ranks' variables", "[python_shim]") {

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/python_shim.h"
 #include "launcher/frontend/stack_hook.h"
 

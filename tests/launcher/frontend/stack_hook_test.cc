@@ -44,13 +44,16 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("stack hook: the embedded text is launcher/frontend/stack_hook/sitecustomize.py",
-          "[stack_hook]") {
-  REQUIRE(StackHookFiles().size() == 1);
-  CHECK(StackHookFiles()[0].first == "sitecustomize.py");
-  CHECK(std::string(StackHookFiles()[0].second) ==
-        ReadFile(std::string(GCULAUNCH_SOURCE_DIR) +
-                 "/launcher/frontend/stack_hook/sitecustomize.py"));
+TEST_CASE(
+    "stack hook: the embedded texts are launcher/frontend/python/stack_hook/sitecustomize.py and "
+    "the shared _gculaunch_site.py",
+    "[stack_hook]") {
+  const std::string dir = std::string(GCULAUNCH_SOURCE_DIR) + "/launcher/frontend/python/";
+  REQUIRE(StackHookFiles().size() == 2);
+  CHECK(StackHookFiles()[0].first == "_gculaunch_site.py");
+  CHECK(std::string(StackHookFiles()[0].second) == ReadFile(dir + "_gculaunch_site.py"));
+  CHECK(StackHookFiles()[1].first == "sitecustomize.py");
+  CHECK(std::string(StackHookFiles()[1].second) == ReadFile(dir + "stack_hook/sitecustomize.py"));
 }
 
 TEST_CASE("stack hook: a real-time signal, never SIGUSR1 or SIGUSR2", "[stack_hook]") {

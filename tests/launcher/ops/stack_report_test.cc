@@ -99,9 +99,9 @@ TEST_CASE("stack report: the text", "[stack_report]") {
                   "----\n") != std::string::npos);
   CHECK(text.find("rank 1 differs from the majority: in stuck (/job/train.py:20)\n") !=
         std::string::npos);
-  CHECK_FALSE(AllDumped(dumps));
+  CHECK_FALSE(AllDumpedForTest(dumps));
   const std::vector<StackDump> same = {Dumped(0, Dump("f", 1)), Dumped(1, Dump("f", 1))};
-  CHECK(AllDumped(same));
+  CHECK(AllDumpedForTest(same));
   CHECK(FormatStackReport("t", same).find("every dumped rank is in the same place\n") !=
         std::string::npos);
 }

@@ -7,16 +7,16 @@ namespace gculaunch {
 using Lines = std::vector<SplitLine>;
 
 TEST_CASE("line splitter emits complete lines and carries the rest", "[line_splitter]") {
-  CHECK(SplitAll({"a\nb\n"}) == Lines{{"a", LineEnd::kNewline}, {"b", LineEnd::kNewline}});
-  CHECK(SplitAll({"ab", "c\nde", "f\n"}) ==
+  CHECK(SplitAllForTest({"a\nb\n"}) == Lines{{"a", LineEnd::kNewline}, {"b", LineEnd::kNewline}});
+  CHECK(SplitAllForTest({"ab", "c\nde", "f\n"}) ==
         Lines{{"abc", LineEnd::kNewline}, {"def", LineEnd::kNewline}});
-  CHECK(SplitAll({"\n\n"}) == Lines{{"", LineEnd::kNewline}, {"", LineEnd::kNewline}});
-  CHECK(SplitAll({}).empty());
-  CHECK(SplitAll({""}).empty());
+  CHECK(SplitAllForTest({"\n\n"}) == Lines{{"", LineEnd::kNewline}, {"", LineEnd::kNewline}});
+  CHECK(SplitAllForTest({}).empty());
+  CHECK(SplitAllForTest({""}).empty());
 }
 
 TEST_CASE("line splitter flushes a partial line at the end", "[line_splitter]") {
-  CHECK(SplitAll({"a\npartial"}) ==
+  CHECK(SplitAllForTest({"a\npartial"}) ==
         Lines{{"a", LineEnd::kNewline}, {"partial", LineEnd::kFlushed}});
   LineSplitter splitter;
   Lines got;
@@ -31,31 +31,31 @@ TEST_CASE("line splitter flushes a partial line at the end", "[line_splitter]") 
 
 TEST_CASE("line splitter is independent of how bytes are chunked", "[line_splitter]") {
   const std::string text = "first line\nsecond\n\nthird one is longer\nlast";
-  const Lines whole = SplitAll({text});
+  const Lines whole = SplitAllForTest({text});
   for (size_t chunk = 1; chunk <= text.size(); ++chunk) {
     std::vector<std::string> chunks;
     for (size_t i = 0; i < text.size(); i += chunk) chunks.push_back(text.substr(i, chunk));
     INFO("chunk size " << chunk);
-    CHECK(SplitAll(chunks) == whole);
+    CHECK(SplitAllForTest(chunks) == whole);
   }
 }
 
 TEST_CASE("long lines are split in max_line pieces, nothing lost", "[line_splitter]") {
   // max_line 4: "abcdefghij" -> "abcd" split, "efgh" split, "ij" newline.
-  CHECK(SplitAll({"abcdefghij\n"}, 4) ==
+  CHECK(SplitAllForTest({"abcdefghij\n"}, 4) ==
         Lines{{"abcd", LineEnd::kSplit}, {"efgh", LineEnd::kSplit}, {"ij", LineEnd::kNewline}});
   // Exactly max_line: one whole line, no empty piece.
-  CHECK(SplitAll({"abcd\n"}, 4) == Lines{{"abcd", LineEnd::kNewline}});
-  CHECK(SplitAll({"ab", "cd", "\n"}, 4) == Lines{{"abcd", LineEnd::kNewline}});
-  CHECK(SplitAll({"abcdefgh\n"}, 4) ==
+  CHECK(SplitAllForTest({"abcd\n"}, 4) == Lines{{"abcd", LineEnd::kNewline}});
+  CHECK(SplitAllForTest({"ab", "cd", "\n"}, 4) == Lines{{"abcd", LineEnd::kNewline}});
+  CHECK(SplitAllForTest({"abcdefgh\n"}, 4) ==
         Lines{{"abcd", LineEnd::kSplit}, {"efgh", LineEnd::kNewline}});
   // Byte by byte, the same pieces.
   std::vector<std::string> bytes;
   for (char c : std::string("abcdefghij\nxy")) bytes.push_back(std::string(1, c));
-  CHECK(SplitAll(bytes, 4) == Lines{{"abcd", LineEnd::kSplit},
-                                    {"efgh", LineEnd::kSplit},
-                                    {"ij", LineEnd::kNewline},
-                                    {"xy", LineEnd::kFlushed}});
+  CHECK(SplitAllForTest(bytes, 4) == Lines{{"abcd", LineEnd::kSplit},
+                                           {"efgh", LineEnd::kSplit},
+                                           {"ij", LineEnd::kNewline},
+                                           {"xy", LineEnd::kFlushed}});
   // The carry never exceeds max_line.
   LineSplitter splitter(4);
   size_t emitted = 0;

@@ -69,15 +69,20 @@ TEST_CASE("site dir: the shim and the hook written into the run's directory, aga
   TempDir tmp;
   const std::string dir = tmp.path() + "/run/python-shim";
   REQUIRE(sys::WriteSiteDir("--python-shim", dir, PythonShimFiles()).ok());
-  CHECK(ReadFile(dir + "/sitecustomize.py") == std::string(PythonShimFiles()[0].second));
+  for (const auto& [name, text] : PythonShimFiles()) {
+    CHECK(ReadFile(dir + "/" + std::string(name)) == std::string(text));
+  }
   const auto perms = std::filesystem::status(dir + "/sitecustomize.py").permissions();
   CHECK((perms & std::filesystem::perms::others_read) != std::filesystem::perms::none);
   REQUIRE(sys::WriteSiteDir("--python-shim", dir, PythonShimFiles()).ok());
-  CHECK(Names(dir) == std::vector<std::string>{"sitecustomize.py"});
+  CHECK(Names(dir) == std::vector<std::string>{"_gculaunch_site.py", "sitecustomize.py"});
 
   const std::string hook = tmp.path() + "/run/stack-hook";
   REQUIRE(sys::WriteSiteDir("--stack-dumps", hook, StackHookFiles()).ok());
-  CHECK(ReadFile(hook + "/sitecustomize.py") == std::string(StackHookFiles()[0].second));
+  for (const auto& [name, text] : StackHookFiles()) {
+    CHECK(ReadFile(hook + "/" + std::string(name)) == std::string(text));
+  }
+  CHECK(Names(hook) == std::vector<std::string>{"_gculaunch_site.py", "sitecustomize.py"});
 
   tmp.Write("file-in-the-way", "x");
   const Status blocked =

@@ -23,51 +23,10 @@
 import os
 import sys
 
+import _gculaunch_site as _site  # beside this file (shared with the shim)
+
 _VARS = ("GCULAUNCH_STACKS_PARENT", "GCULAUNCH_STACKS_DIR", "GCULAUNCH_STACKS_SIGNAL",
          "GCULAUNCH_STACKS_FILE")
-
-
-def _same_dir(a, b):
-    try:
-        return os.path.realpath(a or ".") == os.path.realpath(b)
-    except Exception:
-        return False
-
-
-def _forget(here, hook_dir):
-    """Removes the hook's traces from this process's environment and sys.path."""
-    settings = {}
-    for name in _VARS:
-        settings[name] = os.environ.pop(name, "")
-    mine = hook_dir or here
-    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    for i, part in enumerate(parts):
-        if _same_dir(part, mine):
-            del parts[i]
-            break
-    if any(parts):
-        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
-    else:
-        os.environ.pop("PYTHONPATH", None)
-    sys.path[:] = [p for p in sys.path if not _same_dir(p, here)]
-    return settings
-
-
-def _chain():
-    """Runs the next sitecustomize on sys.path (the shim's or the user's own)."""
-    import importlib.machinery
-    import importlib.util
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sitecustomize"] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # as site.py itself reports it, and go on
-        lines = str(error).strip().splitlines()
-        sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n%s%s\n"
-                         % (type(error).__name__, ": " + lines[-1] if lines else ""))
 
 
 def _register(settings):
@@ -92,10 +51,10 @@ def _register(settings):
 def _main():
     here = os.path.dirname(os.path.abspath(__file__))
     parent = os.environ.get("GCULAUNCH_STACKS_PARENT", "")
-    settings = _forget(here, os.environ.get("GCULAUNCH_STACKS_DIR", ""))
+    settings = _site.forget(here, _VARS, os.environ.get("GCULAUNCH_STACKS_DIR", ""))
     if parent.isdigit() and int(parent) == os.getppid():
         _register(settings)
-    _chain()
+    _site.chain()
 
 
 _main()

@@ -33,55 +33,10 @@
 import os
 import sys
 
+import _gculaunch_site as _site  # beside this file (shared with the stack-dump hook)
+
 _VARS = ("GCULAUNCH_SHIM_PARENT", "GCULAUNCH_SHIM_DIR", "GCULAUNCH_SHIM_FALLBACK",
          "GCULAUNCH_SHIM_MODULE", "GCULAUNCH_SHIM_PATCH_CUDA", "GCULAUNCH_SHIM_VISIBLE_ENV")
-
-
-def _why(error):
-    lines = str(error).strip().splitlines()
-    return type(error).__name__ + (": " + lines[-1] if lines else "")
-
-
-def _same_dir(a, b):
-    try:
-        return os.path.realpath(a or ".") == os.path.realpath(b)
-    except Exception:
-        return False
-
-
-def _forget(here, shim_dir):
-    """Removes the shim's traces from this process's environment and sys.path."""
-    settings = {}
-    for name in _VARS:
-        settings[name] = os.environ.pop(name, "")
-    mine = shim_dir or here
-    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    for i, part in enumerate(parts):
-        if _same_dir(part, mine):
-            del parts[i]
-            break
-    if any(parts):
-        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
-    else:
-        os.environ.pop("PYTHONPATH", None)
-    sys.path[:] = [p for p in sys.path if not _same_dir(p, here)]
-    return settings
-
-
-def _chain():
-    """Runs the user's own sitecustomize, the next one on sys.path."""
-    import importlib.machinery
-    import importlib.util
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sitecustomize"] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # as site.py itself reports it, and go on
-        sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n%s\n"
-                         % _why(error))
 
 
 def _fail(message):
@@ -103,7 +58,7 @@ def _backend_problem(dist, vendor_dist, backend):
                 return None
             except Exception:
                 pass
-        return _why(error)
+        return _site.why(error)
     probe = {"gloo": "is_gloo_available", "nccl": "is_nccl_available",
              "mpi": "is_mpi_available"}.get(backend)
     if probe and not getattr(dist, probe)():
@@ -153,7 +108,7 @@ def _activate(settings):
         import torch.distributed as dist
     except Exception as error:
         sys.stderr.write("gculaunch: warning: --python-shim did nothing in rank %s: import torch "
-                         "failed: %s\n" % (rank, _why(error)))
+                         "failed: %s\n" % (rank, _site.why(error)))
         return
     vendor = None
     vendor_dist = None
@@ -169,7 +124,7 @@ def _activate(settings):
             except ImportError:
                 pass
         except Exception as error:
-            vendor_error = _why(error)
+            vendor_error = _site.why(error)
     if settings["GCULAUNCH_SHIM_PATCH_CUDA"] == "1":
         _patch_cuda(torch, vendor, settings["GCULAUNCH_SHIM_VISIBLE_ENV"])
     problem = _backend_problem(dist, vendor_dist, backend)
@@ -196,14 +151,14 @@ def _activate(settings):
         init(backend=backend, init_method="env://")
     except Exception as error:
         _fail("gculaunch: error: rank %s: --python-shim: init_process_group(backend='%s') failed: "
-              "%s" % (rank, backend, _why(error)))
+              "%s" % (rank, backend, _site.why(error)))
 
 
 def _main():
     here = os.path.dirname(os.path.abspath(__file__))
     parent = os.environ.get("GCULAUNCH_SHIM_PARENT", "")
-    settings = _forget(here, os.environ.get("GCULAUNCH_SHIM_DIR", ""))
-    _chain()
+    settings = _site.forget(here, _VARS, os.environ.get("GCULAUNCH_SHIM_DIR", ""))
+    _site.chain()
     if parent.isdigit() and int(parent) == os.getppid():
         _activate(settings)
 

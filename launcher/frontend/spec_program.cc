@@ -1,0 +1,452 @@
+// MakeLaunchSpec's last steps (spec_builder.h): the program each rank runs, hangs and stack
+// dumps, the Python shim, the environment, output, metrics, the store's access and the rest.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/exit_codes.h"
+#include "base/one_line.h"
+#include "base/text.h"
+#include "launcher/frontend/cli.h"
+#include "launcher/frontend/job_file.h"
+#include "launcher/frontend/platform.h"
+#include "launcher/frontend/profile_catalog.h"
+#include "launcher/frontend/rank_env.h"
+#include "launcher/frontend/spec_builder.h"
+#include "launcher/frontend/stack_hook.h"
+
+namespace gculaunch {
+namespace {
+
+// glibc's default search path (confstr(_CS_PATH)), used when PATH is unset,
+// as execvp does.
+constexpr const char* kDefaultPath = "/bin:/usr/bin";
+
+}  // namespace
+
+std::string SpecBuilder::SearchPath() const {
+  for (const auto& [key, value] : o_.env) {
+    if (key == "PATH") return value;  // the ranks' PATH, as the exec would see it
+  }
+  return env_.GetOr("PATH", kDefaultPath);
+}
+
+// Finds `name`; in a dry run a missing program becomes a note.
+// `missing` for a name not found (exit 127), `not_executable` for a path that exists but
+// cannot be run (exit 126), as the shell says.
+Result<std::string> SpecBuilder::Resolve(const std::string& name, Error missing,
+                                         Error not_executable) {
+  if (auto found = files_.FindExecutable(name, SearchPath())) return *found;
+  const bool exists = name.find('/') != std::string::npos && files_.FileExists(name);
+  Error error = exists ? std::move(not_executable) : std::move(missing);
+  error.exit_code = exists ? exit_code::kNotExecutable : exit_code::kSpawnFailed;
+  if (!spec_.dry_run) return error;
+  Note(error.what + "; a real launch stops here");
+  return name;
+}
+
+Status SpecBuilder::Program() {
+  if (o_.module && o_.no_python) {
+    return Error{o_.Source("module") + " and " + o_.Source("no-python") + " conflict",
+                 "drop one: -m runs SCRIPT as a Python module, --no-python runs SCRIPT as a "
+                 "program"};
+  }
+  spec_.local_rank_arg = o_.local_rank_arg;
+  std::vector<std::string>& argv = spec_.argv;
+  if (o_.no_python) {
+    const bool has_slash = o_.script.find('/') != std::string::npos;
+    auto exe = Resolve(
+        o_.script,
+        has_slash ? Error{"SCRIPT '" + o_.script + "' was not found",
+                          "check the path (a relative path starts in the current directory)"}
+                  : Error{"SCRIPT '" + o_.script + "' was not found on PATH",
+                          "give its path, e.g. ./" + o_.script},
+        Error{"SCRIPT '" + o_.script + "' is not an executable file",
+              "make it executable (chmod +x), or drop --no-python to run it with Python"});
+    if (!exe.ok()) return exe.error();
+    spec_.executable = *exe;
+    argv.push_back(o_.script);
+  } else {
+    std::string name = "python3";
+    std::string source;
+    if (o_.python) {
+      name = *o_.python;
+      source = o_.Source("python");
+    } else if (!env_.GetOr("PYTHON_EXEC", "").empty()) {
+      name = env_.GetOr("PYTHON_EXEC", "");
+      source = "PYTHON_EXEC";
+    }
+    const std::string fix = source.empty()            ? "install Python 3, or give --python PATH"
+                            : source == "PYTHON_EXEC" ? "fix or unset PYTHON_EXEC"
+                                                      : "give the path of a Python interpreter";
+    const bool has_slash = name.find('/') != std::string::npos;
+    Error missing{source.empty() ? "python3 was not found on PATH"
+                                 : source + " '" + name +
+                                       "': " + (has_slash ? "not found" : "not found on PATH"),
+                  fix};
+    auto python = Resolve(
+        name, missing,
+        Error{(source.empty() ? "python3" : source) + " '" + name + "': not an executable file",
+              fix});
+    if (!python.ok()) return python.error();
+    spec_.python = *python;
+    spec_.python_origin = source.empty() ? "python3 on PATH" : source;
+    spec_.executable = *python;
+    Note("interpreter " + *python + " (" + spec_.python_origin + ")");
+    argv = {*python, "-u"};
+    if (o_.module) argv.push_back("-m");
+    argv.push_back(o_.script);
+  }
+  if (Status ok = PythonShim(); !ok.ok()) return ok;
+  if (Status ok = Hangs(); !ok.ok()) return ok;
+  StackDumps();
+  // torch.distributed.launch put --local_rank right after the script.
+  if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
+  // A job file's config for this card count replaces "{config}".
+  std::string config_note;
+  auto args = SelectConfig(o_, spec_.world_size, spec_.nnodes, spec_.nproc_per_node, &config_note);
+  if (!args.ok()) return args.error();
+  if (!config_note.empty()) Note(config_note);
+  argv.insert(argv.end(), args->begin(), args->end());
+  return OkStatus();
+}
+
+// --hang-timeout, --hang-grace, --on-hang (docs/command-line.md, section --hang-timeout).
+Status SpecBuilder::Hangs() {
+  for (const char* flag : {"hang-grace", "on-hang"}) {
+    const bool given =
+        std::string(flag) == "hang-grace" ? o_.hang_grace.has_value() : o_.on_hang.has_value();
+    if (given && !o_.hang_timeout) {
+      return Error{o_.Source(flag) + " only applies with --hang-timeout",
+                   "add --hang-timeout DURATION, or drop --" + std::string(flag)};
+    }
+  }
+  if (!o_.hang_timeout) return OkStatus();
+  if (IsEtcdBackend(o_.rdzv_backend.value_or("")) && !o_.standalone) {
+    // The job-wide hang watch runs next to the store host's coordinator; on etcd that is
+    // each term's leader, which does not carry it yet (docs/etcd.md, "When etcd itself
+    // fails, and what is not there yet").
+    return Error{o_.Source("hang-timeout") + " is not available with --rdzv-backend etcd yet",
+                 "drop --hang-timeout, or use --rdzv-backend c10d for this job"};
+  }
+  spec_.hang_timeout_s = *o_.hang_timeout;
+  spec_.hang_grace_s = std::max(o_.hang_grace.value_or(600.0), spec_.hang_timeout_s);
+  spec_.on_hang = o_.on_hang.value_or(OnHang::kStop);
+  static const char* const kActions[] = {"stop the ranks (exit 6)",
+                                         "restart the ranks (counts against --max-restarts)",
+                                         "report it and keep running"};
+  Note("--hang-timeout: " + Seconds(std::chrono::duration<double>(spec_.hang_timeout_s), -1) +
+       " without progress from any rank (output, or a touch of GCULAUNCH_HEARTBEAT_FILE) "
+       "after the first, or " +
+       Seconds(std::chrono::duration<double>(spec_.hang_grace_s), -1) +
+       " before it, is a hang: every rank's stacks are shown, then gculaunch will " +
+       kActions[static_cast<int>(spec_.on_hang)]);
+  if (spec_.nnodes > 1) {
+    Note(
+        "--hang-timeout on several nodes: node 0 decides for the whole job from every "
+        "node's progress reports and gathers every node's stacks; give every node the same "
+        "--hang-timeout");
+  }
+  return OkStatus();
+}
+
+// --stack-dumps: the hook chained before the shim's and the user's sitecustomize.
+void SpecBuilder::StackDumps() {
+  spec_.stack_dumps = o_.stack_dumps || o_.hang_timeout.has_value();
+  if (!spec_.stack_dumps) return;
+  spec_.stack_dump_signal = StackDumpSignal();
+  Note(
+      "--stack-dumps: each rank loads gculaunch's stack-dump hook (first on PYTHONPATH), "
+      "which writes every thread's Python stack to GCULAUNCH_STACKS_FILE on signal " +
+      std::to_string(spec_.stack_dump_signal) + " (SIGRTMIN+" +
+      std::to_string(spec_.stack_dump_signal - SIGRTMIN) +
+      "); `gculaunch stacks` asks for it; it acts only in the ranks themselves");
+  if (o_.no_python) {
+    Note(
+        "--stack-dumps with --no-python: only a SCRIPT that execs Python itself can be "
+        "dumped; other ranks are reported, never signalled");
+  }
+}
+
+Status SpecBuilder::PythonShim() {
+  if (o_.no_backend_fallback && !o_.python_shim) {
+    return Error{o_.Source("no-backend-fallback") + " only applies with --python-shim",
+                 "add --python-shim, or drop --no-backend-fallback"};
+  }
+  spec_.python_shim = o_.python_shim;
+  spec_.backend_fallback = !o_.no_backend_fallback;
+  if (!o_.python_shim) return OkStatus();
+  const DeviceProfile& profile = spec_.profile;
+  std::string note =
+      "--python-shim: each rank loads gculaunch's sitecustomize (first on "
+      "PYTHONPATH), which calls init_process_group('" +
+      profile.backend + "')";
+  if (profile.backend != "nccl") {
+    note += profile.python_module.empty()
+                ? ", makes torch.cuda.set_device/current_device/device_count harmless"
+                : ", sends torch.cuda.set_device/current_device/device_count to " +
+                      profile.python_module;
+  }
+  note += spec_.backend_fallback
+              ? " and falls back to gloo if '" + profile.backend +
+                    "' is missing; it acts only in the ranks themselves"
+              : "; a missing '" + profile.backend + "' stops the rank (--no-backend-fallback)";
+  Note(note);
+  if (o_.no_python) {
+    Note(
+        "--python-shim with --no-python: the shim acts only if SCRIPT execs Python itself "
+        "(the interpreter's parent must be gculaunch)");
+  }
+  return OkStatus();
+}
+
+std::string SpecBuilder::OwnedHint(const std::string& var, const DeviceProfile& profile) {
+  static const std::set<std::string> kTopology = {
+      "LOCAL_RANK",       "RANK",       "GROUP_RANK",       "ROLE_RANK",
+      "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"};
+  if (kTopology.count(var) != 0) return "use --nnodes, --node-rank and --nproc-per-node";
+  if (var == "MASTER_ADDR" || var == "MASTER_PORT") return "use --master-addr and --master-port";
+  if (var == "ROLE_NAME") return "use --role";
+  if (var == "TORCHELASTIC_RUN_ID") return "use --run-id";
+  if (var == "TORCHELASTIC_MAX_RESTARTS") return "use --max-restarts";
+  if (var == "TORCHELASTIC_USE_AGENT_STORE") return "use --no-agent-store for False";
+  if (var == "TORCHELASTIC_ERROR_FILE") return "use --log-dir to choose where error files go";
+  if (var == "TORCHELASTIC_RESTART_COUNT") return "it counts restarts; use --max-restarts";
+  if (var == "GCULAUNCH_CPUS") return "use --cpu-affinity numa or spread";
+  if (var.rfind("GCULAUNCH_SHIM_", 0) == 0) {
+    return "it belongs to --python-shim (and --no-backend-fallback)";
+  }
+  if (var.rfind("GCULAUNCH_STACKS_", 0) == 0) return "it belongs to --stack-dumps";
+  if (var == "GCULAUNCH_HEARTBEAT_FILE") return "it belongs to --hang-timeout";
+  if (!profile.visible_env.empty() &&
+      std::find(profile.visible_env.begin(), profile.visible_env.end(), var) !=
+          profile.visible_env.end()) {
+    const std::string& pool_var = profile.visible_env.front();
+    return "choose the card pool in gculaunch's own environment (" + pool_var +
+           "=0,1 gculaunch ...), and use --bind rank for one card per rank";
+  }
+  return "gculaunch derives it from the card pool, --bind and --device";
+}
+
+Status SpecBuilder::Environment() {
+  const std::vector<std::string> owned = OwnedRankVariables(spec_.profile);
+  for (const auto& [key, value] : o_.env) {
+    if (std::find(owned.begin(), owned.end(), key) != owned.end()) {
+      return Error{o_.Source("env") + " " + key + "=" + value + ": " + key +
+                       " is set by gculaunch for each rank",
+                   OwnedHint(key, spec_.profile)};
+    }
+  }
+  spec_.extra_env = o_.env;
+  bool has_omp = env_.Has("OMP_NUM_THREADS");
+  for (const auto& [key, value] : o_.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
+  for (const auto& [key, value] : spec_.profile.env) has_omp = has_omp || key == "OMP_NUM_THREADS";
+  if (!has_omp && spec_.cpu_affinity != CpuAffinity::kNone) {
+    Note("OMP_NUM_THREADS = each rank's CPU count (--cpu-affinity " +
+         std::string(CpuAffinityName(spec_.cpu_affinity)) +
+         "; set OMP_NUM_THREADS to choose another value)");
+  } else if (!has_omp && spec_.nproc_per_node > 1) {
+    spec_.omp_num_threads_default = "1";
+    Note(
+        "OMP_NUM_THREADS=1 for every rank (torchrun's default with more than one rank per "
+        "node; set OMP_NUM_THREADS to choose another value)");
+  }
+  spec_.error_file_parent = env_.GetOr("TORCHELASTIC_ERROR_FILE", "");
+  // torchrun's watchdog contract: only the exact value 1 turns it on.
+  spec_.file_timer = env_.GetOr("TORCHELASTIC_ENABLE_FILE_TIMER", "") == "1";
+  if (spec_.file_timer) {
+    spec_.file_timer_path = env_.GetOr("TORCHELASTIC_TIMER_FILE", "");
+    Note("TORCHELASTIC_ENABLE_FILE_TIMER=1: gculaunch serves torch's file-timer watchdog on " +
+         (spec_.file_timer_path.empty() ? std::string("<run directory>/watchdog_timer")
+                                        : spec_.file_timer_path) +
+         " (TORCHELASTIC_TIMER_FILE of every rank): a rank's expired timer sends its signal "
+         "to that process, as torchrun does");
+  }
+  return OkStatus();
+}
+
+Status SpecBuilder::CheckStreams(const std::string& name,
+                                 const std::optional<StdStreams>& streams) {
+  if (!streams) return OkStatus();
+  for (const auto& [rank, bits] : streams->per_rank) {
+    if (rank >= spec_.nproc_per_node) {
+      return Error{o_.Source(name) + ": local rank " + std::to_string(rank) +
+                       " does not exist (nproc-per-node is " +
+                       std::to_string(spec_.nproc_per_node) + ")",
+                   "use local ranks 0 to " + std::to_string(spec_.nproc_per_node - 1)};
+    }
+  }
+  return OkStatus();
+}
+
+Status SpecBuilder::Output() {
+  spec_.grace_period_s = o_.grace_period.value_or(25.0);
+  spec_.log_dir = o_.log_dir.value_or("");
+  spec_.allow_shared_log_dir = o_.allow_shared_log_dir;
+  while (spec_.log_dir.size() > 1 && spec_.log_dir.back() == '/') spec_.log_dir.pop_back();
+  if (Status ok = CheckStreams("redirects", o_.redirects); !ok.ok()) return ok;
+  if (Status ok = CheckStreams("tee", o_.tee); !ok.ok()) return ok;
+  spec_.redirects = o_.redirects.value_or(StdStreams{});
+  spec_.tee = o_.tee.value_or(StdStreams{});
+  if (o_.local_ranks_filter) {
+    for (int rank : *o_.local_ranks_filter) {
+      if (rank >= spec_.nproc_per_node) {
+        return Error{o_.Source("local-ranks-filter") + " " + std::to_string(rank) +
+                         ": there are only " + std::to_string(spec_.nproc_per_node) +
+                         " local ranks",
+                     "use local ranks 0 to " + std::to_string(spec_.nproc_per_node - 1)};
+      }
+    }
+    spec_.console_local_ranks = *o_.local_ranks_filter;
+  }
+  spec_.stdin_mode = o_.stdin_mode.value_or(StdinMode::kNull);
+  spec_.summary_json = o_.summary_json.value_or("");
+  if (o_.format && !o_.dry_run) {
+    return Error{o_.Source("format") + " only applies to --dry-run",
+                 "add --dry-run, or drop --format"};
+  }
+  spec_.dry_run_format = o_.format.value_or(DryRunFormat::kTable);
+  return OkStatus();
+}
+
+// --metrics-port and --metrics-addr (docs/operations.md).  The address is checked when it
+// is bound: the spec does not resolve names.
+Status SpecBuilder::Metrics() {
+  spec_.store_max_queued = o_.store_max_queued;  // the store's bounds: any positive size
+  spec_.store_max_buffered = o_.store_max_buffered;
+  spec_.metrics_port = o_.metrics_port;
+  if (!o_.metrics_addr) return OkStatus();
+  if (!o_.metrics_port) {
+    return Error{o_.Source("metrics-addr") + " only applies with --metrics-port",
+                 "add --metrics-port PORT, or drop --metrics-addr"};
+  }
+  if (o_.metrics_addr->empty() || o_.metrics_addr->find_first_of(" \t/") != std::string::npos) {
+    return Error{o_.Source("metrics-addr") + " '" + *o_.metrics_addr + "' is not an address",
+                 "give a numeric address such as 127.0.0.1, 0.0.0.0 or ::"};
+  }
+  spec_.metrics_addr = *o_.metrics_addr;
+  return OkStatus();
+}
+
+// --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE) and --store-allow (docs/security.md).
+// The secret is read here, so that a missing or empty file stops the launch (and the dry
+// run) with one line; it never appears in a message.  A file others may read is accepted:
+// a Kubernetes Secret volume is 0644 unless its defaultMode says otherwise (the docs ask
+// for 0400/0600).
+Status SpecBuilder::StoreAccess() {
+  if (o_.store_allow) {
+    auto networks = ParseNetworkList(*o_.store_allow);
+    if (!networks.ok()) {
+      return Error{o_.Source("store-allow") + " " + networks.error().what, networks.error().hint};
+    }
+    spec_.store_allow = std::move(*networks);
+  }
+  std::string source = o_.Source("job-secret-file");
+  std::string path = o_.job_secret_file.value_or("");
+  if (path.empty()) {
+    path = env_.GetOr(kJobSecretFileEnv, "");
+    source = kJobSecretFileEnv;
+  }
+  if (path.empty()) return OkStatus();
+  if (spec_.etcd) {
+    Note(source +
+         ": not used with --rdzv-backend etcd: the job's keys live in etcd, whose "
+         "own authentication (user and password, TLS) protects them (docs/etcd.md)");
+    return OkStatus();
+  }
+  auto text = files_.ReadTextFile(path);
+  if (!text.ok()) {
+    return Error{source + " " + path + ": " + text.error().what,
+                 text.error().hint.empty() ? "name a readable file holding the job's secret"
+                                           : text.error().hint};
+  }
+  std::string secret = std::move(*text);
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) {
+    return Error{source + " " + path + " is empty",
+                 "put the job's secret in it, the same on every node, e.g. head -c 32 "
+                 "/dev/urandom | base64 > FILE"};
+  }
+  spec_.job_secret_file = path;
+  spec_.job_secret = std::move(secret);
+  return OkStatus();
+}
+
+// gculaunch's own extras (the faulthandler, the progress interval) and the torchrun flags
+// that have no effect here: each of those gets one note saying what gculaunch does.
+Status SpecBuilder::Extras() {
+  spec_.python_faulthandler = !o_.no_python_faulthandler;
+  spec_.progress_interval_s = o_.progress_interval.value_or(30.0);
+  spec_.local_addr = o_.local_addr.value_or("");
+  if (o_.local_addr && spec_.nnodes == 1) {
+    Note(DescribeFlag(o_, "local-addr", *o_.local_addr) +
+         " has no effect on a single node (it is the address this node publishes to the "
+         "others)");
+  }
+  if (o_.start_method) {
+    Note(DescribeFlag(o_, "start-method", *o_.start_method) +
+         " is accepted for torchrun compatibility and ignored: every rank is a new process "
+         "(fork and exec of the interpreter), whatever the start method");
+  }
+  if (o_.run_path) {
+    Note(o_.Source("run-path") +
+         " is accepted for torchrun compatibility: torchrun would run SCRIPT inside its own "
+         "interpreter; gculaunch starts " +
+         (spec_.python.empty() ? std::string("SCRIPT itself (--no-python)")
+                               : spec_.python + " -u SCRIPT") +
+         " in each rank, so --python, PYTHON_EXEC, -m and --no-python keep their meaning");
+  }
+  if (o_.signals_to_handle) SignalsToHandle(*o_.signals_to_handle);
+  if (o_.event_log_handler) {
+    Note(DescribeFlag(o_, "event-log-handler", *o_.event_log_handler) +
+         " is accepted for torchrun compatibility and ignored: gculaunch reports events on "
+         "stderr and in --summary-json");
+  }
+  return OkStatus();
+}
+
+// --signals-to-handle: torchrun's agent stops its workers on each listed signal.  gculaunch
+// always stops the ranks on SIGINT, SIGTERM, SIGHUP and SIGQUIT (an unlisted one would kill
+// torchrun and orphan its workers; gculaunch never leaves ranks behind), forwards SIGUSR1/2
+// unless listed, and keeps its own handling of the signals it needs (SIGCHLD, ...).
+void SpecBuilder::SignalsToHandle(const std::vector<std::string>& names) {
+  static const std::pair<const char*, int> kStoppable[] = {
+      {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGALRM", SIGALRM}};
+  static const std::set<std::string> kAlways = {"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"};
+  std::vector<std::string> stop;
+  std::vector<std::string> kept;
+  std::vector<std::string> missing(kAlways.begin(), kAlways.end());
+  for (const std::string& name : names) {
+    missing.erase(std::remove(missing.begin(), missing.end(), name), missing.end());
+    if (kAlways.count(name) != 0) continue;
+    auto it = std::find_if(std::begin(kStoppable), std::end(kStoppable),
+                           [&](const auto& entry) { return name == entry.first; });
+    if (it == std::end(kStoppable)) {
+      kept.push_back(name);
+    } else if (std::find(spec_.extra_stop_signals.begin(), spec_.extra_stop_signals.end(),
+                         it->second) == spec_.extra_stop_signals.end()) {
+      spec_.extra_stop_signals.push_back(it->second);
+      stop.push_back(name);
+    }
+  }
+  const std::string flag = DescribeFlag(o_, "signals-to-handle", Join(names, ","));
+  if (!stop.empty()) Note(flag + ": " + Join(stop, ", ") + " also stop the ranks");
+  if (!missing.empty()) {
+    Note(flag + ": gculaunch still stops the ranks on " + Join(missing, ", ") +
+         " (torchrun would die of it and leave its workers running)");
+  }
+  if (!kept.empty()) {
+    Note(flag + ": " + Join(kept, ", ") +
+         " keep gculaunch's own handling (they do not stop the ranks)");
+  }
+}
+
+}  // namespace gculaunch
