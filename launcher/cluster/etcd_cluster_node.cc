@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/exit_codes.h"
+#include "base/text.h"
 #include "launcher/cluster/net_address.h"
 
 namespace gculaunch {
@@ -21,10 +22,6 @@ std::string JoinEndpoints(const etcd::ClientOptions& options) {
     out += e.ToString();
   }
   return out;
-}
-
-double Seconds(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0;
 }
 
 }  // namespace
@@ -97,7 +94,7 @@ void EtcdClusterNode::TryGrant() {
 
 void EtcdClusterNode::Granted() {
   if (attempts_ > 1) {
-    log_.info("reached etcd at {} after {} attempts in {:.1f} s", endpoints_, attempts_,
+    log_.info("reached etcd at {} after {} attempts in {}", endpoints_, attempts_,
               Seconds(Clock::now() - started_));
   }
   seat_->Start();
@@ -120,8 +117,8 @@ void EtcdClusterNode::Retry(const Error& error) {
   if (waited >= settings_.rdzv_timeout) {
     std::ostringstream what;
     what << "could not reach etcd at " << endpoints_ << " after " << attempts_ << " attempts in "
-         << Seconds(waited) << " s (--rdzv-timeout " << Seconds(settings_.rdzv_timeout)
-         << " s); last error: " << error.what;
+         << Seconds(waited) << " (--rdzv-timeout " << Seconds(settings_.rdzv_timeout, -1)
+         << "); last error: " << error.what;
     // The client's own hint names what to fix (a client certificate, a password, ...).
     std::string hint = error.hint;
     if (hint.empty()) {
@@ -136,9 +133,9 @@ void EtcdClusterNode::Retry(const Error& error) {
   if (now - last_progress_ >= settings_.progress_period) {
     last_progress_ = now;
     log_.info(
-        "waiting for etcd at {}: {} attempt(s) in {:.1f} s, last: {}; waiting up to "
-        "{:.1f} s (--rdzv-timeout)",
-        endpoints_, attempts_, Seconds(waited), error.what, Seconds(settings_.rdzv_timeout));
+        "waiting for etcd at {}: {} attempt(s) in {}, last: {}; waiting up to {} "
+        "(--rdzv-timeout)",
+        endpoints_, attempts_, Seconds(waited), error.what, Seconds(settings_.rdzv_timeout, -1));
   }
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(settings_.rdzv_timeout - waited);

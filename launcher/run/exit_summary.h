@@ -29,7 +29,7 @@
 // "errorCode" (the exit code) added, as torchrun writes it.
 //
 // The reading of files and the writing of the outputs happen in the caller
-// (job.cc); this module does no I/O.
+// (launcher/app/launch.cc); this module does no I/O.
 //
 // Thread safety: pure functions.
 #pragma once

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/launcher/cluster/policy_fixture.h"
+
 namespace gculaunch::job {
 namespace {
 
@@ -14,22 +16,6 @@ JobPlan Plan(int epoch) {
   regs[1].node_rank = 1;
   regs[1].nproc = 2;
   return MakePlanForTest(regs, epoch, 0);
-}
-
-StopMarker Marker(StopMarker::Kind kind, int epoch, int node, int code = 0) {
-  StopMarker m;
-  m.kind = kind;
-  m.epoch = epoch;
-  m.node = node;
-  m.exit_code = code;
-  m.restartable = kind == StopMarker::Kind::kRankFailed || kind == StopMarker::Kind::kNodeLost ||
-                  kind == StopMarker::Kind::kNodeLeft;
-  if (kind == StopMarker::Kind::kRankFailed) {
-    m.rank = 2;
-    m.local_rank = 0;
-    m.what = "exit code " + std::to_string(code);
-  }
-  return m;
 }
 
 LocalStopReport RankFailed(int code) {
@@ -92,7 +78,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Drained(true), {"ReportDone(0)"}},
-        {AE::Marker(Marker(K::kSuccess, 0, -1)), {"ExitRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kSuccess, 0, -1)), {"ExitRanks(0)"}},
         {AE::SupervisorFinished(0), {"SayBye(0)", "Finish(0)"}}},
        P::kDone,
        0},
@@ -101,11 +87,11 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(RankFailed(7)), {"PublishMarker(0)[rank_failed]"}},
-        {AE::Marker(Marker(K::kRankFailed, 0, 1, 7)), kNothing},  // already stopping
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 1, 7)), kNothing},  // already stopping
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
         {AE::Plan(Plan(1)), kStart1},
         {AE::Drained(true), {"ReportDone(1)"}},
-        {AE::Marker(Marker(K::kSuccess, 1, -1)), {"ExitRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kSuccess, 1, -1)), {"ExitRanks(0)"}},
         {AE::SupervisorFinished(0), {"SayBye(0)", "Finish(0)"}}},
        P::kDone,
        0},
@@ -113,7 +99,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        0,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 7)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7)), {"StopRanks(0)"}},
         {AE::LocalStop(RankFailed(1)), kNothing},  // a consequence: never published
         {AE::Drained(false), {"ExitRanks(7)"}},
         {AE::SupervisorFinished(7), {"SayBye(7)", "Finish(7)"}}},
@@ -125,17 +111,17 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(RankFailed(3)), {"PublishMarker(0)[rank_failed]"}},
         {AE::Drained(false), kNothing},
-        {AE::Marker(Marker(K::kRankFailed, 0, 1, 3)), {"ReportReaped(0)", "WaitPlan(1)"}}},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 1, 3)), {"ReportReaped(0)", "WaitPlan(1)"}}},
        P::kWaitingPlan,
        -1},
       {"the restart budget is job-wide: a failure in epoch 1 ends a 1-restart job",
        1,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 5)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 5)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
         {AE::Plan(Plan(1)), kStart1},
-        {AE::Marker(Marker(K::kRankFailed, 1, 0, 6)), {"StopRanks(1)"}},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 1, 0, 6)), {"StopRanks(1)"}},
         {AE::Drained(false), {"ExitRanks(6)"}}},
        P::kLeaving,
        6},
@@ -144,7 +130,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(Signalled(15)), {"PublishMarker(0)[node_left]"}},
-        {AE::Marker(Marker(K::kNodeLeft, 0, 1, 143)), kNothing},
+        {AE::Marker(MarkerForTest(K::kNodeLeft, 0, 1, 143)), kNothing},
         {AE::SupervisorFinished(143), {"SayBye(143)", "Finish(143)"}}},
        P::kDone,
        143},
@@ -153,7 +139,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::LocalStop(Signalled(2)), {"PublishMarker(0)[node_left]"}},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 1)), kNothing},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 1)), kNothing},
         {AE::Drained(false), {"ExitRanks(130)"}}},
        P::kLeaving,
        130},
@@ -161,7 +147,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        0,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ExitRanks(4)"}}},
        P::kLeaving,
        4},
@@ -178,7 +164,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        1,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
         {AE::MasterLost("EOF"), {"Join(0)"}},
         {AE::MasterLost("refused"), {"Join(0)"}},  // still away: try again
@@ -189,7 +175,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        1,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kNodeLost, 0, 2)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
         {AE::Plan(Plan(1)), kStart1}},
        P::kRunning,
@@ -209,7 +195,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        1,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kNodeLost, 0, 1)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kNodeLost, 0, 1)), {"StopRanks(0)"}},
         {AE::Drained(false), {"Join(0)"}}},
        P::kJoining,
        -1},
@@ -222,7 +208,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        0,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
         {AE::MasterLost("EOF"), kNothing},
         {AE::Drained(false), {"ExitRanks(9)"}}},
        P::kLeaving,
@@ -232,7 +218,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan([] {
            JobPlan p;
-           p.abort = Marker(K::kJobError, 0, -1, 3);
+           p.abort = MarkerForTest(K::kJobError, 0, -1, 3);
            return p;
          }()),
          {"ExitRanks(3)"}},
@@ -281,7 +267,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
         {AE::Plan(Plan(0)), kStart0},
         {AE::Plan(Plan(1)), kNothing},  // not waiting for a plan
         {AE::Start(), kNothing},
-        {AE::Marker(Marker(K::kRankFailed, 3, 0, 1)), kNothing},
+        {AE::Marker(MarkerForTest(K::kRankFailed, 3, 0, 1)), kNothing},
         {AE::Drained(true), {"ReportDone(0)"}},
         {AE::Drained(true), kNothing}},
        P::kRunning,
@@ -340,7 +326,7 @@ JobPlan Aborted(StopMarker abort) {
 }
 
 StopMarker Refusal() {
-  StopMarker m = Marker(K::kJobError, 0, -1, 2);
+  StopMarker m = MarkerForTest(K::kJobError, 0, -1, 2);
   m.what = "refused: node 1 belongs to job a, not b (fix: use the same --rdzv-id)";
   return m;
 }
@@ -370,13 +356,13 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        0,
        0,
        false,
-       then({AE::Drained(true), AE::Marker(Marker(K::kSuccess, 0, -1))}),
+       then({AE::Drained(true), AE::Marker(MarkerForTest(K::kSuccess, 0, -1))}),
        {"Log[info: every node's ranks finished successfully]"}},
       {"a rank failed, a restart left: which restart",
        1,
        0,
        false,
-       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 7))}),
+       then({AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7))}),
        {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 7; every node restarts "
         "its ranks" +
         kRestart + "]"}},
@@ -385,7 +371,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        0,
        false,
        then({AE::Marker([] {
-         StopMarker m = Marker(K::kRankFailed, 0, 0, 7);
+         StopMarker m = MarkerForTest(K::kRankFailed, 0, 0, 7);
          m.restarts = 1;
          return m;
        }())}),
@@ -395,14 +381,14 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        0,
        0,
        false,
-       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 7))}),
+       then({AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7))}),
        {"Log[error: rank 2 (local rank 0) on node 0 failed with exit code 7; every node stops "
         "(exit code 7)]"}},
       {"another node lost, fixed size: the job waits for it",
        1,
        0,
        false,
-       then({AE::Marker(Marker(K::kNodeLost, 0, 2))}),
+       then({AE::Marker(MarkerForTest(K::kNodeLost, 0, 2))}),
        {"Log[warn: node 2 was lost: ; every node stops its ranks and waits up to 60 s for it to "
         "come back" +
         kRestart + "]"}},
@@ -410,7 +396,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        3,
        true,
-       then({AE::Marker(Marker(K::kNodeLost, 0, 2))}),
+       then({AE::Marker(MarkerForTest(K::kNodeLost, 0, 2))}),
        {"Log[warn: node 2 was lost: ; every node stops its ranks and waits up to 60 s for it or "
         "a replacement to join" +
         kRestart + "]"}},
@@ -418,14 +404,14 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        2,
        false,
-       then({AE::Marker(Marker(K::kNodeLost, 0, 2))}),
+       then({AE::Marker(MarkerForTest(K::kNodeLost, 0, 2))}),
        {"Log[warn: node 2 was lost: ; the job re-forms without it if 2 node(s) remain" + kRestart +
         "]"}},
       {"a node joined: the job re-forms",
        1,
        2,
        false,
-       then({AE::Marker(Marker(K::kNodeJoined, 0, 2))}),
+       then({AE::Marker(MarkerForTest(K::kNodeJoined, 0, 2))}),
        {"Log[warn: node 2 joined the job: ; every node stops its ranks and the job re-forms]"}},
       {"node 0 lost while the ranks run, then gone past the deadline: exit 4 naming node 0",
        1,
@@ -456,8 +442,8 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        0,
        false,
-       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), AE::Drained(false), AE::MasterLost("EOF"),
-             AE::MasterLost("refused")}),
+       then({AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
+             AE::MasterLost("EOF"), AE::MasterLost("refused")}),
        {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
         "its ranks" +
             kRestart + "]",
@@ -467,7 +453,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        3,
        true,
-       then({AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
+       then({AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
              AE::MasterLost("the leader's lease expired"), AE::MasterLost("refused")}),
        {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
         "its ranks" +
@@ -479,7 +465,8 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        0,
        false,
        {AE::Start(), AE::MasterLost("EOF"), AE::MasterLost("refused"), AE::Plan(Plan(0)),
-        AE::Marker(Marker(K::kRankFailed, 0, 0, 9)), AE::Drained(false), AE::MasterLost("EOF")},
+        AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
+        AE::MasterLost("EOF")},
        {"Log[warn: node 0's store went away (EOF); this node joins again when it is back (at "
         "most 60 s, --rdzv-timeout)]",
         "Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
@@ -498,7 +485,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        0,
        0,
        false,
-       then({AE::SupervisorFinished(5), AE::Marker(Marker(K::kNodeLeft, 0, 1, 5))}),
+       then({AE::SupervisorFinished(5), AE::Marker(MarkerForTest(K::kNodeLeft, 0, 1, 5))}),
        {"Log[error: node 1 left the job: ; every node stops (exit code 5)]"}},
   };
   for (const LogRow& row : rows) {

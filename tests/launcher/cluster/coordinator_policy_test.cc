@@ -4,24 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/launcher/cluster/policy_fixture.h"
+
 namespace gculaunch::job {
 namespace {
-
-StopMarker Marker(StopMarker::Kind kind, int epoch, int node, int code = 0) {
-  StopMarker m;
-  m.kind = kind;
-  m.epoch = epoch;
-  m.node = node;
-  m.exit_code = code;
-  m.restartable = kind == StopMarker::Kind::kRankFailed || kind == StopMarker::Kind::kNodeLost ||
-                  kind == StopMarker::Kind::kNodeLeft;
-  if (kind == StopMarker::Kind::kRankFailed) {
-    m.rank = 2;
-    m.local_rank = 0;
-    m.what = "exit code " + std::to_string(code);
-  }
-  return m;
-}
 
 using K = StopMarker::Kind;
 
@@ -81,7 +67,7 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
        Concat(Gathered(), {{CE::Done(0, 0), kNothing},
                            {CE::Done(0, 2), kNothing},
                            {CE::Done(0, 1), {"PublishMarker(0)[success]"}},
-                           {CE::Marker(Marker(K::kSuccess, 0, -1)), kNothing},
+                           {CE::Marker(MarkerForTest(K::kSuccess, 0, -1)), kNothing},
                            {CE::Bye(0, 1, 0), kNothing},
                            {CE::Bye(1, 1, 0), kNothing},
                            {CE::Bye(2, 1, 0), kFinish}}),
@@ -94,13 +80,13 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
        P::kGathering},
       {"a restartable failure: the store's key space changes only once every node reaped",
        Concat(Gathered(),
-              {{CE::Marker(Marker(K::kRankFailed, 0, 1, 7)), kNothing},
+              {{CE::Marker(MarkerForTest(K::kRankFailed, 0, 1, 7)), kNothing},
                {CE::Reaped(0, 1), kNothing},
                {CE::Reaped(0, 0), kNothing},
                {CE::MissingTick(),
                 {"LogMissing[waiting for node 2 to stop their ranks before restart 1]"}},
                {CE::Reaped(0, 2), {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"}},
-               {CE::Marker(Marker(K::kRankFailed, 1, 2, 7)), kNothing},  // budget used up
+               {CE::Marker(MarkerForTest(K::kRankFailed, 1, 2, 7)), kNothing},  // budget used up
                {CE::Bye(0, 1, 7), kNothing},
                {CE::Bye(1, 1, 7), kNothing},
                {CE::Bye(2, 1, 7), kFinish}}),
@@ -151,7 +137,7 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
        Concat(Gathered(),
               {{CE::NodeSilent(2, 1, "no heartbeat for 3.0 s"), {"PublishMarker(0)[node_lost]"}},
                {CE::NodeSilent(2, 1, "no heartbeat for 3.2 s"), kNothing},
-               {CE::Marker(Marker(K::kNodeLost, 0, 2)), kNothing},
+               {CE::Marker(MarkerForTest(K::kNodeLost, 0, 2)), kNothing},
                {CE::Reaped(0, 0), kNothing},
                {CE::Reaped(0, 1), kNothing},
                {CE::MissingTick(),
@@ -170,13 +156,13 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
               {{CE::Join(2, Reg(2, 3, 0)),
                 {"PublishMarker(0)[node_lost]",
                  "Log[node 2 (h2, 198.18.0.3) is back (the same gculaunch)]"}},
-               {CE::Marker(Marker(K::kNodeLost, 0, 2)), kNothing},
+               {CE::Marker(MarkerForTest(K::kNodeLost, 0, 2)), kNothing},
                {CE::Reaped(0, 0), kNothing},
                {CE::Reaped(0, 1),
                 {"BeginAttempt(1)", "PublishPlan(1)", "Admit(2/2)(1)", "WatchEpoch(1)"}}}),
        P::kRunning},
       {"a node away past the deadline ends the job; its old join's bye changes nothing",
-       Concat(Gathered(), {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
+       Concat(Gathered(), {{CE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7)), kNothing},
                            {CE::Reaped(0, 0), kNothing},
                            {CE::NodeSilent(1, 1, "no heartbeat for 3.0 s"),
                             {"Log[node 1 (h1, 198.18.0.2) was lost: no heartbeat for 3.0 s "
@@ -191,18 +177,18 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
       {"a consequence failure first, then the node loss: one re-form for both",
        Concat(Gathered(),
               {{CE::NodeSilent(2, 1, "no heartbeat"), {"PublishMarker(0)[node_lost]"}},
-               {CE::Marker(Marker(K::kRankFailed, 0, 0, 7)),
+               {CE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7)),
                 {"Log[rank 2 (local rank 0) on node 0 failed with exit code 7 before node 2 (h2, "
                  "198.18.0.3) was known lost: taken as a consequence, one restart for both]"}}}),
        P::kRestarting},
       {"restarts used up: a loss ends the job",
        Concat(Gathered(),
-              {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
+              {{CE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7)), kNothing},
                {CE::Reaped(0, 0), kNothing},
                {CE::Reaped(0, 1), kNothing},
                {CE::Reaped(0, 2), {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"}},
                {CE::NodeSilent(2, 1, "no heartbeat"), {"PublishMarker(1)[node_lost]"}},
-               {CE::Marker(Marker(K::kNodeLost, 1, 2)), kNothing},
+               {CE::Marker(MarkerForTest(K::kNodeLost, 1, 2)), kNothing},
                {CE::Bye(0, 1, 4), kNothing},
                {CE::Bye(1, 1, 4), kFinish}}),
        P::kDone},
@@ -219,7 +205,7 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
       {"a node that says bye early while running is gone",
        Concat(Gathered(), {{CE::Bye(2, 1, 143), {"PublishMarker(0)[node_left]"}}}), P::kRunning},
       {"node 0 itself leaving while the job goes on stops the store",
-       Concat(Gathered(), {{CE::Marker(Marker(K::kNodeLeft, 0, 0, 143)), kNothing},
+       Concat(Gathered(), {{CE::Marker(MarkerForTest(K::kNodeLeft, 0, 0, 143)), kNothing},
                            {CE::Bye(0, 1, 143), kFinish}}),
        P::kDone},
       {"a new node 0 resumes after the highest epoch the nodes ran",
@@ -239,11 +225,11 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
        P::kFinishing},
       {"a node lost while finishing is only logged; silence after bye is not loss",
        Concat(Gathered(),
-              {{CE::Marker(Marker(K::kRankFailed, 0, 0, 7)), kNothing},
+              {{CE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7)), kNothing},
                {CE::Reaped(0, 0), kNothing},
                {CE::Reaped(0, 1), kNothing},
                {CE::Reaped(0, 2), {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"}},
-               {CE::Marker(Marker(K::kRankFailed, 1, 0, 7)), kNothing},
+               {CE::Marker(MarkerForTest(K::kRankFailed, 1, 0, 7)), kNothing},
                {CE::Bye(0, 1, 7), kNothing},
                {CE::NodeSilent(0, 1, "x"), kNothing},
                {CE::NodeSilent(1, 1, "no heartbeat for 3.0 s"),
@@ -253,7 +239,7 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
        P::kDone},
       {"done reports of another epoch or after a marker do not publish success",
        Concat(Gathered(), {{CE::Done(1, 0), kNothing},
-                           {CE::Marker(Marker(K::kNodeLeft, 0, 1, 143)), kNothing},
+                           {CE::Marker(MarkerForTest(K::kNodeLeft, 0, 1, 143)), kNothing},
                            {CE::Done(0, 0), kNothing},
                            {CE::Done(0, 1), kNothing},
                            {CE::Done(0, 2), kNothing}}),
@@ -339,12 +325,12 @@ TEST_CASE("coordinator policy: node 0 backs off a crash loop for the whole job",
   const std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> steps =
       Concat(Gathered(),
              {// epoch 0 fails at once: restart 1 at once
-              {CE::Marker(Marker(K::kRankFailed, 0, 1, 7), 0.2), kNothing},
+              {CE::Marker(MarkerForTest(K::kRankFailed, 0, 1, 7), 0.2), kNothing},
               {CE::Reaped(0, 0), kNothing},
               {CE::Reaped(0, 1), kNothing},
               {CE::Reaped(0, 2), kGo1},
               // epoch 1 fails at once too: every node waits 1 s for the plan of epoch 2
-              {CE::Marker(Marker(K::kRankFailed, 1, 1, 7), 0.3), kNothing},
+              {CE::Marker(MarkerForTest(K::kRankFailed, 1, 1, 7), 0.3), kNothing},
               {CE::Reaped(1, 0), kNothing},
               {CE::Reaped(1, 1), kNothing},
               {CE::Reaped(1, 2), {"ArmBackoff(2, 1 s)"}},
@@ -354,7 +340,7 @@ TEST_CASE("coordinator policy: node 0 backs off a crash loop for the whole job",
               {CE::BackoffOver(2),
                kNothing},  // once only
                            // epoch 2 ran two minutes: the streak resets, restart 3 at once
-              {CE::Marker(Marker(K::kRankFailed, 2, 1, 7), 120), kNothing},
+              {CE::Marker(MarkerForTest(K::kRankFailed, 2, 1, 7), 120), kNothing},
               {CE::Reaped(2, 0), kNothing},
               {CE::Reaped(2, 1), kNothing},
               {CE::Reaped(2, 2), kGo3}});

@@ -267,7 +267,7 @@ TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]")
   CHECK(chosen.run_id == "generated");
   // Files the ranks open by name never go under --log-dir (another user may control it).
   CHECK(chosen.rank_file_root == "/scratch/gculaunch_x");
-  CHECK(chosen.log_root == "/logs/generated_<random>");  // the launch makes it (job.cc)
+  CHECK(chosen.log_root == "/logs/generated_<random>");  // the launch makes it (launch.cc)
   CHECK(fixed.log_root.empty());
 }
 
