@@ -79,7 +79,9 @@ class SpecBuilder {
   Status PythonShim();
   static std::string OwnedHint(const std::string& var, const DeviceProfile& profile);
   Status Environment();
-  Status CheckStreams(const std::string& name, const std::optional<StdStreams>& streams);
+  /// --redirects/--tee for this node: entries naming local ranks it does not run are dropped
+  /// with a warning (torchrun ignores them: launch lines written for 8 cards run on fewer).
+  StdStreams LocalStreams(const std::string& name, const std::optional<StdStreams>& streams);
   Status Output();
   Status Metrics();
   Status StoreAccess();

@@ -273,18 +273,27 @@ Status SpecBuilder::Environment() {
   return OkStatus();
 }
 
-Status SpecBuilder::CheckStreams(const std::string& name,
-                                 const std::optional<StdStreams>& streams) {
-  if (!streams) return OkStatus();
-  for (const auto& [rank, bits] : streams->per_rank) {
-    if (rank >= spec_.nproc_per_node) {
-      return Error{o_.Source(name) + ": local rank " + std::to_string(rank) +
-                       " does not exist (nproc-per-node is " +
-                       std::to_string(spec_.nproc_per_node) + ")",
-                   "use local ranks 0 to " + std::to_string(spec_.nproc_per_node - 1)};
+StdStreams SpecBuilder::LocalStreams(const std::string& name,
+                                     const std::optional<StdStreams>& streams) {
+  if (!streams) return StdStreams{};
+  StdStreams kept = *streams;
+  std::vector<int> absent;
+  for (auto it = kept.per_rank.begin(); it != kept.per_rank.end();) {
+    if (it->first < spec_.nproc_per_node) {
+      ++it;
+      continue;
     }
+    absent.push_back(it->first);
+    it = kept.per_rank.erase(it);
   }
-  return OkStatus();
+  if (!absent.empty()) {
+    spec_.warnings.push_back(o_.Source(name) + ": ignored the entries for local " +
+                             std::string(absent.size() == 1 ? "rank " : "ranks ") +
+                             JoinInts(absent, ",") +
+                             ", which this node does not run (nproc-per-node is " +
+                             std::to_string(spec_.nproc_per_node) + "), as torchrun does");
+  }
+  return kept;
 }
 
 Status SpecBuilder::Output() {
@@ -292,10 +301,8 @@ Status SpecBuilder::Output() {
   spec_.log_dir = o_.log_dir.value_or("");
   spec_.allow_shared_log_dir = o_.allow_shared_log_dir;
   while (spec_.log_dir.size() > 1 && spec_.log_dir.back() == '/') spec_.log_dir.pop_back();
-  if (Status ok = CheckStreams("redirects", o_.redirects); !ok.ok()) return ok;
-  if (Status ok = CheckStreams("tee", o_.tee); !ok.ok()) return ok;
-  spec_.redirects = o_.redirects.value_or(StdStreams{});
-  spec_.tee = o_.tee.value_or(StdStreams{});
+  spec_.redirects = LocalStreams("redirects", o_.redirects);
+  spec_.tee = LocalStreams("tee", o_.tee);
   if (o_.local_ranks_filter) {
     for (int rank : *o_.local_ranks_filter) {
       if (rank >= spec_.nproc_per_node) {

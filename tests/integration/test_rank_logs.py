@@ -87,6 +87,33 @@ class TeeAndRedirects(unittest.TestCase):
                         with open(os.path.join(d, "stderr.log")) as f:
                             self.assertEqual(f.read(), "err of %d x\n" % r)
 
+    def test_maps_written_for_eight_cards_run_on_two(self):
+        # MLCommons AlgoPerf's launch line for 8 cards (--redirects 1:0,...,7:0: rank 0's output
+        # stays as it is) and a --tee map of the same shape, on a node with 2 cards: torchrun
+        # ignores the entries of the ranks the node does not run, and so does gculaunch, with
+        # one warning per flag; the entries of local rank 1 still count.
+        with gltest.TempDir() as tmp:
+            script = write_script(tmp, "rank.py", RANK)
+            log_dir = os.path.join(tmp, "logs")
+            args = ["--nproc-per-node", "2", "--python", gltest.PYTHON, "--log-dir", log_dir,
+                    "--run-id", "eight", "--redirects", "1:3,2:0,3:0,4:0,5:0,6:0,7:0",
+                    "--tee", "1:1,2:1,3:1,4:1,5:1,6:1,7:1", script, "z"]
+            with gltest.Job(args) as job:
+                self.assertEqual(job.wait(timeout=60), 0, job.stderr)
+                out, err, stderr = rank_lines(job.stdout), rank_lines(job.stderr), job.stderr
+            # Rank 0: nothing redirected; rank 1: both redirected, stdout teed back.
+            self.assertEqual(out, ["[rank0]: out of 0 z", "[rank1]: out of 1 z"])
+            self.assertEqual(err, ["[rank0]: err of 0 z"])
+            for flag, ranks in (("--redirects", "2,3,4,5,6,7"), ("--tee", "2,3,4,5,6,7")):
+                self.assertEqual(stderr.count("%s: ignored the entries for local ranks %s, "
+                                              "which this node does not run (nproc-per-node "
+                                              "is 2), as torchrun does" % (flag, ranks)), 1,
+                                 stderr)
+            dirs = run_dirs(log_dir, "eight")
+            self.assertEqual(len(dirs), 1, dirs)
+            with open(os.path.join(dirs[0], "attempt_0", "1", "stderr.log")) as f:
+                self.assertEqual(f.read(), "err of 1 z\n")
+
     def test_redirects_without_log_dir_keep_a_torchelastic_directory(self):
         with gltest.TempDir() as tmp:
             script = write_script(tmp, "rank.py", RANK)

@@ -47,6 +47,10 @@ bool HasNote(const LaunchSpec& spec, const std::string& note) {
   return std::find(spec.notes.begin(), spec.notes.end(), note) != spec.notes.end();
 }
 
+bool HasWarning(const LaunchSpec& spec, const std::string& warning) {
+  return std::find(spec.warnings.begin(), spec.warnings.end(), warning) != spec.warnings.end();
+}
+
 std::string Notes(const LaunchSpec& spec) {
   std::string out;
   for (const std::string& note : spec.notes) out += note + "\n";
@@ -670,9 +674,23 @@ TEST_CASE("launch spec: supervision and output settings", "[launch_spec]") {
   CHECK(WantsLogFiles(teed));
   CHECK(WantsLogFiles(f.Spec({"--redirects", "1", "x.py"})));
   CHECK_FALSE(WantsLogFiles(f.Spec({"x.py"})));
-  CHECK(f.Err({"--nproc-per-node", "2", "--log-dir", "l", "--redirects", "2:3", "x.py"}) ==
-        "gculaunch: --redirects: local rank 2 does not exist (nproc-per-node is 2) (fix: use "
-        "local ranks 0 to 1)");
+  // A map written for 8 cards on a node with 2: the absent ranks' entries are ignored with a
+  // warning (shown at launch too), as torchrun ignores them; the present ranks' entries still
+  // count.
+  const LaunchSpec eight = f.Spec({"--nproc-per-node", "2", "--log-dir", "l", "--redirects",
+                                   "1:3,2:3,7:1", "--tee", "5:2", "x.py"});
+  CHECK(eight.redirects.per_rank == std::map<int, int>{{1, 3}});
+  CHECK(eight.redirects.For(0) == 0);
+  CHECK(eight.redirects.For(1) == 3);
+  CHECK(eight.tee.per_rank.empty());
+  CHECK(eight.tee.For(0) == 0);
+  CHECK(HasWarning(eight,
+                   "--redirects: ignored the entries for local ranks 2,7, which this node does not "
+                   "run (nproc-per-node is 2), as torchrun does"));
+  CHECK(HasWarning(eight,
+                   "--tee: ignored the entries for local rank 5, which this node does not run "
+                   "(nproc-per-node is 2), as torchrun does"));
+  CHECK(f.Spec({"--nproc-per-node", "2", "--redirects", "0:1,1:2", "x.py"}).warnings.empty());
   CHECK(f.Err({"--nproc-per-node", "2", "--local-ranks-filter", "0,2", "x.py"}) ==
         "gculaunch: --local-ranks-filter 2: there are only 2 local ranks (fix: use local ranks 0 "
         "to 1)");
