@@ -112,7 +112,9 @@ ListenSocket::~ListenSocket() {
 
 int ListenSocket::Release() { return std::exchange(fd_, -1); }
 
-Result<ListenSocket> ListenSocket::Bind(const std::string& host, std::uint16_t port, int backlog) {
+Result<ListenSocket> ListenSocket::Bind(const std::string& host, std::uint16_t port, int backlog,
+                                        int* bind_errno) {
+  if (bind_errno != nullptr) *bind_errno = 0;
   Attempt got;
   const bool all = host.empty() || host == "*";
   if (all || host == "::") {
@@ -150,6 +152,7 @@ Result<ListenSocket> ListenSocket::Bind(const std::string& host, std::uint16_t p
     ::freeaddrinfo(list);
   }
   if (got.fd < 0) {
+    if (bind_errno != nullptr) *bind_errno = got.err;
     return Error{"cannot listen on " + Endpoint(host, port) + ": " + std::strerror(got.err),
                  HintFor(got.err, port)};
   }

@@ -33,9 +33,10 @@ class ListenSocket {
   ///   "0.0.0.0"        all IPv4 interfaces only;
   ///   anything else    a numeric address or a name (resolved with getaddrinfo; the first
   ///                    address that binds wins), e.g. "127.0.0.1" or "localhost".
-  /// Port 0 picks a free port; port() reports it.
+  /// Port 0 picks a free port; port() reports it.  `bind_errno`, if given, receives the
+  /// errno of a failed bind or listen (e.g. EADDRINUSE), else 0.
   static Result<ListenSocket> Bind(const std::string& host, std::uint16_t port,
-                                   int backlog = kDefaultBacklog);
+                                   int backlog = kDefaultBacklog, int* bind_errno = nullptr);
 
   /// Takes ownership of `fd`, a TCP socket that is already bound (listening or not).  Makes
   /// it close-on-exec and non-blocking and listens if it is not listening yet.  On error the

@@ -748,10 +748,30 @@ void Launch::Teardown() {
   }
 }
 
+namespace {
+
+// Node rank at rendezvous, store host inferred: when the endpoint's port is taken on this host
+// (a second launcher of the job here, e.g. hostNetwork pods), this one joins as a client, as
+// torchrun does; the coordinator then checks that the listener is this job's (the run id).
+// A port taken for another reason fails the same way later, naming the port.  The socket is
+// closed again at once: the launch binds it after the guardian is forked.
+LaunchSpec JoinIfPortTaken(LaunchSpec spec) {
+  if (!spec.store_host_inferred || !spec.store_host.value_or(false) || !HostsAgentStore(spec)) {
+    return spec;
+  }
+  int bind_errno = 0;
+  if (BindStorePort(spec, &bind_errno).ok() || bind_errno != EADDRINUSE) return spec;
+  return JoinAsClient(spec, "port " + std::to_string(spec.agent_port) +
+                                " on this host is in use: joining the store there as a client, "
+                                "as torchrun does");
+}
+
+}  // namespace
+
 int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
               const LaunchOptions& options) {
-  if (std::optional<LaunchSpec> decided = DecideStoreHost(spec, log)) {
-    return Launch(*decided, env, log, sink, options).Run();
+  if (std::optional<LaunchSpec> decided = DecideStoreHost(spec)) {
+    return Launch(JoinIfPortTaken(std::move(*decided)), env, log, sink, options).Run();
   }
   return Launch(spec, env, log, sink, options).Run();
 }

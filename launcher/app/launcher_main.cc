@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "base/exit_codes.h"
 #include "launcher/app/launch.h"
+#include "launcher/cluster/cluster_node.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/launch_spec.h"
@@ -56,6 +58,8 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     return spec.error().exit_code != 0 ? spec.error().exit_code : exit_code::kUsage;
   }
   if (spec->dry_run) {
+    // Node ranks at rendezvous: the layout line says whether this node would host the store.
+    if (std::optional<LaunchSpec> decided = DecideStoreHost(*spec)) spec->layout = decided->layout;
     WriteStdout(RenderDryRun(*spec, env));
     return exit_code::kSuccess;
   }

@@ -261,11 +261,14 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         }
       }
       if (!connecting_ || closed_) co_return;
+      const std::string why = options_.not_host_why.empty()
+                                  ? ""
+                                  : "; this node does not host the store: " + options_.not_host_why;
       log_.info(
           "waiting for the master node at {} ({}): {} attempt(s) in {}, last: {}; node 0 "
-          "may still be starting, waiting up to {} (--rdzv-timeout)",
+          "may still be starting, waiting up to {} (--rdzv-timeout){}",
           endpoint(), resolved, attempts_, Seconds(Clock::now() - start),
-          last_error_.empty() ? "-" : last_error_, Seconds(options_.connect_timeout));
+          last_error_.empty() ? "-" : last_error_, Seconds(options_.connect_timeout), why);
     }
   }
 

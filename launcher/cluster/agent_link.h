@@ -92,6 +92,9 @@ struct RemoteLinkOptions {
   std::string host;  ///< MASTER_ADDR (no brackets)
   int port = 0;      ///< the port node 0's gculaunch serves the agents on
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(15)};  ///< --rdzv-timeout
+  /// Node rank at rendezvous: why this node is not the store host (MatchThisHost), for the
+  /// "waiting for the master node" line; empty: not said.
+  std::string not_host_why;
   std::chrono::milliseconds progress_period{10000};
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{1000};

@@ -414,10 +414,11 @@ AgentAction RestartLog(const StopMarker& m, const AgentConfig& config) {
                                  std::to_string(config.min_nodes) + " node(s) remain (" + restart +
                                  ")");
   }
-  // A fixed size; on etcd (MIN = MAX) any node may take the lost one's place.
+  // A fixed size; with node ranks at rendezvous (etcd, c10d without node ranks: MIN = MAX)
+  // any node may take the lost one's place.
   return Say(Level::kWarn,
              what + "; every node stops its ranks and waits up to " + limit + " s for it " +
-                 (config.elected_leader ? "or a replacement to join" : "to come back") + " (" +
+                 (config.min_nodes > 0 ? "or a replacement to join" : "to come back") + " (" +
                  restart + ")");
 }
 

@@ -47,8 +47,9 @@ job::NodeRegistration MakeRegistration(const LaunchSpec& spec, const RankRuntime
   job::NodeRegistration reg;
   reg.node_rank = spec.node_rank;
   reg.nnodes = spec.nnodes;
-  // 0: fixed size (job_protocol.h); on etcd MIN = MAX: a fixed size on the elastic path.
-  reg.min_nodes = spec.elastic() ? spec.min_nodes : spec.etcd ? spec.nnodes : 0;
+  // 0: node ranks given (job_protocol.h); MIN = MAX (on etcd, or c10d without node ranks): a
+  // fixed size on the elastic path.
+  reg.min_nodes = spec.node_rank_at_rendezvous() ? spec.min_nodes : spec.etcd ? spec.nnodes : 0;
   reg.nproc = spec.nproc_per_node;
   reg.max_restarts = spec.max_restarts;
   reg.hang = HangSetting(spec);
@@ -92,6 +93,7 @@ CoordinatorSettings MakeCoordinatorSettings(const LaunchSpec& spec,
   c.config.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
   c.config.master = reg;
   c.config.elected_leader = spec.etcd.has_value();
+  if (spec.node_rank_at_rendezvous()) c.config.host_why = spec.store_host_why;
   c.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   c.rdzv_timeout = SecondsToMillis(spec.rdzv_timeout_s);
   c.ranks_port = spec.store_mode == StoreMode::kAgent ? 0
@@ -128,15 +130,25 @@ Result<std::unique_ptr<ClusterNode>> MakeEtcdClusterNode(const LaunchSpec& spec,
 
 bool RunsAsCluster(const LaunchSpec& spec) { return spec.nnodes > 1 || spec.etcd.has_value(); }
 
-std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec, spdlog::logger& log) {
-  if (!spec.elastic() || spec.store_host || spec.etcd) return std::nullopt;
+std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec) {
+  if (!spec.node_rank_at_rendezvous() || spec.store_host || spec.etcd) return std::nullopt;
   LaunchSpec decided = spec;
-  decided.store_host = NamesThisHost(spec.master_addr);
-  decided.node_rank = *decided.store_host ? 0 : 1;
-  log.info("{} (the rendezvous endpoint {} {} this host)",
-           *decided.store_host ? "this node hosts the store" : "another node hosts the store",
-           spec.master_addr, *decided.store_host ? "names" : "does not name");
+  const HostMatch match = MatchThisHost(spec.master_addr);
+  decided.store_host = match.local;
+  decided.store_host_why = match.why;
+  decided.store_host_inferred = true;
+  decided.node_rank = match.local ? 0 : 1;
+  decided.layout = FormatLayout(decided);
   return decided;
+}
+
+LaunchSpec JoinAsClient(const LaunchSpec& spec, const std::string& why) {
+  LaunchSpec client = spec;
+  client.store_host = false;
+  client.store_host_why = why;
+  client.node_rank = 1;
+  client.layout = FormatLayout(client);
+  return client;
 }
 
 ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime) {
@@ -147,6 +159,7 @@ ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRu
   m.remote.host = spec.master_addr;
   m.remote.port = spec.agent_port;
   m.remote.connect_timeout = SecondsToMillis(spec.rdzv_timeout_s);
+  if (spec.node_rank_at_rendezvous()) m.remote.not_host_why = spec.store_host_why;
   m.remote.secret = spec.job_secret;
   return m;
 }

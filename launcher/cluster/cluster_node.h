@@ -57,11 +57,17 @@ namespace gculaunch {
 /// NodeAgent that decides restarts.
 bool RunsAsCluster(const LaunchSpec& spec);
 
-/// An elastic job on the built-in store decides here which node hosts the store, as torchrun's
-/// c10d rendezvous does: the node the rendezvous endpoint names (it becomes node 0, the others
-/// node 1 until the coordinator numbers them), with a line saying which.  nullopt: the spec
-/// decided already (a fixed size, etcd, --rdzv-conf is_host, --node-rank or RANK).
-std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec, spdlog::logger& log);
+/// A job whose node ranks are assigned at rendezvous (elastic, or c10d without node ranks) on
+/// the built-in store decides here which node hosts the store, as torchrun's c10d rendezvous
+/// does: the node the rendezvous endpoint names (it becomes node 0, the others node 1 until
+/// the coordinator numbers them).  The layout line says which, and by which rule
+/// (MatchThisHost).  nullopt: the spec decided already (node ranks given, etcd, --rdzv-conf
+/// is_host).
+std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec);
+
+/// `spec` (store host inferred) as a client of the store another launcher on this host
+/// serves: torchrun's retry when the endpoint's port is taken.  `why` goes in the layout line.
+LaunchSpec JoinAsClient(const LaunchSpec& spec, const std::string& why);
 
 /// What the multi-node pieces are made of, from the spec (docs/multinode.md).
 struct ClusterNodeSettings {

@@ -158,6 +158,22 @@ StopMarker JobError(int code, const std::string& what) {
 // Members that are away are dropped: the job re-forms without them.
 std::vector<int> NextOrder(CoordinatorState& s, const CoordinatorConfig& config) {
   std::erase_if(s.members, [](const auto& m) { return m.second.away; });
+  if (config.fixed_at_rendezvous() && !s.order.empty()) {
+    // A fixed size: members keep their node ranks; newcomers fill the vacated ones by id.
+    std::vector<int> slots;
+    for (int id : s.order) slots.push_back(s.members.count(id) != 0 ? id : -1);
+    for (const auto& [id, m] : s.members) {
+      if (std::find(slots.begin(), slots.end(), id) != slots.end()) continue;
+      auto hole = std::find(slots.begin(), slots.end(), -1);
+      if (hole != slots.end()) {
+        *hole = id;
+      } else if (static_cast<int>(slots.size()) < config.nnodes) {
+        slots.push_back(id);
+      }
+    }
+    std::erase(slots, -1);
+    return slots;
+  }
   std::vector<int> order;
   for (int id : s.order) {
     if (s.members.count(id) != 0) order.push_back(id);
@@ -167,6 +183,25 @@ std::vector<int> NextOrder(CoordinatorState& s, const CoordinatorConfig& config)
     if (std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
   }
   return order;
+}
+
+// A fixed size at rendezvous: a member that has no place in the plan is refused, in one line
+// on its node, instead of waiting for room that a fixed-size job never makes.
+void RefuseBeyondFull(CoordinatorStep& step, const CoordinatorConfig& config) {
+  CoordinatorState& s = step.state;
+  std::vector<int> beyond;
+  for (const auto& [id, m] : s.members) {
+    if (std::find(s.order.begin(), s.order.end(), id) == s.order.end()) beyond.push_back(id);
+  }
+  for (int id : beyond) {
+    Refuse(step, id, s.members.at(id).seq,
+           Error{"the job is full: its " + std::to_string(config.nnodes) + " nodes (--nnodes " +
+                     std::to_string(config.nnodes) + ") have joined",
+                 "start at most " + std::to_string(config.nnodes) +
+                     " nodes with this rendezvous endpoint and id, or use --nnodes MIN:MAX to "
+                     "keep spare nodes"});
+    s.members.erase(id);
+  }
 }
 
 void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int restarts) {
@@ -189,6 +224,7 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
     s.order.clear();
     for (const auto& [node, m] : s.members) s.order.push_back(node);
   }
+  if (config.fixed_at_rendezvous()) RefuseBeyondFull(step, config);
   std::vector<NodeRegistration> regs;
   for (int node : s.order) regs.push_back(s.members.at(node).reg);
   CoordinatorAction plan = CAct(CK::kPublishPlan, epoch);
@@ -351,7 +387,9 @@ void NodeGone(CoordinatorStep& step, const CoordinatorConfig& config, int node, 
       member.away = true;
       member.gone = m;
       std::string text =
-          Describe(m) + (config.elastic()
+          Describe(m) + (config.fixed_at_rendezvous()
+                             ? " while the job re-forms; it waits for a node to take its place"
+                         : config.elastic()
                              ? " while the job re-forms; it re-forms without it"
                              : " while the job re-forms; it waits for it to come back");
       if (s.marker && s.marker->kind == StopMarker::Kind::kRankFailed) {
@@ -421,6 +459,10 @@ void ElasticArrival(CoordinatorStep& step, const CoordinatorConfig& config, int 
   CoordinatorState& s = step.state;
   const Member& m = s.members.at(node);
   if (static_cast<int>(s.order.size()) >= config.nnodes) {
+    if (config.fixed_at_rendezvous()) {
+      RefuseBeyondFull(step, config);
+      return;
+    }
     Log(step, NameOf(m) + " waits for room: the job runs its maximum of " +
                   std::to_string(config.nnodes) + " nodes");
     return;
@@ -505,6 +547,15 @@ void OnRendezvousTimeout(CoordinatorStep& step, const CoordinatorConfig& config)
     MaybeStart(step, config);
     return;
   }
+  if (config.fixed_at_rendezvous()) {
+    AbortAll(step, step.state.adopted + 1,
+             JobError(exit_code::kRendezvousFailed,
+                      std::to_string(Present(step.state)) + " of " + std::to_string(config.nnodes) +
+                          " nodes joined within " + std::to_string(config.rdzv_timeout_s) +
+                          " s (fix: start gculaunch on every node with the same "
+                          "--rdzv-endpoint and --rdzv-id, or raise --rdzv-timeout)"));
+    return;
+  }
   if (config.elastic()) {
     AbortAll(step, step.state.adopted + 1,
              JobError(exit_code::kRendezvousFailed,
@@ -550,7 +601,14 @@ void OnMissingTick(CoordinatorStep& step, const CoordinatorConfig& config) {
   const CoordinatorState& s = step.state;
   std::vector<int> missing;
   std::string text;
-  if (s.phase == CPhase::kGathering && config.elastic()) {
+  if (s.phase == CPhase::kGathering && config.fixed_at_rendezvous()) {
+    missing.push_back(-1);
+    const int more = config.nnodes - Present(s);
+    text = "waiting for " + std::to_string(more) + " more node" + (more == 1 ? "" : "s") +
+           " to join (" + std::to_string(Present(s)) + " of " + std::to_string(config.nnodes) +
+           " present, node ranks assigned at rendezvous" +
+           (config.host_why.empty() ? "" : "; this node hosts the store: " + config.host_why) + ")";
+  } else if (s.phase == CPhase::kGathering && config.elastic()) {
     missing.push_back(-1);
     text = "waiting for nodes to join (" + std::to_string(Present(s)) + " present, the job needs " +
            std::to_string(config.min_nodes) + " to " + std::to_string(config.nnodes) + ")";
@@ -688,9 +746,12 @@ void OnRejoinTimeout(CoordinatorStep& step, const CoordinatorConfig& config, int
   if (config.elastic()) {
     // The job re-forms without it when MIN nodes remain; else it waited for joins this long.
     if (s.phase != CPhase::kRestarting || Present(s) >= config.min_nodes) return;
+    const std::string nnodes =
+        config.min_nodes == config.nnodes
+            ? std::to_string(config.nnodes)
+            : std::to_string(config.min_nodes) + ":" + std::to_string(config.nnodes);
     gone.what += "; " + std::to_string(Present(s)) + " node(s) remain of the " +
-                 std::to_string(config.min_nodes) + " the job needs (--nnodes " +
-                 std::to_string(config.min_nodes) + ":" + std::to_string(config.nnodes) +
+                 std::to_string(config.min_nodes) + " the job needs (--nnodes " + nnodes +
                  ") and no node joined within " + std::to_string(config.rdzv_timeout_s) +
                  " s (--rdzv-timeout)";
     AbortAll(step, s.epoch + 1, std::move(gone));

@@ -47,8 +47,14 @@ struct CoordinatorConfig {
   /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host; the
   /// messages of a takeover say so.
   bool elected_leader = false;
+  /// Node ranks at rendezvous on the built-in store: why this node hosts the store
+  /// (MatchThisHost, --rdzv-conf is_host), for the "waiting for nodes" lines; empty: not said.
+  std::string host_why;
   BackoffConfig backoff;  ///< --restart-backoff (default off here; 1:60 from the launch spec)
   bool elastic() const { return min_nodes > 0 && min_nodes <= nnodes; }
+  /// MIN = MAX on the built-in store (c10d without node ranks): a node keeps its node rank
+  /// across epochs, a newcomer takes a vacated one, and one beyond MAX is refused.
+  bool fixed_at_rendezvous() const { return min_nodes == nnodes && !elected_leader; }
 };
 
 /// A node of the job, as its latest accepted join request describes it.  Members are keyed by

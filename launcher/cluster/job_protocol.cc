@@ -360,6 +360,14 @@ Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& ma
         who + " expects " + count(reg) + " nodes but " + master_name + " expects " + count(master),
         "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
   }
+  if (Elastic(reg) != Elastic(master)) {
+    const auto how = [](const NodeRegistration& r) {
+      return Elastic(r) ? std::string("has its node rank assigned at rendezvous")
+                        : "was given node rank " + std::to_string(r.node_rank);
+    };
+    return Error{who + " " + how(reg) + " but " + master_name + " " + how(master),
+                 "give every node a node rank (RANK / --node-rank), or none"};
+  }
   if (!Elastic(master) && (reg.node_rank < 0 || reg.node_rank >= master.nnodes)) {
     return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),
                  "check RANK / --node-rank on that node"};

@@ -7,9 +7,11 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
+#include <map>
+#include <vector>
 
 namespace gculaunch {
 
@@ -96,37 +98,93 @@ Result<std::string> RouteAddressTo(const std::string& host, int port) {
 
 namespace gculaunch {
 
-bool NamesThisHost(const std::string& host) {
-  char name[256] = {};
-  if (host == "localhost" || (::gethostname(name, sizeof name - 1) == 0 && host == name)) {
-    return true;
+namespace {
+
+struct Resolved {
+  std::vector<std::string> addresses;
+  std::string canonical;  ///< getaddrinfo's AI_CANONNAME, if any
+};
+
+Resolved Resolve(const std::string& host) {
+  Resolved out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_CANONNAME;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_canonname != nullptr && out.canonical.empty()) out.canonical = a->ai_canonname;
+    if (auto text = AddressText(a->ai_addr, a->ai_addrlen); text.ok()) {
+      out.addresses.push_back(*text);
+    }
   }
-  std::set<std::string> mine;
+  ::freeaddrinfo(found);
+  return out;
+}
+
+bool IsLoopbackLiteral(const std::string& host) {
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+bool IsAddressLiteral(const std::string& host) {
+  unsigned char buffer[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buffer) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), buffer) == 1;
+}
+
+// Address text -> interface name, for every interface that other hosts can reach us on.
+std::map<std::string, std::string> InterfaceAddresses() {
+  std::map<std::string, std::string> mine;
   ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return false;
+  if (::getifaddrs(&list) != 0) return mine;
   for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
     const int family = a->ifa_addr->sa_family;
     if (family != AF_INET && family != AF_INET6) continue;
+    // A dummy device's addresses (kube-ipvs0's service addresses) exist on every node alike.
+    const unsigned flags = a->ifa_flags;
+    if ((flags & IFF_NOARP) != 0 && (flags & (IFF_POINTOPOINT | IFF_LOOPBACK)) == 0) continue;
     const socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    if (auto text = AddressText(a->ifa_addr, length); text.ok()) mine.insert(*text);
+    if (auto text = AddressText(a->ifa_addr, length); text.ok()) mine.emplace(*text, a->ifa_name);
   }
   ::freeifaddrs(list);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']'
-                               ? host.substr(1, host.size() - 2)
-                               : host;
-  if (::getaddrinfo(bare.c_str(), nullptr, &hints, &found) != 0) return false;
-  bool local = false;
-  for (const addrinfo* a = found; a != nullptr && !local; a = a->ai_next) {
-    auto text = AddressText(a->ai_addr, a->ai_addrlen);
-    local = text.ok() && mine.count(*text) != 0;
+  return mine;
+}
+
+}  // namespace
+
+HostMatch MatchThisHost(const std::string& endpoint_host) {
+  const std::string host =
+      endpoint_host.size() > 2 && endpoint_host.front() == '[' && endpoint_host.back() == ']'
+          ? endpoint_host.substr(1, endpoint_host.size() - 2)
+          : endpoint_host;
+  if (host == "localhost") return {true, "localhost is this host"};
+  if (IsLoopbackLiteral(host)) return {true, host + " is a loopback address"};
+  char name[256] = {};
+  const std::string self = ::gethostname(name, sizeof name - 1) == 0 ? name : "";
+  if (!self.empty() && host == self) return {true, host + " is this host's name"};
+  const Resolved own = self.empty() ? Resolved{} : Resolve(self);
+  if (!own.canonical.empty() && host == own.canonical) {
+    return {true, host + " is this host's canonical name"};
   }
-  ::freeaddrinfo(found);
-  return local;
+  if (IsAddressLiteral(host) &&
+      std::find(own.addresses.begin(), own.addresses.end(), host) != own.addresses.end()) {
+    return {true, host + " is an address this host's name (" + self + ") resolves to"};
+  }
+  // gculaunch's wider rule: the endpoint reaches one of this host's interfaces.
+  const std::map<std::string, std::string> mine = InterfaceAddresses();
+  for (const std::string& address : Resolve(host).addresses) {
+    auto it = mine.find(address);
+    if (it == mine.end()) continue;
+    return {true, (address == host ? host : host + " resolves to " + address + ", which") +
+                      " is an address of interface " + it->second};
+  }
+  return {false, host + " is not localhost, a loopback address, this host's name (" + self +
+                     ") or an address of its interfaces"};
 }
 
 }  // namespace gculaunch

@@ -40,10 +40,19 @@ Result<std::string> AddressText(const sockaddr* address, socklen_t length);
 /// The local address of the connected socket `fd`, numeric (see the file comment).
 Result<std::string> LocalAddressOf(int fd);
 
-/// Whether `host` names this machine, as torchrun's c10d rendezvous decides who hosts the
-/// store (is_host): "localhost", this host's name, or a name or address that resolves to an
-/// address of one of this machine's interfaces.  Names that do not resolve: false.
-bool NamesThisHost(const std::string& host);
+/// Whether `host` (a c10d rendezvous endpoint's host) names this machine, and why: the rule
+/// that matched, or why none did, in words for the layout and "waiting" lines.
+struct HostMatch {
+  bool local = false;
+  std::string why;  ///< e.g. "198.18.0.1 is an address of interface eth0"
+};
+
+/// torchrun's rules first (c10d's is_host): "localhost", a loopback address, this host's name,
+/// its canonical name, or an address this host's name resolves to.  Then gculaunch's wider
+/// one: a name or address that resolves to an address of one of this machine's interfaces,
+/// except a dummy interface's (NOARP and not point-to-point, e.g. kube-proxy's kube-ipvs0,
+/// which holds every service address on every node).  Names that do not resolve: not local.
+HostMatch MatchThisHost(const std::string& host);
 
 /// This host's address on the route to host:port (numeric host or a name resolved with
 /// getaddrinfo); no packet is sent.  The error names the host.

@@ -11,8 +11,9 @@ StoreClusterNode::StoreClusterNode(const LaunchSpec& spec, const ClusterNodeSett
   if (context.store != nullptr) {
     local_link_.emplace(io_, context.store->server());
     link = &*local_link_;
-    coordinator_board_.emplace(context.store->server(), *context.store,
-                               spec.elastic() ? StoreCoordinatorBoard::kAnyNode : spec.nnodes);
+    coordinator_board_.emplace(
+        context.store->server(), *context.store,
+        spec.node_rank_at_rendezvous() ? StoreCoordinatorBoard::kAnyNode : spec.nnodes);
     if (hooks_ != nullptr) hooks_->target = &*coordinator_board_;
     coordinator_.emplace(io_, *coordinator_board_, settings.coordinator, log_);
   } else {

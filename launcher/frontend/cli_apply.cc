@@ -129,6 +129,17 @@ std::optional<bool> ParseBoolText(const std::string& text) {
   return std::nullopt;
 }
 
+std::optional<bool> ParseRdzvBool(const std::string& text) {
+  const std::string lower = Lower(text);
+  for (const char* yes : {"1", "true", "t", "yes", "y"}) {
+    if (lower == yes) return true;
+  }
+  for (const char* no : {"0", "false", "f", "no", "n"}) {
+    if (lower == no) return false;
+  }
+  return std::nullopt;
+}
+
 Result<int> ParsePort(const std::string& source, const std::string& value) {
   auto port = ParseIntIn(value, 0, 65535);
   if (!port) return BadValue(source, value, "expected a port number 0-65535", "29500");
@@ -363,7 +374,7 @@ std::optional<Error> CheckRdzvItem(const ApplyContext& c, const std::string& key
       return BadRdzvItem(c, key, val, "'" + key + "' is " + kTooLong, key + "=900");
     }
   } else if (key == "is_host") {
-    if (!ParseBoolText(val)) {
+    if (!ParseRdzvBool(val)) {
       return BadRdzvItem(c, key, val, "'is_host' expects true or false", "is_host=true");
     }
   } else if (IsEtcdConfKey(key)) {

@@ -37,6 +37,9 @@ std::optional<Error> CheckSeconds(const std::string& source, const std::string& 
                                   const std::string& problem, const std::string& example);
 bool IsRunId(const std::string& id);
 std::optional<bool> ParseBoolText(const std::string& text);
+/// A --rdzv-conf boolean in torchrun's spellings (RendezvousParameters.get_as_bool): 1, true,
+/// t, yes, y or 0, false, f, no, n, in any case; else nullopt.
+std::optional<bool> ParseRdzvBool(const std::string& text);
 Result<int> ParsePort(const std::string& source, const std::string& value);
 Result<StdStreams> ParseStdStreams(const std::string& source, const std::string& value);
 bool IsRdzvKey(const std::string& key);

@@ -24,12 +24,19 @@ Result<LaunchSpec> SpecBuilder::Build() {
         &SpecBuilder::Metrics, &SpecBuilder::StoreAccess}) {
     if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
   }
-  spec_.layout = FormatLayout(spec_, from_);
+  spec_.layout_sources = FormatLayoutSources(from_);
+  spec_.layout = FormatLayout(spec_);
   if (spec_.elastic()) {
     Note(
         "elastic: WORLD_SIZE, RANK, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, "
         "ROLE_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT follow each epoch's plan and may "
         "change from one epoch to the next; shown here for node rank " +
+        std::to_string(spec_.node_rank) + " of " + std::to_string(spec_.nnodes) + " nodes");
+  } else if (spec_.node_rank_at_rendezvous()) {
+    Note(
+        "node rank: assigned at rendezvous (--rdzv-backend c10d without a node rank, as "
+        "torchrun does); RANK, GROUP_RANK and the rank offset follow the plan; shown here for "
+        "node rank " +
         std::to_string(spec_.node_rank) + " of " + std::to_string(spec_.nnodes) + " nodes");
   } else if (spec_.nnodes > 1) {
     Note("ranks " + std::to_string(spec_.rank_offset) + "-" +

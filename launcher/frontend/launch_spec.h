@@ -43,15 +43,24 @@ struct CliOptions;  // cli.h
 struct LaunchSpec {
   // ---- topology (torchrun's meanings) ----
   int nnodes = 1;  ///< elastic: MAX
-  /// Elastic (--nnodes MIN:MAX, MIN < MAX): MIN; 0 for a fixed-size job.  Node ranks, WORLD_SIZE
-  /// and the rank offset are then assigned per epoch by the job (docs/multinode.md); node_rank
-  /// only says whether this node hosts the store (0) or not (1).
+  /// Elastic (--nnodes MIN:MAX, MIN < MAX): MIN.  A fixed-size c10d job without a node rank
+  /// (--rdzv-backend c10d, no --node-rank, no platform RANK): MIN = MAX = nnodes.  0: a node
+  /// rank is given (or the default 0).  With MIN > 0, node ranks, WORLD_SIZE and the rank
+  /// offset are assigned per epoch by the job (docs/multinode.md); node_rank only says
+  /// whether this node hosts the store (0) or not (1).
   int min_nodes = 0;
   bool elastic() const { return min_nodes > 0 && min_nodes < nnodes; }
-  /// Elastic: whether this node hosts the store, when the command line or the platform says
-  /// (--rdzv-conf is_host, --node-rank / RANK 0); unknown: the node whose address the
-  /// endpoint names (decided at launch).
+  bool node_rank_at_rendezvous() const { return min_nodes > 0; }
+  /// Node rank at rendezvous: whether this node hosts the store, when the command line or
+  /// the platform says (--rdzv-conf is_host, --node-rank / RANK 0); unknown: the node whose
+  /// address the endpoint names (decided at launch, see store_host_inferred).
   std::optional<bool> store_host;
+  /// Why store_host is what it is, for the layout and "waiting" lines: "--rdzv-conf
+  /// is_host=true", "198.18.0.1 is an address of interface eth0", ...; empty: unknown.
+  std::string store_host_why;
+  /// store_host was inferred from the endpoint's host (not given): a second launcher of the
+  /// job on the endpoint's host joins as a client when the port is taken, as torchrun does.
+  bool store_host_inferred = false;
   /// Elastic: --rdzv-conf last_call_timeout (seconds, torchrun's default 30).
   double last_call_s = 30;
   int node_rank = 0;       ///< GROUP_RANK
@@ -187,10 +196,18 @@ struct LaunchSpec {
   /// came from (platform.h).  A launch logs it once at start; the dry run shows
   /// it before everything else.
   std::string layout;
+  /// The layout line's "(from WORLD_SIZE=2 (nodes), ...)" or "(defaults)": FormatLayout
+  /// builds the line again from it when the launch decides the store host.
+  std::string layout_sources;
   /// Job-platform variables a guard ignored (a stray WORLD_SIZE, ...): a launch
   /// prints each as a warning; the dry run shows them after the layout line.
   std::vector<std::string> warnings;
 };
+
+/// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2 (nodes), RANK=1,
+/// MASTER_ADDR, MASTER_PORT)"; "(defaults)" when nothing was given.  An IPv6 master is written
+/// [addr]:port.
+std::string FormatLayout(const LaunchSpec& spec);
 
 /// The variable that may name the job secret's file instead of --job-secret-file; like the
 /// etcd password's variable, no rank inherits it.

@@ -26,10 +26,9 @@ struct LayoutSources {
   std::string master_port;
 };
 
-// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
-// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)"; "(defaults)" when nothing was
-// given.  An IPv6 master is written [addr]:port.
-std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from);
+// The layout line's sources: "(from WORLD_SIZE=2 (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)",
+// or "(defaults)" when nothing was given.
+std::string FormatLayoutSources(const LayoutSources& from);
 
 // Everything MakeLaunchSpec decides, step by step; each step may fail with
 // an Error naming the flag or variable.
@@ -57,6 +56,7 @@ class SpecBuilder {
   Status EtcdMaster();
   Status FlagsMaster();
   Status StorePorts();
+  void RankAtRendezvous(bool rank_given);
   void ElasticStore(bool rank_given);
   void RendezvousTimeout();
   // ---- the device, the card pool, ranks per node, cards and CPUs (spec_device.cc) ----

@@ -16,6 +16,7 @@
 #include "base/one_line.h"
 #include "base/text.h"
 #include "launcher/frontend/cli.h"
+#include "launcher/frontend/cli_apply.h"
 #include "launcher/frontend/job_file.h"
 #include "launcher/frontend/platform.h"
 #include "launcher/frontend/profile_catalog.h"
@@ -32,38 +33,7 @@ constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 
 }  // namespace
 
-// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2
-// (nodes), RANK=1, MASTER_ADDR, MASTER_PORT)"; "(defaults)" when nothing was
-// given.  An IPv6 master is written [addr]:port.
-std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
-  const std::string host = spec.master_addr.find(':') != std::string::npos
-                               ? "[" + spec.master_addr + "]"
-                               : spec.master_addr;
-  // Multi-node: the port node 0's gculaunch meets the other nodes on (which the ranks'
-  // MASTER_PORT differs from only with --no-agent-store).
-  const int shown = spec.agent_port != 0 ? spec.agent_port : spec.master_port;
-  const std::string port = shown != 0 ? std::to_string(shown) : "<port chosen at launch>";
-  std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
-                     Plural(spec.nproc_per_node, "rank") + ", node " +
-                     std::to_string(spec.node_rank) + ", master " + host + ":" + port;
-  if (spec.etcd) {
-    // Every node is alike: the leader of each term hosts the ranks' store (docs/etcd.md).
-    const std::string count = spec.elastic() ? std::to_string(spec.min_nodes) + " to " +
-                                                   std::to_string(spec.nnodes) + " nodes (elastic)"
-                                             : Plural(spec.nnodes, "node");
-    line = "layout: " + count + " x " + Plural(spec.nproc_per_node, "rank") +
-           ", rendezvous in etcd at " + Join(spec.etcd->endpoints, ",") + " under " +
-           spec.etcd->key_prefix + ", node rank assigned at rendezvous, the leader of each term " +
-           "hosts the ranks' store on port " + port;
-  } else if (spec.elastic()) {
-    // Node ranks come from the rendezvous: each epoch's layout line names them.
-    const std::string who = !spec.store_host   ? "the node the endpoint names hosts the store"
-                            : *spec.store_host ? "this node hosts the store"
-                                               : "another node hosts the store";
-    line = "layout: " + std::to_string(spec.min_nodes) + " to " + std::to_string(spec.nnodes) +
-           " nodes (elastic) x " + Plural(spec.nproc_per_node, "rank") +
-           ", node rank assigned at rendezvous, " + who + ", master " + host + ":" + port;
-  }
+std::string FormatLayoutSources(const LayoutSources& from) {
   std::vector<std::string> sources;
   for (const std::string* source :
        {&from.nnodes, &from.node_rank, &from.master_addr, &from.master_port}) {
@@ -71,7 +41,47 @@ std::string FormatLayout(const LaunchSpec& spec, const LayoutSources& from) {
       sources.push_back(*source);
     }
   }
-  return line + (sources.empty() ? " (defaults)" : " (from " + Join(sources, ", ") + ")");
+  return sources.empty() ? "(defaults)" : "(from " + Join(sources, ", ") + ")";
+}
+
+namespace {
+
+// Node rank at rendezvous, without etcd: who hosts the store, and why when known.
+std::string StoreHostText(const LaunchSpec& spec) {
+  if (!spec.store_host) return "the node the endpoint names hosts the store";
+  const std::string why = spec.store_host_why.empty() ? "" : " (" + spec.store_host_why + ")";
+  return (*spec.store_host ? "this node hosts the store" : "another node hosts the store") + why;
+}
+
+}  // namespace
+
+std::string FormatLayout(const LaunchSpec& spec) {
+  const std::string host = spec.master_addr.find(':') != std::string::npos
+                               ? "[" + spec.master_addr + "]"
+                               : spec.master_addr;
+  // Multi-node: the port node 0's gculaunch meets the other nodes on (which the ranks'
+  // MASTER_PORT differs from only with --no-agent-store).
+  const int shown = spec.agent_port != 0 ? spec.agent_port : spec.master_port;
+  const std::string port = shown != 0 ? std::to_string(shown) : "<port chosen at launch>";
+  const std::string count = spec.elastic() ? std::to_string(spec.min_nodes) + " to " +
+                                                 std::to_string(spec.nnodes) + " nodes (elastic)"
+                                           : Plural(spec.nnodes, "node");
+  std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
+                     Plural(spec.nproc_per_node, "rank") + ", node " +
+                     std::to_string(spec.node_rank) + ", master " + host + ":" + port;
+  if (spec.etcd) {
+    // Every node is alike: the leader of each term hosts the ranks' store (docs/etcd.md).
+    line = "layout: " + count + " x " + Plural(spec.nproc_per_node, "rank") +
+           ", rendezvous in etcd at " + Join(spec.etcd->endpoints, ",") + " under " +
+           spec.etcd->key_prefix + ", node rank assigned at rendezvous, the leader of each term " +
+           "hosts the ranks' store on port " + port;
+  } else if (spec.node_rank_at_rendezvous()) {
+    // Node ranks come from the rendezvous: each epoch's layout line names them.
+    line = "layout: " + count + " x " + Plural(spec.nproc_per_node, "rank") +
+           ", node rank assigned at rendezvous, " + StoreHostText(spec) + ", master " + host + ":" +
+           port;
+  }
+  return line + " " + spec.layout_sources;
 }
 
 // Everything MakeLaunchSpec decides, step by step; each step may fail with
@@ -109,7 +119,11 @@ Status SpecBuilder::Topology() {
                  "node ranks run from 0 to " + std::to_string(spec_.nnodes - 1) +
                      "; check --node-rank and --nnodes"};
   }
-  ElasticStore(o_.node_rank.has_value() || (platform_.node_rank && !o_.standalone));
+  const bool rank_given = o_.node_rank.has_value() || (platform_.node_rank && !o_.standalone);
+  if (o_.rdzv_backend.value_or("") == "c10d" && !o_.standalone && spec_.nnodes > 1) {
+    RankAtRendezvous(rank_given);
+  }
+  ElasticStore(rank_given);
   spec_.standalone = o_.standalone;
   spec_.max_restarts = o_.max_restarts.value_or(0);
   spec_.restart_backoff = o_.restart_backoff.value_or(RestartBackoff{});
@@ -317,13 +331,32 @@ Status SpecBuilder::StorePorts() {
   return OkStatus();
 }
 
-// Elastic: who hosts the store (is_host, else a node rank given: 0), the last call.
+// --rdzv-backend c10d with a fixed --nnodes: without a node rank (accelerate's and many
+// Kubernetes recipes' torchrun line) the rendezvous assigns them, MIN = MAX = nnodes; a
+// given one is kept (torchrun ignores it with c10d).
+void SpecBuilder::RankAtRendezvous(bool rank_given) {
+  if (spec_.elastic()) return;
+  if (!rank_given) {
+    spec_.min_nodes = spec_.nnodes;
+    return;
+  }
+  Note(from_.node_rank + " is kept with --rdzv-backend c10d: this node is node rank " +
+       std::to_string(spec_.node_rank) +
+       " (torchrun ignores a node rank with c10d and assigns them at rendezvous; leave it out "
+       "for that)");
+}
+
+// Node rank at rendezvous: who hosts the store (is_host, else a node rank given: 0), the
+// last call.
 void SpecBuilder::ElasticStore(bool rank_given) {
-  if (!spec_.elastic()) return;
+  if (!spec_.node_rank_at_rendezvous()) return;
   if (auto it = o_.rdzv_conf.find("is_host"); it != o_.rdzv_conf.end()) {
-    spec_.store_host = it->second == "1" || it->second == "true" || it->second == "True";
+    // Checked by the command line (cli_apply.cc): torchrun's boolean spellings.
+    spec_.store_host = cli_flags::ParseRdzvBool(it->second).value_or(false);
+    spec_.store_host_why = "--rdzv-conf is_host=" + it->second;
   } else if (rank_given) {
     spec_.store_host = spec_.node_rank == 0;
+    spec_.store_host_why = from_.node_rank;
   }
   if (spec_.store_host) spec_.node_rank = *spec_.store_host ? 0 : 1;
   if (auto it = o_.rdzv_conf.find("last_call_timeout"); it != o_.rdzv_conf.end()) {

@@ -14,12 +14,13 @@ bool HostsAgentStore(const LaunchSpec& spec) {
   return spec.node_rank == 0 && (spec.store_mode == StoreMode::kAgent || spec.nnodes > 1);
 }
 
-Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec) {
+Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec, int* bind_errno) {
   // --standalone keeps the store off the network; a job that other nodes
   // join must be reachable on every interface (IPv4 and IPv6).
   const std::string host = spec.standalone ? spec.master_addr : "";
   const int port = spec.nnodes > 1 ? spec.agent_port : spec.master_port;
-  auto socket = rendezvous::ListenSocket::Bind(host, static_cast<std::uint16_t>(port));
+  auto socket = rendezvous::ListenSocket::Bind(host, static_cast<std::uint16_t>(port),
+                                               rendezvous::kDefaultBacklog, bind_errno);
   if (!socket.ok()) {
     const std::string where =
         (host.empty() ? std::string("all interfaces") : host) + " port " + std::to_string(port);

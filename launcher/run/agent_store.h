@@ -39,8 +39,8 @@ namespace gculaunch {
 bool HostsAgentStore(const LaunchSpec& spec);
 
 /// Binds the store's port for `spec` (see the file comment).  The error names
-/// the port and the flag that changes it.
-Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec);
+/// the port and the flag that changes it; `bind_errno` (if given) its errno.
+Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec, int* bind_errno = nullptr);
 
 class AgentStore : public AttemptObserver {
  public:

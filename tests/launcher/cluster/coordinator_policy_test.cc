@@ -508,9 +508,9 @@ TEST_CASE("coordinator policy: an elastic job with MIN present starts at the joi
   CHECK(alone.actions[0].plan.abort->exit_code == 3);
 }
 
-// A job on etcd: MIN = MAX is a fixed size on the elastic path (drawn ids, node ranks per plan):
-// no last call, the job starts when all N are in.  (The built-in backend's --nnodes N:N is
-// min_nodes 0: not elastic.)
+// MIN = MAX is a fixed size on the elastic path (drawn ids, node ranks per plan): a job on
+// etcd, or c10d without node ranks; no last call, the job starts when all N are in.  (A
+// fixed-size job whose node ranks are given is min_nodes 0: not elastic.)
 TEST_CASE("coordinator policy: MIN = MAX is a fixed size on the elastic path",
           "[coordinator_policy]") {
   CoordinatorConfig config;
@@ -532,6 +532,72 @@ TEST_CASE("coordinator policy: MIN = MAX is a fixed size on the elastic path",
   CoordinatorStep two = Step(s, config, CE::Join(1, reg(1)));
   CHECK(two.actions.empty());  // two of three: no last call
   CHECK(Names(Step(two.state, config, CE::Join(1, reg(2))).actions) == kGo0);
+}
+
+// c10d without node ranks (MIN = MAX on the built-in store): the waiting line says who hosts
+// the store and why; a node beyond N is refused; a node lost is replaced by a newcomer that
+// takes its node rank, while the others keep theirs.
+TEST_CASE("coordinator policy: c10d without node ranks keeps ranks and refuses beyond N",
+          "[coordinator_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.min_nodes = 3;
+  config.max_restarts = 2;
+  config.host_why = "198.18.0.1 is an address of interface eth0";
+  const auto reg = [](int id) {
+    NodeRegistration r = Reg(id);
+    r.min_nodes = 3;
+    r.max_restarts = 2;
+    return r;
+  };
+  config.master = reg(0);
+  REQUIRE(config.fixed_at_rendezvous());
+  const auto ids = [](const JobPlan& plan) {
+    std::vector<int> out;
+    for (const PlanNode& n : plan.nodes) out.push_back(n.id);
+    return out;
+  };
+  CoordinatorState s;
+  s = Step(s, config, CE::Join(1, reg(0))).state;
+  s = Step(s, config, CE::Join(1, reg(1))).state;
+  CHECK(Names(Step(s, config, CE::MissingTick()).actions) ==
+        std::vector<std::string>{
+            "LogMissing[waiting for 1 more node to join (2 of 3 present, node ranks assigned at "
+            "rendezvous; this node hosts the store: 198.18.0.1 is an address of interface "
+            "eth0)]"});
+  CoordinatorStep go = Step(s, config, CE::Join(1, reg(2)));
+  CHECK(Names(go.actions) == kGo0);
+
+  // A fourth node while the three run: refused at once, and forgotten.
+  CoordinatorStep full = Step(go.state, config, CE::Join(1, reg(3)));
+  REQUIRE(full.actions.size() == 2);
+  CHECK(ActionName(full.actions[0]) == "Refuse(3/1)(0)");
+  CHECK(full.actions[0].plan.abort->what ==
+        "refused: the job is full: its 3 nodes (--nnodes 3) have joined (fix: start at most 3 "
+        "nodes with this rendezvous endpoint and id, or use --nnodes MIN:MAX to keep spare "
+        "nodes)");
+  CHECK(full.state.members.count(3) == 0);
+
+  // Node 1 (node rank 1) is lost: the job waits for a replacement, which takes node rank 1;
+  // node 2 keeps node rank 2.
+  CoordinatorStep lost = Step(full.state, config, CE::NodeSilent(1, 1, "no heartbeat"));
+  REQUIRE(lost.actions.size() == 1);
+  s = Step(lost.state, config, CE::Marker(lost.actions[0].marker)).state;
+  s = Step(s, config, CE::Reaped(0, 0)).state;
+  CoordinatorStep waiting = Step(s, config, CE::Reaped(0, 2));
+  CHECK(waiting.actions.empty());
+  CoordinatorStep replaced = Step(waiting.state, config, CE::Join(1, reg(4)));
+  REQUIRE(replaced.actions.size() == 4);
+  CHECK(Names(replaced.actions)[1] == "PublishPlan(1)");
+  CHECK(ids(replaced.actions[1].plan) == std::vector<int>{0, 4, 2});
+  CHECK(replaced.actions[1].plan.nodes[1].node_rank == 1);
+  CHECK(replaced.actions[1].plan.nodes[2].node_rank == 2);
+  CHECK(RestartsOf(replaced.actions[1].plan) == 1);
+
+  // Without node ranks kept (the elastic rule), the survivors would close up: 0, 2, 4.
+  CoordinatorConfig elastic = config;
+  elastic.min_nodes = 2;
+  CHECK_FALSE(elastic.fixed_at_rendezvous());
 }
 
 // On etcd a takeover is a new leader elected for the term, not node 0 coming back: its

@@ -136,4 +136,32 @@ TEST_CASE("net address: the route towards the master, without sending anything",
   CHECK_THAT(bad.error().hint, Catch::Contains("MASTER_ADDR"));
 }
 
+// torchrun's rules for "the endpoint names this host", each saying which matched; a name that
+// does not resolve is not this host, and the reason names the rules.  (The interface rule and
+// the dummy-interface exception are exercised in network namespaces by
+// tests/integration/test_c10d_node_ranks.py.)
+TEST_CASE("net address: which rule makes the endpoint this host", "[net_address]") {
+  const HostMatch localhost = MatchThisHost("localhost");
+  CHECK(localhost.local);
+  CHECK(localhost.why == "localhost is this host");
+  const HostMatch loop4 = MatchThisHost("127.0.0.9");
+  CHECK(loop4.local);
+  CHECK(loop4.why == "127.0.0.9 is a loopback address");
+  const HostMatch loop6 = MatchThisHost("[::1]");
+  CHECK(loop6.local);
+  CHECK(loop6.why == "::1 is a loopback address");
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  const HostMatch self = MatchThisHost(name);
+  CHECK(self.local);
+  CHECK(self.why == std::string(name) + " is this host's name");
+  const HostMatch none = MatchThisHost("no-such-host.invalid");
+  CHECK_FALSE(none.local);
+  CHECK(none.why ==
+        "no-such-host.invalid is not localhost, a loopback address, this host's name (" +
+            std::string(name) + ") or an address of its interfaces");
+  // TEST-NET-1 is never an address of this machine.
+  CHECK_FALSE(MatchThisHost("192.0.2.1").local);
+}
+
 }  // namespace gculaunch

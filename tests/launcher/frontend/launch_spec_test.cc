@@ -147,6 +147,58 @@ TEST_CASE("launch spec: --rdzv-endpoint names the store", "[launch_spec]") {
                 "(as torchrun does)"));
 }
 
+// accelerate's and many Kubernetes recipes' line: --rdzv-backend c10d, a fixed --nnodes, no
+// node rank: the rendezvous assigns the node ranks (MIN = MAX), the endpoint's host hosts the
+// store unless --rdzv-conf is_host says.
+TEST_CASE("launch spec: c10d without a node rank assigns node ranks at rendezvous",
+          "[launch_spec]") {
+  Fixture f;
+  const std::vector<std::string> line = {
+      "--nnodes",        "2",           "--nproc_per_node", "8",   "--rdzv_backend", "c10d",
+      "--rdzv_endpoint", "node0:29400", "--rdzv_id",        "job7"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = line;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("train.py");
+    return args;
+  };
+  LaunchSpec s = f.Spec(with({}));
+  CHECK(s.node_rank_at_rendezvous());
+  CHECK_FALSE(s.elastic());
+  CHECK(s.min_nodes == 2);
+  CHECK_FALSE(s.store_host.has_value());
+  CHECK(s.layout ==
+        "layout: 2 nodes x 8 ranks, node rank assigned at rendezvous, the node the endpoint names "
+        "hosts the store, master node0:29400 (from --nnodes 2, --rdzv-endpoint)");
+  CHECK(Notes(s).find("node rank: assigned at rendezvous") != std::string::npos);
+
+  LaunchSpec host = f.Spec(with({"--rdzv-conf", "is_host=True"}));
+  CHECK(host.store_host == true);
+  CHECK(host.node_rank == 0);
+  CHECK(host.layout.find("this node hosts the store (--rdzv-conf is_host=True)") !=
+        std::string::npos);
+  LaunchSpec client = f.Spec(with({"--rdzv-conf", "is_host=no"}));
+  CHECK(client.store_host == false);
+  CHECK(client.node_rank == 1);
+  CHECK_FALSE(ParseCli(with({"--rdzv-conf", "is_host=maybe"}), f.env).ok());
+  CHECK(f.Spec(with({"--rdzv-conf", "is_host=Y"})).store_host == true);
+  CHECK(f.Spec(with({"--rdzv-conf", "is_host=0"})).store_host == false);
+
+  // A node rank given is kept (torchrun ignores it with c10d), with a note.
+  LaunchSpec ranked = f.Spec(with({"--node-rank", "1"}));
+  CHECK_FALSE(ranked.node_rank_at_rendezvous());
+  CHECK(ranked.node_rank == 1);
+  CHECK(ranked.rank_offset == 8);
+  CHECK(HasNote(ranked,
+                "--node-rank 1 is kept with --rdzv-backend c10d: this node is node rank 1 "
+                "(torchrun ignores a node rank with c10d and assigns them at rendezvous; leave "
+                "it out for that)"));
+  // The static backend (torchrun's default) has no rendezvous to assign them: node 0.
+  LaunchSpec fixed = f.Spec({"--nnodes", "2", "--rdzv-endpoint", "node0:29400", "x.py"});
+  CHECK_FALSE(fixed.node_rank_at_rendezvous());
+  CHECK(fixed.node_rank == 0);
+}
+
 TEST_CASE("launch spec: --rdzv-endpoint wins over --master-addr/--master-port, as in torchrun",
           "[launch_spec]") {
   Fixture f;
