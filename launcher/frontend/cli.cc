@@ -226,6 +226,14 @@ constexpr FlagDef kFlags[] = {
     {"local-ranks-filter", "", Kind::kValue, "I,J,...", "Supervision",
      "show only these local ranks' output on the console", &ApplyLocalRanksFilter,
      "local-ranks-filter"},
+    {"duplicate-stdout-filters", "", Kind::kValue, "TEXT,...", "Supervision",
+     "also copy the teed stdout lines (--tee) of the console's ranks (--local-ranks-filter) "
+     "that contain one of these texts to filtered_stdout.log in each attempt's log directory "
+     "(',,' is a literal comma)",
+     &ApplyFilters<&CliOptions::duplicate_stdout_filters>, "duplicate-stdout-filters"},
+    {"duplicate-stderr-filters", "", Kind::kValue, "TEXT,...", "Supervision",
+     "the same for stderr lines, to filtered_stderr.log",
+     &ApplyFilters<&CliOptions::duplicate_stderr_filters>, "duplicate-stderr-filters"},
     {"stdin", "", Kind::kValue, "null|rank0", "Supervision",
      "null: ranks read /dev/null; rank0: rank 0 gets gculaunch's stdin (for breakpoint())",
      &ApplyStdin, kGculaunchOnly},

@@ -111,6 +111,10 @@ struct CliOptions {
   std::optional<StdStreams> tee;
   std::optional<StdStreams> redirects;
   std::optional<std::vector<int>> local_ranks_filter;
+  /// --duplicate-stdout-filters / --duplicate-stderr-filters: the substrings (',,' already a
+  /// literal comma; an empty item matches every line, as in torchrun).
+  std::optional<std::vector<std::string>> duplicate_stdout_filters;
+  std::optional<std::vector<std::string>> duplicate_stderr_filters;
   std::optional<std::string> device;
   std::optional<DeviceBind> bind;
   std::optional<CpuAffinity> cpu_affinity;               ///< --cpu-affinity none|numa|spread

@@ -585,6 +585,23 @@ Status ApplySignalsToHandle(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  // Read left to right: ",," is one literal comma, a lone ',' ends an item (so ",,," is a
+  // comma followed by the end of an item, as torch reads it).
+  std::vector<std::string> items(1);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      items.back() += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      items.back() += ',';
+      ++i;
+    } else {
+      items.emplace_back();
+    }
+  }
+  return items;
+}
+
 // --numa-binding: torch's affinity modes; MakeLaunchSpec maps them onto --cpu-affinity.
 Status ApplyNumaBinding(const ApplyContext& c, CliOptions& o) {
   if (c.value != "node" && c.value != "socket" && c.value != "exclusive" &&

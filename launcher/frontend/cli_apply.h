@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "launcher/frontend/cli.h"
@@ -43,6 +44,9 @@ std::optional<bool> ParseRdzvBool(const std::string& text);
 Result<int> ParsePort(const std::string& source, const std::string& value);
 Result<StdStreams> ParseStdStreams(const std::string& source, const std::string& value);
 bool IsRdzvKey(const std::string& key);
+/// torch's comma_separated_list: the items of `text` split at ',', where ",," is a literal
+/// comma ("a,,b,c" -> {"a,b", "c"}; "a," -> {"a", ""}).
+std::vector<std::string> SplitCommaList(const std::string& text);
 
 // ---- one apply function per flag (cli_apply.cc) ----
 Status ApplyNprocPerNode(const ApplyContext& c, CliOptions& o);
@@ -151,6 +155,13 @@ Status ApplyStreams(const ApplyContext& c, CliOptions& o) {
   auto streams = ParseStdStreams(c.source, c.value);
   if (!streams.ok()) return streams.error();
   o.*field = *streams;
+  return OkStatus();
+}
+
+// --duplicate-stdout-filters, --duplicate-stderr-filters: any text is a filter list.
+template <std::optional<std::vector<std::string>> CliOptions::*field>
+Status ApplyFilters(const ApplyContext& c, CliOptions& o) {
+  o.*field = SplitCommaList(c.value);
   return OkStatus();
 }
 

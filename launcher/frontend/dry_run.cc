@@ -121,6 +121,41 @@ std::string MetricsUrl(const LaunchSpec& spec) {
   return "http://" + host + ":" + port + "/metrics";
 }
 
+// A filter as Python prints a string in a list ('loss', "it's"), as torchrun users see
+// args.duplicate_stdout_filters.
+std::string PythonRepr(const std::string& text) {
+  const char quote =
+      text.find('\'') != std::string::npos && text.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : text) {
+    if (c == '\\' || c == quote) out += '\\';
+    out += c;
+  }
+  return out + quote;
+}
+
+// --duplicate-*-filters: the file of each attempt ("<root>/attempt_<n>/filtered_stdout.log").
+std::string FilteredFile(const LaunchSpec& spec, FilteredStream stream) {
+  return DryRunRuntime(spec).log_root + "/attempt_<n>/" + FilteredLogName(stream);
+}
+
+// One line per filtered stream: the filters as torchrun parses them (',,' read), the file
+// and the local ranks whose teed lines are matched; empty without filters.
+std::string FilteredText(const LaunchSpec& spec, FilteredStream stream) {
+  const std::vector<std::string>& filters = DuplicateFilters(spec, stream);
+  if (filters.empty()) return "";
+  std::vector<std::string> items;
+  for (const std::string& filter : filters) items.push_back(PythonRepr(filter));
+  const std::vector<int> ranks = FilteredLocalRanks(spec, stream);
+  std::string from = "no local rank";
+  if (!ranks.empty()) {
+    from = (ranks.size() == 1 ? "local rank " : "local ranks ") + JoinInts(ranks, ",");
+  }
+  return std::string(stream == FilteredStream::kStdout ? "stdout" : "stderr") +
+         " lines containing one of [" + Join(items, ", ") + "] -> " + FilteredFile(spec, stream) +
+         " (from " + from + ")";
+}
+
 // --job-secret-file: only that there is one, never its content.
 std::string SecretText(const LaunchSpec& spec) { return "set (file " + spec.job_secret_file + ")"; }
 
@@ -165,6 +200,14 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   if (!spec.job_secret.empty()) out["job_secret"] = SecretText(spec);
   if (!spec.store_allow.empty()) out["store_allow"] = AllowList(spec);
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) out["log_dir"] = logs;
+  for (FilteredStream stream : {FilteredStream::kStdout, FilteredStream::kStderr}) {
+    const std::vector<std::string>& filters = DuplicateFilters(spec, stream);
+    if (filters.empty()) continue;
+    const bool stdout_stream = stream == FilteredStream::kStdout;
+    out[stdout_stream ? "duplicate_stdout_filters" : "duplicate_stderr_filters"] = filters;
+    out[stdout_stream ? "filtered_stdout" : "filtered_stderr"] = {
+        {"file", FilteredFile(spec, stream)}, {"local_ranks", FilteredLocalRanks(spec, stream)}};
+  }
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
   if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
@@ -192,6 +235,11 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
   if (!spec.job_secret.empty()) out += Comment("job secret: " + SecretText(spec));
   if (!spec.store_allow.empty()) out += Comment("store allows: " + Join(AllowList(spec), ", "));
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
+  for (FilteredStream stream : {FilteredStream::kStdout, FilteredStream::kStderr}) {
+    if (std::string text = FilteredText(spec, stream); !text.empty()) {
+      out += Comment("filters: " + text);
+    }
+  }
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
   const std::vector<RankView> ranks = Ranks(spec, base);
   if (std::string note = UnchangedNote(ranks); !note.empty()) out += Comment("note: " + note);
@@ -230,6 +278,11 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) {
     out += "  logs:    " + logs + "\n";
+  }
+  for (FilteredStream stream : {FilteredStream::kStdout, FilteredStream::kStderr}) {
+    if (std::string text = FilteredText(spec, stream); !text.empty()) {
+      out += "  filters: " + text + "\n";
+    }
   }
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = spec.notes;

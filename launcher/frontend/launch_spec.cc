@@ -1,5 +1,6 @@
 #include "launcher/frontend/launch_spec.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,7 +119,30 @@ std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
 }
 
 bool WantsLogFiles(const LaunchSpec& spec) {
-  return !spec.log_dir.empty() || spec.redirects.any() || spec.tee.any();
+  return !spec.log_dir.empty() || spec.redirects.any() || spec.tee.any() ||
+         !spec.duplicate_stdout_filters.empty() || !spec.duplicate_stderr_filters.empty();
+}
+
+std::string FilteredLogName(FilteredStream stream) {
+  return stream == FilteredStream::kStdout ? "filtered_stdout.log" : "filtered_stderr.log";
+}
+
+const std::vector<std::string>& DuplicateFilters(const LaunchSpec& spec, FilteredStream stream) {
+  return stream == FilteredStream::kStdout ? spec.duplicate_stdout_filters
+                                           : spec.duplicate_stderr_filters;
+}
+
+std::vector<int> FilteredLocalRanks(const LaunchSpec& spec, FilteredStream stream) {
+  std::vector<int> ranks;
+  if (DuplicateFilters(spec, stream).empty()) return ranks;
+  const int bit = stream == FilteredStream::kStdout ? StdStreams::kStdout : StdStreams::kStderr;
+  const std::vector<int>& shown = spec.console_local_ranks;
+  for (int lr = 0; lr < spec.nproc_per_node; ++lr) {
+    if ((spec.tee.For(lr) & bit) == 0) continue;
+    if (!shown.empty() && std::find(shown.begin(), shown.end(), lr) == shown.end()) continue;
+    ranks.push_back(lr);
+  }
+  return ranks;
 }
 
 }  // namespace gculaunch

@@ -164,6 +164,11 @@ struct LaunchSpec {
   StdStreams tee;                     ///< --tee: streams that go to the log files and the console
   double progress_interval_s = 30.0;  ///< --progress-interval: non-terminal console, \r updates
   std::vector<int> console_local_ranks;  ///< --local-ranks-filter; empty: all ranks
+  /// --duplicate-stdout-filters / --duplicate-stderr-filters: a teed stream of a rank shown
+  /// on the console copies its lines that contain one of these to the attempt's
+  /// filtered_stdout.log / filtered_stderr.log (FilteredLogRel); empty: no such file.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   StdinMode stdin_mode = StdinMode::kNull;
   std::string summary_json;       ///< --summary-json PATH; empty: none
   std::string error_file_parent;  ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
@@ -238,7 +243,23 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
 
 /// True when the ranks' output is written to log files: --log-dir, or
-/// --redirects/--tee (without --log-dir, in a new kept torchelastic_ directory).
+/// --redirects/--tee/--duplicate-*-filters (without --log-dir, in a new kept
+/// torchelastic_ directory).
 bool WantsLogFiles(const LaunchSpec& spec);
+
+/// Which stream a --duplicate-*-filters file collects.
+enum class FilteredStream { kStdout, kStderr };
+
+/// The file of --duplicate-stdout-filters or --duplicate-stderr-filters in each attempt's
+/// directory: "filtered_stdout.log" or "filtered_stderr.log" (torchrun's names).
+std::string FilteredLogName(FilteredStream stream);
+
+/// The filters of `stream` (--duplicate-stdout-filters or --duplicate-stderr-filters).
+const std::vector<std::string>& DuplicateFilters(const LaunchSpec& spec, FilteredStream stream);
+
+/// The local ranks whose lines of `stream` are matched against its filters: torchrun's rule,
+/// the ranks that tee the stream (--tee) and are shown on the console (--local-ranks-filter).
+/// Empty when there are no filters.
+std::vector<int> FilteredLocalRanks(const LaunchSpec& spec, FilteredStream stream);
 
 }  // namespace gculaunch

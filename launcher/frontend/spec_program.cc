@@ -30,6 +30,29 @@ namespace {
 // as execvp does.
 constexpr const char* kDefaultPath = "/bin:/usr/bin";
 
+// --duplicate-stdout-filters / --duplicate-stderr-filters: the spec's filters, and warnings
+// where torchrun's rules make them do less than the user likely meant.
+void SetDuplicateFilters(const CliOptions& o, FilteredStream stream, LaunchSpec& spec) {
+  const bool out = stream == FilteredStream::kStdout;
+  const auto& given = out ? o.duplicate_stdout_filters : o.duplicate_stderr_filters;
+  if (!given) return;
+  (out ? spec.duplicate_stdout_filters : spec.duplicate_stderr_filters) = *given;
+  const std::string name = out ? "duplicate-stdout-filters" : "duplicate-stderr-filters";
+  const std::string what = out ? "stdout" : "stderr";
+  if (std::find(given->begin(), given->end(), "") != given->end()) {
+    spec.warnings.push_back(o.Source(name) +
+                            " has an empty filter, which every line contains: all teed " + what +
+                            " lines are copied, as torchrun does (drop the stray comma to copy "
+                            "only matching lines; ',,' is a literal comma)");
+  }
+  if (FilteredLocalRanks(spec, stream).empty()) {
+    spec.warnings.push_back(o.Source(name) + ": no local rank tees its " + what +
+                            " and is shown on the console, so each attempt's " +
+                            FilteredLogName(stream) + " stays empty, as with torchrun (add --tee " +
+                            (out ? "1" : "2") + " or --tee 3)");
+  }
+}
+
 }  // namespace
 
 std::string SpecBuilder::SearchPath() const {
@@ -314,6 +337,8 @@ Status SpecBuilder::Output() {
     }
     spec_.console_local_ranks = *o_.local_ranks_filter;
   }
+  SetDuplicateFilters(o_, FilteredStream::kStdout, spec_);
+  SetDuplicateFilters(o_, FilteredStream::kStderr, spec_);
   spec_.stdin_mode = o_.stdin_mode.value_or(StdinMode::kNull);
   spec_.summary_json = o_.summary_json.value_or("");
   if (o_.format && !o_.dry_run) {

@@ -1,5 +1,7 @@
 #include "launcher/run/line_splitter.h"
 
+#include <algorithm>
+
 namespace gculaunch {
 
 void LineSplitter::Feed(std::string_view bytes, const Emit& emit) {
@@ -90,6 +92,12 @@ void ProgressThrottle::Shown(std::string_view state, Clock::time_point now) {
   shown_.assign(state);
   pending_ = false;
   next_ = now + interval_;
+}
+
+bool ContainsAnyOf(std::string_view line, const std::vector<std::string>& filters) {
+  return std::any_of(filters.begin(), filters.end(), [line](const std::string& filter) {
+    return line.find(filter) != std::string_view::npos;
+  });
 }
 
 std::string_view VisibleText(std::string_view text) {

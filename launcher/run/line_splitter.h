@@ -63,6 +63,10 @@ class LineSplitter {
 /// then only what follows the last '\r' remains (a progress bar's latest state).
 std::string_view VisibleText(std::string_view text);
 
+/// --duplicate-*-filters: whether `line` contains one of `filters`, each a plain,
+/// case-sensitive substring (an empty filter is in every line, as in torchrun).
+bool ContainsAnyOf(std::string_view line, const std::vector<std::string>& filters);
+
 /// For a console that is not a terminal: shows a stream's progress states
 /// (a partial line rewritten with '\r') at most once per `interval`, a state
 /// that had to wait once the interval has passed (due()), and the final state

@@ -76,6 +76,13 @@ void RankStream::OnRead(const boost::system::error_code& ec, size_t n) {
 void RankStream::EmitLine(std::string_view text, LineEnd end) {
   const std::string_view visible = VisibleText(text);
   if (route_.tail != nullptr) route_.tail->Add(visible);
+  if (route_.filtered && !(end == LineEnd::kFlushed && visible.empty()) &&
+      ContainsAnyOf(visible, route_.filters)) {
+    filtered_batch_ += route_.prefix;
+    filtered_batch_ += visible;
+    if (end == LineEnd::kSplit) filtered_batch_ += kSplitMarker;
+    filtered_batch_ += '\n';
+  }
   const bool ends_bar = progress_open_;
   progress_open_ = false;
   if (!route_.console) return;
@@ -93,9 +100,9 @@ void RankStream::Consume(const char* data, size_t n) {
   const std::string_view bytes(data, n);
   if (route_.log_file) writer_.Write(route_.log_file, std::string(bytes));
   console_batch_.clear();
+  filtered_batch_.clear();
   splitter_.Feed(bytes, [this](std::string_view text, LineEnd end) { EmitLine(text, end); });
-  if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_), this);
-  console_batch_ = std::string();
+  WriteBatches();
   if (splitter_.partial_is_progress()) {
     progress_open_ = true;
     splitter_.CompactProgress();
@@ -153,9 +160,17 @@ void RankStream::ArmProgressTimer() {
 // The carried partial line as a line of its own (idle plain text, or a bar's final state).
 void RankStream::FlushPartial() {
   console_batch_.clear();
+  filtered_batch_.clear();
   splitter_.FlushPartial([this](std::string_view text, LineEnd end) { EmitLine(text, end); });
+  WriteBatches();
+}
+
+// The whole lines EmitLine collected, one chunk per target.
+void RankStream::WriteBatches() {
   if (!console_batch_.empty()) writer_.Write(route_.console, std::move(console_batch_), this);
   console_batch_ = std::string();
+  if (!filtered_batch_.empty()) writer_.Write(route_.filtered, std::move(filtered_batch_), this);
+  filtered_batch_ = std::string();
 }
 
 void RankStream::Resume() {

@@ -3,6 +3,7 @@
 //   pipe --async read--> raw bytes --> log file (torchrun's stdout.log/stderr.log: full output)
 //                           |
 //                           +--> LineSplitter --> "[rank3]: line\n" --> console (if routed)
+//                                                 |--> filtered file (a line with a filter)
 //                                                 `--> LineTail (stderr: for the exit summary)
 //
 // Console prefix: "[rank<global rank>]: ", the form torch 2.x uses with
@@ -12,6 +13,12 @@
 // terminal console each state is drawn live (OutputWriter::WriteProgress);
 // on a pipe or file, ProgressThrottle shows a state at most once per
 // `progress_interval`, and the final state when the line ends.
+//
+// Filtered file (--duplicate-*-filters): the attempt's filtered_stdout.log or
+// filtered_stderr.log, shared by every rank that feeds it.  A line goes there, with its
+// console prefix, when its visible text (as above; a progress bar's final state) contains
+// one of the filters.  Each write is whole lines (the OutputWriter writes a chunk at once),
+// so lines of different ranks never mix.
 //
 // Back-pressure: when the OutputWriter is congested the stream stops reading
 // and parks itself in the OutputFlow; OutputFlow::ResumeAll() (posted by the
@@ -70,6 +77,9 @@ struct StreamRoute {
   /// When output last arrived (--hang-timeout's progress): set on every read that brought
   /// bytes; null: not tracked.
   std::shared_ptr<std::chrono::steady_clock::time_point> activity;
+  /// --duplicate-*-filters: where lines containing one of `filters` are copied; null: none.
+  TargetPtr filtered;
+  std::vector<std::string> filters;
 };
 
 class RankStream : public std::enable_shared_from_this<RankStream> {
@@ -93,6 +103,7 @@ class RankStream : public std::enable_shared_from_this<RankStream> {
   void ArmTimers();
   void ArmProgressTimer();
   void FlushPartial();
+  void WriteBatches();
   void Resume();
   bool live_progress() const { return route_.console && route_.console->terminal(); }
 
@@ -108,6 +119,7 @@ class RankStream : public std::enable_shared_from_this<RankStream> {
   LineSplitter splitter_;
   std::array<char, 16 * 1024> buffer_{};
   std::string console_batch_;
+  std::string filtered_batch_;  ///< lines for route_.filtered, written with the console's
   bool paused_ = false;
   bool reading_ = false;
   bool closed_ = false;

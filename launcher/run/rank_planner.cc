@@ -10,6 +10,14 @@ namespace gculaunch {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+bool Feeds(const std::vector<int>& local_ranks, int lr) {
+  return std::find(local_ranks.begin(), local_ranks.end(), lr) != local_ranks.end();
+}
+
+}  // namespace
+
 std::string ScriptOf(const std::vector<std::string>& rank_argv, const LaunchSpec& spec) {
   if (spec.python.empty() || rank_argv.size() < 3 || rank_argv[1] != "-u") return "";
   if (rank_argv[2] == "-m" || rank_argv[2] == "-c" || rank_argv[2] == "-") return "";
@@ -39,6 +47,9 @@ void RankPlanner::ApplyLayout(const Layout& layout) {
 
 Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
   std::vector<RankLaunch> ranks;
+  // --duplicate-*-filters: the local ranks whose lines are matched against the filters.
+  const std::vector<int> stdout_feeders = FilteredLocalRanks(spec_, FilteredStream::kStdout);
+  const std::vector<int> stderr_feeders = FilteredLocalRanks(spec_, FilteredStream::kStderr);
   for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
     RankLaunch r;
     r.local_rank = lr;
@@ -83,6 +94,17 @@ Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
       r.stdout_log = rank_dir + "/stdout.log";
       r.stderr_log = rank_dir + "/stderr.log";
       r.error_file_copy = rank_dir + "/error.json";
+      // torchrun's filtered files: one per attempt for all its ranks, made whenever there are
+      // filters, even if no rank feeds it.
+      const std::string attempt_dir = "attempt_" + std::to_string(restart_count) + "/";
+      if (!spec_.duplicate_stdout_filters.empty()) {
+        r.filtered_stdout_log = attempt_dir + FilteredLogName(FilteredStream::kStdout);
+      }
+      if (!spec_.duplicate_stderr_filters.empty()) {
+        r.filtered_stderr_log = attempt_dir + FilteredLogName(FilteredStream::kStderr);
+      }
+      if (Feeds(stdout_feeders, lr)) r.stdout_filters = spec_.duplicate_stdout_filters;
+      if (Feeds(stderr_feeders, lr)) r.stderr_filters = spec_.duplicate_stderr_filters;
     }
     const bool shown = spec_.console_local_ranks.empty() ||
                        std::find(spec_.console_local_ranks.begin(), spec_.console_local_ranks.end(),

@@ -35,6 +35,15 @@ struct RankLaunch {
   std::string
       stdout_log;  ///< log file, relative to log_dir ("attempt_0/1/stdout.log"); empty: none
   std::string stderr_log;
+  /// Relative to log_dir: the attempt's filtered_stdout.log / filtered_stderr.log
+  /// (--duplicate-*-filters), the same for every rank of the attempt and created even when
+  /// no rank feeds it; empty: none.
+  std::string filtered_stdout_log;
+  std::string filtered_stderr_log;
+  /// This rank's stdout / stderr lines that contain one of these go to the filtered file;
+  /// empty: none of its lines do.
+  std::vector<std::string> stdout_filters;
+  std::vector<std::string> stderr_filters;
   std::string error_file;  ///< the rank's TORCHELASTIC_ERROR_FILE (private); empty: none
   /// Relative to log_dir: where the rank's error file is copied when it exits; empty: none.
   std::string error_file_copy;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "launcher/sys/safe_files.h"
@@ -34,6 +35,25 @@ Result<TargetPtr> OpenLogFile(const RankLaunch& launch, const std::string& rel) 
   if (!fd.ok()) return Error{fd.error().what, "check that the --log-dir directory is writable"};
   return OutputTarget::Owned(std::move(*fd), launch.log_dir->PathOf(rel));
 }
+
+// The attempt's --duplicate-*-filters files, shared by its ranks: opened (created empty)
+// once, at the first rank that names one.
+class FilteredFiles {
+ public:
+  Result<TargetPtr> For(const RankLaunch& launch, const std::string& rel) {
+    if (rel.empty()) return TargetPtr();
+    auto& target = open_[rel];
+    if (!target) {
+      auto opened = OpenLogFile(launch, rel);
+      if (!opened.ok()) return opened.error();
+      target = *opened;
+    }
+    return target;
+  }
+
+ private:
+  std::map<std::string, TargetPtr> open_;
+};
 
 }  // namespace
 
@@ -75,6 +95,7 @@ WorkerGroup::~WorkerGroup() {
 Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_local_rank) {
   auto devnull = sys::OpenCloexec("/dev/null", O_RDONLY);
   if (!devnull.ok()) return devnull.error();
+  FilteredFiles filtered_files;
 
   for (const RankLaunch& launch : launches) {
     auto rank = std::make_unique<Rank>();
@@ -104,6 +125,10 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     if (!out_log.ok()) return fail(out_log.error());
     auto err_log = OpenLogFile(launch, launch.stderr_log);
     if (!err_log.ok()) return fail(err_log.error());
+    auto out_filtered = filtered_files.For(launch, launch.filtered_stdout_log);
+    if (!out_filtered.ok()) return fail(out_filtered.error());
+    auto err_filtered = filtered_files.For(launch, launch.filtered_stderr_log);
+    if (!err_filtered.ok()) return fail(err_filtered.error());
 
     sys::SpawnRequest request;
     request.program = launch.program;
@@ -133,18 +158,30 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
       if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
     });
     open_streams_ += 2;
-    r.out = RankStream::Start(
-        deps_.io, std::move(out_pipe->read),
-        StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr, prefix, *out_log,
-                    nullptr, deps_.idle_flush, LineSplitter::kDefaultMaxLine,
-                    deps_.progress_interval, r.activity},
-        deps_.writer, deps_.flow, on_closed);
-    r.err = RankStream::Start(
-        deps_.io, std::move(err_pipe->read),
-        StreamRoute{launch.stderr_to_console ? deps_.console_err : nullptr, prefix, *err_log,
-                    &r.tail, deps_.idle_flush, LineSplitter::kDefaultMaxLine,
-                    deps_.progress_interval, r.activity},
-        deps_.writer, deps_.flow, on_closed);
+    StreamRoute out_route{launch.stdout_to_console ? deps_.console_out : nullptr,
+                          prefix,
+                          *out_log,
+                          nullptr,
+                          deps_.idle_flush,
+                          LineSplitter::kDefaultMaxLine,
+                          deps_.progress_interval,
+                          r.activity};
+    StreamRoute err_route = out_route;
+    err_route.console = launch.stderr_to_console ? deps_.console_err : nullptr;
+    err_route.log_file = *err_log;
+    err_route.tail = &r.tail;
+    if (!launch.stdout_filters.empty()) {
+      out_route.filtered = *out_filtered;
+      out_route.filters = launch.stdout_filters;
+    }
+    if (!launch.stderr_filters.empty()) {
+      err_route.filtered = *err_filtered;
+      err_route.filters = launch.stderr_filters;
+    }
+    r.out = RankStream::Start(deps_.io, std::move(out_pipe->read), std::move(out_route),
+                              deps_.writer, deps_.flow, on_closed);
+    r.err = RankStream::Start(deps_.io, std::move(err_pipe->read), std::move(err_route),
+                              deps_.writer, deps_.flow, on_closed);
   }
   return OkStatus();
 }

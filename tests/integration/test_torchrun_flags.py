@@ -10,8 +10,11 @@ gculaunch as ambiguous.  (A prefix of both spellings of one flag, such as --npro
 Python 3.13's argparse refuses, is resolved by gculaunch: it names one flag.)
 
 The later torchrun flags (--signals-to-handle, --shutdown-timeout, --event-log-handler,
---virtual-local-rank, --numa-binding) are in neither parser: the unit tests
-(tests/launcher/frontend/cli_test.cc, launch_spec_test.cc) cover them.
+--virtual-local-rank, --numa-binding, --duplicate-stdout-filters, --duplicate-stderr-filters)
+are in neither parser.  For them the option strings of torch 2.11's parser are kept in
+tests/data/torchrun_2_11_flags.txt (no torch 2.11 here), and every one of them goes through
+the same dry-run check (not the abbreviation check, which needs argparse itself); the unit
+tests (tests/launcher/frontend/cli_test.cc, torchrun_flags_test.cc) cover them too.
 """
 import json
 import os
@@ -94,6 +97,13 @@ SAMPLES = {
     "master_port": "29512",
     "local_addr": "127.0.0.1",
     "logs_specs": "default",
+    # torch 2.11's list only (tests/data/torchrun_2_11_flags.txt)
+    "event_log_handler": "console",
+    "duplicate_stdout_filters": "loss,acc",
+    "duplicate_stderr_filters": "WARN,,x",
+    "numa_binding": "node",
+    "signals_to_handle": "SIGTERM,SIGINT",
+    "shutdown_timeout": "30",
 }
 
 # What the dry run must show for a flag, where it shows it: dest -> check(plan).
@@ -115,7 +125,29 @@ EFFECTS = {
     "log_dir": lambda p: p.get("log_dir", "").startswith(p["_log_dir"]),
     "start_method": lambda p: any("start-method" in n for n in p["notes"]),
     "run_path": lambda p: any("--run-path" in n for n in p["notes"]),
+    "duplicate_stdout_filters": lambda p: p.get("duplicate_stdout_filters") == ["loss", "acc"],
+    "duplicate_stderr_filters": lambda p: p.get("duplicate_stderr_filters") == ["WARN,x"],
 }
+
+FLAGS_2_11 = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data",
+                          "torchrun_2_11_flags.txt")
+
+
+def read_flag_list(path):
+    """torch 2.11's parser as read_parsers() gives it, from the kept list: one entry per
+    argument, without argparse's abbreviations."""
+    flags = []
+    with open(path) as f:
+        for line in f:
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            strings, kind = words[:-1], words[-1]
+            assert kind in ("value", "switch"), line
+            long_names = [s for s in strings if s.startswith("--")]
+            flags.append({"dest": long_names[0][2:].replace("-", "_"), "strings": strings,
+                          "takes_value": kind == "value", "accepted": [], "ambiguous": []})
+    return flags
 
 
 def read_parsers(python_cmds):
@@ -141,6 +173,7 @@ class TorchrunFlags(unittest.TestCase):
     def setUpClass(cls):
         cls.parsers = read_parsers({"torch 1.13": [gltest.PYTHON],
                                     "torch 2.6": gltest.torch2_python()})
+        cls.parsers["torch 2.11 (kept list)"] = read_flag_list(FLAGS_2_11)
         cls.tmp = gltest.TempDir()
         cls.script = os.path.join(cls.tmp.path, "x.py")
         with open(cls.script, "w") as f:
@@ -185,6 +218,11 @@ class TorchrunFlags(unittest.TestCase):
                          {"local_ranks_filter", "local_addr", "logs_specs"})
         self.assertIn("--nproc-per-node", [s for e in self.parsers["torch 2.6"]
                                            for s in e["strings"]])
+        # The kept 2.11 list holds 2.6's flags and the later ones.
+        later = {"signals_to_handle", "shutdown_timeout", "event_log_handler",
+                 "virtual_local_rank", "numa_binding", "duplicate_stdout_filters",
+                 "duplicate_stderr_filters"}
+        self.assertEqual(dests["torch 2.11 (kept list)"], dests["torch 2.6"] | later)
 
     def test_every_flag_in_every_spelling_is_accepted(self):
         count = 0
@@ -198,7 +236,7 @@ class TorchrunFlags(unittest.TestCase):
                     with self.subTest(torch=name, flag=flag):
                         self.check_accepted(name, flag, entry)
                         count += 1
-        self.assertGreaterEqual(count, 60)
+        self.assertGreaterEqual(count, 110)
 
     def test_argparse_abbreviations(self):
         accepted = ambiguous = 0

@@ -125,6 +125,14 @@ const std::vector<ValueCase>& ValueCases() {
        [](const CliOptions& o) { return o.event_log_handler == "console"; }},
       {"numa-binding", "exclusive",
        [](const CliOptions& o) { return o.numa_binding == "exclusive"; }},
+      {"duplicate-stdout-filters", "loss,,x,acc",
+       [](const CliOptions& o) {
+         return o.duplicate_stdout_filters == std::vector<std::string>{"loss,x", "acc"};
+       }},
+      {"duplicate-stderr-filters", "WARN",
+       [](const CliOptions& o) {
+         return o.duplicate_stderr_filters == std::vector<std::string>{"WARN"};
+       }},
   };
   return cases;
 }

@@ -390,5 +390,60 @@ TEST_CASE("dry run: shell quoting", "[dry_run]") {
   CHECK(ShellQuote("$x `y` \\") == "'$x `y` \\'");
 }
 
+TEST_CASE("dry run: --duplicate-*-filters show the parsed list, the file and the ranks",
+          "[dry_run]") {
+  Fixture f;
+  LaunchSpec spec = f.Spec({"--dry-run", "--device", "cpu", "--nproc-per-node", "3", "--tee",
+                            "0:3,1:1,2:3", "--local-ranks-filter", "1,2", "--log-dir", "/logs",
+                            "--run-id", "r1", "--duplicate-stdout-filters", "loss,,x,it's",
+                            "--duplicate-stderr-filters", "WARN", "train.py"});
+  CHECK(spec.duplicate_stdout_filters == std::vector<std::string>{"loss,x", "it's"});
+  CHECK(FilteredLocalRanks(spec, FilteredStream::kStdout) == std::vector<int>{1, 2});
+  // Local rank 1 tees only stdout; local rank 0 is not shown on the console.
+  CHECK(FilteredLocalRanks(spec, FilteredStream::kStderr) == std::vector<int>{2});
+  CHECK(spec.warnings.empty());
+  const std::string table = RenderDryRun(spec, f.env, DryRunFormat::kTable);
+  CHECK(Contains(table,
+                 "  filters: stdout lines containing one of ['loss,x', \"it's\"] -> "
+                 "/logs/r1_<random>/attempt_<n>/filtered_stdout.log (from local ranks 1,2)\n"));
+  CHECK(Contains(table,
+                 "  filters: stderr lines containing one of ['WARN'] -> "
+                 "/logs/r1_<random>/attempt_<n>/filtered_stderr.log (from local rank 2)\n"));
+  const auto json = nlohmann::ordered_json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
+  CHECK(json["duplicate_stdout_filters"].get<std::vector<std::string>>() ==
+        std::vector<std::string>{"loss,x", "it's"});
+  CHECK(json["filtered_stdout"]["file"] == "/logs/r1_<random>/attempt_<n>/filtered_stdout.log");
+  CHECK(json["filtered_stdout"]["local_ranks"].get<std::vector<int>>() == std::vector<int>{1, 2});
+  CHECK(json["filtered_stderr"]["local_ranks"].get<std::vector<int>>() == std::vector<int>{2});
+  CHECK(Contains(RenderDryRun(spec, f.env, DryRunFormat::kEnv), "# filters: stderr lines"));
+}
+
+TEST_CASE("dry run: --duplicate-*-filters that copy nothing or everything are warned about",
+          "[dry_run]") {
+  Fixture f;
+  // No --tee: torchrun creates the files and leaves them empty; so does gculaunch, with a
+  // warning, and the files need a log directory even without --log-dir.
+  LaunchSpec untee =
+      f.Spec({"--dry-run", "--device", "cpu", "--duplicate-stdout-filters", "loss", "train.py"});
+  CHECK(WantsLogFiles(untee));
+  CHECK(FilteredLocalRanks(untee, FilteredStream::kStdout).empty());
+  REQUIRE(untee.warnings.size() == 1);
+  CHECK(untee.warnings[0] ==
+        "--duplicate-stdout-filters: no local rank tees its stdout and is shown on the console, "
+        "so each attempt's filtered_stdout.log stays empty, as with torchrun (add --tee 1 or "
+        "--tee 3)");
+  CHECK(Contains(RenderDryRun(untee, f.env, DryRunFormat::kTable),
+                 "<TMPDIR>/torchelastic_<random>/none_<random>/attempt_<n>/"
+                 "filtered_stdout.log (from no local rank)"));
+  // An empty item is in every line.
+  LaunchSpec all = f.Spec({"--dry-run", "--device", "cpu", "--tee", "2",
+                           "--duplicate-stderr-filters", "WARN,", "train.py"});
+  CHECK(all.duplicate_stderr_filters == std::vector<std::string>{"WARN", ""});
+  REQUIRE(all.warnings.size() == 1);
+  CHECK(Contains(all.warnings[0],
+                 "--duplicate-stderr-filters has an empty filter, which every "
+                 "line contains: all teed stderr lines are copied"));
+}
+
 }  // namespace
 }  // namespace gculaunch

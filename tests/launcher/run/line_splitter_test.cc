@@ -153,4 +153,18 @@ TEST_CASE("CompactProgress keeps only what the terminal shows, whatever follows"
   CHECK(VisibleText(bar.partial()) == " step 999");
 }
 
+TEST_CASE("ContainsAnyOf: plain, case-sensitive substrings, and an empty filter is in every line",
+          "[line_splitter]") {
+  const std::vector<std::string> filters = {"loss", "a,b", "[x]"};
+  CHECK(ContainsAnyOf("step 3 loss=0.1", filters));
+  CHECK(ContainsAnyOf("x a,b y", filters));
+  CHECK(ContainsAnyOf("not a regex [x]", filters));  // no pattern syntax
+  CHECK_FALSE(ContainsAnyOf("LOSS=0.1", filters));
+  CHECK_FALSE(ContainsAnyOf("x", filters));
+  CHECK_FALSE(ContainsAnyOf("", filters));
+  CHECK_FALSE(ContainsAnyOf("loss", {}));
+  CHECK(ContainsAnyOf("", {""}));
+  CHECK(ContainsAnyOf("anything", {"zzz", ""}));
+}
+
 }  // namespace gculaunch

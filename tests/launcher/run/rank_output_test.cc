@@ -126,4 +126,57 @@ TEST_CASE("a held-back progress state shows when its interval has passed", "[ran
   CHECK(f.Console() == "[rank0]: step 1\n[rank0]: step 2\n");
 }
 
+TEST_CASE("--duplicate-*-filters: lines with a filter go to the shared file, whole, prefixed",
+          "[rank_output]") {
+  Fixture f;
+  TargetPtr filtered = *OutputTarget::FileForTest(f.dir.File("filtered"));
+  int closed = 0;
+  std::vector<std::shared_ptr<RankStream>> streams;
+  std::vector<sys::UniqueFd> writers;
+  for (int rank : {1, 2}) {
+    auto pipe = sys::MakePipe("test");
+    REQUIRE(pipe.ok());
+    // No idle flush during the test: the partial line must wait for its end.
+    StreamRoute route{f.console, "[rank" + std::to_string(rank) + "]: ", nullptr, nullptr,
+                      std::chrono::milliseconds(60000)};
+    route.filtered = filtered;
+    route.filters = {"loss", "a,b"};
+    streams.push_back(RankStream::Start(f.io, std::move(pipe->read), std::move(route), f.writer,
+                                        f.flow, [&] { ++closed; }));
+    writers.push_back(std::move(pipe->write));
+  }
+  // Rank 1's matching line arrives in pieces, around rank 2's lines: each line stays whole.
+  WriteAll(writers[0].get(), "step 1 lo");
+  REQUIRE(f.io.poll() > 0);
+  WriteAll(writers[1].get(), "x a,b y\nLOSS is not loss-case\nLOSS only\n");
+  REQUIRE(f.io.poll() > 0);
+  WriteAll(writers[0].get(), "ss=0.5\nno match\nbar 1\rbar loss\r\n");
+  writers[0].Reset();
+  writers[1].Reset();
+  REQUIRE(testing::RunUntil(f.io, [&] { return closed == 2; }));
+  CHECK(f.Console() ==
+        "[rank2]: x a,b y\n[rank2]: LOSS is not loss-case\n[rank2]: LOSS only\n"
+        "[rank1]: step 1 loss=0.5\n[rank1]: no match\n[rank1]: bar loss\n");
+  // Case-sensitive substrings; a progress bar's final state is what is matched and kept.
+  CHECK(testing::ReadFile(f.dir.File("filtered")) ==
+        "[rank2]: x a,b y\n[rank2]: LOSS is not loss-case\n[rank1]: step 1 loss=0.5\n"
+        "[rank1]: bar loss\n");
+}
+
+TEST_CASE("--duplicate-*-filters: a stream without filters writes nothing there", "[rank_output]") {
+  Fixture f;
+  auto pipe = sys::MakePipe("test");
+  REQUIRE(pipe.ok());
+  bool closed = false;
+  StreamRoute route{nullptr, "[rank0]: ", f.log};
+  route.filtered = *OutputTarget::FileForTest(f.dir.File("filtered"));
+  RankStream::Start(f.io, std::move(pipe->read), std::move(route), f.writer, f.flow,
+                    [&] { closed = true; });
+  WriteAll(pipe->write.get(), "loss\n");
+  pipe->write.Reset();
+  REQUIRE(testing::RunUntil(f.io, [&] { return closed; }));
+  CHECK(f.Console().empty());
+  CHECK(testing::ReadFile(f.dir.File("filtered")).empty());
+}
+
 }  // namespace gculaunch

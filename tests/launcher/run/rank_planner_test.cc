@@ -28,6 +28,43 @@ std::string EnvValue(const std::vector<std::string>& env, const std::string& key
 
 }  // namespace
 
+TEST_CASE("RankPlanner: --duplicate-*-filters name the attempt's files and the feeding ranks",
+          "[job]") {
+  testing::TempDir dir;
+  LaunchSpec spec = Spec(dir.path());
+  spec.tee = StdStreams{3, {{0, 3}, {1, 1}, {2, 3}}};
+  spec.console_local_ranks = {1, 2};
+  spec.duplicate_stdout_filters = {"loss"};
+  spec.duplicate_stderr_filters = {"WARN"};
+  RankRuntime runtime{"29511", "run1", dir.File("run1")};
+  auto logs = sys::HeldDir::Open(dir.File("logs"));
+  REQUIRE(logs.ok());
+  RankPlanner planner(spec, EnvMap{}, runtime, false, *logs);
+  auto plan = planner.PlanAttempt(2);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->size() == 3);
+  for (const RankLaunch& r : *plan) {
+    INFO("local rank " << r.local_rank);
+    // One file per attempt, named for every rank (the worker group opens it once).
+    CHECK(r.filtered_stdout_log == "attempt_2/filtered_stdout.log");
+    CHECK(r.filtered_stderr_log == "attempt_2/filtered_stderr.log");
+  }
+  // Local rank 0 is not shown on the console; local rank 1 tees only stdout.
+  CHECK((*plan)[0].stdout_filters.empty());
+  CHECK((*plan)[0].stderr_filters.empty());
+  CHECK((*plan)[1].stdout_filters == std::vector<std::string>{"loss"});
+  CHECK((*plan)[1].stderr_filters.empty());
+  CHECK((*plan)[2].stdout_filters == std::vector<std::string>{"loss"});
+  CHECK((*plan)[2].stderr_filters == std::vector<std::string>{"WARN"});
+  // Without filters there is no file.
+  spec.duplicate_stderr_filters.clear();
+  RankPlanner without(spec, EnvMap{}, runtime, false, *logs);
+  auto plain = without.PlanAttempt(0);
+  REQUIRE(plain.ok());
+  CHECK((*plain)[2].filtered_stderr_log.empty());
+  CHECK((*plain)[2].stderr_filters.empty());
+}
+
 TEST_CASE("RankPlanner: attempt directories, stale error files, env and argv", "[job]") {
   testing::TempDir dir;
   const LaunchSpec spec = Spec(dir.path());
