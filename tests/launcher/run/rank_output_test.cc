@@ -126,7 +126,7 @@ TEST_CASE("a held-back progress state shows when its interval has passed", "[ran
   CHECK(f.Console() == "[rank0]: step 1\n[rank0]: step 2\n");
 }
 
-TEST_CASE("--duplicate-*-filters: lines with a filter go to the shared file, whole, prefixed",
+TEST_CASE("duplicate filters: lines with a filter go to the shared file, whole, prefixed",
           "[rank_output]") {
   Fixture f;
   TargetPtr filtered = *OutputTarget::FileForTest(f.dir.File("filtered"));
@@ -163,7 +163,7 @@ TEST_CASE("--duplicate-*-filters: lines with a filter go to the shared file, who
         "[rank1]: bar loss\n");
 }
 
-TEST_CASE("--duplicate-*-filters: a stream without filters writes nothing there", "[rank_output]") {
+TEST_CASE("duplicate filters: a stream without filters writes nothing there", "[rank_output]") {
   Fixture f;
   auto pipe = sys::MakePipe("test");
   REQUIRE(pipe.ok());
