@@ -20,6 +20,7 @@
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/python_shim.h"
 #include "launcher/frontend/stack_hook.h"
+#include "launcher/frontend/warm_standby.h"
 #include "launcher/ops/event_log.h"
 #include "launcher/ops/file_timer.h"
 #include "launcher/ops/hang_check.h"
@@ -49,6 +50,9 @@ namespace gculaunch {
 namespace fs = std::filesystem;
 
 namespace {
+
+// How long the end of a run waits for dismissed standbys' groups to empty.
+constexpr std::chrono::milliseconds kStandbyDrainBound{3000};
 
 // Checks what the frontend cannot know before a launch: that the script a
 // Python rank is asked to run exists.
@@ -157,6 +161,7 @@ struct Launch::Loop {
   TargetPtr console_err = OutputTarget::Borrowed(STDERR_FILENO, "stderr");
   sys::ChildWatcher watcher;
   sys::Spawner spawner;
+  std::optional<StandbyPool> standbys;  ///< --warm-ranks
   const bool multinode;
   const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
   RankPlanner planner;
@@ -182,6 +187,12 @@ Launch::Loop::Loop(Launch& launch)
   launch.sink_.Attach(&writer, console_err);
   writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
   spawner.set_child_open_files(launch.open_files_.before);
+  if (launch.spec_.warm_ranks) {
+    standbys.emplace(io, spawner, watcher, launch.guardian_ ? &*launch.guardian_ : nullptr,
+                     StandbySettings{launch.spec_.preload, WarmStandbyDir(launch.runtime_),
+                                     StandbyReadyDir(launch.runtime_), std::to_string(::getpid())});
+    standbys->set_note([&log = launch.log_](const std::string& line) { log.warn("{}", line); });
+  }
   events.Add(&status);
   if (launch.log_dir_) {
     auto opened = EventLog::Open(*launch.log_dir_, "events.jsonl", launch.runtime_.run_id,
@@ -371,6 +382,15 @@ bool Launch::ChooseAtLaunch() {
       return false;
     }
   }
+  if (spec_.warm_ranks) {
+    Status written =
+        sys::WriteSiteDir("--warm-ranks", WarmStandbyDir(runtime_), WarmStandbyFiles());
+    if (written.ok()) written = sys::WriteSiteDir("--warm-ranks", StandbyReadyDir(runtime_), {});
+    if (!written.ok()) {
+      PrintError(written.error());
+      return false;
+    }
+  }
   if (!spec_.omp_num_threads_default.empty()) {
     log_.info("OMP_NUM_THREADS={} for every rank (not set in the environment; set it to choose)",
               spec_.omp_num_threads_default);
@@ -528,12 +548,20 @@ int Launch::RunLoop() {
 }
 
 int Launch::Supervise(Loop& loop, ClusterNode* cluster) {
-  Supervisor supervisor(
-      WorkerGroupDeps{loop.io, loop.spawner, loop.watcher, loop.writer, loop.flow,
-                      guardian_ ? &*guardian_ : nullptr, loop.console_out, loop.console_err,
-                      std::chrono::milliseconds(250), SecondsToMillis(spec_.progress_interval_s)},
-      log_, loop.config, loop.planner, loop.store && !loop.multinode ? &*loop.store : nullptr,
-      cluster != nullptr ? &cluster->agent() : nullptr);
+  WorkerGroupDeps deps{loop.io,
+                       loop.spawner,
+                       loop.watcher,
+                       loop.writer,
+                       loop.flow,
+                       guardian_ ? &*guardian_ : nullptr,
+                       loop.console_out,
+                       loop.console_err,
+                       std::chrono::milliseconds(250),
+                       SecondsToMillis(spec_.progress_interval_s)};
+  deps.standbys = loop.standbys ? &*loop.standbys : nullptr;
+  Supervisor supervisor(std::move(deps), log_, loop.config, loop.planner,
+                        loop.store && !loop.multinode ? &*loop.store : nullptr,
+                        cluster != nullptr ? &cluster->agent() : nullptr);
   if (cluster != nullptr) cluster->Start(supervisor);
   loop.supervisor = &supervisor;
   boost::asio::steady_timer guardian_timer(loop.io);
@@ -560,7 +588,9 @@ int Launch::Supervise(Loop& loop, ClusterNode* cluster) {
   if (loop.store) loop.store->Stop();
   if (loop.metrics) loop.metrics->Stop();
   loop.supervisor = nullptr;
-  all_groups_empty_ = outcome.groups_empty && outcome.stuck.empty();
+  // Dismissed standbys: their groups must be gone too before the guardian hears "done".
+  const bool standbys_gone = !loop.standbys || loop.standbys->Drain(kStandbyDrainBound);
+  all_groups_empty_ = outcome.groups_empty && outcome.stuck.empty() && standbys_gone;
   Report(loop, cluster, outcome);
   return outcome.exit_code;
 }

@@ -163,6 +163,15 @@ constexpr FlagDef kFlags[] = {
      "load gculaunch's stack-dump hook in each rank, so that `gculaunch stacks` can show every "
      "thread's Python stack of a running rank without stopping it (on with --hang-timeout)",
      &ApplySwitch<&CliOptions::stack_dumps>, kGculaunchOnly},
+    {"warm-ranks", "", Kind::kBool, "", "Program",
+     "keep a standby per rank that has imported --preload while the attempt runs: a restart "
+     "hands it the new attempt's environment instead of starting a new interpreter (Python "
+     "ranks; costs one idle interpreter per rank)",
+     &ApplySwitch<&CliOptions::warm_ranks>, kGculaunchOnly},
+    {"preload", "", Kind::kValue, "MODULE,...", "Program",
+     "with --warm-ranks: the modules a standby imports before it waits (default "
+     "torch,torch.distributed)",
+     &ApplyPreload, kGculaunchOnly},
     {"no-python-faulthandler", "", Kind::kBool, "", "Program",
      "do not give ranks PYTHONFAULTHANDLER=1 (by default a rank that dies of SIGSEGV, SIGABRT, "
      "SIGBUS, SIGFPE or SIGILL prints its Python stack)",

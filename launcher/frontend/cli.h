@@ -100,12 +100,14 @@ struct CliOptions {
   std::string job_configs_source;  ///< "job.yaml:12" (the configs: key), for messages
   bool use_env = false;  ///< accepted; gculaunch always passes LOCAL_RANK in the environment
   bool local_rank_arg = false;
-  bool python_shim = false;            ///< --python-shim (python_shim.h)
-  bool no_backend_fallback = false;    ///< --no-backend-fallback
-  bool stack_dumps = false;            ///< --stack-dumps (stack_hook.h)
-  std::optional<double> hang_timeout;  ///< --hang-timeout DURATION, seconds (> 0)
-  std::optional<double> hang_grace;    ///< --hang-grace DURATION, seconds (> 0)
-  std::optional<OnHang> on_hang;       ///< --on-hang stop|restart|report
+  bool python_shim = false;                         ///< --python-shim (python_shim.h)
+  bool no_backend_fallback = false;                 ///< --no-backend-fallback
+  bool stack_dumps = false;                         ///< --stack-dumps (stack_hook.h)
+  bool warm_ranks = false;                          ///< --warm-ranks (launcher/run/standby_pool.h)
+  std::optional<std::vector<std::string>> preload;  ///< --preload MODULE,...
+  std::optional<double> hang_timeout;               ///< --hang-timeout DURATION, seconds (> 0)
+  std::optional<double> hang_grace;                 ///< --hang-grace DURATION, seconds (> 0)
+  std::optional<OnHang> on_hang;                    ///< --on-hang stop|restart|report
   std::optional<std::string> log_dir;
   bool allow_shared_log_dir = false;  ///< --allow-shared-log-dir
   std::optional<StdStreams> tee;

@@ -585,6 +585,31 @@ Status ApplySignalsToHandle(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
+// --preload: Python module names (dotted identifiers), comma-separated.
+Status ApplyPreload(const ApplyContext& c, CliOptions& o) {
+  std::vector<std::string> modules;
+  for (const std::string& item : Split(c.value, ',')) {
+    const std::string name = Trim(item);
+    if (name.empty()) continue;
+    bool valid = true;
+    for (const std::string& part : Split(name, '.')) {
+      valid = valid && !part.empty() && std::isdigit(static_cast<unsigned char>(part[0])) == 0 &&
+              std::all_of(part.begin(), part.end(),
+                          [](unsigned char ch) { return std::isalnum(ch) != 0 || ch == '_'; });
+    }
+    if (!valid) {
+      return BadValue(c.source, c.value, "'" + name + "' is not a Python module name",
+                      "torch,torch.distributed");
+    }
+    modules.push_back(name);
+  }
+  if (modules.empty()) {
+    return BadValue(c.source, c.value, "expected module names", "torch,torch.distributed");
+  }
+  o.preload = modules;
+  return OkStatus();
+}
+
 std::vector<std::string> SplitCommaList(const std::string& text) {
   // Read left to right: ",," is one literal comma, a lone ',' ends an item (so ",,," is a
   // comma followed by the end of an item, as torch reads it).

@@ -72,6 +72,7 @@ Status ApplyStartMethod(const ApplyContext& c, CliOptions& o);
 Status ApplyLocalAddr(const ApplyContext& c, CliOptions& o);
 Status ApplyLogsSpecs(const ApplyContext& c, CliOptions& o);
 Status ApplySignalsToHandle(const ApplyContext& c, CliOptions& o);
+Status ApplyPreload(const ApplyContext& c, CliOptions& o);
 Status ApplyNumaBinding(const ApplyContext& c, CliOptions& o);
 Status Ignored(const ApplyContext&, CliOptions&);
 

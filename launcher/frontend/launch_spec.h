@@ -126,7 +126,11 @@ struct LaunchSpec {
   /// --stack-dumps (also on with --hang-timeout): the ranks load gculaunch's stack-dump hook
   /// (stack_hook.h), which dumps every thread's Python stack on `stack_dump_signal`.
   bool stack_dumps = false;
-  int stack_dump_signal = 0;  ///< StackDumpSignal() when stack_dumps; 0 otherwise
+  /// --warm-ranks (launcher/run/standby_pool.h): standbys that imported `preload` wait for
+  /// the next attempt.  Off for --no-python, --run-path and non-Python programs (a note).
+  bool warm_ranks = false;
+  std::vector<std::string> preload;  ///< --preload, default torch,torch.distributed
+  int stack_dump_signal = 0;         ///< StackDumpSignal() when stack_dumps; 0 otherwise
   /// --hang-timeout in seconds; 0: no hang detection.  Each rank then gets
   /// GCULAUNCH_HEARTBEAT_FILE (stack_hook.h), and stack_dumps is on.
   double hang_timeout_s = 0;

@@ -76,6 +76,7 @@ class SpecBuilder {
   Status Program();
   Status Hangs();
   void StackDumps();
+  void WarmRanks();
   Status PythonShim();
   static std::string OwnedHint(const std::string& var, const DeviceProfile& profile);
   Status Environment();

@@ -131,6 +131,7 @@ Status SpecBuilder::Program() {
   if (Status ok = PythonShim(); !ok.ok()) return ok;
   if (Status ok = Hangs(); !ok.ok()) return ok;
   StackDumps();
+  WarmRanks();
   // torch.distributed.launch put --local_rank right after the script.
   if (o_.local_rank_arg) argv.push_back("--local_rank=${local_rank}");
   // A job file's config for this card count replaces "{config}".
@@ -197,6 +198,32 @@ void SpecBuilder::StackDumps() {
         "--stack-dumps with --no-python: only a SCRIPT that execs Python itself can be "
         "dumped; other ranks are reported, never signalled");
   }
+}
+
+// --warm-ranks: Python ranks only; the standbys themselves are the launch's (standby_pool.h).
+void SpecBuilder::WarmRanks() {
+  spec_.preload = o_.preload.value_or(std::vector<std::string>{"torch", "torch.distributed"});
+  if (!o_.warm_ranks) {
+    if (o_.preload) Note(o_.Source("preload") + " is ignored without --warm-ranks");
+    return;
+  }
+  if (o_.no_python || o_.run_path) {
+    Note(std::string(o_.no_python ? "--no-python" : "--run-path") +
+         ": --warm-ranks does not apply (a standby is a Python interpreter that gculaunch "
+         "starts); every rank starts cold");
+    return;
+  }
+  if (spec_.max_restarts == 0) {
+    Note("--warm-ranks with --max-restarts 0: no restart, so no standby is started");
+    return;
+  }
+  spec_.warm_ranks = true;
+  Note("--warm-ranks: once an attempt's ranks run, each rank gets a standby that imports " +
+       Join(spec_.preload, ", ") +
+       " and waits; a restart hands it the attempt's environment (RANK, WORLD_SIZE, "
+       "MASTER_ADDR/PORT, TORCHELASTIC_RESTART_COUNT, ...) instead of starting a new "
+       "interpreter.  A standby that is not ready, died, or whose environment would differ "
+       "beyond those variables means a cold start for that rank");
 }
 
 Status SpecBuilder::PythonShim() {

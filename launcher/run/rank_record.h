@@ -59,6 +59,7 @@ struct RankRecord {
   int local_rank = 0;
   int rank = 0;
   pid_t pid = -1;                  ///< -1: never started
+  bool warm = false;               ///< --warm-ranks: a standby served it (standby_pool.h)
   std::string error_file;          ///< where the rank wrote it (read for the summary)
   std::string error_file_shown;    ///< its copy in the log directory; empty: none (show error_file)
   std::optional<WorkerExit> exit;  ///< empty: not reaped (running or stuck)

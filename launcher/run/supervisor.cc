@@ -88,10 +88,17 @@ void Supervisor::StartAttempt(int restart_count) {
                restart_count, group_->size(), Ms(now - spawn_begin).count(),
                Ms(now - config_.launcher_start).count());
   }
+  std::vector<int> warm;
   for (const RankRecord& r : group_->Records()) {
     if (r.pid > 0)
       config_.events->On(JobEvent::RankStart(restart_count, r.rank, r.local_rank, r.pid));
+    if (r.warm) warm.push_back(r.local_rank);
   }
+  if (!warm.empty()) {
+    log_.info("attempt {}: local rank{} {} started warm (--warm-ranks)", restart_count,
+              warm.size() == 1 ? "" : "s", JoinInts(warm, ","));
+  }
+  PrepareStandbys(restart_count, started.ok() ? &*plan : nullptr);
   if (!started.ok()) {
     const Error& e = started.error();
     log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,
@@ -100,6 +107,18 @@ void Supervisor::StartAttempt(int restart_count) {
     outcome_.start_error_local_rank = failed_local_rank;
     Dispatch(PolicyEvent::SpawnFailed(failed_local_rank));
   }
+}
+
+// --warm-ranks: the next attempt's standbys start once this one's ranks run, while a restart
+// is left; none are kept otherwise.
+void Supervisor::PrepareStandbys(int restart_count, const std::vector<RankLaunch>* plan) {
+  StandbyPool* pool = deps_.standbys;
+  if (pool == nullptr) return;
+  if (plan == nullptr || restart_count >= config_.policy.max_restarts) {
+    pool->DismissAll();
+    return;
+  }
+  pool->Prepare(*plan);
 }
 
 void Supervisor::JobStart(int restart_count) {
@@ -406,6 +425,7 @@ void Supervisor::Finish(int exit_code) {
   }
   outcome_.exit_code = exit_code;
   outcome_.final_state = state_;
+  if (deps_.standbys != nullptr) deps_.standbys->DismissAll();
   if (group_) {
     auto records = group_->Records();
     outcome_.records.insert(outcome_.records.end(), records.begin(), records.end());

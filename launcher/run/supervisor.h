@@ -150,6 +150,7 @@ class Supervisor : public JobControl {
                 PolicyEvent event);
   void CancelTimers();
   void Finish(int exit_code);
+  void PrepareStandbys(int restart_count, const std::vector<RankLaunch>* plan);
   std::string RestartReason(std::string* ran);
   void AnnounceRestart(const PolicyAction& action);
   LocalStopReport MakeStopReport() const;

@@ -117,10 +117,6 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
       if (failed_local_rank != nullptr) *failed_local_rank = launch.local_rank;
       return error;
     };
-    auto out_pipe = sys::MakePipe("rank stdout");
-    if (!out_pipe.ok()) return fail(out_pipe.error());
-    auto err_pipe = sys::MakePipe("rank stderr");
-    if (!err_pipe.ok()) return fail(err_pipe.error());
     auto out_log = OpenLogFile(launch, launch.stdout_log);
     if (!out_log.ok()) return fail(out_log.error());
     auto err_log = OpenLogFile(launch, launch.stderr_log);
@@ -130,27 +126,47 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     auto err_filtered = filtered_files.For(launch, launch.filtered_stderr_log);
     if (!err_filtered.ok()) return fail(err_filtered.error());
 
-    sys::SpawnRequest request;
-    request.program = launch.program;
-    request.argv = launch.argv;
-    request.env = launch.env;
-    request.stdin_fd = launch.inherit_stdin ? -1 : devnull->get();
-    request.stdout_fd = out_pipe->write.get();
-    request.stderr_fd = err_pipe->write.get();
-    request.take_terminal = launch.take_terminal;
-    request.cpus = launch.cpus;
-    auto pid = deps_.spawner.Spawn(request);
-    if (!pid.ok()) return fail(pid.error());
-    // Our copies of the write ends must go, or the streams never see EOF.
-    out_pipe->write.Reset();
-    err_pipe->write.Reset();
-
-    r.record.pid = *pid;
+    sys::UniqueFd out_read;
+    sys::UniqueFd err_read;
+    auto on_exit = lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnExited(r, exit); });
+    std::optional<AdoptedStandby> standby;
+    if (deps_.standbys != nullptr) standby = deps_.standbys->Take(launch);
+    if (standby) {
+      // A warm rank: the standby got the attempt's environment and is running the script.
+      r.record.pid = standby->pid;
+      r.record.warm = true;
+      out_read = std::move(standby->out);
+      err_read = std::move(standby->err);
+      *standby->on_exit = std::move(on_exit);
+    } else {
+      auto out_pipe = sys::MakePipe("rank stdout");
+      if (!out_pipe.ok()) return fail(out_pipe.error());
+      auto err_pipe = sys::MakePipe("rank stderr");
+      if (!err_pipe.ok()) return fail(err_pipe.error());
+      sys::SpawnRequest request;
+      request.program = launch.program;
+      request.argv = launch.argv;
+      request.env = launch.env;
+      request.stdin_fd = launch.inherit_stdin ? -1 : devnull->get();
+      request.stdout_fd = out_pipe->write.get();
+      request.stderr_fd = err_pipe->write.get();
+      request.take_terminal = launch.take_terminal;
+      request.cpus = launch.cpus;
+      auto pid = deps_.spawner.Spawn(request);
+      if (!pid.ok()) return fail(pid.error());
+      // Our copies of the write ends must go, or the streams never see EOF.
+      out_pipe->write.Reset();
+      err_pipe->write.Reset();
+      out_read = std::move(out_pipe->read);
+      err_read = std::move(err_pipe->read);
+      r.record.pid = *pid;
+      if (deps_.guardian != nullptr) {
+        deps_.guardian->GroupStarted(*pid, sys::ProcessStartTime(*pid));
+      }
+      deps_.watcher.Watch(*pid, std::move(on_exit));
+    }
     r.record.start_time = UnixNow();
     r.started = std::chrono::steady_clock::now();
-    if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid, sys::ProcessStartTime(*pid));
-    deps_.watcher.Watch(*pid,
-                        lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnExited(r, exit); }));
 
     const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
     auto on_closed = lifetime_.Wrap([this] {
@@ -178,10 +194,10 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
       err_route.filtered = *err_filtered;
       err_route.filters = launch.stderr_filters;
     }
-    r.out = RankStream::Start(deps_.io, std::move(out_pipe->read), std::move(out_route),
-                              deps_.writer, deps_.flow, on_closed);
-    r.err = RankStream::Start(deps_.io, std::move(err_pipe->read), std::move(err_route),
-                              deps_.writer, deps_.flow, on_closed);
+    r.out = RankStream::Start(deps_.io, std::move(out_read), std::move(out_route), deps_.writer,
+                              deps_.flow, on_closed);
+    r.err = RankStream::Start(deps_.io, std::move(err_read), std::move(err_route), deps_.writer,
+                              deps_.flow, on_closed);
   }
   return OkStatus();
 }

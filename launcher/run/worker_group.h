@@ -39,6 +39,7 @@
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_output.h"
 #include "launcher/run/rank_record.h"
+#include "launcher/run/standby_pool.h"
 #include "launcher/sys/child_watcher.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
@@ -61,6 +62,8 @@ struct WorkerGroupDeps {
   std::chrono::milliseconds progress_interval{30000};  ///< --progress-interval
   /// How often the group of an exited rank is looked at again while it has members.
   std::chrono::milliseconds group_poll{500};
+  /// --warm-ranks: the standbys a rank is taken from when one can serve it; null: none.
+  StandbyPool* standbys = nullptr;
 };
 
 class WorkerGroup {

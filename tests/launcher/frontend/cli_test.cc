@@ -61,6 +61,10 @@ const std::vector<ValueCase>& ValueCases() {
                 std::map<std::string, std::string>{{"timeout", "900"}, {"is_host", "true"}};
        }},
       {"rdzv-timeout", "30", [](const CliOptions& o) { return o.rdzv_timeout == 30.0; }},
+      {"preload", "torch, numpy.linalg",
+       [](const CliOptions& o) {
+         return o.preload == std::vector<std::string>{"torch", "numpy.linalg"};
+       }},
       {"max-restarts", "3", [](const CliOptions& o) { return o.max_restarts == 3; }},
       {"restart-backoff", "0.5:30",
        [](const CliOptions& o) {
@@ -157,6 +161,7 @@ const std::vector<BoolCase>& BoolCases() {
       {"virtual-local-rank", [](const CliOptions& o) { return o.virtual_local_rank; }},
       {"no-python-faulthandler", [](const CliOptions& o) { return o.no_python_faulthandler; }},
       {"stack-dumps", [](const CliOptions& o) { return o.stack_dumps; }},
+      {"warm-ranks", [](const CliOptions& o) { return o.warm_ranks; }},
       {"allow-shared-log-dir", [](const CliOptions& o) { return o.allow_shared_log_dir; }},
   };
   return cases;
@@ -272,6 +277,12 @@ TEST_CASE("cli: torchrun flags gculaunch cannot honour or checks", "[cli]") {
   CHECK(ParseError({"--numa-binding", "numa", "x.py"}) ==
         "gculaunch: --numa-binding 'numa': expected node, socket, exclusive or core-complex (fix: "
         "e.g. --numa-binding node)");
+  CHECK(ParseError({"--preload", "torch,my-module", "x.py"}) ==
+        "gculaunch: --preload 'torch,my-module': 'my-module' is not a Python module name (fix: "
+        "e.g. --preload torch,torch.distributed)");
+  CHECK(ParseError({"--preload", ",", "x.py"}) ==
+        "gculaunch: --preload ',': expected module names (fix: e.g. --preload "
+        "torch,torch.distributed)");
   CHECK(ParseError({"--signals-to-handle", "SIGTERM,TERM", "x.py"}) ==
         "gculaunch: --signals-to-handle 'SIGTERM,TERM': 'TERM' is not a signal name gculaunch "
         "knows (fix: e.g. --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT)");

@@ -1,0 +1,167 @@
+"""bench/warm.py - warm ranks (--warm-ranks, issue 29): how long from a rank's failure until
+the restarted group has finished init_process_group, for gculaunch with standbys, gculaunch
+cold, torchrun 1.13 and torchrun 2.6 (c10d, --monitor_interval 0.1; 2.6 from the root of
+scripts/make_torch2_root.sh, with its own torch 2.6 ranks), interleaved, on this machine.
+
+    python3 -m bench.warm [--reps 3] [--nproc 2,8]
+
+Every launcher runs the same real PyTorch rank program (gloo on CPU, --max-restarts 1).  In
+attempt 0 each rank runs init_process_group and a barrier, then waits until the launcher is
+ready to restart fast: for gculaunch --warm-ranks until every standby said ready (its ready
+file beside TORCHELASTIC_ERROR_FILE); for the others a fixed --settle time, the same or
+longer.  Then rank 0 records the time and every rank exits 1 ("the failure").  In attempt 1
+every rank records the time at which its init_process_group returned.  The number is the
+last of those minus the failure: a restart as the job feels it, interpreter start and
+`import torch` included.  A benchmark, not a test: it prints numbers and asserts nothing.
+Run from the top of the repository.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import lib
+
+PROG = "bench.warm"
+RUN_TIMEOUT = 240
+
+RANK = r'''
+import glob, json, os, sys, time
+out, settle, warm = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "warm"
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+inited = time.time()
+if attempt == 1:
+    with open(os.path.join(out, "init.%d" % rank), "w") as f:
+        f.write(repr(inited))
+    dist.barrier()
+    sys.exit(0)
+dist.barrier()
+deadline = time.monotonic() + 120
+if warm:
+    root = os.environ["TORCHELASTIC_ERROR_FILE"].split("/attempt_")[0]
+    local = int(os.environ["LOCAL_WORLD_SIZE"])
+    while time.monotonic() < deadline:
+        if len(glob.glob(os.path.join(root, "standbys", "standby-*"))) >= local:
+            break
+        time.sleep(0.02)
+ready = time.time()
+dist.barrier()
+if rank == 0:
+    with open(os.path.join(out, "ready"), "w") as f:
+        f.write(repr(ready))
+time.sleep(max(0.0, settle - (time.time() - inited)))
+dist.barrier()
+if rank == 0:
+    with open(os.path.join(out, "fail"), "w") as f:
+        f.write(repr(time.time()))
+sys.exit(1)
+'''
+
+
+def command(launcher, nproc, script, out, settle):
+    if launcher.startswith("gculaunch"):
+        cmd = [GCULAUNCH, "--standalone", "--nproc-per-node", str(nproc), "--device", "cpu",
+               "--max-restarts", "1", "--restart-backoff", "off", "--python", lib.PYTHON]
+        if launcher == "gculaunch-warm":
+            cmd += ["--warm-ranks"]
+        mode = "warm" if launcher == "gculaunch-warm" else "cold"
+    else:
+        base = TORCHRUN2 if launcher == "torchrun-2.6" else [lib.PYTHON, lib.TORCHRUN113]
+        cmd = base + ["--nnodes", "1", "--nproc_per_node", str(nproc),
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % lib.free_port(),
+               "--rdzv_id", lib.new_tag(), "--monitor_interval", "0.1", "--max_restarts", "1"]
+        mode = "cold"
+    return cmd + [script, out, str(settle), mode]
+
+
+def one(launcher, nproc, script, settle):
+    out = tempfile.mkdtemp(prefix="gculaunch-bench-warm-")
+    tmp = os.path.join(out, "tmp")
+    os.mkdir(tmp)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+           "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "TMPDIR": tmp,
+           "GCULAUNCH_BENCH_TAG": lib.new_tag()}
+    try:
+        if launcher == "torchrun-2.6":
+            env.update(TORCHRUN2_ENV)
+        proc = subprocess.run(command(launcher, nproc, script, out, settle), env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=RUN_TIMEOUT)
+        inits = []
+        for r in range(nproc):
+            path = os.path.join(out, "init.%d" % r)
+            if os.path.exists(path):
+                inits.append(float(open(path).read()))
+        if proc.returncode != 0 or len(inits) != nproc:
+            sys.stderr.write("%s: %s exited %d:\n%s\n" % (PROG, launcher, proc.returncode,
+                                                          proc.stderr.decode()[-2000:]))
+            return None
+        failed = float(open(os.path.join(out, "fail")).read())
+        return max(inits) - failed
+    finally:
+        subprocess.run(["rm", "-rf", out])
+
+
+TORCHRUN2, TORCHRUN2_ENV = None, None
+
+
+def main():
+    global GCULAUNCH, TORCHRUN2, TORCHRUN2_ENV
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=lib.env_int("BENCH_REPS", 3))
+    parser.add_argument("--nproc", default=os.environ.get("BENCH_NPROC", "2,8"),
+                        help="rank counts, comma-separated (default 2,8)")
+    parser.add_argument("--settle", type=float, default=8.0,
+                        help="seconds attempt 0 runs after init_process_group before it fails, "
+                             "at least (standbys ready, for --warm-ranks)")
+    parser.add_argument("--gculaunch", default=lib.default_gculaunch())
+    opts = parser.parse_args()
+    GCULAUNCH = opts.gculaunch
+    lib.require_gculaunch(PROG, GCULAUNCH)
+    work = tempfile.mkdtemp(prefix="gculaunch-bench-warm-prog-")
+    script = lib.write_script(work, "rank.py", RANK)
+    launchers = ["gculaunch-warm", "gculaunch-cold", "torchrun-1.13", "torchrun-2.6"]
+    root = lib.make_torch2_root()
+    if root is None:
+        print("(no torch 2.6 root: torchrun 2.6 left out)")
+        launchers.pop()
+    else:
+        TORCHRUN2, TORCHRUN2_ENV = lib.torchrun26_command(root)
+    budget = lib.Budget(45 * 60)
+    print("rank failure -> every restarted rank finished init_process_group (torch %s, gloo, "
+          "CPU; %d CPUs), median of %d" % (torch_version(), os.cpu_count(), opts.reps))
+    print("%-6s %10s %10s %12s %12s %10s %14s" % ("ranks", "warm ms", "cold ms", "tr-1.13 ms",
+                                                   "tr-2.6 ms", "warm/cold", "tr-1.13/warm"))
+    for nproc in [int(n) for n in opts.nproc.split(",") if n]:
+        results = {name: [] for name in launchers}
+        for _ in range(opts.reps):
+            for name in launchers:
+                if budget.left() < RUN_TIMEOUT:
+                    break
+                results[name].append(one(name, nproc, script, opts.settle))
+        warm, _ = lib.med(results["gculaunch-warm"])
+        cold, _ = lib.med(results["gculaunch-cold"])
+        torchrun, _ = lib.med(results["torchrun-1.13"])
+        torchrun2, _ = lib.med(results.get("torchrun-2.6", []))
+        print("%-6d %10s %10s %12s %12s %10s %14s" % (
+            nproc, lib.ms(warm), lib.ms(cold), lib.ms(torchrun), lib.ms(torchrun2),
+            "-" if warm is None or not cold else "%.2f" % (warm / cold),
+            lib.ratio(torchrun, warm)))
+        sys.stdout.flush()
+    subprocess.run(["rm", "-rf", work])
+
+
+def torch_version():
+    out = subprocess.run([lib.PYTHON, "-c", "import torch; print(torch.__version__)"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+#include "launcher/run/standby_pool.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <utility>
+
+#include "base/text.h"
+#include "launcher/sys/process_group.h"
+#include "launcher/sys/safe_files.h"
+
+namespace gculaunch {
+
+namespace {
+
+constexpr std::chrono::milliseconds kLingerPoll{100};
+
+std::string KeyOf(const std::string& item) { return item.substr(0, item.find('=')); }
+
+std::map<std::string, std::string> AsMap(const std::vector<std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const std::string& item : env) {
+    const size_t eq = item.find('=');
+    out[item.substr(0, eq)] = eq == std::string::npos ? "" : item.substr(eq + 1);
+  }
+  return out;
+}
+
+// Writes all of `data` to a blocking pipe; false on an error (the standby died).
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PerAttemptVariables() {
+  static const std::vector<std::string> kVars = {"RANK",
+                                                 "GROUP_RANK",
+                                                 "ROLE_RANK",
+                                                 "WORLD_SIZE",
+                                                 "GROUP_WORLD_SIZE",
+                                                 "ROLE_WORLD_SIZE",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "TORCHELASTIC_RESTART_COUNT",
+                                                 "TORCHELASTIC_RUN_ID",
+                                                 "TORCHELASTIC_ERROR_FILE",
+                                                 "GCULAUNCH_STACKS_FILE",
+                                                 "GCULAUNCH_HEARTBEAT_FILE"};
+  return kVars;
+}
+
+std::vector<std::string> StandbyEnvironment(const std::vector<std::string>& rank_env,
+                                            const StandbySettings& settings,
+                                            const std::string& ready_file) {
+  const auto& per_attempt = PerAttemptVariables();
+  std::vector<std::string> env;
+  std::string pythonpath = settings.hook_dir;
+  for (const std::string& item : rank_env) {
+    const std::string key = KeyOf(item);
+    if (std::find(per_attempt.begin(), per_attempt.end(), key) != per_attempt.end()) continue;
+    if (key == "PYTHONPATH") {
+      pythonpath += ":" + item.substr(key.size() + 1);
+      continue;
+    }
+    env.push_back(item);
+  }
+  env.push_back("PYTHONPATH=" + pythonpath);
+  env.push_back("GCULAUNCH_STANDBY_PARENT=" + settings.parent_pid);
+  env.push_back("GCULAUNCH_STANDBY_DIR=" + settings.hook_dir);
+  env.push_back("GCULAUNCH_STANDBY_PRELOAD=" + Join(settings.preload, ","));
+  env.push_back("GCULAUNCH_STANDBY_READY=" + ready_file);
+  return env;
+}
+
+std::string WhyNotWarm(const RankLaunch& standby_for, const RankLaunch& launch) {
+  if (launch.program != standby_for.program || launch.argv != standby_for.argv) {
+    return "its command line changed";
+  }
+  if (launch.cpus != standby_for.cpus) return "its CPUs changed";
+  const auto before = AsMap(standby_for.env);
+  const auto now = AsMap(launch.env);
+  const auto& per_attempt = PerAttemptVariables();
+  std::vector<std::string> changed;
+  for (const auto* side : {&before, &now}) {
+    for (const auto& [key, value] : *side) {
+      if (std::find(per_attempt.begin(), per_attempt.end(), key) != per_attempt.end()) continue;
+      auto a = before.find(key);
+      auto b = now.find(key);
+      const bool same = a != before.end() && b != now.end() && a->second == b->second;
+      if (!same && std::find(changed.begin(), changed.end(), key) == changed.end()) {
+        changed.push_back(key);
+      }
+    }
+  }
+  if (changed.empty()) return "";
+  return "its environment changed where a standby cannot follow (" + Join(changed, ", ") + ")";
+}
+
+struct StandbyPool::Standby {
+  RankLaunch launch;  ///< the launch it was started from (env: the rank's, not its own)
+  pid_t pid = 0;
+  bool exited = false;
+  WorkerExit exit;
+  sys::UniqueFd go;  ///< write end of its stdin pipe
+  sys::UniqueFd out;
+  sys::UniqueFd err;
+  std::string ready_file;
+  /// Where its exit goes: the pool's handler until it is taken, then the attempt's.
+  std::shared_ptr<sys::ChildWatcher::ExitHandler> on_exit;
+};
+
+StandbyPool::StandbyPool(boost::asio::io_context& io, sys::Spawner& spawner,
+                         sys::ChildWatcher& watcher, sys::Guardian* guardian,
+                         StandbySettings settings)
+    : io_(io),
+      spawner_(spawner),
+      watcher_(watcher),
+      guardian_(guardian),
+      settings_(std::move(settings)),
+      linger_timer_(io) {}
+
+StandbyPool::~StandbyPool() { lifetime_.Expire(); }
+
+void StandbyPool::Prepare(const std::vector<RankLaunch>& launches) {
+  for (const RankLaunch& launch : launches) {
+    if (standbys_.count(launch.local_rank) != 0) continue;
+    if (launch.inherit_stdin || launch.take_terminal) continue;  // it reads gculaunch's stdin
+    Start(launch);
+  }
+}
+
+StandbyPool::Standby* StandbyPool::Start(const RankLaunch& launch) {
+  auto fail = [&](const Error& error) -> Standby* {
+    if (note_) {
+      note_("local rank " + std::to_string(launch.local_rank) +
+            ": no standby (it starts cold): " + error.what);
+    }
+    return nullptr;
+  };
+  auto go = sys::MakePipe("standby stdin");
+  if (!go.ok()) return fail(go.error());
+  auto out = sys::MakePipe("standby stdout");
+  if (!out.ok()) return fail(out.error());
+  auto err = sys::MakePipe("standby stderr");
+  if (!err.ok()) return fail(err.error());
+  auto s = std::make_unique<Standby>();
+  s->launch = launch;
+  s->ready_file = settings_.ready_dir + "/standby-" + std::to_string(launch.local_rank) + "-" +
+                  std::to_string(++serial_);
+  ::unlink(s->ready_file.c_str());
+  ::unlink((s->ready_file + ".failed").c_str());
+  sys::SpawnRequest request;
+  request.program = launch.program;
+  request.argv = launch.argv;
+  request.env = StandbyEnvironment(launch.env, settings_, s->ready_file);
+  request.stdin_fd = go->read.get();
+  request.stdout_fd = out->write.get();
+  request.stderr_fd = err->write.get();
+  request.cpus = launch.cpus;
+  auto pid = spawner_.Spawn(request);
+  if (!pid.ok()) return fail(pid.error());
+  s->pid = *pid;
+  s->go = std::move(go->write);
+  s->out = std::move(out->read);
+  s->err = std::move(err->read);
+  if (guardian_ != nullptr) guardian_->GroupStarted(*pid, sys::ProcessStartTime(*pid));
+  Standby* raw = s.get();
+  raw->on_exit = std::make_shared<sys::ChildWatcher::ExitHandler>(
+      lifetime_.Wrap([this](pid_t child, WorkerExit exit) { OnExit(child, exit); }));
+  watcher_.Watch(*pid, [handler = raw->on_exit](pid_t child, WorkerExit exit) {
+    if (*handler) (*handler)(child, exit);
+  });
+  standbys_[launch.local_rank] = std::move(s);
+  return raw;
+}
+
+// A standby (waiting, or dismissed) exited: kept as exited until it is taken or dismissed.
+void StandbyPool::OnExit(pid_t pid, WorkerExit exit) {
+  for (auto& [local_rank, s] : standbys_) {
+    if (s->pid != pid) continue;
+    s->exited = true;
+    s->exit = exit;
+  }
+  if (auto it = lingering_.find(pid); it != lingering_.end()) it->second = true;
+  CheckLingering();
+}
+
+bool StandbyPool::IsReady(const Standby& s) const {
+  struct stat st {};
+  return !s.exited && ::lstat(s.ready_file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+size_t StandbyPool::ready() const {
+  return static_cast<size_t>(std::count_if(standbys_.begin(), standbys_.end(),
+                                           [this](const auto& s) { return IsReady(*s.second); }));
+}
+
+std::string StandbyPool::FailureOf(const Standby& s) const {
+  auto text = sys::ReadBoundedFile(s.ready_file + ".failed");
+  if (text.ok() && !text->empty()) return Trim(*text);
+  if (s.exited) return "its standby exited before the attempt (" + s.exit.Describe() + ")";
+  return "its standby was not ready (still importing " + Join(settings_.preload, ", ") + ")";
+}
+
+std::optional<AdoptedStandby> StandbyPool::Take(const RankLaunch& launch) {
+  auto it = standbys_.find(launch.local_rank);
+  if (it == standbys_.end()) return std::nullopt;
+  Standby& s = *it->second;
+  std::string why = WhyNotWarm(s.launch, launch);
+  if (why.empty() && (launch.inherit_stdin || launch.take_terminal)) {
+    why = "it reads gculaunch's stdin";
+  }
+  if (why.empty() && !IsReady(s)) why = FailureOf(s);
+  std::string message;
+  for (const std::string& item : launch.env) message += item + '\0';
+  if (why.empty() && !WriteAll(s.go.get(), message)) why = "its standby could not be told to go";
+  if (!why.empty()) {
+    if (note_) note_("local rank " + std::to_string(launch.local_rank) + " starts cold: " + why);
+    Dismiss(launch.local_rank);
+    return std::nullopt;
+  }
+  s.go.Reset();  // end of file: the hook sets the environment and returns
+  AdoptedStandby adopted;
+  adopted.pid = s.pid;
+  adopted.out = std::move(s.out);
+  adopted.err = std::move(s.err);
+  adopted.on_exit = s.on_exit;
+  *adopted.on_exit = nullptr;  // the attempt sets its own
+  ::unlink(s.ready_file.c_str());
+  standbys_.erase(it);
+  return adopted;
+}
+
+void StandbyPool::DismissAll() {
+  while (!standbys_.empty()) Dismiss(standbys_.begin()->first);
+}
+
+// The run is over: nothing else may run on the io_context.  Each group is polled until no
+// member but the zombie leader is left (which the process's exit leaves to init).
+bool StandbyPool::Drain(std::chrono::milliseconds bound) {
+  DismissAll();
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!lingering_.empty()) {
+    for (auto it = lingering_.begin(); it != lingering_.end();) {
+      if (sys::GroupAlive(it->first)) {
+        sys::SignalGroup(it->first, SIGKILL);
+        ++it;
+        continue;
+      }
+      if (guardian_ != nullptr) guardian_->GroupGone(it->first);
+      it = lingering_.erase(it);
+    }
+    if (lingering_.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    ::usleep(10000);
+  }
+  return lingering_.empty();
+}
+
+// Kills the standby's group; its zombie (if it exited) pins the group's number until the
+// group is empty, then it is released.
+void StandbyPool::Dismiss(int local_rank) {
+  auto it = standbys_.find(local_rank);
+  if (it == standbys_.end()) return;
+  Standby& s = *it->second;
+  sys::SignalGroup(s.pid, SIGKILL);
+  ::unlink(s.ready_file.c_str());
+  ::unlink((s.ready_file + ".failed").c_str());
+  lingering_[s.pid] = s.exited;
+  standbys_.erase(it);
+  CheckLingering();
+}
+
+void StandbyPool::CheckLingering() {
+  for (auto it = lingering_.begin(); it != lingering_.end();) {
+    const pid_t pid = it->first;
+    if (!it->second || sys::GroupAlive(pid)) {
+      if (it->second) sys::SignalGroup(pid, SIGKILL);  // a child it left
+      ++it;
+      continue;
+    }
+    watcher_.Release(pid);
+    if (guardian_ != nullptr) guardian_->GroupGone(pid);
+    it = lingering_.erase(it);
+  }
+  if (lingering_.empty()) return;
+  linger_timer_.expires_after(kLingerPoll);
+  linger_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
+    if (!ec) CheckLingering();
+  }));
+}
+
+}  // namespace gculaunch

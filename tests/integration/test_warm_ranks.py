@@ -1,0 +1,173 @@
+"""Warm ranks (issue 29, --warm-ranks): a restarted rank is a standby that already imported
+torch, handed the attempt's environment.  Real gculaunch, real torch 1.13 and gloo, two ranks.
+
+The rank program records a snapshot of everything a script can see of its process (the
+environment as the script sees it, argv, sys.path, cwd, stdin, signal dispositions and mask,
+process group, parent-death signal, rlimits, __loader__, sys.flags), runs a real gloo
+all_reduce, and in attempt 0 fails once the standbys are ready (their ready files exist in
+gculaunch's private directory, found beside TORCHELASTIC_ERROR_FILE).  A run with
+--warm-ranks and one without must give attempt 1 the same snapshot, field by field, up to the
+names of each run's private directory; only the warm run's attempt 1 comes from standbys
+(their /proc/self/environ still holds the standby's variables, which the script never sees).
+
+Also: a --preload module that fails means a cold start, with one line naming the module; a
+standby never outlives the run.
+"""
+import glob
+import json
+import os
+import time
+import unittest
+
+import gltest
+
+RANK_PROGRAM = r'''
+import ctypes, glob, json, os, resource, signal, stat, sys, time
+
+out_dir = sys.argv[1]
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+local_rank = int(os.environ["LOCAL_RANK"])
+
+def at_exec():
+    with open("/proc/self/environ", "rb") as f:
+        items = [i for i in f.read().split(b"\0") if i]
+    return dict(i.decode().split("=", 1) for i in items)
+
+st = os.fstat(0)
+libc = ctypes.CDLL(None, use_errno=True)
+pdeath = ctypes.c_int(0)
+libc.prctl(2, ctypes.byref(pdeath), 0, 0, 0)  # PR_GET_PDEATHSIG
+snapshot = {
+    "env": dict(os.environ),
+    "argv": sys.argv,
+    "orig_argv": getattr(sys, "orig_argv", None),
+    "path": sys.path,
+    "cwd": os.getcwd(),
+    "stdin": [stat.S_ISCHR(st.st_mode), st.st_rdev],
+    "signals": {str(int(s)): repr(signal.getsignal(s)) for s in
+                (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGPIPE,
+                 signal.SIGCHLD, signal.SIGQUIT)},
+    "sigmask": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+    "leads_group": os.getpgid(0) == os.getpid(),
+    "pdeathsig": pdeath.value,
+    "rlimits": {n: resource.getrlimit(getattr(resource, n)) for n in
+                ("RLIMIT_NOFILE", "RLIMIT_CORE", "RLIMIT_STACK", "RLIMIT_NPROC")},
+    "loader": type(__loader__).__name__,
+    "file": __file__,
+    "name": __name__,
+    "flags": repr(sys.flags),
+    "warm": "GCULAUNCH_STANDBY_PARENT" in at_exec(),
+}
+with open(os.path.join(out_dir, "a%d_r%d.json" % (attempt, local_rank)), "w") as f:
+    json.dump(snapshot, f)
+
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+assert t.item() == dist.get_world_size()
+dist.barrier()
+if attempt == 0:
+    root = os.environ["TORCHELASTIC_ERROR_FILE"].split("/attempt_")[0]
+    if os.path.isdir(os.path.join(root, "standbys")):  # --warm-ranks
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            ready = [p for p in glob.glob(os.path.join(root, "standbys", "standby-*"))
+                     if not p.endswith(".failed")]
+            failed = glob.glob(os.path.join(root, "standbys", "*.failed"))
+            if len(ready) + len(failed) >= 2:
+                break
+            time.sleep(0.05)
+    sys.exit(3)
+'''
+
+
+class WarmRanks(unittest.TestCase):
+    def setUp(self):
+        gltest.require_binary()
+        self.tmp = gltest.TempDir(prefix="gltest-warm-")
+        self.work = self.tmp.__enter__()
+        self.addCleanup(self.tmp.__exit__, None, None, None)
+        self.program = os.path.join(self.work, "snap.py")
+        with open(self.program, "w") as f:
+            f.write(RANK_PROGRAM)
+        self.tag = gltest.new_tag()
+        self.addCleanup(gltest.kill_tagged, self.tag)
+
+    def launch(self, name, extra):
+        out = os.path.join(self.work, name)
+        os.mkdir(out)
+        tag = self.tag  # one for both runs: their environments must match
+        args = (["--nproc-per-node", "2", "--device", "cpu", "--max-restarts", "1",
+                 "--run-id", "warm1", "--master-port", str(gltest.free_port()),
+                 "--python", gltest.PYTHON, "--env", "GL_SNAPSHOT=1"]
+                + extra + [self.program, out])
+        with gltest.Job(args, tag=tag) as job:
+            code = job.wait(timeout=300)
+        self.assertEqual(gltest.wait_no_tagged(tag, 15), [], "processes outlived the run")
+        return code, job.stderr, out
+
+    def load(self, out, attempt, rank):
+        with open(os.path.join(out, "a%d_r%d.json" % (attempt, rank))) as f:
+            return json.load(f)
+
+    @staticmethod
+    def normalized(snapshot):
+        """Each run's private directory (gculaunch-<id>-XXXXXX) and the ephemeral master port
+        replaced by placeholders; the 'warm' marker dropped."""
+        snap = dict(snapshot)
+        warm = snap.pop("warm")
+        out = os.path.dirname(snap["argv"][1] + "/")
+        env = dict(snap["env"])
+        root = env["TORCHELASTIC_ERROR_FILE"].split("/attempt_")[0]
+        port = env["MASTER_PORT"]
+        text = json.dumps(dict(snap, env=env), sort_keys=True)
+        text = text.replace(root, "<private>").replace('"%s"' % port, '"<port>"')
+        text = text.replace(out, "<out>")
+        return json.loads(text), warm
+
+    def test_warm_attempt_matches_a_cold_one_field_by_field(self):
+        code, err, warm_out = self.launch("warm", ["--warm-ranks"])
+        self.assertEqual(code, 0, err[-4000:])
+        self.assertIn("attempt 1: local ranks 0,1 started warm (--warm-ranks)", err)
+        code, err_cold, cold_out = self.launch("cold", [])
+        self.assertEqual(code, 0, err_cold[-4000:])
+        self.assertNotIn("started warm", err_cold)
+        for rank in (0, 1):
+            warm, was_warm = self.normalized(self.load(warm_out, 1, rank))
+            cold, was_cold_warm = self.normalized(self.load(cold_out, 1, rank))
+            self.assertTrue(was_warm, "rank %d of the warm run's attempt 1 was not a standby"
+                            % rank)
+            self.assertFalse(was_cold_warm)
+            self.assertFalse(self.normalized(self.load(warm_out, 0, rank))[1],
+                             "attempt 0 is always cold")
+            for field in sorted(cold):
+                self.assertEqual(warm[field], cold[field], "rank %d: %s differs" % (rank, field))
+            self.assertEqual(warm["env"]["TORCHELASTIC_RESTART_COUNT"], "1")
+            self.assertEqual(warm["env"]["RANK"], str(rank))
+            self.assertNotIn("GCULAUNCH_STANDBY_PARENT", warm["env"])
+
+    def test_a_failed_preload_means_a_cold_start_named_in_one_line(self):
+        code, err, out = self.launch(
+            "badpreload", ["--warm-ranks", "--preload", "torch,no_such_module_gl29"])
+        self.assertEqual(code, 0, err[-4000:])
+        lines = [l for l in err.splitlines() if "starts cold" in l]
+        self.assertEqual(len(lines), 2, err[-4000:])
+        for line in lines:
+            self.assertIn("--preload no_such_module_gl29 failed: ModuleNotFoundError", line)
+        for rank in (0, 1):
+            self.assertFalse(self.normalized(self.load(out, 1, rank))[1])
+
+    def test_warm_ranks_do_not_apply_without_python(self):
+        out = os.path.join(self.work, "nopy")
+        os.mkdir(out)
+        args = ["--dry-run", "--no-python", "--warm-ranks", "--max-restarts", "1",
+                "/bin/true"]
+        with gltest.Job(args, tag=gltest.new_tag()) as job:
+            self.assertEqual(job.wait(timeout=60), 0, job.stderr)
+        self.assertIn("--no-python: --warm-ranks does not apply", job.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
