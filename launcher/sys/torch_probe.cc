@@ -356,9 +356,16 @@ RanksTorch TorchProbe::Finish() {
     torch.state = RanksTorch::State::kAbsent;
   }
   torch.how = "found by running " + py + " once";
-  if (!options_.cache_dir.empty() && WriteTorchCacheFile(options_.cache_dir, entry).ok()) {
-    torch.how += "; cached";
+  if (options_.cache_dir.empty()) return torch;
+  // An interpreter that runs Python in another root (a container, a chroot) reports files
+  // that gculaunch does not see as it does: an entry for it could never be used.
+  for (const auto& [path, signature] : entry.checks) {
+    if (FileSignature(path) != signature) {
+      torch.how += "; not cached: it does not see " + path + " as gculaunch does";
+      return torch;
+    }
   }
+  if (WriteTorchCacheFile(options_.cache_dir, entry).ok()) torch.how += "; cached";
   return torch;
 }
 

@@ -3,18 +3,19 @@
 // (find_spec, never an import), and kept in a private cache so that later launches pay only
 // a few stat() calls.
 //
-// The cache is one small file per question in $XDG_CACHE_HOME/gculaunch/torch-versions
-// (else $HOME/.cache/gculaunch/torch-versions).  The question (the key) is everything that decides
-// what the interpreter's search finds: the interpreter as named, its real path and identity, the
-// rank's sys.path[0] (the script's real directory, or the working directory for -m), the
-// working directory, and the variables that shape sys.path (PYTHONPATH, PYTHONHOME, PYTHONUSERBASE,
-// PYTHONNOUSERSITE, PYTHONSAFEPATH, PYTHONPLATLIBDIR, HOME, PYENV_VERSION).  The answer holds the
-// identity (device, inode, size, mtime, ctime), as the interpreter saw it, of torch/version.py and
-// of every name under which torch could appear in a sys.path entry searched before the one that
-// holds it (mostly "absent"; kTorchProbeSource): installing, upgrading or removing torch, or
-// shadowing it, changes one of them, so a hit re-checks each with one stat() and is a miss when any
-// differs (always, for an interpreter wrapper that runs Python in another root, whose files
-// gculaunch does not see: it is then probed every time, and still right).
+// The cache is one small file per question in $XDG_CACHE_HOME/gculaunch/torch-versions (else
+// $HOME/.cache/gculaunch/torch-versions).  The question (the key) is everything that decides
+// what the interpreter's search finds: the interpreter as named, its real path and identity,
+// the rank's sys.path[0] (the script's real directory, or the working directory for -m), the
+// working directory, and the variables that shape sys.path (PYTHONPATH, PYTHONHOME,
+// PYTHONUSERBASE, PYTHONNOUSERSITE, PYTHONSAFEPATH, PYTHONPLATLIBDIR, HOME, PYENV_VERSION).
+// The answer holds the identity (device, inode, size, mtime, ctime), as the interpreter saw
+// it, of torch/version.py and of every name under which torch could appear in a sys.path
+// entry searched before the one that holds it (mostly "absent"; kTorchProbeSource):
+// installing, upgrading or removing torch, or shadowing it, changes one of them, so a hit
+// re-checks each with one stat() and is a miss when any differs.  An interpreter wrapper that
+// runs Python in another root (a container, a chroot) sees other files than gculaunch: it gets
+// no entry, and is probed every time (still right).
 //
 // Trust (docs/security.md): another local user must not be able to plant an answer.  The
 // directory is used only when FindForeignWriter finds nobody but the user and root able to

@@ -218,6 +218,7 @@ TEST_CASE("torch probe: the script's directory is searched as in the rank", "[to
 }
 
 TEST_CASE("torch probe: a failure is an unknown version, never an error", "[torch_probe]") {
+  // (and an answer that could not be checked later is not cached)
   TempDir tmp;
   sys::TorchProbeOptions options;
   options.timeout_s = 0.5;
@@ -245,6 +246,21 @@ TEST_CASE("torch probe: a failure is an unknown version, never an error", "[torc
     const RanksTorch torch = sys::TorchProbe::Start(PythonSpec(odd, "x.py"), {}, options).Finish();
     CHECK(torch.state == RanksTorch::State::kUnknown);
   }
+  SECTION("an interpreter that sees other files (a chroot) is answered but not cached") {
+    const std::string chrooted = tmp.Write(
+        "chrooted",
+        "#!/bin/sh\ncat <<'EOF'\ngculaunch-torch-probe: {\"version_file\": "
+        "\"/v/torch/version.py\", \"version_text\": \"__version__ = '2.6.0'\", \"checks\": "
+        "[[\"/v/torch/version.py\", \"1:2:3:4:5\"]]}\nEOF\n");
+    REQUIRE(::chmod(chrooted.c_str(), 0755) == 0);
+    const RanksTorch torch =
+        sys::TorchProbe::Start(PythonSpec(chrooted, "x.py"), {}, options).Finish();
+    CHECK(torch.state == RanksTorch::State::kFound);
+    CHECK(torch.version == "2.6.0");
+    CHECK(torch.how == "found by running " + chrooted +
+                           " once; not cached: it does not see /v/torch/version.py as gculaunch "
+                           "does");
+  }
   SECTION("--no-python asks nobody") {
     LaunchSpec spec = PythonSpec("", "x.py");
     spec.argv = {"/bin/true"};
@@ -254,7 +270,7 @@ TEST_CASE("torch probe: a failure is an unknown version, never an error", "[torc
     CHECK(torch.state == RanksTorch::State::kNotProbed);
     CHECK(torch.how == "--no-python");
   }
-  // Nothing unknown is cached.
+  // Nothing unknown or unusable is cached.
   CHECK(::access(options.cache_dir.c_str(), F_OK) != 0);
 }
 
