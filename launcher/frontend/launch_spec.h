@@ -195,7 +195,7 @@ struct LaunchSpec {
   std::vector<Network> store_allow;
 
   // ---- what to do ----
-  bool dry_run = false;  ///< --dry-run: print, start nothing
+  bool dry_run = false;  ///< --dry-run: print, start no rank
   DryRunFormat dry_run_format = DryRunFormat::kTable;
 
   /// Explanations for the dry run and the start-up log ("no cards found,
