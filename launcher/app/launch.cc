@@ -284,6 +284,7 @@ int Launch::Run() {
     PrintError(script.error());
     return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
   }
+  torch_probe_.emplace(sys::TorchProbe::Start(spec_, env_, sys::TorchProbeOptionsFor(env_)));
   StartGuardian();
   if (!ChooseAtLaunch()) return exit_code::kUsage;
   const int code = RunLoop();
@@ -295,6 +296,18 @@ void Launch::SetUpProcess() {
   sys::EnsureStdioOpen();
   sys::IgnoreSigpipe();
   sys::DefaultSigchld();
+}
+
+// The ranks' torch, for the NCCL error-handling variable: a miss waits here for the probe
+// started in Run (bounded); whatever happens, the launch goes on.
+RanksTorch Launch::FinishTorchProbe() {
+  RanksTorch torch = torch_probe_ ? torch_probe_->Finish() : RanksTorch{};
+  torch_probe_.reset();
+  // A probe that failed is worth a line: the ranks then get both names.
+  const auto level =
+      torch.state == RanksTorch::State::kUnknown ? spdlog::level::info : spdlog::level::debug;
+  log_.log(level, "ranks' torch: {}", DescribeRanksTorch(torch));
+  return torch;
 }
 
 // Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
@@ -524,6 +537,7 @@ nlohmann::json Launch::LaunchFields() const {
 
 int Launch::RunLoop() {
   Loop loop(*this);
+  loop.planner.set_ranks_torch([this] { return FinishTorchProbe(); });
   loop.events.On(JobEvent::Launch(LaunchFields()));
   // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
   std::unique_ptr<ClusterNode> cluster;

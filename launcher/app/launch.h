@@ -5,7 +5,9 @@
 //
 // Launch::Run takes these steps, each a method of its own:
 //   1. SetUpProcess     stdio open, SIGPIPE ignored, SIGCHLD default; then the script is
-//                       checked (CheckScript in launch.cc)
+//                       checked (CheckScript in launch.cc) and the ranks' torch looked up
+//                       (sys::TorchProbe: the cache, or the interpreter started; its answer
+//                       is taken when the first attempt is planned)
 //   2. StartGuardian    the guardian forked (still single-threaded, no socket yet)
 //   3. ChooseAtLaunch   launch-time choices: run id, the store's port bound (or a free port
 //                       picked), the scratch directory for error files, the ranks' runtime
@@ -65,6 +67,7 @@
 #include "launcher/run/supervisor.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/held_dir.h"
+#include "launcher/sys/torch_probe.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/store_command.h"
 
@@ -94,6 +97,7 @@ class Launch {
   struct Loop;
 
   void SetUpProcess();
+  RanksTorch FinishTorchProbe();
   void StartGuardian();
   void WatchGuardian(boost::asio::steady_timer& timer);
   std::size_t StoreConnectionCap() const;
@@ -133,6 +137,9 @@ class Launch {
   std::string scratch_;  ///< every file a rank opens by name (private, removed at exit)
   std::optional<sys::HeldDir> log_dir_;  ///< the run's log directory; none without log files
   RankRuntime runtime_;
+  /// The ranks' torch (ranks_torch.h): started before the guardian, asked for when the
+  /// first attempt is planned, so that a probe that misses the cache overlaps the set-up.
+  std::optional<sys::TorchProbe> torch_probe_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };
 

@@ -17,6 +17,7 @@
 #include "launcher/run/logging.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
+#include "launcher/sys/torch_probe.h"
 
 namespace gculaunch {
 namespace {
@@ -58,6 +59,9 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     return spec.error().exit_code != 0 ? spec.error().exit_code : exit_code::kUsage;
   }
   if (spec->dry_run) {
+    // The dry run states the NCCL variable the launch would set: it runs the ranks'
+    // interpreter once for it (or finds the answer in the cache).
+    spec->ranks_torch = sys::TorchProbe::Start(*spec, env, sys::TorchProbeOptionsFor(env)).Finish();
     // Node ranks at rendezvous: the layout line says whether this node would host the store.
     if (std::optional<LaunchSpec> decided = DecideStoreHost(*spec)) spec->layout = decided->layout;
     WriteStdout(RenderDryRun(*spec, env));

@@ -10,6 +10,7 @@
 #include "launcher/check/ld_cache.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/rank_env.h"
+#include "launcher/frontend/ranks_torch.h"
 
 namespace gculaunch {
 namespace {
@@ -367,8 +368,12 @@ class Preflight {
           "PATH (or PYTHON_EXEC)");
       return false;
     }
+    // The NCCL error-handling variable a launch gives this torch's ranks (ranks_torch.h).
+    RanksTorch torch{RanksTorch::State::kFound, FactText(facts, "torch"), ""};
     Add("torch", CheckStatus::kOk,
-        "torch " + FactText(facts, "torch") + " (Python " + python_version + ")");
+        "torch " + torch.version + " (Python " + python_version + "); the ranks get " +
+            Join(NcclErrorHandlingVariables(torch), " and ") +
+            "=1 unless set, as this torch's torchrun does");
     return true;
   }
 

@@ -307,7 +307,7 @@ constexpr FlagDef kFlags[] = {
      &ApplyText<&CliOptions::store_allow>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
-     "print every rank's command line and the variables gculaunch sets; start nothing",
+     "print every rank's command line and the variables gculaunch sets; start no rank",
      &ApplySwitch<&CliOptions::dry_run>, kGculaunchOnly},
     {"format", "", Kind::kValue, "table|json|env", "Dry run",
      "--dry-run output: table (default), json, or env (shell export lines)", &ApplyFormat,

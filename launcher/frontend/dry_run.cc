@@ -8,6 +8,7 @@
 
 #include "base/text.h"
 #include "launcher/frontend/cpu_list.h"
+#include "launcher/frontend/ranks_torch.h"
 
 namespace gculaunch {
 namespace {
@@ -183,6 +184,27 @@ nlohmann::ordered_json EtcdJson(const EtcdSettings& etcd) {
   return out;
 }
 
+// The ranks' torch and the NCCL error-handling variable it gets (ranks_torch.h).
+nlohmann::ordered_json TorchJson(const RanksTorch& torch) {
+  nlohmann::ordered_json out;
+  switch (torch.state) {
+    case RanksTorch::State::kFound:
+      out["version"] = torch.version;
+      break;
+    case RanksTorch::State::kAbsent:
+      out["version"] = "none";
+      break;
+    case RanksTorch::State::kUnknown:
+    case RanksTorch::State::kNotProbed:
+      out["version"] = nullptr;
+      break;
+  }
+  out["how"] = torch.how;
+  out["nccl_error_handling"] = NcclErrorHandlingVariables(torch);
+  out["text"] = DescribeRanksTorch(torch);
+  return out;
+}
+
 std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   nlohmann::ordered_json out;
   out["nnodes"] = spec.nnodes;
@@ -208,6 +230,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
     out[stdout_stream ? "filtered_stdout" : "filtered_stderr"] = {
         {"file", FilteredFile(spec, stream)}, {"local_ranks", FilteredLocalRanks(spec, stream)}};
   }
+  out["torch"] = TorchJson(spec.ranks_torch);
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
   if (std::string note = UnchangedNote(ranks); !note.empty()) notes.push_back(std::move(note));
@@ -243,6 +266,7 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
   for (const std::string& note : spec.notes) out += Comment("note: " + note);
   const std::vector<RankView> ranks = Ranks(spec, base);
   if (std::string note = UnchangedNote(ranks); !note.empty()) out += Comment("note: " + note);
+  out += Comment("torch: " + DescribeRanksTorch(spec.ranks_torch));
   for (const RankView& view : ranks) {
     out += Comment("rank " + std::to_string(view.rank) + " (local rank " +
                    std::to_string(view.local_rank) + "): " + CommandLine(view.argv));
@@ -276,6 +300,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   }
   out += "  cards:   " + cards + "\n";
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
+  out += "  torch:   " + DescribeRanksTorch(spec.ranks_torch) + "\n";
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) {
     out += "  logs:    " + logs + "\n";
   }

@@ -34,6 +34,7 @@
 #include "launcher/frontend/etcd_settings.h"
 #include "launcher/frontend/file_access.h"
 #include "launcher/frontend/platform.h"
+#include "launcher/frontend/ranks_torch.h"
 #include "launcher/frontend/types.h"
 
 namespace gculaunch {
@@ -118,7 +119,11 @@ struct LaunchSpec {
   bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
   std::string python;           ///< interpreter used; empty with --no-python
   std::string python_origin;    ///< how it was chosen: "python3 on PATH", "--python", "PYTHON_EXEC"
-  bool python_shim = false;     ///< --python-shim: the ranks load gculaunch's sitecustomize
+  /// The torch the ranks' interpreter finds, which picks the NCCL error-handling variable
+  /// (ranks_torch.h).  MakeLaunchSpec leaves it kNotProbed (both variables); the launcher
+  /// fills it in before the dry run and before the first attempt (launcher/sys/torch_probe.h).
+  RanksTorch ranks_torch;
+  bool python_shim = false;      ///< --python-shim: the ranks load gculaunch's sitecustomize
   bool backend_fallback = true;  ///< false with --no-backend-fallback (python_shim.h)
   /// The ranks get PYTHONFAULTHANDLER=1 unless the user set it (false with
   /// --no-python-faulthandler): a crash in C code still prints the Python stack.
@@ -194,7 +199,7 @@ struct LaunchSpec {
   std::vector<Network> store_allow;
 
   // ---- what to do ----
-  bool dry_run = false;  ///< --dry-run: print, start nothing
+  bool dry_run = false;  ///< --dry-run: print, start no rank
   DryRunFormat dry_run_format = DryRunFormat::kTable;
 
   /// Explanations for the dry run and the start-up log ("no cards found,

@@ -8,6 +8,7 @@
 #include "launcher/frontend/etcd_settings.h"
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/python_shim.h"
+#include "launcher/frontend/ranks_torch.h"
 #include "launcher/frontend/stack_hook.h"
 
 namespace gculaunch {
@@ -112,9 +113,11 @@ std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
 
 std::vector<std::string> RankContractVariables(const LaunchSpec& spec) {
   std::vector<std::string> vars = OwnedRankVariables(spec.profile);
-  for (const char* var : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                          "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "PYTHONFAULTHANDLER"}) {
+  for (const char* var : {"PYTHONUNBUFFERED", "OMP_NUM_THREADS", "PYTHONFAULTHANDLER"}) {
     vars.emplace_back(var);
+  }
+  for (std::string& var : NcclErrorHandlingVariables(spec.ranks_torch)) {
+    vars.push_back(std::move(var));
   }
   for (const auto& [key, value] : spec.profile.env) vars.push_back(key);
   for (const auto& [key, value] : spec.extra_env) vars.push_back(key);
@@ -164,9 +167,11 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   env.Erase(kJobSecretFileEnv);
 
   // Defaults that yield to any value already present (torchrun keeps the
-  // agent's NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS the same way).
-  SetDefault(env, "NCCL_ASYNC_ERROR_HANDLING", "1");
-  SetDefault(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  // agent's NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS the same way).  The NCCL
+  // error-handling name is the one the ranks' torch's torchrun sets (ranks_torch.h).
+  for (const std::string& var : NcclErrorHandlingVariables(spec.ranks_torch)) {
+    SetDefault(env, var, "1");
+  }
   SetDefault(env, "PYTHONUNBUFFERED", "1");
   // A crash in C code (SIGSEGV, SIGABRT, SIGBUS, ...) still prints the Python stack.
   if (spec.python_faulthandler) SetDefault(env, "PYTHONFAULTHANDLER", "1");

@@ -8,9 +8,12 @@
 // Layering of variables, lowest to highest:
 //   device profile env  <  the user's environment (`base`)  <  --env
 //   then defaults that apply only when that merged environment lacks them:
-//     NCCL_ASYNC_ERROR_HANDLING=1, TORCH_NCCL_ASYNC_ERROR_HANDLING=1,
-//     PYTHONUNBUFFERED=1, OMP_NUM_THREADS=<spec.omp_num_threads_default>,
-//     PYTHONFAULTHANDLER=1 (unless spec.python_faulthandler is false)
+//     the NCCL error-handling variable the ranks' torch's torchrun sets
+//     (NcclErrorHandlingVariables(spec.ranks_torch) in ranks_torch.h: torch < 2.2
+//     NCCL_ASYNC_ERROR_HANDLING=1, >= 2.2 TORCH_NCCL_ASYNC_ERROR_HANDLING=1, both when
+//     the version is not known), PYTHONUNBUFFERED=1,
+//     OMP_NUM_THREADS=<spec.omp_num_threads_default>, PYTHONFAULTHANDLER=1 (unless
+//     spec.python_faulthandler is false)
 //   and then gculaunch's own per-rank variables (OwnedRankVariables(): LOCAL_RANK,
 //   RANK, ..., the visible-devices variables, GCULAUNCH_*), which nothing
 //   overrides: MakeLaunchSpec rejects --env for them.

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/spawner.h"
@@ -161,16 +162,43 @@ std::optional<int> Reap(pid_t pid, std::string& error) {
 
 }  // namespace
 
-CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, const EnvMap& env,
-                                       double timeout_s) const {
-  auto stdin_null = sys::OpenCloexec("/dev/null", O_RDONLY);
-  if (!stdin_null.ok()) return SpawnFailed(stdin_null.error().what);
-  auto out_pipe = sys::MakePipe("stdout");
-  if (!out_pipe.ok()) return SpawnFailed(out_pipe.error().what);
-  auto err_pipe = sys::MakePipe("stderr");
-  if (!err_pipe.ok()) return SpawnFailed(err_pipe.error().what);
+struct RunningCommand::State {
+  CommandOutcome failed;  ///< kSpawnFailed when nothing was started
+  pid_t pid = -1;         ///< the child, until it is reaped
+  sys::UniqueFd out;
+  sys::UniqueFd err;
+  Clock::time_point deadline;
   SigchldNotIgnored sigchld;
-  if (std::string problem = sigchld.Apply(); !problem.empty()) return SpawnFailed(problem);
+  bool finished = false;
+};
+
+RunningCommand::RunningCommand(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+RunningCommand::~RunningCommand() {
+  if (state_->finished || state_->pid < 0) return;
+  // Abandoned: the group goes now, and the child is reaped (it cannot outlive SIGKILL).
+  if (KillGroup(state_->pid).empty()) {
+    std::string ignored;
+    (void)Reap(state_->pid, ignored);
+  }
+}
+
+std::unique_ptr<RunningCommand> RunningCommand::Start(const std::vector<std::string>& argv,
+                                                      const EnvMap& env, double timeout_s) {
+  auto state = std::make_unique<State>();
+  state->deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  auto fail = [&state](std::string reason) {
+    state->failed = SpawnFailed(std::move(reason));
+    return std::unique_ptr<RunningCommand>(new RunningCommand(std::move(state)));
+  };
+  auto stdin_null = sys::OpenCloexec("/dev/null", O_RDONLY);
+  if (!stdin_null.ok()) return fail(stdin_null.error().what);
+  auto out_pipe = sys::MakePipe("stdout");
+  if (!out_pipe.ok()) return fail(out_pipe.error().what);
+  auto err_pipe = sys::MakePipe("stderr");
+  if (!err_pipe.ok()) return fail(err_pipe.error().what);
+  if (std::string problem = state->sigchld.Apply(); !problem.empty()) return fail(problem);
 
   sys::SpawnRequest request;
   request.program = argv.empty() ? std::string() : argv[0];
@@ -190,18 +218,25 @@ CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, con
   err_pipe->write.Reset();
   stdin_null->Reset();
   if (!spawned.ok()) {
-    return SpawnFailed(failure.error_number != 0 ? std::strerror(failure.error_number)
-                                                 : spawned.error().what);
+    return fail(failure.error_number != 0 ? std::strerror(failure.error_number)
+                                          : spawned.error().what);
   }
-  const pid_t pid = *spawned;
+  state->pid = *spawned;
+  state->out = std::move(out_pipe->read);
+  state->err = std::move(err_pipe->read);
+  return std::unique_ptr<RunningCommand>(new RunningCommand(std::move(state)));
+}
 
+CommandOutcome RunningCommand::Finish() {
+  State& s = *state_;
+  s.finished = true;
+  if (s.pid < 0) return s.failed;
+  const pid_t pid = std::exchange(s.pid, -1);
   CommandOutcome outcome;
-  const auto deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   // Both pipes at EOF usually means the child has exited; one that closed them and runs
   // on still gets only until the deadline.
-  const Wait wait = ReadUntilEof(out_pipe->read, err_pipe->read, deadline, outcome)
-                        ? WaitForExit(pid, deadline, outcome.error)
+  const Wait wait = ReadUntilEof(s.out, s.err, s.deadline, outcome)
+                        ? WaitForExit(pid, s.deadline, outcome.error)
                         : Wait::kDeadline;
   if (wait == Wait::kLost) {
     // Its group number may belong to someone else by now: nothing is signalled.
@@ -231,6 +266,11 @@ CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, con
     outcome.code = WEXITSTATUS(*status);
   }
   return outcome;
+}
+
+CommandOutcome LocalCommandRunner::Run(const std::vector<std::string>& argv, const EnvMap& env,
+                                       double timeout_s) const {
+  return RunningCommand::Start(argv, env, timeout_s)->Finish();
 }
 
 }  // namespace gculaunch

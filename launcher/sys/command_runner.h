@@ -26,6 +26,7 @@
 // `gculaunch check` has none.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,31 @@ class LocalCommandRunner : public CommandRunner {
  public:
   CommandOutcome Run(const std::vector<std::string>& argv, const EnvMap& env,
                      double timeout_s) const override;
+};
+
+/// LocalCommandRunner::Run in two halves, so that the caller can do other work while the
+/// child runs: Start spawns it, Finish collects it as Run does.  The deadline counts from
+/// Start.  The child's output waits in its pipes meanwhile, so it suits a child that writes
+/// less than a pipe holds (64 KiB) before it exits; more only makes it wait for Finish.
+/// Destroying a started command without Finish kills its group and reaps it.
+/// Thread safety: as Run (main thread; nothing else may wait for any child).
+class RunningCommand {
+ public:
+  /// Never null; a child that could not be started is reported by Finish (kSpawnFailed).
+  /// REQUIRES: !argv.empty().
+  static std::unique_ptr<RunningCommand> Start(const std::vector<std::string>& argv,
+                                               const EnvMap& env, double timeout_s);
+  ~RunningCommand();
+  RunningCommand(const RunningCommand&) = delete;
+  RunningCommand& operator=(const RunningCommand&) = delete;
+
+  /// Waits until the child exits or the deadline passes; as Run.  REQUIRES: called once.
+  CommandOutcome Finish();
+
+ private:
+  struct State;
+  explicit RunningCommand(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace gculaunch

@@ -86,7 +86,9 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(line(r.stdout, "interpreter"),
                          "ok    interpreter    %s (--python)" % PY)
-        self.assertRegex(evidence(r.stdout, "torch"), r"^torch 1\.13\S* \(Python 3\.\d+\.\d+\)$")
+        self.assertRegex(evidence(r.stdout, "torch"),
+                         r"^torch 1\.13\S* \(Python 3\.\d+\.\d+\); the ranks get "
+                         r"NCCL_ASYNC_ERROR_HANDLING=1 unless set, as this torch's torchrun does$")
         self.assertEqual(line(r.stdout, "backend"),
                          "ok    backend        torch.distributed backend 'gloo' is available")
         self.assertEqual(r.stdout.splitlines()[-1], "result: ready")

@@ -15,13 +15,14 @@ with open(sys.argv[1]) as f:   # the test holds the FIFO open, so this does not 
 """
 
 
-# torchrun's per-rank variables and gculaunch's defaults: always in the dry run.
+# torchrun's per-rank variables and gculaunch's defaults: always in the dry run.  The NCCL
+# error-handling name is torch 1.13's (/usr/bin/python3): torch 2.2 and later would get
+# TORCH_NCCL_ASYNC_ERROR_HANDLING instead (test_nccl_error_handling.py).
 CONTRACT = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
             "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
             "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "PYTHONUNBUFFERED",
-            "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-            "GCULAUNCH_BACKEND"]
+            "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING", "GCULAUNCH_BACKEND"]
 
 
 class DryRunMatchesRealEnv(unittest.TestCase):

@@ -135,7 +135,9 @@ TEST_CASE("preflight: a ready 8-card GCU node passes every check", "[preflight]"
   CHECK(Item(report, "driver").evidence == "/sys/module/enflame present (version 1.2.3)");
   CHECK(Item(report, "library").evidence ==
         "libeccl.so.1 in /usr/lib (a default directory, not in ld.so.cache; ldconfig adds it)");
-  CHECK(Item(report, "torch").evidence == "torch 1.10.0 (Python 3.8.10)");
+  CHECK(Item(report, "torch").evidence ==
+        "torch 1.10.0 (Python 3.8.10); the ranks get NCCL_ASYNC_ERROR_HANDLING=1 unless set, as "
+        "this torch's torchrun does");
   CHECK(Item(report, "vendor-module").evidence ==
         "torch_gcu 1.10.0+2.5.136 imported; device_count() = 8");
   CHECK(Item(report, "backend").evidence ==
@@ -183,6 +185,16 @@ TEST_CASE("preflight: Invalid backend 'eccl' is the backend check failing", "[pr
   CHECK(Item(report, "vendor-module").evidence ==
         "torch_gcu 1.10.0 imported (it has no device_count())");
   CHECK(report.Failed() == 1);
+}
+
+TEST_CASE("preflight: torch 2.2 and later get the new NCCL error-handling name", "[preflight]") {
+  Fixture f;
+  f.GcuHost();
+  f.runner.Says(R"({"python": "3.11.2", "torch": "2.6.0+cu124", "module": "2.6.0"})");
+  const CheckReport report = f.Run({"--device", "gcu", "--nproc-per-node", "8"});
+  CHECK(Item(report, "torch").evidence ==
+        "torch 2.6.0+cu124 (Python 3.11.2); the ranks get TORCH_NCCL_ASYNC_ERROR_HANDLING=1 "
+        "unless set, as this torch's torchrun does");
 }
 
 TEST_CASE("preflight: torch_gcu not importable", "[preflight]") {

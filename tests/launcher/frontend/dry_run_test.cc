@@ -46,7 +46,11 @@ TEST_CASE("dry run: JSON has exactly the documented shape and the ranks' values"
   std::vector<std::string> keys;
   for (const auto& item : json.items()) keys.push_back(item.key());
   CHECK(keys == std::vector<std::string>{"nnodes", "node_rank", "nproc_per_node", "world_size",
-                                         "master_addr", "master_port", "notes", "ranks"});
+                                         "master_addr", "master_port", "torch", "notes", "ranks"});
+  // MakeLaunchSpec does not look for torch (the launcher does): both names.
+  CHECK(json["torch"]["version"].is_null());
+  CHECK(json["torch"]["nccl_error_handling"] ==
+        std::vector<std::string>{"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"});
   CHECK(json["nnodes"] == 2);
   CHECK(json["node_rank"] == 1);
   CHECK(json["nproc_per_node"] == 2);
@@ -285,6 +289,33 @@ TEST_CASE("dry run: a multi-node layout from the platform", "[dry_run]") {
   CHECK(json["ranks"][7]["env"]["GROUP_RANK"] == "1");
 }
 
+TEST_CASE("dry run: the ranks' torch and the NCCL error-handling name it gets", "[dry_run]") {
+  Fixture f;
+  LaunchSpec spec = f.Spec({"--dry-run", "--device", "cpu", "train.py"});
+  spec.ranks_torch = RanksTorch{RanksTorch::State::kFound, "2.6.0",
+                                "found by running /usr/bin/python3 once; cached"};
+  const std::string table = RenderDryRun(spec, f.env, DryRunFormat::kTable);
+  CHECK(Contains(table,
+                 "\n  torch:   torch 2.6.0 (found by running /usr/bin/python3 once; cached) -> "
+                 "TORCH_NCCL_ASYNC_ERROR_HANDLING\n"));
+  CHECK(Contains(table, "    TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n"));
+  CHECK_FALSE(Contains(table, "    NCCL_ASYNC_ERROR_HANDLING=1\n"));
+  const std::string env = RenderDryRun(spec, f.env, DryRunFormat::kEnv);
+  CHECK(Contains(env, "# torch: torch 2.6.0 ("));
+  CHECK_FALSE(Contains(env, "export NCCL_ASYNC_ERROR_HANDLING="));
+  const auto json = nlohmann::ordered_json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
+  CHECK(json["torch"]["version"] == "2.6.0");
+  CHECK(json["torch"]["how"] == "found by running /usr/bin/python3 once; cached");
+  CHECK(json["torch"]["nccl_error_handling"] ==
+        std::vector<std::string>{"TORCH_NCCL_ASYNC_ERROR_HANDLING"});
+  CHECK_FALSE(json["ranks"][0]["env"].contains("NCCL_ASYNC_ERROR_HANDLING"));
+
+  spec.ranks_torch = RanksTorch{RanksTorch::State::kFound, "1.13.1", ""};
+  const auto old = nlohmann::ordered_json::parse(RenderDryRun(spec, f.env, DryRunFormat::kJson));
+  CHECK(old["ranks"][0]["env"]["NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK_FALSE(old["ranks"][0]["env"].contains("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
+}
+
 TEST_CASE(
     "dry run: every variable of the rank contract is listed, also when the environment "
     "already holds its value",
@@ -299,27 +330,14 @@ TEST_CASE(
   const std::string note =
       "from gculaunch's environment unchanged (listed all the same): MASTER_ADDR, MASTER_PORT, "
       "PYTHONUNBUFFERED, RANK, WORLD_SIZE";
-  const std::vector<std::string> contract = {"LOCAL_RANK",
-                                             "RANK",
-                                             "GROUP_RANK",
-                                             "ROLE_RANK",
-                                             "ROLE_NAME",
-                                             "LOCAL_WORLD_SIZE",
-                                             "WORLD_SIZE",
-                                             "GROUP_WORLD_SIZE",
-                                             "ROLE_WORLD_SIZE",
-                                             "MASTER_ADDR",
-                                             "MASTER_PORT",
-                                             "TORCHELASTIC_RESTART_COUNT",
-                                             "TORCHELASTIC_MAX_RESTARTS",
-                                             "TORCHELASTIC_RUN_ID",
-                                             "TORCHELASTIC_USE_AGENT_STORE",
-                                             "TORCHELASTIC_ERROR_FILE",
-                                             "PYTHONUNBUFFERED",
-                                             "PYTHONFAULTHANDLER",
-                                             "NCCL_ASYNC_ERROR_HANDLING",
-                                             "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                                             "GCULAUNCH_BACKEND"};
+  const std::vector<std::string> contract = {
+      "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+      "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+      "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+      "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "PYTHONUNBUFFERED",
+      "PYTHONFAULTHANDLER",
+      // Both: this spec's torch is not known.
+      "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "GCULAUNCH_BACKEND"};
   const std::vector<std::string> args = {"--dry-run", "--device", "cpu", "x.py"};
 
   SECTION("json") {

@@ -176,5 +176,15 @@ TEST_CASE("command runner: closing both streams does not escape the deadline", "
   CHECK(outcome.kind == CommandOutcome::Kind::kTimedOut);
 }
 
+TEST_CASE("running command: started now, collected later", "[command_runner]") {
+  auto running = RunningCommand::Start({"/bin/sh", "-c", "echo early"}, {}, 10);
+  ::usleep(100 * 1000);
+  const CommandOutcome outcome = running->Finish();
+  CHECK(outcome.kind == CommandOutcome::Kind::kExited);
+  CHECK(outcome.out == "early\n");
+  // Abandoned: the destructor kills and reaps it.
+  { auto abandoned = RunningCommand::Start({"/bin/sh", "-c", "sleep 30"}, {}, 60); }
+}
+
 }  // namespace
 }  // namespace gculaunch
