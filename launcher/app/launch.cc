@@ -252,6 +252,7 @@ std::string Launch::Loop::StatusNow() const {
     if (r.running()) in.procs[r.pid] = sys::SampleProcess(r.pid);
   }
   in.progress_age_s = ProgressAges();
+  if (standbys) in.standbys = standbys->Status();
   return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
@@ -265,6 +266,7 @@ std::string Launch::Loop::RenderMetricsNow() {
     in.store_connections_open = store->server().num_sessions();
   }
   in.progress_age_s = ProgressAges();
+  if (standbys) in.standbys = standbys->Status();
   in.log_bytes_dropped = writer.log_bytes_dropped();
   const sys::ProcSample self = sys::SampleProcess(::getpid());
   if (self.alive) {

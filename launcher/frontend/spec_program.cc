@@ -213,8 +213,8 @@ void SpecBuilder::WarmRanks() {
          "starts); every rank starts cold");
     return;
   }
-  if (spec_.max_restarts == 0) {
-    Note("--warm-ranks with --max-restarts 0: no restart, so no standby is started");
+  if (spec_.max_restarts == 0 && spec_.nnodes == 1 && !spec_.etcd) {
+    Note("--warm-ranks with --max-restarts 0 on one node: no restart, so no standby is started");
     return;
   }
   spec_.warm_ranks = true;

@@ -79,6 +79,22 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
            1);
   w.One("gculaunch_ranks_running", "gauge",
         "Ranks of the current epoch on this node not yet reaped.", j.RanksRunning());
+  w.Family("gculaunch_standbys", "gauge",
+           "Warm-rank standbys on this node (--warm-ranks), by state: importing the preload "
+           "modules, or ready.");
+  int ready = 0;
+  std::uint64_t pss = 0;
+  for (const StandbyStatus& s : in.standbys) {
+    ready += s.ready ? 1 : 0;
+    pss += s.pss_bytes.value_or(0);
+  }
+  w.Sample("gculaunch_standbys", {{"state", "importing"}},
+           static_cast<double>(in.standbys.size()) - ready);
+  w.Sample("gculaunch_standbys", {{"state", "ready"}}, ready);
+  w.One("gculaunch_standby_pss_bytes", "gauge",
+        "Memory of the standbys (proportional set size: shared pages counted once among the "
+        "processes that share them).",
+        static_cast<double>(pss));
   w.Family("gculaunch_rank_exits_total", "counter",
            "Rank exits on this node by exit code (128+N for a death by signal N).");
   for (const auto& [code, count] : j.exits_by_code) {

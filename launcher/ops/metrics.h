@@ -15,6 +15,7 @@
 #include <string>
 
 #include "launcher/ops/status_model.h"
+#include "launcher/run/standby_pool.h"
 #include "rendezvous/store_metrics.h"
 
 namespace gculaunch {
@@ -33,6 +34,8 @@ struct MetricsInput {
   std::optional<std::uint64_t> process_rss_bytes;
   /// Rank output that could not be written to its log file (a full disk), bytes.
   std::uint64_t log_bytes_dropped = 0;
+  /// --warm-ranks: the live standbys.
+  std::vector<StandbyStatus> standbys;
 };
 
 /// The text of one scrape.

@@ -119,6 +119,15 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
               : nlohmann::ordered_json();
   j["ranks"] = nlohmann::ordered_json::array();
   for (const RankStatus& r : s.ranks) j["ranks"].push_back(nlohmann::ordered_json(RankJson(in, r)));
+  j["standbys"] = nlohmann::ordered_json::array();
+  for (const StandbyStatus& sb : in.standbys) {
+    nlohmann::ordered_json one;
+    one["local_rank"] = sb.local_rank;
+    one["pid"] = sb.pid;
+    one["state"] = sb.ready ? "ready" : "importing";
+    one["pss_bytes"] = sb.pss_bytes ? nlohmann::ordered_json(*sb.pss_bytes) : nullptr;
+    j["standbys"].push_back(std::move(one));
+  }
   j["nodes"] = nlohmann::ordered_json::array();
   for (const auto& [node, n] : s.nodes)
     j["nodes"].push_back(nlohmann::ordered_json(NodeJson(in, n)));
@@ -160,6 +169,17 @@ std::string StatusText(const nlohmann::json& st) {
                      Cell(r.value("last_progress_s", nlohmann::json()))});
   }
   out += Table(ranks);
+  const auto standbys = st.value("standbys", nlohmann::json::array());
+  if (!standbys.empty()) {
+    std::vector<std::vector<std::string>> rows = {{"STANDBY", "PID", "STATE", "PSS_MB"}};
+    for (const auto& sb : standbys) {
+      rows.push_back({Cell(sb.value("local_rank", nlohmann::json())),
+                      Cell(sb.value("pid", nlohmann::json())),
+                      Cell(sb.value("state", nlohmann::json())),
+                      Megabytes(sb.value("pss_bytes", nlohmann::json()))});
+    }
+    out += "standbys (--warm-ranks):\n" + Table(rows);
+  }
   const auto nodes = st.value("nodes", nlohmann::json::array());
   if (!nodes.empty()) {
     std::vector<std::vector<std::string>> rows = {

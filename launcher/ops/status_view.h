@@ -15,6 +15,7 @@
 #include <string>
 
 #include "launcher/ops/status_model.h"
+#include "launcher/run/standby_pool.h"
 #include "launcher/sys/status_proc.h"
 
 namespace gculaunch {
@@ -27,6 +28,7 @@ struct StatusInput {
   double now = 0;                          ///< unix seconds
   std::map<pid_t, sys::ProcSample> procs;  ///< by pid; a rank missing here shows no CPU/RSS
   std::map<int, double> progress_age_s;    ///< by global rank
+  std::vector<StandbyStatus> standbys;     ///< --warm-ranks: the live standbys
 };
 
 nlohmann::ordered_json StatusJson(const StatusInput& in);

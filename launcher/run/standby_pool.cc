@@ -1,17 +1,21 @@
 #include "launcher/run/standby_pool.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <utility>
 
 #include "base/text.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/safe_files.h"
+#include "launcher/sys/status_proc.h"
 
 namespace gculaunch {
 
@@ -42,7 +46,56 @@ bool WriteAll(int fd, const std::string& data) {
   return true;
 }
 
+// Whether this process may set a nice value of `nice` again after raising it (lowering the
+// priority is always allowed; raising it back needs CAP_SYS_NICE, or RLIMIT_NICE).
+bool MayRaisePriorityTo(int nice) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const unsigned long long caps = std::stoull(line.substr(7), nullptr, 16);
+    if ((caps >> 23) & 1ULL) return true;  // CAP_SYS_NICE
+  }
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NICE, &limit) != 0) return false;
+  const long long lowest = 20 - static_cast<long long>(limit.rlim_cur);
+  return limit.rlim_cur == RLIM_INFINITY || nice >= lowest;
+}
+
+// Every thread of `pid` back at `nice`; false when one could not be set (or read back).
+bool RaiseEveryThread(pid_t pid, int nice) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = ::opendir(dir.c_str());
+  if (tasks == nullptr) return false;
+  bool all = true;
+  while (const dirent* entry = ::readdir(tasks)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const auto tid = static_cast<id_t>(std::stoul(entry->d_name));
+    errno = 0;
+    if (::setpriority(PRIO_PROCESS, tid, nice) != 0 && errno != ESRCH) all = false;
+    errno = 0;
+    const int now = ::getpriority(PRIO_PROCESS, tid);
+    if (errno == 0 && now != nice) all = false;
+  }
+  ::closedir(tasks);
+  return all;
+}
+
 }  // namespace
+
+std::string WhyNoHook(const std::vector<std::string>& argv) {
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-m" || arg == "-c" || arg[1] == '-') break;
+    for (char flag : {'E', 'I', 'S'}) {
+      if (arg.find(flag) != std::string::npos) {
+        return std::string("the interpreter runs with -") + flag +
+               ", which keeps gculaunch's hook from loading";
+      }
+    }
+  }
+  return "";
+}
 
 const std::vector<std::string>& PerAttemptVariables() {
   static const std::vector<std::string> kVars = {"RANK",
@@ -129,7 +182,11 @@ StandbyPool::StandbyPool(boost::asio::io_context& io, sys::Spawner& spawner,
       watcher_(watcher),
       guardian_(guardian),
       settings_(std::move(settings)),
-      linger_timer_(io) {}
+      linger_timer_(io) {
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, 0);
+  if (errno == 0 && nice + kStandbyNice <= 19 && MayRaisePriorityTo(nice)) base_nice_ = nice;
+}
 
 StandbyPool::~StandbyPool() { lifetime_.Expire(); }
 
@@ -137,6 +194,11 @@ void StandbyPool::Prepare(const std::vector<RankLaunch>& launches) {
   for (const RankLaunch& launch : launches) {
     if (standbys_.count(launch.local_rank) != 0) continue;
     if (launch.inherit_stdin || launch.take_terminal) continue;  // it reads gculaunch's stdin
+    if (const std::string why = WhyNoHook(launch.argv); !why.empty()) {
+      if (note_ && !no_hook_noted_) note_("--warm-ranks: no standby: " + why);
+      no_hook_noted_ = true;
+      continue;
+    }
     Start(launch);
   }
 }
@@ -172,6 +234,9 @@ StandbyPool::Standby* StandbyPool::Start(const RankLaunch& launch) {
   auto pid = spawner_.Spawn(request);
   if (!pid.ok()) return fail(pid.error());
   s->pid = *pid;
+  // Idle work at low priority while the ranks train; raised again before the go.  The
+  // threads the preload starts inherit it.
+  if (base_nice_) ::setpriority(PRIO_PROCESS, static_cast<id_t>(*pid), *base_nice_ + kStandbyNice);
   s->go = std::move(go->write);
   s->out = std::move(out->read);
   s->err = std::move(err->read);
@@ -207,6 +272,15 @@ size_t StandbyPool::ready() const {
                                            [this](const auto& s) { return IsReady(*s.second); }));
 }
 
+std::vector<StandbyStatus> StandbyPool::Status() const {
+  std::vector<StandbyStatus> out;
+  for (const auto& [local_rank, s] : standbys_) {
+    if (s->exited) continue;
+    out.push_back({local_rank, s->pid, IsReady(*s), sys::ReadPssBytes(s->pid)});
+  }
+  return out;
+}
+
 std::string StandbyPool::FailureOf(const Standby& s) const {
   auto text = sys::ReadBoundedFile(s.ready_file + ".failed");
   if (text.ok() && !text->empty()) return Trim(*text);
@@ -223,6 +297,9 @@ std::optional<AdoptedStandby> StandbyPool::Take(const RankLaunch& launch) {
     why = "it reads gculaunch's stdin";
   }
   if (why.empty() && !IsReady(s)) why = FailureOf(s);
+  if (why.empty() && base_nice_ && !RaiseEveryThread(s.pid, *base_nice_)) {
+    why = "its priority could not be raised again";  // never a rank at low priority
+  }
   std::string message;
   for (const std::string& item : launch.env) message += item + '\0';
   if (why.empty() && !WriteAll(s.go.get(), message)) why = "its standby could not be told to go";

@@ -9,6 +9,11 @@
 // group is known empty.  Its stdout and stderr pipes are read only from the go on, by the
 // attempt it serves (what it printed before lands there).
 //
+// Priority: where gculaunch may raise it again (CAP_SYS_NICE, or an RLIMIT_NICE that allows
+// it; checked once), a standby runs at nice +10 while it imports and waits, and every one of
+// its threads is set back to gculaunch's nice value before the go; a thread that cannot be
+// means a cold start, never a rank at low priority.
+//
 // Take() hands a standby to the next attempt only when it is faithful and ready: the same
 // program, argv and CPUs, an environment that differs only in the per-attempt variables
 // (warm_standby.h), no terminal or inherited stdin, alive, its preload done.  Otherwise the
@@ -23,6 +28,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,6 +54,14 @@ struct StandbySettings {
   std::string parent_pid;            ///< gculaunch's pid (the hook acts only under it)
 };
 
+/// One standby as `gculaunch status` and /metrics show it.
+struct StandbyStatus {
+  int local_rank = 0;
+  pid_t pid = 0;
+  bool ready = false;                      ///< its preload is done
+  std::optional<std::uint64_t> pss_bytes;  ///< its proportional set size; nullopt: unknown
+};
+
 /// A standby handed to an attempt: a running process that is now a rank.
 struct AdoptedStandby {
   pid_t pid = 0;
@@ -68,12 +82,19 @@ const std::vector<std::string>& PerAttemptVariables();
 std::vector<std::string> StandbyEnvironment(const std::vector<std::string>& rank_env,
                                             const StandbySettings& settings,
                                             const std::string& ready_file);
+/// Why a standby cannot be started for a rank with `argv`: an interpreter option that keeps
+/// the hook from loading (-E, -I: PYTHONPATH ignored; -S: no site import), which would run the
+/// script at once instead of waiting; empty: it can.
+std::string WhyNoHook(const std::vector<std::string>& argv);
 /// Why a standby started for `standby_for` cannot serve `launch` ("its command line
 /// changed", "its environment changed ... (OMP_NUM_THREADS)"); empty: it can.
 std::string WhyNotWarm(const RankLaunch& standby_for, const RankLaunch& launch);
 
 class StandbyPool {
  public:
+  /// How much lower a standby's priority is while it waits (nice +10), where gculaunch can
+  /// raise it again for every thread before the go (CAP_SYS_NICE or RLIMIT_NICE).
+  static constexpr int kStandbyNice = 10;
   StandbyPool(boost::asio::io_context& io, sys::Spawner& spawner, sys::ChildWatcher& watcher,
               sys::Guardian* guardian, StandbySettings settings);
   ~StandbyPool();
@@ -96,6 +117,9 @@ class StandbyPool {
   size_t size() const { return standbys_.size(); }
   /// Standbys whose preload is done (the ready file exists) and that are alive.
   size_t ready() const;
+  /// The live standbys, with their memory (PSS: the pages they share with the ranks, the
+  /// interpreter's and torch's libraries, count once between them).
+  std::vector<StandbyStatus> Status() const;
   /// Groups of dismissed or dead standbys that still have members.
   size_t lingering() const { return lingering_.size(); }
   /// Where the one-line notes go (a warning each): a failed preload, a cold start and why.
@@ -121,6 +145,10 @@ class StandbyPool {
   boost::asio::steady_timer linger_timer_;
   int serial_ = 0;  ///< numbers the ready files
   std::function<void(const std::string&)> note_;
+  /// gculaunch's nice value when it may raise a standby's priority back to it (checked once);
+  /// nullopt: standbys run at the ranks' priority.
+  std::optional<int> base_nice_;
+  bool no_hook_noted_ = false;
   LifetimeGuard lifetime_;  ///< last member: expires first
 };
 

@@ -41,7 +41,14 @@ JobOutcome Supervisor::Run() {
   }
   ArmSignals();
   outcome_.start_time = UnixNow();
-  if (!config_.policy.job) StartAttempt(0);  // job mode: the job sends JobStart(0)
+  if (!config_.policy.job) {
+    StartAttempt(0);
+  } else if (deps_.standbys != nullptr) {
+    // Job mode: the job sends JobStart(0) after the rendezvous; the standbys import while
+    // this node waits for it (first start, a node that rejoins, an elastic newcomer).
+    auto plan = planner_.PlanAttempt(0);
+    if (plan.ok()) deps_.standbys->Prepare(*plan);
+  }
   deps_.io.restart();
   while (!finished_) {
     if (deps_.io.run_one() == 0) break;

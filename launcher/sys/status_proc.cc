@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
@@ -57,6 +58,36 @@ ProcSample SampleProcess(pid_t pid, const std::string& proc) {
         std::max(0.0, since_boot - static_cast<double>(start) / static_cast<double>(ticks));
   }
   return s;
+}
+
+std::optional<std::uint64_t> ParsePssBytes(const std::string& smaps_rollup) {
+  size_t at = 0;
+  while (at < smaps_rollup.size()) {
+    size_t end = smaps_rollup.find('\n', at);
+    if (end == std::string::npos) end = smaps_rollup.size();
+    const std::string line = smaps_rollup.substr(at, end - at);
+    at = end + 1;
+    if (line.rfind("Pss:", 0) != 0) continue;
+    std::uint64_t kb = 0;
+    bool digits = false;
+    for (char c : line.substr(4)) {
+      if (c >= '0' && c <= '9') {
+        kb = kb * 10 + static_cast<std::uint64_t>(c - '0');
+        digits = true;
+      } else if (digits) {
+        break;
+      }
+    }
+    if (digits) return kb * 1024;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> ReadPssBytes(pid_t pid, const std::string& proc) {
+  std::ifstream in(proc + "/" + std::to_string(pid) + "/smaps_rollup");
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParsePssBytes(text);
 }
 
 }  // namespace gculaunch::sys

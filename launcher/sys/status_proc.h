@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace gculaunch::sys {
@@ -28,5 +29,11 @@ bool ParseProcStat(const std::string& stat, long ticks_per_s, long page_bytes, P
 
 /// The sample of `pid` (alive false when it is gone, or a zombie).
 ProcSample SampleProcess(pid_t pid, const std::string& proc = "/proc");
+
+/// The "Pss:" line of a smaps_rollup text, in bytes; nullopt when there is none.
+std::optional<std::uint64_t> ParsePssBytes(const std::string& smaps_rollup);
+/// The proportional set size of `pid` (/proc/<pid>/smaps_rollup, Linux 4.14+): its memory
+/// with pages shared with other processes divided among them.  nullopt: unknown.
+std::optional<std::uint64_t> ReadPssBytes(pid_t pid, const std::string& proc = "/proc");
 
 }  // namespace gculaunch::sys

@@ -13,9 +13,9 @@ names of each run's private directory; only the warm run's attempt 1 comes from 
 Also: a --preload module that fails means a cold start, with one line naming the module; a
 standby never outlives the run.
 """
-import glob
 import json
 import os
+import subprocess
 import time
 import unittest
 
@@ -56,6 +56,7 @@ snapshot = {
     "file": __file__,
     "name": __name__,
     "flags": repr(sys.flags),
+    "nice": os.getpriority(os.PRIO_PROCESS, 0),
     "warm": "GCULAUNCH_STANDBY_PARENT" in at_exec(),
 }
 with open(os.path.join(out_dir, "a%d_r%d.json" % (attempt, local_rank)), "w") as f:
@@ -79,6 +80,22 @@ if attempt == 0:
             if len(ready) + len(failed) >= 2:
                 break
             time.sleep(0.05)
+        # The standbys' priority while they wait (gculaunch runs as root: it may raise it).
+        nices = []
+        for pid in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read()
+                if b"GCULAUNCH_STANDBY_PARENT=%d\0" % os.getppid() in env:
+                    nices.append(os.getpriority(os.PRIO_PROCESS, int(pid)))
+            except (OSError, ValueError):
+                pass
+        with open(os.path.join(out_dir, "standby_nice_r%d.json" % local_rank), "w") as f:
+            json.dump(nices, f)
+    proceed = os.environ.get("GL_PROCEED")
+    deadline = time.monotonic() + 90
+    while proceed and not os.path.exists(proceed) and time.monotonic() < deadline:
+        time.sleep(0.05)
     sys.exit(3)
 '''
 
@@ -95,15 +112,17 @@ class WarmRanks(unittest.TestCase):
         self.tag = gltest.new_tag()
         self.addCleanup(gltest.kill_tagged, self.tag)
 
+    def args(self, out, extra):
+        return (["--nproc-per-node", "2", "--device", "cpu", "--max-restarts", "1",
+                 "--run-id", "warm1", "--master-port", str(gltest.free_port()),
+                 "--python", gltest.PYTHON, "--env", "GL_SNAPSHOT=1"]
+                + extra + [self.program, out])
+
     def launch(self, name, extra):
         out = os.path.join(self.work, name)
         os.mkdir(out)
         tag = self.tag  # one for both runs: their environments must match
-        args = (["--nproc-per-node", "2", "--device", "cpu", "--max-restarts", "1",
-                 "--run-id", "warm1", "--master-port", str(gltest.free_port()),
-                 "--python", gltest.PYTHON, "--env", "GL_SNAPSHOT=1"]
-                + extra + [self.program, out])
-        with gltest.Job(args, tag=tag) as job:
+        with gltest.Job(self.args(out, extra), tag=tag) as job:
             code = job.wait(timeout=300)
         self.assertEqual(gltest.wait_no_tagged(tag, 15), [], "processes outlived the run")
         return code, job.stderr, out
@@ -144,6 +163,9 @@ class WarmRanks(unittest.TestCase):
                              "attempt 0 is always cold")
             for field in sorted(cold):
                 self.assertEqual(warm[field], cold[field], "rank %d: %s differs" % (rank, field))
+            self.assertEqual(warm["nice"], 0, "a warm rank must not keep the standby's priority")
+            with open(os.path.join(warm_out, "standby_nice_r%d.json" % rank)) as f:
+                self.assertEqual(json.load(f), [10, 10], "the standbys waited at nice +10")
             self.assertEqual(warm["env"]["TORCHELASTIC_RESTART_COUNT"], "1")
             self.assertEqual(warm["env"]["RANK"], str(rank))
             self.assertNotIn("GCULAUNCH_STANDBY_PARENT", warm["env"])
@@ -158,6 +180,85 @@ class WarmRanks(unittest.TestCase):
             self.assertIn("--preload no_such_module_gl29 failed: ModuleNotFoundError", line)
         for rank in (0, 1):
             self.assertFalse(self.normalized(self.load(out, 1, rank))[1])
+
+    def test_standbys_show_in_status_with_their_pss(self):
+        """While attempt 0 runs, `gculaunch status` lists both standbys, ready, with their
+        memory as PSS; the job then restarts warm and finishes."""
+        out = os.path.join(self.work, "status")
+        os.mkdir(out)
+        runtime = os.path.join(self.work, "xdg")
+        os.mkdir(runtime, 0o700)
+        proceed = os.path.join(self.work, "proceed")
+        args = self.args(out, ["--warm-ranks", "--env", "GL_PROCEED=" + proceed])
+        env = gltest.tagged_env(self.tag, extra={"XDG_RUNTIME_DIR": runtime})
+        with gltest.Job(args, tag=self.tag, extra_env={"XDG_RUNTIME_DIR": runtime}) as job:
+            deadline = time.monotonic() + 90
+            doc = None
+            while time.monotonic() < deadline:
+                got = subprocess.run([gltest.require_binary(), "status", "--format", "json",
+                                      "--pid", str(job.pid)], env=env, capture_output=True,
+                                     text=True, timeout=30)
+                if got.returncode == 0:
+                    doc = json.loads(got.stdout)
+                    if [s["state"] for s in doc["standbys"]] == ["ready", "ready"]:
+                        break
+                time.sleep(0.2)
+            self.assertIsNotNone(doc, job.stderr[-3000:])
+            self.assertEqual([s["local_rank"] for s in doc["standbys"]], [0, 1], doc)
+            self.assertEqual([s["state"] for s in doc["standbys"]], ["ready", "ready"], doc)
+            rank_pids = {r["pid"] for r in doc["ranks"]}
+            for s in doc["standbys"]:
+                self.assertNotIn(s["pid"], rank_pids)
+                # torch imported: far more than an empty interpreter's few MB, even shared.
+                self.assertGreater(s["pss_bytes"], 20 * 1024 * 1024, doc)
+            text = subprocess.run([gltest.require_binary(), "status", "--pid", str(job.pid)],
+                                  env=env, capture_output=True, text=True, timeout=30).stdout
+            self.assertIn("standbys (--warm-ranks):", text)
+            with open(proceed, "w"):
+                pass
+            self.assertEqual(job.wait(timeout=300), 0, job.stderr[-3000:])
+        self.assertIn("attempt 1: local ranks 0,1 started warm", job.stderr)
+        self.assertEqual(gltest.wait_no_tagged(self.tag, 15), [], "processes outlived the run")
+
+    def test_a_node_waiting_for_the_rendezvous_starts_warm(self):
+        """Two simulated hosts: node 1 starts first with --warm-ranks and waits for node 0;
+        its standby imports meanwhile, and once node 0 arrives its first attempt's rank is
+        the standby (with the plan's RANK and WORLD_SIZE)."""
+        script = os.path.join(self.work, "ar.py")
+        with open(script, "w") as f:
+            f.write("import os, torch, torch.distributed as dist\n"
+                    "dist.init_process_group('gloo')\n"
+                    "t = torch.ones(1)\n"
+                    "dist.all_reduce(t)\n"
+                    "print('sum', int(t.item()), 'rank', os.environ['RANK'], flush=True)\n")
+        with gltest.SimulatedHosts(2) as hosts:
+            self.addCleanup(gltest.kill_tagged, self.tag)
+            args = ["--nproc-per-node", "1", "--device", "cpu", "--rdzv-timeout", "120",
+                    "--python", gltest.PYTHON, script]
+            waiting = gltest.NodeJob(hosts, 1, 2, 29500, ["--warm-ranks"] + args, self.tag)
+            with waiting:
+                deadline = time.monotonic() + 90
+                ready = None
+                while ready is None and time.monotonic() < deadline:
+                    for pid in gltest.pids_with_tag(self.tag):
+                        try:
+                            path = gltest.read_environ(pid).get("GCULAUNCH_STANDBY_READY")
+                        except OSError:
+                            continue
+                        if path and os.path.exists(path):
+                            ready = path
+                    time.sleep(0.1)
+                self.assertIsNotNone(ready, "node 1's standby never got ready: " +
+                                     waiting.stderr[-3000:])
+                with gltest.NodeJob(hosts, 0, 2, 29500, args, self.tag) as first:
+                    self.assertEqual(first.wait(timeout=180), 0, first.stderr[-3000:])
+                self.assertEqual(waiting.wait(timeout=180), 0, waiting.stderr[-3000:])
+            self.assertIn("attempt 0: local rank 0 started warm (--warm-ranks)", waiting.stderr)
+            self.assertIn("sum 2 rank 1", waiting.stdout)
+            self.assertIn("sum 2 rank 0", first.stdout)
+            self.assertEqual(gltest.wait_no_tagged(self.tag, 15), [])
+            for i in range(2):
+                self.assertEqual(hosts.wait_empty(i), [], "processes left in host %d" % i)
 
     def test_warm_ranks_do_not_apply_without_python(self):
         out = os.path.join(self.work, "nopy")

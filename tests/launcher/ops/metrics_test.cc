@@ -29,7 +29,11 @@ TEST_CASE("metrics name the job's ranks, exits and restarts", "[metrics]") {
   in.progress_age_s = {{0, 2.5}};
   in.process_cpu_s = 1.25;
   in.log_bytes_dropped = 4096;
+  in.standbys = {{0, 501, true, 1000}, {1, 502, false, 24}};
   const std::string text = RenderMetrics(in);
+  CHECK(Has(text, "gculaunch_standbys{state=\"importing\"} 1"));
+  CHECK(Has(text, "gculaunch_standbys{state=\"ready\"} 1"));
+  CHECK(Has(text, "gculaunch_standby_pss_bytes 1024"));
   CHECK(Has(text, "# TYPE gculaunch_log_bytes_dropped_total counter"));
   CHECK(Has(text, "gculaunch_log_bytes_dropped_total 4096"));
   CHECK(Has(text, "# TYPE gculaunch_restarts_total counter"));

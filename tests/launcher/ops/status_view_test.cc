@@ -109,4 +109,29 @@ TEST_CASE("status tells a back-off under way, and forgets it at the restart", "[
   CHECK(StatusText(after).find("next restart") == std::string::npos);
 }
 
+TEST_CASE("status lists the standbys of --warm-ranks with their PSS", "[status_view]") {
+  JobStatus status([] { return 10.0; });
+  status.On(JobEvent::Launch({{"run_id", "w1"}, {"node_rank", 0}, {"nnodes", 1}}));
+  StatusInput in;
+  in.job = &status.snapshot();
+  in.now = 10;
+  in.standbys = {{0, 501, true, 300u * 1024 * 1024}, {1, 502, false, std::nullopt}};
+  const nlohmann::json doc = StatusJson(in);
+  REQUIRE(doc["standbys"].size() == 2);
+  CHECK(doc["standbys"][0] == nlohmann::json{{"local_rank", 0},
+                                             {"pid", 501},
+                                             {"state", "ready"},
+                                             {"pss_bytes", 300u * 1024 * 1024}});
+  CHECK(doc["standbys"][1]["state"] == "importing");
+  CHECK(doc["standbys"][1]["pss_bytes"].is_null());
+  const std::string text = StatusText(doc);
+  CHECK_THAT(text, Catch::Contains("standbys (--warm-ranks):"));
+  CHECK_THAT(text, Catch::Contains("ready"));
+  CHECK_THAT(text, Catch::Contains("300"));
+  // Without --warm-ranks: an empty list and no table.
+  in.standbys.clear();
+  CHECK(StatusJson(in)["standbys"].empty());
+  CHECK_THAT(StatusText(StatusJson(in)), !Catch::Contains("standbys"));
+}
+
 }  // namespace gculaunch

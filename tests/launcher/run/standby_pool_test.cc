@@ -81,5 +81,17 @@ TEST_CASE("standby pool: a standby serves only a rank that differs in per-attemp
         "its environment changed where a standby cannot follow (PATH)");
 }
 
+TEST_CASE("standby pool: no standby where the interpreter would not load the hook",
+          "[standby_pool]") {
+  CHECK(WhyNoHook({"/usr/bin/python3", "-u", "train.py", "-E"}) == "");
+  CHECK(WhyNoHook({"/usr/bin/python3", "-u", "-m", "pkg.train", "-I"}) == "");
+  CHECK(WhyNoHook({"/usr/bin/python3", "-uE", "train.py"}) ==
+        "the interpreter runs with -E, which keeps gculaunch's hook from loading");
+  CHECK(WhyNoHook({"/usr/bin/python3", "-I", "-u", "train.py"}) ==
+        "the interpreter runs with -I, which keeps gculaunch's hook from loading");
+  CHECK(WhyNoHook({"/usr/bin/python3", "-S", "train.py"}) ==
+        "the interpreter runs with -S, which keeps gculaunch's hook from loading");
+}
+
 }  // namespace
 }  // namespace gculaunch

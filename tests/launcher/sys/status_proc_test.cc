@@ -30,4 +30,18 @@ TEST_CASE("this process samples alive, a pid that does not exist does not", "[st
   CHECK_FALSE(SampleProcess(0).alive);
 }
 
+TEST_CASE("status proc: PSS from smaps_rollup, in bytes", "[status_proc]") {
+  const std::string rollup =
+      "55d0c7a4b000-7ffd8a1f2000 ---p 00000000 00:00 0                          [rollup]\n"
+      "Rss:              409600 kB\n"
+      "Pss:              123456 kB\n"
+      "Pss_Anon:          60000 kB\n";
+  CHECK(ParsePssBytes(rollup) == 123456ULL * 1024);
+  CHECK_FALSE(ParsePssBytes("Rss: 10 kB\n").has_value());
+  CHECK_FALSE(ParsePssBytes("Pss: kB\n").has_value());
+  // This process: a live one has a PSS (kernels without smaps_rollup say nothing).
+  if (auto self = ReadPssBytes(::getpid())) CHECK(*self > 0);
+  CHECK_FALSE(ReadPssBytes(-1).has_value());
+}
+
 }  // namespace gculaunch::sys
