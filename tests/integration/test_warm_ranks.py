@@ -260,6 +260,49 @@ class WarmRanks(unittest.TestCase):
             for i in range(2):
                 self.assertEqual(hosts.wait_empty(i), [], "processes left in host %d" % i)
 
+    def test_a_standby_holding_a_device_starts_cold_and_early_output_is_kept(self):
+        """A preload that creates a CUDA context (a stand-in torch whose cuda says it is
+        initialised) makes the standby unusable: cold start, one line.  What a standby prints
+        before the go (a preload module that talks) goes to the attempt it serves."""
+        lib = os.path.join(self.work, "lib")
+        os.makedirs(os.path.join(lib, "torch"))
+        with open(os.path.join(lib, "torch", "__init__.py"), "w") as f:
+            f.write("class cuda:\n    @staticmethod\n    def is_initialized():\n"
+                    "        return True\n")
+        with open(os.path.join(lib, "gl_chatty.py"), "w") as f:
+            f.write("print('standby says hi', flush=True)\n")
+        script = os.path.join(self.work, "plain.py")
+        with open(script, "w") as f:
+            f.write("import glob, os, sys, time\n"
+                    "root = os.environ['TORCHELASTIC_ERROR_FILE'].split('/attempt_')[0]\n"
+                    "n = os.environ['TORCHELASTIC_RESTART_COUNT']\n"
+                    "print('attempt', n, flush=True)\n"
+                    "deadline = time.monotonic() + 60\n"
+                    "while n == '0' and time.monotonic() < deadline and "
+                    "len(glob.glob(root + '/standbys/standby-*')) < 1:\n"
+                    "    time.sleep(0.05)\n"
+                    "sys.exit(3 if n == '0' else 0)\n")
+        base = ["--nproc-per-node", "1", "--device", "cpu", "--max-restarts", "1",
+                "--python", gltest.PYTHON, "--env", "PYTHONPATH=" + lib, "--warm-ranks"]
+        for preload, warm in (("torch", False), ("gl_chatty", True)):
+            with gltest.Job(base + ["--preload", preload, script], tag=self.tag) as job:
+                self.assertEqual(job.wait(timeout=120), 0, job.stderr[-3000:])
+            cold = [l for l in job.stderr.splitlines() if "starts cold" in l]
+            if warm:
+                self.assertEqual(cold, [], job.stderr[-3000:])
+                self.assertIn("attempt 1: local rank 0 started warm", job.stderr)
+                # Printed by the standby while it imported, before attempt 1 began; shown as
+                # attempt 1's output, after attempt 0's.
+                out = job.stdout
+                self.assertIn("[rank0]: standby says hi", out)
+                self.assertLess(out.index("[rank0]: attempt 0"),
+                                out.index("[rank0]: standby says hi"))
+            else:
+                self.assertEqual(len(cold), 1, job.stderr[-3000:])
+                self.assertIn("local rank 0 starts cold: --preload created a CUDA context",
+                              cold[0])
+        self.assertEqual(gltest.wait_no_tagged(self.tag, 15), [])
+
     def test_warm_ranks_do_not_apply_without_python(self):
         out = os.path.join(self.work, "nopy")
         os.mkdir(out)
