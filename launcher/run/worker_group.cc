@@ -126,45 +126,9 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     auto err_filtered = filtered_files.For(launch, launch.filtered_stderr_log);
     if (!err_filtered.ok()) return fail(err_filtered.error());
 
-    sys::UniqueFd out_read;
-    sys::UniqueFd err_read;
-    auto on_exit = lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnExited(r, exit); });
-    std::optional<AdoptedStandby> standby;
-    if (deps_.standbys != nullptr) standby = deps_.standbys->Take(launch);
-    if (standby) {
-      // A warm rank: the standby got the attempt's environment and is running the script.
-      r.record.pid = standby->pid;
-      r.record.warm = true;
-      out_read = std::move(standby->out);
-      err_read = std::move(standby->err);
-      *standby->on_exit = std::move(on_exit);
-    } else {
-      auto out_pipe = sys::MakePipe("rank stdout");
-      if (!out_pipe.ok()) return fail(out_pipe.error());
-      auto err_pipe = sys::MakePipe("rank stderr");
-      if (!err_pipe.ok()) return fail(err_pipe.error());
-      sys::SpawnRequest request;
-      request.program = launch.program;
-      request.argv = launch.argv;
-      request.env = launch.env;
-      request.stdin_fd = launch.inherit_stdin ? -1 : devnull->get();
-      request.stdout_fd = out_pipe->write.get();
-      request.stderr_fd = err_pipe->write.get();
-      request.take_terminal = launch.take_terminal;
-      request.cpus = launch.cpus;
-      auto pid = deps_.spawner.Spawn(request);
-      if (!pid.ok()) return fail(pid.error());
-      // Our copies of the write ends must go, or the streams never see EOF.
-      out_pipe->write.Reset();
-      err_pipe->write.Reset();
-      out_read = std::move(out_pipe->read);
-      err_read = std::move(err_pipe->read);
-      r.record.pid = *pid;
-      if (deps_.guardian != nullptr) {
-        deps_.guardian->GroupStarted(*pid, sys::ProcessStartTime(*pid));
-      }
-      deps_.watcher.Watch(*pid, std::move(on_exit));
-    }
+    auto streams = Begin(r, launch, devnull->get());
+    if (!streams.ok()) return fail(streams.error());
+    auto& [out_read, err_read] = *streams;
     r.record.start_time = UnixNow();
     r.started = std::chrono::steady_clock::now();
 
@@ -200,6 +164,45 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
                               deps_.flow, on_closed);
   }
   return OkStatus();
+}
+
+// The rank's process: its standby (--warm-ranks) when one can serve, else a new one.  Returns
+// the read ends of its stdout and stderr.
+Result<std::pair<sys::UniqueFd, sys::UniqueFd>> WorkerGroup::Begin(Rank& r,
+                                                                   const RankLaunch& launch,
+                                                                   int devnull) {
+  auto on_exit = lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnExited(r, exit); });
+  std::optional<AdoptedStandby> standby;
+  if (deps_.standbys != nullptr) standby = deps_.standbys->Take(launch);
+  if (standby) {
+    // A warm rank: the standby got the attempt's environment and is running the script.
+    r.record.pid = standby->pid;
+    r.record.warm = true;
+    *standby->on_exit = std::move(on_exit);
+    return std::pair{std::move(standby->out), std::move(standby->err)};
+  }
+  auto out_pipe = sys::MakePipe("rank stdout");
+  if (!out_pipe.ok()) return out_pipe.error();
+  auto err_pipe = sys::MakePipe("rank stderr");
+  if (!err_pipe.ok()) return err_pipe.error();
+  sys::SpawnRequest request;
+  request.program = launch.program;
+  request.argv = launch.argv;
+  request.env = launch.env;
+  request.stdin_fd = launch.inherit_stdin ? -1 : devnull;
+  request.stdout_fd = out_pipe->write.get();
+  request.stderr_fd = err_pipe->write.get();
+  request.take_terminal = launch.take_terminal;
+  request.cpus = launch.cpus;
+  auto pid = deps_.spawner.Spawn(request);
+  if (!pid.ok()) return pid.error();
+  // Our copies of the write ends must go, or the streams never see EOF.
+  out_pipe->write.Reset();
+  err_pipe->write.Reset();
+  r.record.pid = *pid;
+  if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid, sys::ProcessStartTime(*pid));
+  deps_.watcher.Watch(*pid, std::move(on_exit));
+  return std::pair{std::move(out_pipe->read), std::move(err_pipe->read)};
 }
 
 void WorkerGroup::OnExited(Rank& rank, WorkerExit exit) {

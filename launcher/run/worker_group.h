@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -116,6 +117,8 @@ class WorkerGroup {
 
  private:
   struct Rank;
+  Result<std::pair<sys::UniqueFd, sys::UniqueFd>> Begin(Rank& r, const RankLaunch& launch,
+                                                        int devnull);
   void OnExited(Rank& rank, WorkerExit exit);
   void MarkGroupEmpty(Rank& rank);
   void CopyErrorFile(Rank& rank);

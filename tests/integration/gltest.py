@@ -5,7 +5,9 @@ workers.  Every process a test starts carries a unique tag in its environment
 (GCULAUNCH_TEST_TAG), so survivors are found by scanning /proc/*/environ for
 the tag: nothing outside the test is ever looked at or signalled.
 """
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +22,11 @@ SOURCE_DIR = os.environ.get("GCULAUNCH_SOURCE_DIR",
 CACHE_DIR = os.environ.get("GCULAUNCH_CACHE_DIR",
                            os.path.join(os.path.expanduser("~"), ".cache", "gculaunch"))
 PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch 1.13
+# The launched jobs' XDG_CACHE_HOME (gculaunch caches the ranks' torch version there): one
+# private directory per test process, removed at its exit, so that no test leaves anything in
+# the user's ~/.cache or depends on what an earlier run left there.
+JOB_CACHE_HOME = tempfile.mkdtemp(prefix="gltest-cache-")
+atexit.register(shutil.rmtree, JOB_CACHE_HOME, True)
 
 
 def require_binary():
@@ -38,6 +45,7 @@ def tagged_env(tag, extra=None, base=None):
         "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
         "LANG": "C.UTF-8",
+        "XDG_CACHE_HOME": JOB_CACHE_HOME,
         "GCULAUNCH_TEST_TAG": tag,
     }
     if base:
