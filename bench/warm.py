@@ -12,17 +12,23 @@ file beside TORCHELASTIC_ERROR_FILE); for the others a fixed --settle time, the 
 longer.  Then rank 0 records the time and every rank exits 1 ("the failure").  In attempt 1
 every rank records the time at which its init_process_group returned.  The number is the
 last of those minus the failure: a restart as the job feels it, interpreter start and
-`import torch` included.  A benchmark, not a test: it prints numbers and asserts nothing.
+`import torch` included.  Then (--parts rejoin, root) two simulated hosts with real torch
+ranks: node 1's gculaunch is SIGKILLed and started again at once; the number is the kill ->
+every rank of both nodes finished init_process_group again, gculaunch warm against cold
+(node 1's own ranks start cold either way unless the rendezvous waits longer than the import:
+its standbys start with it).  A benchmark, not a test: it prints numbers and asserts nothing.
 Run from the top of the repository.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 from bench import lib
+from tests.integration import gltest
 
 PROG = "bench.warm"
 RUN_TIMEOUT = 240
@@ -110,9 +116,97 @@ def one(launcher, nproc, script, settle):
 
 TORCHRUN2, TORCHRUN2_ENV = None, None
 
+REJOIN_RANK = r'''
+import os, sys, time
+out = sys.argv[1]
+epoch = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+rank = int(os.environ["RANK"])
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+with open(os.path.join(out, "init.%d.%d" % (epoch, rank)), "w") as f:
+    f.write(repr(time.time()))
+dist.barrier()
+time.sleep(600)
+'''
+
+
+def standbys_ready(tag, count):
+    """True once `count` standbys of the tagged launchers said ready (their ready files)."""
+    ready = 0
+    for pid in gltest.pids_with_tag(tag):
+        try:
+            path = gltest.read_environ(pid).get("GCULAUNCH_STANDBY_READY")
+        except OSError:
+            continue
+        if path and os.path.exists(path):
+            ready += 1
+    return True if ready >= count else None
+
+
+def rejoin_once(hosts, warm, nproc, script, rep):
+    """Two simulated hosts, `nproc` real torch ranks each (platform variables, --max-restarts
+    1).  Once every rank initialised (and, warm, node 0's standbys are ready), node 1's
+    gculaunch is SIGKILLed and started again at once: seconds from the kill until every rank
+    of both nodes finished init_process_group again."""
+    out = tempfile.mkdtemp(prefix="gculaunch-bench-rejoin-")
+    world = 2 * nproc
+    port = 31000 + rep
+    cmd = [GCULAUNCH, "--nproc-per-node", str(nproc), "--device", "cpu", "--max-restarts", "1",
+           "--grace-period", "5", "--restart-backoff", "off"] + (["--warm-ranks"] if warm else [])
+    cmd += ["--python", lib.PYTHON, script, out]
+    env = lambda k: {"WORLD_SIZE": "2", "RANK": str(k), "MASTER_ADDR": hosts.addr(0),
+                     "MASTER_PORT": str(port), "GLOO_SOCKET_IFNAME": "eth0",
+                     "OMP_NUM_THREADS": "1"}
+    run = lib.Run(hosts, [cmd, cmd], env, name="rejoin", timeout=RUN_TIMEOUT)
+    try:
+        inits = lambda epoch: [f for f in os.listdir(out) if f.startswith("init.%d." % epoch)]
+        if lib.wait_for(lambda: True if len(inits(0)) >= world else None, RUN_TIMEOUT) is None:
+            return None
+        if warm and lib.wait_for(lambda: standbys_ready(run.tag, 2 * nproc), 120) is None:
+            return None
+        t_kill = time.time()
+        old = run.procs[1]
+        os.kill(old.pid, signal.SIGKILL)
+        old.wait()
+        run.again(1)
+        if lib.wait_for(lambda: True if len(inits(1)) >= world else None, RUN_TIMEOUT) is None:
+            return None
+        return max(float(open(os.path.join(out, f)).read()) for f in inits(1)) - t_kill
+    finally:
+        run.kill()
+        subprocess.run(["rm", "-rf", out])
+
+
+def rejoin_rows(opts, budget):
+    """The rejoin part: gculaunch warm and cold, `opts.reps` each, interleaved."""
+    lib.require_root(PROG)
+    work = tempfile.mkdtemp(prefix="gculaunch-bench-rejoin-prog-")
+    script = lib.write_script(work, "rank.py", REJOIN_RANK)
+    print()
+    print("node 1's gculaunch SIGKILLed and started again -> every rank of both nodes finished "
+          "init_process_group again (2 simulated hosts), median of %d" % opts.reps)
+    print("%-14s %10s %10s %10s" % ("ranks", "warm ms", "cold ms", "warm/cold"))
+    with gltest.SimulatedHosts(2) as hosts:
+        for nproc in [int(n) for n in opts.nproc.split(",") if n]:
+            results = {True: [], False: []}
+            for rep in range(opts.reps):
+                for warm in (True, False):
+                    if budget.left() < RUN_TIMEOUT:
+                        break
+                    results[warm].append(rejoin_once(hosts, warm, nproc, script,
+                                                     rep * 2 + (1 if warm else 0)))
+            warm_ms, _ = lib.med(results[True])
+            cold_ms, _ = lib.med(results[False])
+            print("%-14s %10s %10s %10s" % (
+                "2 x %d" % nproc, lib.ms(warm_ms), lib.ms(cold_ms),
+                "-" if warm_ms is None or not cold_ms else "%.2f" % (warm_ms / cold_ms)))
+            sys.stdout.flush()
+    subprocess.run(["rm", "-rf", work])
+
 
 def main():
-    global GCULAUNCH, TORCHRUN2, TORCHRUN2_ENV
+    global GCULAUNCH
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=lib.env_int("BENCH_REPS", 3))
     parser.add_argument("--nproc", default=os.environ.get("BENCH_NPROC", "2,8"),
@@ -121,11 +215,25 @@ def main():
                         help="seconds attempt 0 runs after init_process_group before it fails, "
                              "at least (standbys ready, for --warm-ranks)")
     parser.add_argument("--gculaunch", default=lib.default_gculaunch())
+    parser.add_argument("--parts", nargs="+", choices=("failure", "rejoin"),
+                        default=["failure", "rejoin"],
+                        help="which rows: a rank's failure on one node, and a node's launcher "
+                             "killed and started again on two simulated hosts (needs root)")
     opts = parser.parse_args()
     GCULAUNCH = opts.gculaunch
     lib.require_gculaunch(PROG, GCULAUNCH)
     work = tempfile.mkdtemp(prefix="gculaunch-bench-warm-prog-")
     script = lib.write_script(work, "rank.py", RANK)
+    budget = lib.Budget(45 * 60)
+    if "failure" in opts.parts:
+        failure_rows(opts, script, budget)
+    if "rejoin" in opts.parts:
+        rejoin_rows(opts, budget)
+    subprocess.run(["rm", "-rf", work])
+
+
+def failure_rows(opts, script, budget):
+    global TORCHRUN2, TORCHRUN2_ENV
     launchers = ["gculaunch-warm", "gculaunch-cold", "torchrun-1.13", "torchrun-2.6"]
     root = lib.make_torch2_root()
     if root is None:
@@ -133,7 +241,6 @@ def main():
         launchers.pop()
     else:
         TORCHRUN2, TORCHRUN2_ENV = lib.torchrun26_command(root)
-    budget = lib.Budget(45 * 60)
     print("rank failure -> every restarted rank finished init_process_group (torch %s, gloo, "
           "CPU; %d CPUs), median of %d" % (torch_version(), os.cpu_count(), opts.reps))
     print("%-6s %10s %10s %12s %12s %10s %14s" % ("ranks", "warm ms", "cold ms", "tr-1.13 ms",
@@ -154,7 +261,6 @@ def main():
             "-" if warm is None or not cold else "%.2f" % (warm / cold),
             lib.ratio(torchrun, warm)))
         sys.stdout.flush()
-    subprocess.run(["rm", "-rf", work])
 
 
 def torch_version():
