@@ -1,6 +1,8 @@
 #include "launcher/run/standby_pool.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,6 +24,7 @@ namespace gculaunch {
 namespace {
 
 constexpr std::chrono::milliseconds kLingerPoll{100};
+constexpr std::chrono::milliseconds kGoBound{2000};  ///< the go message's write
 
 std::string KeyOf(const std::string& item) { return item.substr(0, item.find('=')); }
 
@@ -34,14 +37,26 @@ std::map<std::string, std::string> AsMap(const std::vector<std::string>& env) {
   return out;
 }
 
-// Writes all of `data` to a blocking pipe; false on an error (the standby died).
-bool WriteAll(int fd, const std::string& data) {
+// Writes all of `data` to the standby's stdin pipe, waiting at most `bound` for it to read
+// (an environment larger than the pipe's buffer); false on an error (the standby died) or
+// when it does not read in time (stopped): the event loop never waits longer than that.
+bool WriteAll(int fd, const std::string& data, std::chrono::milliseconds bound) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
+    if (n == 0 || errno != EAGAIN) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
   }
   return true;
 }
@@ -302,7 +317,8 @@ std::optional<AdoptedStandby> StandbyPool::Take(const RankLaunch& launch) {
   }
   std::string message;
   for (const std::string& item : launch.env) message += item + '\0';
-  if (why.empty() && !WriteAll(s.go.get(), message)) why = "its standby could not be told to go";
+  if (why.empty() && !WriteAll(s.go.get(), message, kGoBound))
+    why = "its standby could not be told to go";
   if (!why.empty()) {
     if (note_) note_("local rank " + std::to_string(launch.local_rank) + " starts cold: " + why);
     Dismiss(launch.local_rank);
