@@ -24,11 +24,22 @@ if count == "0":
     time.sleep(60)
     sys.exit(9)
 if rank == "0":
-    open(marker, "w").close()
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
     sys.exit(0)
+# Rank 1 exits only once rank 0 has (its process is a zombie or gone), so that the two exits of
+# attempt 1 have one order: the marker alone let rank 1 win the race now and then.
+def exited(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
 for _ in range(600):
     if os.path.exists(marker):
-        sys.exit(0)
+        pid = open(marker).read()
+        if pid and exited(pid):
+            sys.exit(0)
     time.sleep(0.05)
 sys.exit(8)
 """
