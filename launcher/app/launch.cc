@@ -1,6 +1,5 @@
 #include "launcher/app/launch.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
@@ -105,7 +102,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   return config;
 }
 
-// What BuildExitSummary needs from this node, with the last attempt's error files read.
+// What BuildExitSummary needs from this node, with the last attempt's error files as the
+// ranks' records hold them.
 SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
                             const JobOutcome& outcome, std::string child_watcher) {
   SummaryInput in;
@@ -127,18 +125,14 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
   in.python_origin = spec.python_origin;
   in.start_time = outcome.start_time;
   in.end_time = outcome.end_time;
+  // The error files as each rank's record holds them: read once, when the rank exited
+  // (WorkerGroup::CopyErrorFile); nothing here opens a file a rank could have replaced.
   for (const RankRecord& r : outcome.records) {
-    if (r.restart_count != outcome.restarts || r.error_file.empty()) continue;
-    std::ifstream file(r.error_file, std::ios::binary);
-    if (!file) continue;
-    std::stringstream text;
-    text << file.rdbuf();
-    in.error_files[{r.restart_count, r.local_rank}] = text.str();
+    if (r.restart_count != outcome.restarts || !r.error_text) continue;
+    in.error_files[{r.restart_count, r.local_rank}] = *r.error_text;
     // Nanoseconds: torch 1.13's own timestamp has whole seconds (exit_summary.h).
-    struct stat st {};
-    if (::stat(r.error_file.c_str(), &st) == 0) {
-      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] =
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (r.error_file_mtime_ns > 0) {
+      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] = r.error_file_mtime_ns;
     }
   }
   return in;
