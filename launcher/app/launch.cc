@@ -638,6 +638,7 @@ std::unique_ptr<FileTimerServer> Launch::ServeFileTimer(Loop& loop, Supervisor& 
               server.error().hint);
     return nullptr;
   }
+  (*server)->set_warn([this](const std::string& line) { log_.warn("{}", line); });
   log_.info("TORCHELASTIC_ENABLE_FILE_TIMER: serving the ranks' timers on {}", path);
   return std::move(*server);
 }

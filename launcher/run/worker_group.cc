@@ -403,11 +403,13 @@ std::vector<RankProgress> WorkerGroup::Progress() const {
     if (*rank->activity != std::chrono::steady_clock::time_point{}) {
       p.output_age_s = std::chrono::duration<double>(now - *rank->activity).count();
     }
-    struct stat st {};
-    if (!rank->heartbeat_file.empty() && ::stat(rank->heartbeat_file.c_str(), &st) == 0) {
-      const std::int64_t mtime_ns =
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-      p.heartbeat_age_s = std::max(0.0, static_cast<double>(now_ns - mtime_ns) / 1e9);
+    // lstat, the job's user's regular file only: a link (to a file someone else keeps
+    // fresh, or on a mount that hangs) is no heartbeat.
+    const auto beat = rank->heartbeat_file.empty()
+                          ? std::nullopt
+                          : sys::StatRankFile(rank->heartbeat_file, ::geteuid());
+    if (beat) {
+      p.heartbeat_age_s = std::max(0.0, static_cast<double>(now_ns - beat->mtime_ns) / 1e9);
     }
     progress.push_back(p);
   }
