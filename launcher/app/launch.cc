@@ -48,6 +48,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The most connections the store of a launch takes, whatever the open-file limit.
+constexpr std::size_t kMaxStoreConnections = 65536;
+
 // How long the end of a run waits for dismissed standbys' groups to empty.
 constexpr std::chrono::milliseconds kStandbyDrainBound{3000};
 
@@ -206,6 +209,7 @@ Launch::Loop::Loop(Launch& launch)
     auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
     options.metrics = store_metrics;
     options.max_connections = launch.StoreConnectionCap();
+    options.connection_cap_hint = launch.StoreConnectionCapHint();
     if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
     if (launch.spec_.store_max_buffered)
       options.limits.max_buffered = *launch.spec_.store_max_buffered;
@@ -336,7 +340,16 @@ std::size_t Launch::StoreConnectionCap() const {
   const std::uint64_t own =
       kReservedDescriptors + 64 + 8 * static_cast<std::uint64_t>(spec_.nproc_per_node);
   const std::uint64_t cap = limit > own + 16 ? limit - own : 16;
-  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, 65536));
+  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, kMaxStoreConnections));
+}
+
+// What the store's refusal at the cap tells the user to change: a launch has no flag for the
+// cap (that is `gculaunch store --max-connections`), it follows the open-file limit, which
+// gculaunch already raised to the hard limit.  Nothing helps beyond kMaxStoreConnections.
+std::string Launch::StoreConnectionCapHint() const {
+  if (StoreConnectionCap() >= kMaxStoreConnections) return "";
+  const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
+  return "raise `ulimit -n` (now " + std::to_string(limit) + ")";
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
