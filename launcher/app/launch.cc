@@ -1,6 +1,5 @@
 #include "launcher/app/launch.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
@@ -50,6 +47,9 @@ namespace gculaunch {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The most connections the store of a launch takes, whatever the open-file limit.
+constexpr std::size_t kMaxStoreConnections = 65536;
 
 // How long the end of a run waits for dismissed standbys' groups to empty.
 constexpr std::chrono::milliseconds kStandbyDrainBound{3000};
@@ -105,7 +105,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   return config;
 }
 
-// What BuildExitSummary needs from this node, with the last attempt's error files read.
+// What BuildExitSummary needs from this node, with the last attempt's error files as the
+// ranks' records hold them.
 SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
                             const JobOutcome& outcome, std::string child_watcher) {
   SummaryInput in;
@@ -127,18 +128,14 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
   in.python_origin = spec.python_origin;
   in.start_time = outcome.start_time;
   in.end_time = outcome.end_time;
+  // The error files as each rank's record holds them: read once, when the rank exited
+  // (WorkerGroup::CopyErrorFile); nothing here opens a file a rank could have replaced.
   for (const RankRecord& r : outcome.records) {
-    if (r.restart_count != outcome.restarts || r.error_file.empty()) continue;
-    std::ifstream file(r.error_file, std::ios::binary);
-    if (!file) continue;
-    std::stringstream text;
-    text << file.rdbuf();
-    in.error_files[{r.restart_count, r.local_rank}] = text.str();
+    if (r.restart_count != outcome.restarts || !r.error_text) continue;
+    in.error_files[{r.restart_count, r.local_rank}] = *r.error_text;
     // Nanoseconds: torch 1.13's own timestamp has whole seconds (exit_summary.h).
-    struct stat st {};
-    if (::stat(r.error_file.c_str(), &st) == 0) {
-      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] =
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (r.error_file_mtime_ns > 0) {
+      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] = r.error_file_mtime_ns;
     }
   }
   return in;
@@ -212,6 +209,7 @@ Launch::Loop::Loop(Launch& launch)
     auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
     options.metrics = store_metrics;
     options.max_connections = launch.StoreConnectionCap();
+    options.connection_cap_hint = launch.StoreConnectionCapHint();
     if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
     if (launch.spec_.store_max_buffered)
       options.limits.max_buffered = *launch.spec_.store_max_buffered;
@@ -342,7 +340,16 @@ std::size_t Launch::StoreConnectionCap() const {
   const std::uint64_t own =
       kReservedDescriptors + 64 + 8 * static_cast<std::uint64_t>(spec_.nproc_per_node);
   const std::uint64_t cap = limit > own + 16 ? limit - own : 16;
-  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, 65536));
+  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, kMaxStoreConnections));
+}
+
+// What the store's refusal at the cap tells the user to change: a launch has no flag for the
+// cap (that is `gculaunch store --max-connections`), it follows the open-file limit, which
+// gculaunch already raised to the hard limit.  Nothing helps beyond kMaxStoreConnections.
+std::string Launch::StoreConnectionCapHint() const {
+  if (StoreConnectionCap() >= kMaxStoreConnections) return "";
+  const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
+  return "raise `ulimit -n` (now " + std::to_string(limit) + ")";
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
@@ -644,6 +651,7 @@ std::unique_ptr<FileTimerServer> Launch::ServeFileTimer(Loop& loop, Supervisor& 
               server.error().hint);
     return nullptr;
   }
+  (*server)->set_warn([this](const std::string& line) { log_.warn("{}", line); });
   log_.info("TORCHELASTIC_ENABLE_FILE_TIMER: serving the ranks' timers on {}", path);
   return std::move(*server);
 }

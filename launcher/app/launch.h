@@ -101,6 +101,7 @@ class Launch {
   void StartGuardian();
   void WatchGuardian(boost::asio::steady_timer& timer);
   std::size_t StoreConnectionCap() const;
+  std::string StoreConnectionCapHint() const;
   bool ChooseAtLaunch();
   Status ReservePort(LaunchChoices& choices);
   Status BindMetricsPort();

@@ -64,6 +64,9 @@ void Supervisor::StartAttempt(int restart_count) {
   output_timer_armed_ = false;
   if (group_) {
     auto records = group_->Records();
+    // Only the last attempt's error files reach the summary: an earlier one's text (up to
+    // 1 MiB per rank) is not kept for every restart.
+    for (RankRecord& r : records) r.error_text.reset();
     outcome_.records.insert(outcome_.records.end(), records.begin(), records.end());
     group_.reset();
   }
