@@ -78,6 +78,14 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
 /// interpreter, or the program with --no-python) is never substituted.
 std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank);
 
+/// What the console puts before each line of the rank with `local_rank`: "[rank<RANK>]: ", or
+/// with spec.log_line_prefix_template (--log-line-prefix-template, else
+/// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE) that template with torch's placeholders ${role_name},
+/// ${rank} (the global rank) and ${local_rank} replaced as BuildRankArgv replaces
+/// ${local_rank} (Python's safe_substitute rules), used as it is: a template without a
+/// placeholder is the same prefix for every rank, as in torch.
+std::string ConsolePrefix(const LaunchSpec& spec, int local_rank);
+
 /// The error file path of one rank in one attempt:
 /// "<rank_file_root>/attempt_<restart_count>/<local_rank>/error.json".
 std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank);
