@@ -8,6 +8,7 @@
 
 #include "base/text.h"
 #include "launcher/frontend/cpu_list.h"
+#include "launcher/frontend/ranks_python.h"
 #include "launcher/frontend/ranks_torch.h"
 
 namespace gculaunch {
@@ -232,6 +233,11 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
     out[stdout_stream ? "filtered_stdout" : "filtered_stderr"] = {
         {"file", FilteredFile(spec, stream)}, {"local_ranks", FilteredLocalRanks(spec, stream)}};
   }
+  if (!spec.interpreter_shim.empty()) {
+    out["python"] = {{"shim", spec.interpreter_shim},
+                     {"interpreter", spec.python},
+                     {"how", spec.interpreter_shim_how}};
+  }
   out["torch"] = TorchJson(spec.ranks_torch);
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
@@ -303,6 +309,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   }
   out += "  cards:   " + cards + "\n";
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
+  if (!spec.interpreter_shim.empty()) out += "  python:  " + DescribeInterpreter(spec) + "\n";
   out += "  torch:   " + DescribeRanksTorch(spec.ranks_torch) + "\n";
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) {
     out += "  logs:    " + logs + "\n";

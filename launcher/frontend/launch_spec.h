@@ -118,7 +118,15 @@ struct LaunchSpec {
   std::string executable;
   bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
   std::string python;           ///< interpreter used; empty with --no-python
-  std::string python_origin;    ///< how it was chosen: "python3 on PATH", "--python", "PYTHON_EXEC"
+  std::string python_origin;    ///< how it was chosen: kPythonOnPath, "--python", "PYTHON_EXEC"
+  /// python3 on PATH was a version manager's shim whose interpreter is known (ranks_python.h):
+  /// the shim; `python`, `executable` and argv[0] are then the interpreter it runs.  Empty:
+  /// none (the ranks run `python` as found).
+  std::string interpreter_shim;
+  std::string interpreter_shim_how;  ///< how its interpreter was learnt (ranks_python.h)
+  /// With interpreter_shim: what the shim's exec would export to the ranks (PATH with the
+  /// interpreter's directory first, PYENV_VERSION), set over --env (BuildRankEnv).
+  std::vector<std::pair<std::string, std::string>> interpreter_env;
   /// The torch the ranks' interpreter finds, which picks the NCCL error-handling variable
   /// (ranks_torch.h).  MakeLaunchSpec leaves it kNotProbed (both variables); the launcher
   /// fills it in before the dry run and before the first attempt (launcher/sys/torch_probe.h).

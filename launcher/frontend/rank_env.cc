@@ -129,6 +129,7 @@ std::vector<std::string> RankContractVariables(const LaunchSpec& spec) {
   }
   for (const auto& [key, value] : spec.profile.env) vars.push_back(key);
   for (const auto& [key, value] : spec.extra_env) vars.push_back(key);
+  for (const auto& [key, value] : spec.interpreter_env) vars.push_back(key);
   std::sort(vars.begin(), vars.end());
   vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
   return vars;
@@ -170,6 +171,8 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   for (const auto& [key, value] : spec.profile.env) env.Set(key, value);
   for (const auto& [key, value] : base.vars()) env.Set(key, value);
   for (const auto& [key, value] : spec.extra_env) env.Set(key, value);
+  // A shim's interpreter runs directly: the ranks get what the shim's exec would export.
+  for (const auto& [key, value] : spec.interpreter_env) env.Set(key, value);
   RemoveEtcdPassword(env);
   // Where the job secret lives is not itself secret, but a rank has no use for it either.
   env.Erase(kJobSecretFileEnv);

@@ -6,7 +6,9 @@
 // compares it with /proc/<pid>/environ).
 //
 // Layering of variables, lowest to highest:
-//   device profile env  <  the user's environment (`base`)  <  --env
+//   device profile env  <  the user's environment (`base`)  <  --env  <  what a version
+//   manager's shim would export when the ranks run its interpreter directly
+//   (spec.interpreter_env: PATH, PYENV_VERSION; ranks_python.h)
 //   then defaults that apply only when that merged environment lacks them:
 //     the NCCL error-handling variable the ranks' torch's torchrun sets
 //     (NcclErrorHandlingVariables(spec.ranks_torch) in ranks_torch.h: torch < 2.2

@@ -46,10 +46,6 @@ void RankPlanner::ApplyLayout(const Layout& layout) {
 }
 
 Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
-  if (ranks_torch_source_) {
-    spec_.ranks_torch = ranks_torch_source_();
-    ranks_torch_source_ = nullptr;
-  }
   std::vector<RankLaunch> ranks;
   // --duplicate-*-filters: the local ranks whose lines are matched against the filters.
   const std::vector<int> stdout_feeders = FilteredLocalRanks(spec_, FilteredStream::kStdout);
