@@ -54,6 +54,11 @@ constexpr std::size_t kMaxStoreConnections = 65536;
 // How long the end of a run waits for dismissed standbys' groups to empty.
 constexpr std::chrono::milliseconds kStandbyDrainBound{3000};
 
+// When the background run of the ranks' interpreter starts, counted from the event loop's
+// start: after the ranks' own start-up on a busy 2-core machine (a few hundred ms for plain
+// Python ranks).  A job shorter than that leaves the cache as it was.
+constexpr std::chrono::milliseconds kTorchProbeDelay{1000};
+
 // Checks what the frontend cannot know before a launch: that the script a
 // Python rank is asked to run exists.
 Status CheckScript(const LaunchSpec& spec) {
@@ -284,10 +289,11 @@ int Launch::Run() {
     PrintError(script.error());
     return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
   }
-  torch_probe_.emplace(sys::TorchProbe::Start(spec_, env_, sys::TorchProbeOptionsFor(env_)));
+  log_.debug("ranks' torch: {}", DescribeRanksTorch(spec_.ranks_torch));
   StartGuardian();
   if (!ChooseAtLaunch()) return exit_code::kUsage;
   const int code = RunLoop();
+  ConfirmTorchProbe();
   Teardown();
   return code;
 }
@@ -298,16 +304,31 @@ void Launch::SetUpProcess() {
   sys::DefaultSigchld();
 }
 
-// The ranks' torch, for the NCCL error-handling variable: a miss waits here for the probe
-// started in Run (bounded); whatever happens, the launch goes on.
-RanksTorch Launch::FinishTorchProbe() {
-  RanksTorch torch = torch_probe_ ? torch_probe_->Finish() : RanksTorch{};
-  torch_probe_.reset();
-  // A probe that failed is worth a line: the ranks then get both names.
-  const auto level =
-      torch.state == RanksTorch::State::kUnknown ? spdlog::level::info : spdlog::level::debug;
-  log_.log(level, "ranks' torch: {}", DescribeRanksTorch(torch));
-  return torch;
+// The probe of the ranks' interpreter ran beside the ranks for the cache; it is taken only
+// if it is done (a launch never waits for it).  An answer that differs from what this launch
+// used is worth a line: the next launch uses it.
+void Launch::ConfirmTorchProbe() {
+  if (options_.torch_probe == nullptr) return;
+  const std::optional<RanksPython> later = options_.torch_probe->FinishIfDone();
+  if (!later) return;
+  // What matters is what the ranks got: the NCCL names, and the interpreter.
+  const bool same_torch =
+      NcclErrorHandlingVariables(later->torch) == NcclErrorHandlingVariables(spec_.ranks_torch);
+  const std::string used = spec_.interpreter_shim.empty() ? "" : spec_.python;
+  if (same_torch && later->shim.interpreter == used) {
+    log_.debug("ranks' torch, confirmed: {}", DescribeRanksTorch(later->torch));
+    return;
+  }
+  std::string interpreter;
+  if (later->shim.interpreter != used) {
+    interpreter =
+        "; the shim runs " + (later->shim.interpreter.empty() ? std::string("no other interpreter")
+                                                              : later->shim.interpreter);
+  }
+  log_.info(
+      "the ranks' interpreter, run once beside them, says: {}{} (this launch used: {}); "
+      "the next launch uses that",
+      DescribeRanksTorch(later->torch), interpreter, DescribeRanksTorch(spec_.ranks_torch));
 }
 
 // Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
@@ -546,7 +567,6 @@ nlohmann::json Launch::LaunchFields() const {
 
 int Launch::RunLoop() {
   Loop loop(*this);
-  loop.planner.set_ranks_torch([this] { return FinishTorchProbe(); });
   loop.events.On(JobEvent::Launch(LaunchFields()));
   // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
   std::unique_ptr<ClusterNode> cluster;
@@ -565,7 +585,17 @@ int Launch::RunLoop() {
     }
     cluster = std::move(*made);
   }
+  // The ranks' interpreter, run once for the cache (sys::TorchProbe), starts once the ranks
+  // had time to start: even at the lowest priority a pyenv shim's twenty-odd shell processes
+  // slowed a launch of 4 short ranks by about 130 ms when they ran alongside the ranks' start.
+  boost::asio::steady_timer probe_start(loop.io, kTorchProbeDelay);
+  if (options_.torch_probe != nullptr) {
+    probe_start.async_wait([probe = options_.torch_probe](const boost::system::error_code& ec) {
+      if (!ec) probe->Begin();
+    });
+  }
   const int code = Supervise(loop, cluster.get());
+  probe_start.cancel();
   CloseLoop(loop);
   return code;
 }

@@ -123,6 +123,14 @@ bool WantsLogFiles(const LaunchSpec& spec) {
          !spec.duplicate_stdout_filters.empty() || !spec.duplicate_stderr_filters.empty();
 }
 
+int LoggedStreams(const LaunchSpec& spec, int local_rank) {
+  // A --log-dir the user asked for keeps every rank's whole output (gculaunch's own rule).
+  if (!spec.log_dir.empty()) return StdStreams::kStdout | StdStreams::kStderr;
+  // The kept torchelastic_ directory in TMPDIR: torchrun's DefaultLogsSpecs, redirects |= tee,
+  // and only those streams get a file.
+  return spec.redirects.For(local_rank) | spec.tee.For(local_rank);
+}
+
 std::string FilteredLogName(FilteredStream stream) {
   return stream == FilteredStream::kStdout ? "filtered_stdout.log" : "filtered_stderr.log";
 }

@@ -132,7 +132,9 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     r.record.start_time = UnixNow();
     r.started = std::chrono::steady_clock::now();
 
-    const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
+    const std::string prefix = launch.console_prefix.empty()
+                                   ? "[rank" + std::to_string(launch.rank) + "]: "
+                                   : launch.console_prefix;
     auto on_closed = lifetime_.Wrap([this] {
       --open_streams_;
       if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
