@@ -29,6 +29,19 @@ std::string Size(size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+// Up to `limit` + 1 bytes of `fd` into `text` (one more than allowed tells "too large").
+Status ReadUpTo(int fd, size_t limit, std::string& text) {
+  char buffer[4096];
+  while (text.size() <= limit) {
+    const ssize_t n = ::read(fd, buffer, std::min(sizeof buffer, limit + 1 - text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{std::strerror(errno), ""};
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Status WriteAll(int fd, std::string_view text) {
@@ -70,6 +83,34 @@ Result<std::string> ReadBoundedFile(const std::string& path, size_t limit) {
                  "smaller)"};
   }
   return text;
+}
+
+Result<std::optional<RankFile>> ReadRankFile(const std::string& path, size_t limit) {
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+  if (raw < 0 && errno == ENOENT) return std::optional<RankFile>();
+  if (raw < 0 && errno == ELOOP) {
+    return Error{"'" + path + "' is a symbolic link; gculaunch does not follow it",
+                 "write the file itself there"};
+  }
+  if (raw < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  UniqueFd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{"'" + path + "' is " + KindOf(st.st_mode) + ", not a regular file",
+                 "write a regular file there"};
+  }
+  RankFile file;
+  file.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (Status read = ReadUpTo(fd.get(), limit, file.text); !read.ok()) {
+    return Error{"cannot read '" + path + "': " + read.error().what, ""};
+  }
+  if (file.text.size() > limit) {
+    return Error{"'" + path + "' is larger than " + Size(limit), "keep it small"};
+  }
+  return std::optional<RankFile>(std::move(file));
 }
 
 Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {

@@ -8,6 +8,8 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,5 +43,19 @@ inline constexpr size_t kMaxReadFileBytes = size_t{1} << 20;
 /// not a regular file (a device such as /dev/zero, a FIFO, a directory); it is larger than
 /// `limit` (only `limit` + 1 bytes are ever read).
 Result<std::string> ReadBoundedFile(const std::string& path, size_t limit = kMaxReadFileBytes);
+
+/// A file a rank writes and gculaunch reads (its error file, --progress-file), and when it was
+/// last changed (st_mtim, unix nanoseconds).
+struct RankFile {
+  std::string text;
+  std::int64_t mtime_ns = 0;
+};
+
+/// Reads a file a rank controls: O_NOFOLLOW (a symlink put in its place is refused, never
+/// followed), O_NONBLOCK (a FIFO does not wait for a writer), a regular file only, at most
+/// `limit` bytes (only `limit` + 1 are ever read).  nullopt when there is no such file; every
+/// other failure is an error naming the file.  A file on a hung file system can still block:
+/// callers that must not wait read it off the event loop (launcher/run/progress_file.h).
+Result<std::optional<RankFile>> ReadRankFile(const std::string& path, size_t limit);
 
 }  // namespace gculaunch::sys
