@@ -122,6 +122,8 @@ bool Earlier(const RootCause& a, double a_reaped, bool a_running, const RootCaus
   return a_running && !b_running;
 }
 
+}  // namespace
+
 // The earliest candidate (the first one on a complete tie).
 std::optional<RootCause> FindRootCause(const SummaryInput& in) {
   std::optional<RootCause> best;
@@ -140,6 +142,8 @@ std::optional<RootCause> FindRootCause(const SummaryInput& in) {
   }
   return best;
 }
+
+namespace {
 
 // ---- hints ----
 
