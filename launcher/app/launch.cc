@@ -94,6 +94,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.policy.max_restarts = spec.max_restarts;
   config.policy.job = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  config.policy.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
+  config.progress_file = spec.progress_file;
   config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;

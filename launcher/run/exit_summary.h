@@ -137,7 +137,8 @@ ExitSummary BuildExitSummary(const SummaryInput& input);
 /// of an attempt's failure signature (failure_signature.h).
 std::optional<RootCause> FindRootCause(const SummaryInput& input);
 
-/// "success", "rank_failed", "signal", "spawn_failed", "stuck" or "internal"; in a
+/// "success", "rank_failed", "same_failure" (the failure streak ended the loop:
+/// PolicyState::loop_stop), "signal", "spawn_failed", "stuck" or "internal"; in a
 /// multi-node job the job's outcome (SummaryInput::job_outcome) unless stuck or signalled.
 std::string OutcomeName(const SummaryInput& input);
 
