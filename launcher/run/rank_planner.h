@@ -43,6 +43,14 @@ class RankPlanner : public AttemptPlanner {
   };
   void ApplyLayout(const Layout& layout);
 
+  /// The ranks of the attempt planned last, as their environment says: WORLD_SIZE and
+  /// TORCHELASTIC_RESTART_COUNT (readiness looks for their keys in the store).
+  struct Planned {
+    int world_size = 0;  ///< 0: nothing planned yet
+    int restarts = 0;
+  };
+  Planned planned() const { return planned_; }
+
   /// Where the ranks' torch (ranks_torch.h) comes from: asked once, when the first attempt
   /// is planned, so that a probe started early runs meanwhile (during the rendezvous, with
   /// several nodes).  Without one, the spec's ranks_torch stays.
@@ -56,7 +64,8 @@ class RankPlanner : public AttemptPlanner {
   RankRuntime runtime_;
   bool rank0_takes_terminal_;
   std::optional<sys::HeldDir> log_dir_;
-  int restarts_ = -1;                               ///< Layout::restarts
+  int restarts_ = -1;  ///< Layout::restarts
+  Planned planned_;
   std::function<RanksTorch()> ranks_torch_source_;  ///< reset once asked
 };
 
