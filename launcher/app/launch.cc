@@ -24,6 +24,7 @@
 #include "launcher/ops/hang_watch.h"
 #include "launcher/ops/metrics.h"
 #include "launcher/ops/metrics_http.h"
+#include "launcher/ops/readiness.h"
 #include "launcher/ops/stack_report.h"
 #include "launcher/ops/status_model.h"
 #include "launcher/ops/status_view.h"
@@ -99,6 +100,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.policy.max_restarts = spec.max_restarts;
   config.policy.job = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  config.policy.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
+  config.progress_file = spec.progress_file;
   config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;
@@ -108,6 +111,20 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.catch_hup = !sys::SignalIgnored(SIGHUP);
   config.extra_stop_signals = spec.extra_stop_signals;
   return config;
+}
+
+// Why this node cannot see the ranks pass init_process_group ("" when it can): only the node
+// hosting the agent store sees the ranks' keys, and only a Python rank is known to be torch.
+std::string InitUnknown(const LaunchSpec& spec, bool hosts_store) {
+  if (spec.python.empty()) {
+    return "--no-python: the program need not use torch, so ready means every local rank runs";
+  }
+  if (spec.store_mode == StoreMode::kRank0)
+    return "rank 0 hosts the ranks' store (--no-agent-store)";
+  if (!hosts_store) {
+    return spec.etcd ? "the ranks' store is on the job's leader" : "the ranks' store is on node 0";
+  }
+  return "";
 }
 
 // What BuildExitSummary needs from this node, with the last attempt's error files as the
@@ -154,6 +171,7 @@ struct Launch::Loop {
   explicit Loop(Launch& launch);
   std::string RenderMetricsNow();
   std::string StatusNow() const;
+  Readiness ReadinessNow() const;
   std::map<int, double> ProgressAges() const;
 
   boost::asio::io_context io;
@@ -166,6 +184,8 @@ struct Launch::Loop {
   std::optional<StandbyPool> standbys;  ///< --warm-ranks
   const bool multinode;
   const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
+  /// Why init_process_group cannot be seen from here (readiness.h); empty: the store shows it.
+  const std::string init_unknown;
   RankPlanner planner;
   JobEventHub events;                   ///< every listener below hears the job's events
   JobStatus status;                     ///< `gculaunch status`, /metrics
@@ -184,6 +204,7 @@ Launch::Loop::Loop(Launch& launch)
     : watcher(io, launch.options_.force_sigchld),
       multinode(RunsAsCluster(launch.spec_)),
       rank0_terminal(launch.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
+      init_unknown(InitUnknown(launch.spec_, launch.store_socket_.has_value())),
       planner(launch.spec_, launch.env_, launch.runtime_, rank0_terminal, launch.log_dir_),
       config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)) {
   launch.sink_.Attach(&writer, console_err);
@@ -224,8 +245,9 @@ Launch::Loop::Loop(Launch& launch)
     store->server().Set("run_id", launch.runtime_.run_id);
   }
   if (launch.metrics_socket_) {
-    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*launch.metrics_socket_),
-                                                  [this] { return RenderMetricsNow(); });
+    metrics = std::make_unique<MetricsHttpServer>(
+        io, std::move(*launch.metrics_socket_), [this] { return RenderMetricsNow(); },
+        [this] { return ReadinessNow(); });
     metrics->set_warn([&log = launch.log_](const std::string& line) { log.warn("{}", line); });
   }
 }
@@ -256,7 +278,26 @@ std::string Launch::Loop::StatusNow() const {
   }
   in.progress_age_s = ProgressAges();
   if (standbys) in.standbys = standbys->Status();
+  in.readiness = ReadinessNow();
   return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// What /readyz answers (readiness.h): where this node hosts the ranks' store, whether its keys
+// show that every rank passed init_process_group.
+Readiness Launch::Loop::ReadinessNow() const {
+  ReadinessInput in;
+  in.job = &status.snapshot();
+  in.now = status.Now();
+  in.multinode = multinode;
+  in.init_unknown = init_unknown;
+  if (init_unknown.empty() && store) {
+    const rendezvous::Store& keys = store->server().store();
+    const RankPlanner::Planned planned = planner.planned();
+    in.init_mark = InitMark(
+        [&keys](std::string_view key) { return keys.Find(rendezvous::Scope::kAttempt, key); },
+        planned.restarts, planned.world_size);
+  }
+  return AssessReadiness(in);
 }
 
 // One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.

@@ -119,6 +119,15 @@ constexpr FlagDef kFlags[] = {
      "seconds, doubling up to MAX (the first restart never waits; an attempt of 60 s resets "
      "it); off (or 0): restart at once; default 1:60",
      &ApplyRestartBackoff, kGculaunchOnly},
+    {"max-same-failures", "", Kind::kValue, "N", "Topology",
+     "stop restarting on the N-th attempt in a row that fails within 10 s as the one before "
+     "(same exit code or signal, same last line of its error or traceback), or, with "
+     "--progress-file, after N failed attempts in a row without progress; 0: off; default 3",
+     &ApplyMaxSameFailures, kGculaunchOnly},
+    {"progress-file", "", Kind::kValue, "PATH", "Topology",
+     "a file the script rewrites with its step or checkpoint number; read after each failed "
+     "attempt: when it stops rising, the restarts stop (see --max-same-failures)",
+     &ApplyText<&CliOptions::progress_file>, kGculaunchOnly},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
      "accepted for torchrun compatibility and ignored: gculaunch notices exits at once",
      &ApplySeconds<&CliOptions::monitor_interval>, "monitor-interval"},

@@ -92,6 +92,8 @@ struct CliOptions {
   std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;
   std::optional<RestartBackoff> restart_backoff;  ///< --restart-backoff INITIAL:MAX|off
+  std::optional<int> max_same_failures;           ///< --max-same-failures N (0: off)
+  std::optional<std::string> progress_file;       ///< --progress-file PATH
   std::optional<double> monitor_interval;
   std::optional<std::string> role;
   bool module = false;  ///< -m: SCRIPT is a module name

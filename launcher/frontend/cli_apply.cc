@@ -281,6 +281,10 @@ Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o) {
   return ApplyCount(c, kMaxRestarts, "3", o.max_restarts);
 }
 
+Status ApplyMaxSameFailures(const ApplyContext& c, CliOptions& o) {
+  return ApplyCount(c, kMaxRestarts, "3", o.max_same_failures);
+}
+
 // --restart-backoff INITIAL:MAX (seconds, 0 < INITIAL <= MAX <= kMaxSeconds), or 0 / off.
 Status ApplyRestartBackoff(const ApplyContext& c, CliOptions& o) {
   if (c.value == "off" || c.value == "0") {

@@ -57,6 +57,7 @@ Status ApplyNnodes(const ApplyContext& c, CliOptions& o);
 Status ApplyNodeRank(const ApplyContext& c, CliOptions& o);
 Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o);
 Status ApplyRestartBackoff(const ApplyContext& c, CliOptions& o);
+Status ApplyMaxSameFailures(const ApplyContext& c, CliOptions& o);
 Status ApplyMasterAddr(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvEndpoint(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvBackend(const ApplyContext& c, CliOptions& o);

@@ -82,6 +82,13 @@ struct LaunchSpec {
   int max_restarts = 0;
   /// --restart-backoff: the wait before a restart after quick failures (initial_s 0: off).
   RestartBackoff restart_backoff;
+  /// --max-same-failures: the restarts stop on the N-th consecutive quick attempt that fails
+  /// as the one before, or (--progress-file) after N failed attempts without progress; 0: off
+  /// (launcher/run/failure_streak.h).
+  int max_same_failures = 3;
+  /// --progress-file: the file the ranks write their step or checkpoint number to; empty:
+  /// none.
+  std::string progress_file;
   StoreMode store_mode = StoreMode::kAgent;
   /// --worker-port as given (0: not given).  Only with kRank0, and already
   /// folded into master_port; kept so that a later multi-node rendezvous can

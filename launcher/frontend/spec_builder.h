@@ -89,6 +89,7 @@ class SpecBuilder {
   Status Metrics();
   Status StoreAccess();
   Status Extras();
+  Status LoopStop();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;

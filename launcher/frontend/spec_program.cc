@@ -524,4 +524,26 @@ void SpecBuilder::SignalsToHandle(const std::vector<std::string>& names) {
   }
 }
 
+// --max-same-failures and --progress-file: when restarting is pointless (docs/runtime.md,
+// "When restarts stop early").  The file is the ranks'; gculaunch reads it only after a
+// failed attempt (launcher/run/progress_file.h), so it need not exist now.
+Status SpecBuilder::LoopStop() {
+  spec_.max_same_failures = o_.max_same_failures.value_or(3);
+  if (!o_.progress_file) return OkStatus();
+  if (spec_.max_same_failures == 0) {
+    return Error{o_.Source("progress-file") + " needs --max-same-failures N, but " +
+                     o_.Source("max-same-failures") + " is 0 (off)",
+                 "drop --max-same-failures 0 (the default is 3), or drop --progress-file"};
+  }
+  spec_.progress_file = *o_.progress_file;
+  Note("--progress-file " + spec_.progress_file + ": read after each failed attempt; " +
+       std::to_string(spec_.max_same_failures) +
+       " failed attempts in a row without a higher number there stop the restarts "
+       "(--max-same-failures)" +
+       (spec_.nnodes > 1 ? "; several nodes: node 0 decides from the highest number any node "
+                           "read"
+                         : ""));
+  return OkStatus();
+}
+
 }  // namespace gculaunch

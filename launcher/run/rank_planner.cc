@@ -46,6 +46,7 @@ void RankPlanner::ApplyLayout(const Layout& layout) {
 }
 
 Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
+  planned_ = Planned{spec_.world_size, restarts_ >= 0 ? restarts_ : restart_count};
   std::vector<RankLaunch> ranks;
   // --duplicate-*-filters: the local ranks whose lines are matched against the filters.
   const std::vector<int> stdout_feeders = FilteredLocalRanks(spec_, FilteredStream::kStdout);

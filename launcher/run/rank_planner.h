@@ -43,6 +43,14 @@ class RankPlanner : public AttemptPlanner {
   };
   void ApplyLayout(const Layout& layout);
 
+  /// The ranks of the attempt planned last, as their environment says: WORLD_SIZE and
+  /// TORCHELASTIC_RESTART_COUNT (readiness looks for their keys in the store).
+  struct Planned {
+    int world_size = 0;  ///< 0: nothing planned yet
+    int restarts = 0;
+  };
+  Planned planned() const { return planned_; }
+
  private:
   LaunchSpec spec_;  ///< a copy: ApplyLayout changes the rank offset and world size
   const EnvMap& base_;
@@ -50,6 +58,7 @@ class RankPlanner : public AttemptPlanner {
   bool rank0_takes_terminal_;
   std::optional<sys::HeldDir> log_dir_;
   int restarts_ = -1;  ///< Layout::restarts
+  Planned planned_;
 };
 
 /// The Python script a python-mode spec runs (argv {python, "-u", SCRIPT,

@@ -73,6 +73,9 @@ const std::vector<ValueCase>& ValueCases() {
        [](const CliOptions& o) {
          return o.restart_backoff == RestartBackoff{0.5, 30};
        }},
+      {"max-same-failures", "5", [](const CliOptions& o) { return o.max_same_failures == 5; }},
+      {"progress-file", "ckpt/step",
+       [](const CliOptions& o) { return o.progress_file == "ckpt/step"; }},
       {"monitor-interval", "0.5", [](const CliOptions& o) { return o.monitor_interval == 0.5; }},
       {"role", "trainer", [](const CliOptions& o) { return o.role == "trainer"; }},
       {"python", "/opt/py/bin/python3",
@@ -786,6 +789,22 @@ TEST_CASE("cli: --restart-backoff INITIAL:MAX, 0 or off", "[cli]") {
     CHECK(ParseError({"--restart-backoff", bad, "x.py"}) ==
           "gculaunch: --restart-backoff '" + std::string(bad) + "': " + problem);
   }
+}
+
+TEST_CASE("cli: --max-same-failures N and --progress-file PATH", "[cli]") {
+  CHECK(Parse({"--max-same-failures", "0", "x.py"}).max_same_failures == 0);
+  CHECK(Parse({"--max_same_failures", "7", "x.py"}).max_same_failures == 7);
+  CHECK(Parse({"x.py"}, EnvMap{{"PET_MAX_SAME_FAILURES", "2"}}).max_same_failures == 2);
+  CHECK(Parse({"x.py"}, EnvMap{{"PET_PROGRESS_FILE", "/ckpt/step"}}).progress_file == "/ckpt/step");
+  CHECK_FALSE(Parse({"x.py"}).max_same_failures.has_value());
+  for (const char* bad : {"-1", "x", "1.5", "1000001"}) {
+    INFO(bad);
+    CHECK(ParseError({"--max-same-failures", bad, "x.py"})
+              .starts_with("gculaunch: --max-same-failures '" + std::string(bad) + "': "));
+  }
+  CHECK(ParseError({"--max-same-failures", "x", "x.py"}) ==
+        "gculaunch: --max-same-failures 'x': expected a number >= 0 (fix: e.g. "
+        "--max-same-failures 3)");
 }
 
 TEST_CASE("cli: control characters in values cannot break the one-line message", "[cli]") {

@@ -391,6 +391,28 @@ TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
         "--standalone, or use --nnodes 1)");
 }
 
+TEST_CASE("launch spec: --max-same-failures and --progress-file", "[launch_spec]") {
+  Fixture f;
+  LaunchSpec s = f.Spec({"x.py"});
+  CHECK(s.max_same_failures == 3);
+  CHECK(s.progress_file.empty());
+  s = f.Spec({"--max-same-failures", "0", "x.py"});
+  CHECK(s.max_same_failures == 0);
+  s = f.Spec({"--progress-file", "ckpt/step", "--max-same-failures", "2", "x.py"});
+  CHECK(s.max_same_failures == 2);
+  CHECK(s.progress_file == "ckpt/step");
+  CHECK(HasNote(s,
+                "--progress-file ckpt/step: read after each failed attempt; 2 failed attempts in "
+                "a row without a higher number there stop the restarts (--max-same-failures)"));
+  CHECK(f.Err({"--progress-file", "p", "--max-same-failures", "0", "x.py"}) ==
+        "gculaunch: --progress-file needs --max-same-failures N, but --max-same-failures is 0 "
+        "(off) (fix: drop --max-same-failures 0 (the default is 3), or drop --progress-file)");
+  f.env.Set("PET_MAX_SAME_FAILURES", "0");
+  CHECK(f.Err({"--progress-file", "p", "x.py"}) ==
+        "gculaunch: --progress-file needs --max-same-failures N, but PET_MAX_SAME_FAILURES is 0 "
+        "(off) (fix: drop --max-same-failures 0 (the default is 3), or drop --progress-file)");
+}
+
 TEST_CASE("launch spec: --device auto picks the first profile with device files", "[launch_spec]") {
   Fixture f;
   f.probe.AddCards("nvidia-cuda", "nvidia", {0, 1});
