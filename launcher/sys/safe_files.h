@@ -42,4 +42,7 @@ inline constexpr size_t kMaxReadFileBytes = size_t{1} << 20;
 /// `limit` (only `limit` + 1 bytes are ever read).
 Result<std::string> ReadBoundedFile(const std::string& path, size_t limit = kMaxReadFileBytes);
 
+/// Whether `path` is a regular file (lstat: a symlink to one is not).
+bool IsRegularFileNoFollow(const std::string& path);
+
 }  // namespace gculaunch::sys
