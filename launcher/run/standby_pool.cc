@@ -20,12 +20,12 @@ constexpr std::chrono::milliseconds kDrainPoll{10};  ///< the same at the end of
 // How long a standby has, from the go, to read its environment and confirm it.  What it does
 // in that time is one read of a few kilobytes, a dictionary update and a 3-byte write: well
 // under a millisecond on an idle machine, and its priority was raised before the go, so it
-// competes with the new ranks as their equal.  On the 2-core build machine, with every other
-// rank of a restart importing torch beside it, the confirmation took at most a few tens of
-// milliseconds (bench.warm's early-failure rows; docs/benchmarks.md).  500 ms leaves ten
-// times that for a loaded scheduler or pages the standby must fault back in, and is still
-// short beside what a cold start costs (an import of torch: 1-5 s on that machine), so a
-// stopped or deaf standby delays only its own rank, by at most that much, before it starts
+// competes with the new ranks as their equal.  On the 2-core build machine shared with other
+// builds (load average 14), the slowest of four standbys with torch imported confirmed 6 to
+// 10 ms after its go (GCULAUNCH_LOG_LEVEL=debug logs it for each attempt).  500 ms leaves
+// fifty times that for a loaded scheduler or pages the standby must fault back in, and is
+// still short beside what a cold start costs (an import of torch: 1-5 s on that machine), so
+// a stopped or deaf standby delays only its own rank, by at most that much, before it starts
 // cold.  The attempt and its other ranks never wait for it.
 constexpr std::chrono::milliseconds kGoBound{500};
 
@@ -311,7 +311,8 @@ std::uint64_t StandbyPool::Take(const RankLaunch& launch, sys::GroupTracker& int
   const pid_t pid = s->pid;
   const std::string ready_file = s->ready_file;
   taking_[id] = Taking{std::move(s), &into, std::move(on_exit), std::move(done)};
-  auto resolve = lifetime_.Wrap([this, id, why](StandbyCheck check) { Resolve(id, why, check); });
+  auto resolve =
+      lifetime_.Wrap([this, id, why](const StandbyCheck& check) { Resolve(id, why, check); });
   if (!why.empty()) {
     off_.Run<StandbyCheck>([] { return StandbyCheck{}; },
                            std::move(resolve));  // in order, never inline
@@ -476,9 +477,9 @@ void StandbyPool::RefreshSamples() const {
         }
         return samples;
       },
-      lifetime_.Wrap([this](Samples samples) {
+      lifetime_.Wrap([this](const Samples& samples) {
         sampling_ = false;
-        for (auto& [pid, sample] : samples) samples_[pid] = sample;
+        for (const auto& [pid, sample] : samples) samples_[pid] = sample;
       }));
 }
 

@@ -93,16 +93,16 @@ std::optional<std::uint64_t> ReadPssBytes(pid_t pid, const std::string& proc) {
   return ParsePssBytes(text);
 }
 
-std::string StatusField(const std::string& text, const std::string& name) {
+std::string StatusField(const std::string& status, const std::string& name) {
   const std::string key = name + ":";
   size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    if (text.compare(at, key.size(), key) == 0) {
+  while (at < status.size()) {
+    size_t end = status.find('\n', at);
+    if (end == std::string::npos) end = status.size();
+    if (status.compare(at, key.size(), key) == 0) {
       size_t begin = at + key.size();
-      while (begin < end && (text[begin] == ' ' || text[begin] == '\t')) ++begin;
-      return text.substr(begin, end - begin);
+      while (begin < end && (status[begin] == ' ' || status[begin] == '\t')) ++begin;
+      return status.substr(begin, end - begin);
     }
     at = end + 1;
   }

@@ -62,6 +62,27 @@ snapshot = {
 with open(os.path.join(out_dir, "a%d_r%d.json" % (attempt, local_rank)), "w") as f:
     json.dump(snapshot, f)
 
+def standby_pids():
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if b"GCULAUNCH_STANDBY_PARENT=%d\0" % os.getppid() in f.read():
+                    found.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return found
+
+root = os.environ["TORCHELASTIC_ERROR_FILE"].split("/attempt_")[0]
+if attempt == 0 and os.path.isdir(os.path.join(root, "standbys")):  # --warm-ranks
+    # Before this rank entered init_process_group, the standbys may not compete with it:
+    # they wait at SCHED_IDLE.
+    deadline = time.monotonic() + 60
+    while len(standby_pids()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with open(os.path.join(out_dir, "standby_policy_r%d.json" % local_rank), "w") as f:
+        json.dump([os.sched_getscheduler(p) for p in standby_pids()], f)
+
 import torch
 import torch.distributed as dist
 dist.init_process_group("gloo")
@@ -167,6 +188,9 @@ class WarmRanks(unittest.TestCase):
             for field in sorted(cold):
                 self.assertEqual(warm[field], cold[field], "rank %d: %s differs" % (rank, field))
             self.assertEqual(warm["nice"], 0, "a warm rank must not keep the standby's priority")
+            with open(os.path.join(warm_out, "standby_policy_r%d.json" % rank)) as f:
+                self.assertEqual(json.load(f), [os.SCHED_IDLE] * 2,
+                                 "the standbys waited at SCHED_IDLE while the ranks started")
             with open(os.path.join(warm_out, "standby_nice_r%d.json" % rank)) as f:
                 self.assertEqual(json.load(f), [[10, os.SCHED_OTHER]] * 2,
                                  "the standbys waited at nice +10, out of SCHED_IDLE once "
