@@ -439,7 +439,11 @@ void StandbyPool::ScheduleLingerCheck() {
   linger_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     linger_armed_ = false;
     if (ec) return;
-    (void)groups_.ReleaseEmpty();  // /proc unreadable: nothing released, looked at again
+    // A job on the OffLoop thread may still name one of these pids (raise its priority):
+    // until it is done, the zombie keeps the number from going to another process.
+    if (off_.pending() == 0) {
+      (void)groups_.ReleaseEmpty();  // /proc unreadable: nothing released, looked at again
+    }
     bool left = groups_.abandoned() > 0;
     for (pid_t pid : groups_.Held()) left = left || groups_.Exited(pid);
     if (left) ScheduleLingerCheck();
