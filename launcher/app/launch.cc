@@ -243,6 +243,12 @@ Launch::Loop::Loop(Launch& launch)
     options.allow = launch.spec_.store_allow;
     store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
     store->server().Set("run_id", launch.runtime_.run_id);
+    // --warm-ranks: the standbys compete for the CPU only once every rank is past its start.
+    if (standbys) {
+      store->set_on_ranks_connecting([pool = &*standbys](int attempt, std::int64_t count) {
+        pool->RanksConnected(attempt, count);
+      });
+    }
   }
   if (launch.metrics_socket_) {
     metrics = std::make_unique<MetricsHttpServer>(

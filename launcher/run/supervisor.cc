@@ -84,7 +84,7 @@ void Supervisor::StartAttempt(int restart_count) {
   group_ = std::make_unique<WorkerGroup>(
       deps_, restart_count,
       lifetime_.Wrap([this](int local_rank, WorkerExit exit) { OnRankExit(local_rank, exit); }),
-      lifetime_.Wrap([this] { ScheduleDrainCheck(); }));
+      lifetime_.Wrap([this] { ScheduleDrainCheck(); }), GroupHooks(restart_count));
 
   auto plan = planner_.PlanAttempt(restart_count);
   if (!plan.ok()) {
@@ -102,28 +102,43 @@ void Supervisor::StartAttempt(int restart_count) {
     using Ms = std::chrono::duration<double, std::milli>;
     const auto now = std::chrono::steady_clock::now();
     log_.debug("attempt {}: {} rank(s) spawned in {:.1f} ms ({:.1f} ms after gculaunch started)",
-               restart_count, group_->size(), Ms(now - spawn_begin).count(),
+               restart_count, group_->size() - group_->waiting(), Ms(now - spawn_begin).count(),
                Ms(now - config_.launcher_start).count());
   }
-  std::vector<int> warm;
-  for (const RankRecord& r : group_->Records()) {
-    if (r.pid > 0)
-      config_.events->On(JobEvent::RankStart(restart_count, r.rank, r.local_rank, r.pid));
-    if (r.warm) warm.push_back(r.local_rank);
-  }
-  if (!warm.empty()) {
+  PrepareStandbys(restart_count, started.ok() ? &*plan : nullptr);
+  if (!started.ok()) StartFailed(failed_local_rank, started.error());
+}
+
+// What the attempt's WorkerGroup reports besides exits: each rank's process once it is final
+// (a standby confirms its go later than a cold rank spawns), the warm ones in one line once
+// none waits any more, and a cold start after a standby that failed.
+WorkerGroup::Hooks Supervisor::GroupHooks(int restart_count) {
+  WorkerGroup::Hooks hooks;
+  hooks.on_started = lifetime_.Wrap([this, restart_count](const RankRecord& r) {
+    config_.events->On(JobEvent::RankStart(restart_count, r.rank, r.local_rank, r.pid));
+  });
+  hooks.on_settled = lifetime_.Wrap([this, restart_count] {
+    std::vector<int> warm;
+    for (const RankRecord& r : group_->Records()) {
+      if (r.warm) warm.push_back(r.local_rank);
+    }
+    if (warm.empty()) return;
     log_.info("attempt {}: local rank{} {} started warm (--warm-ranks)", restart_count,
               warm.size() == 1 ? "" : "s", JoinInts(warm, ","));
-  }
-  PrepareStandbys(restart_count, started.ok() ? &*plan : nullptr);
-  if (!started.ok()) {
-    const Error& e = started.error();
-    log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,
-               e.hint.empty() ? "" : " (fix: " + e.hint + ")");
-    outcome_.start_error = started.error();
-    outcome_.start_error_local_rank = failed_local_rank;
-    Dispatch(PolicyEvent::SpawnFailed(failed_local_rank));
-  }
+    log_.debug("attempt {}: the slowest standby confirmed its go {:.1f} ms after it was sent",
+               restart_count, group_->slowest_go_ms());
+  });
+  hooks.on_start_failed = lifetime_.Wrap(
+      [this](int local_rank, const Error& error) { StartFailed(local_rank, error); });
+  return hooks;
+}
+
+void Supervisor::StartFailed(int local_rank, const Error& error) {
+  log_.error("local rank {} could not be started: {}{}", local_rank, error.what,
+             error.hint.empty() ? "" : " (fix: " + error.hint + ")");
+  outcome_.start_error = error;
+  outcome_.start_error_local_rank = local_rank;
+  Dispatch(PolicyEvent::SpawnFailed(local_rank));
 }
 
 // --warm-ranks: the next attempt's standbys start once this one's ranks run, while a restart
@@ -135,7 +150,7 @@ void Supervisor::PrepareStandbys(int restart_count, const std::vector<RankLaunch
     pool->DismissAll();
     return;
   }
-  pool->Prepare(*plan);
+  pool->Prepare(*plan, restart_count);
 }
 
 void Supervisor::JobStart(int restart_count) {

@@ -160,6 +160,8 @@ class Supervisor : public JobControl {
   void Finish(int exit_code);
   void PrepareStandbys(int restart_count, const std::vector<RankLaunch>* plan);
   void Drained();
+  WorkerGroup::Hooks GroupHooks(int restart_count);
+  void StartFailed(int local_rank, const Error& error);
   std::string RestartReason(std::string* ran);
   void AnnounceRestart(const PolicyAction& action);
   LocalStopReport MakeStopReport() const;
