@@ -152,7 +152,7 @@ class Rejoin(gltest.CheckpointJobCase):
         self.assert_nothing_left(hosts)
 
     def test_e_host_unplugged_and_plugged_back(self):
-        # No FIN, no RST: both sides notice by missing heartbeats/replies (3-4 s); node 1 keeps
+        # No FIN, no RST: both sides notice by TCP giving up (keepalive, 5-7 s); node 1 keeps
         # trying to reach node 0 and re-registers once its cable is back.
         hosts = self.hosts(2)
         n0, n1 = self.node(hosts, 0, 0), self.node(hosts, 1, 1)
