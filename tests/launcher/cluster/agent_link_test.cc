@@ -126,7 +126,7 @@ class HeldStore {
 
 }  // namespace
 
-TEST_CASE("agent link: a master silent past the bound is lost; this node's own stall is not",
+TEST_CASE("agent link: a master silent past the bound is lost, this node's own stall is not",
           "[agent_link]") {
   Fixture f;
   HeldStore store;
