@@ -91,7 +91,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         log_(log),
         wake_(io),
         progress_timer_(io),
-        rule_(job::SilenceRule::ForNodeTimeout(options_.node_timeout)),
+        rule_(job::SilenceRule::ForMasterNode(options_.node_timeout)),
         lag_(options_.silence_check) {}
 
   void SetBeatKey(const std::string& key) {
@@ -322,8 +322,32 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       LostSilent(std::get<1>(done));
       co_return Error{lost_what_, ""};
     }
-    master_.Heard(Clock::now(), lag_.total());
+    HeardMaster();
     co_return std::move(std::get<0>(done));
+  }
+
+  // A reply on either connection; after a warning, says how long the silence lasted.
+  void HeardMaster() {
+    const auto now = Clock::now();
+    if (warned_) {
+      log_.info("the master node's gculaunch at {} answered again after {} of silence", endpoint(),
+                Seconds(master_.Silent(now, lag_.total())));
+      warned_ = false;
+    }
+    master_.Heard(now, lag_.total());
+  }
+
+  // Half the bound without an answer: said once, so that a slow master shows before it is
+  // lost (and the log tells how long the pauses were when it was not).
+  void WarnSilent(Clock::time_point now) {
+    const auto silent = master_.Silent(now, lag_.total());
+    const auto bound = master_.Bound(rule_);
+    if (warned_ || silent < bound / 2) return;
+    warned_ = true;
+    log_.warn(
+        "the master node's gculaunch at {} has not answered for {} (stopped, or starved of "
+        "CPU?); it is lost after {} of silence (--node-timeout {})",
+        endpoint(), Seconds(silent), Seconds(bound), Seconds(rule_.ceiling, -1));
   }
 
   // Returns only once the master has been silent past the bound (liveness.h), with the
@@ -339,9 +363,12 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       if (ec == asio::error::operation_aborted) co_return std::string();  // the reply won
       const auto now = Clock::now();
       lag_.Tick(now);
-      if (!master_.Lost(now, lag_.total(), rule_)) continue;
+      if (!master_.Lost(now, lag_.total(), rule_)) {
+        WarnSilent(now);
+        continue;
+      }
       if (Waiting(control_) || Waiting(watch_)) {
-        master_.Heard(now, lag_.total());
+        HeardMaster();  // its answer is there; this process was late to read it
         continue;
       }
       co_return "its gculaunch at " + endpoint() + " went silent: " +
@@ -375,7 +402,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       if (!waited.ok()) {
         result = waited.error();
       } else {
-        master_.Heard(Clock::now(), lag_.total());
+        HeardMaster();
         result = co_await watch_->Get(wire);
       }
       if (!result.ok() && !closed_) {
@@ -447,6 +474,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   bool connecting_ = false;
   bool beating_ = false;
   bool beat_now_ = false;
+  bool warned_ = false;  ///< the master's silence passed half the bound (WarnSilent)
   bool lost_ = false;
   bool closed_ = false;
 };

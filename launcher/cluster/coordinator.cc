@@ -158,7 +158,7 @@ void Coordinator::ArmHeartbeatCheck() {
 // node 0 itself was stopped or starved, and the nodes' messages may still wait unread.
 void Coordinator::CheckHeartbeats() {
   const auto now = Clock::now();
-  lag_.Tick(now);
+  if (const auto late = lag_.Tick(now); late >= std::chrono::seconds(2)) ReportLate(now, late);
   const auto lag = lag_.total();
   std::vector<CoordinatorEvent> events;
   for (auto& [node, beat] : beats_) {
@@ -185,6 +185,19 @@ void Coordinator::CheckHeartbeats() {
     if (finished()) return;
     Dispatch(event);
   }
+}
+
+// Node 0 itself did not run for a while: said (at most every 30 s), since the nodes may see
+// it as a silence of their own.
+void Coordinator::ReportLate(Clock::time_point now, Clock::duration late) {
+  if (late_reported_ != Clock::time_point{} && now - late_reported_ < std::chrono::seconds(30)) {
+    return;
+  }
+  late_reported_ = now;
+  log_.warn(
+      "this gculaunch did not run for {} (stopped, or starved of CPU): the nodes' silence of "
+      "that time is not held against them",
+      Seconds(late));
 }
 
 void Coordinator::Dispatch(const CoordinatorEvent& event) {

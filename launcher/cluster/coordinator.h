@@ -94,6 +94,8 @@ class Coordinator {
   void ArmMissing();
   void ArmHeartbeatCheck();
   void CheckHeartbeats();
+  void ReportLate(std::chrono::steady_clock::time_point now,
+                  std::chrono::steady_clock::duration late);
   void CheckJoinGaps();
 
   struct Beat {
@@ -119,9 +121,10 @@ class Coordinator {
   boost::asio::steady_timer backoff_timer_;
   std::chrono::steady_clock::time_point started_;
   job::OwnLag lag_;  ///< this process's own lateness, from the heartbeat check's ticks
-  std::chrono::steady_clock::time_point stopped_{};      ///< when the last marker was read
-  std::chrono::steady_clock::time_point epoch_began_{};  ///< the current epoch's plan
-  LifetimeGuard lifetime_;                               ///< last member: expires first
+  std::chrono::steady_clock::time_point late_reported_{};  ///< ReportLate's last line
+  std::chrono::steady_clock::time_point stopped_{};        ///< when the last marker was read
+  std::chrono::steady_clock::time_point epoch_began_{};    ///< the current epoch's plan
+  LifetimeGuard lifetime_;                                 ///< last member: expires first
 };
 
 }  // namespace gculaunch

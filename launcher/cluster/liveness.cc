@@ -16,6 +16,12 @@ SilenceRule SilenceRule::ForNodeTimeout(std::chrono::milliseconds timeout) {
   return rule;
 }
 
+SilenceRule SilenceRule::ForMasterNode(std::chrono::milliseconds timeout) {
+  SilenceRule rule = ForNodeTimeout(timeout);
+  rule.floor = rule.ceiling;
+  return rule;
+}
+
 void OwnLag::Resume(TimePoint now) {
   last_ = now;
   running_ = true;
@@ -73,9 +79,12 @@ bool PeerSilence::Lost(TimePoint now, Duration lag, const SilenceRule& rule) con
 }
 
 std::string SilenceText(Duration silent, Duration bound, const SilenceRule& rule) {
+  const std::string timeout = "--node-timeout " + Seconds(rule.ceiling, -1);
+  const std::string what = rule.floor >= rule.ceiling
+                               ? timeout
+                               : Seconds(bound) + ", between half of and the whole " + timeout;
   return "nothing heard for " + Seconds(silent) +
-         " over a connection that stayed open (the bound: " + Seconds(bound) +
-         ", between half of and the whole --node-timeout " + Seconds(rule.ceiling, -1) + ")";
+         " over a connection that stayed open (the bound: " + what + ")";
 }
 
 }  // namespace gculaunch::job

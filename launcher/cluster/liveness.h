@@ -14,7 +14,8 @@
 //     silent only while a question is outstanding (Expect / Idle).
 //   * The bound adapts to what the job has seen: `multiple` times the longest gap between two
 //     messages of the peer in the last two windows of kGapWindow gaps, never under `floor`
-//     nor over `ceiling` (--node-timeout; the floor is half of it).
+//     nor over `ceiling` (--node-timeout; the floor is half of it when node 0 judges a node,
+//     all of it when a node judges node 0: ForMasterNode).
 //
 //   OwnLag lag(250ms);             every tick:  lag.Tick(now)
 //   PeerSilence peer(now, lag.total());
@@ -37,8 +38,13 @@ struct SilenceRule {
   std::chrono::milliseconds floor{15000};
   std::chrono::milliseconds ceiling{30000};  ///< --node-timeout
   int multiple = 4;
-  /// The rule of --node-timeout `timeout`: ceiling `timeout`, floor half of it.
+  /// The rule of --node-timeout `timeout` for node 0 judging a node: ceiling `timeout`,
+  /// floor half of it.
   static SilenceRule ForNodeTimeout(std::chrono::milliseconds timeout);
+  /// The rule for a node judging node 0: the whole `timeout`.  Node 0 serves every node, so
+  /// it is the one whose answers slow down as the job grows (a hub starved of CPU), and
+  /// losing it stops every node; a node's own work does not grow with the job.
+  static SilenceRule ForMasterNode(std::chrono::milliseconds timeout);
 };
 
 /// This process's own lateness, measured by a tick that is meant to run every `period`.
@@ -100,7 +106,8 @@ class PeerSilence {
 };
 
 /// The reason in a "was lost" line: "nothing heard for 15.2 s over a connection that stayed
-/// open (the bound: 15.0 s, between half of and the whole --node-timeout 30 s)".
+/// open (the bound: 15.0 s, between half of and the whole --node-timeout 30 s)", or "(the
+/// bound: --node-timeout 30 s)" when the rule has no range.
 std::string SilenceText(LiveClock::duration silent, LiveClock::duration bound,
                         const SilenceRule& rule);
 

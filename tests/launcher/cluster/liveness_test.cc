@@ -39,6 +39,13 @@ TEST_CASE("liveness: the rule of --node-timeout: half of it as the floor", "[liv
   CHECK(r.ceiling == Ms(30000));
   CHECK(r.floor == Ms(15000));
   CHECK(r.multiple == 4);
+  // Node 0, judged by a node, gets the whole timeout whatever the gaps.
+  const SilenceRule master = SilenceRule::ForMasterNode(Ms(30000));
+  CHECK(master.floor == Ms(30000));
+  CHECK(master.ceiling == Ms(30000));
+  PeerSilence quick(At(0), {});
+  quick.Heard(At(10), {});
+  CHECK(quick.Bound(master) == Ms(30000));
 }
 
 TEST_CASE("liveness: own lateness adds up only what came later than the period", "[liveness]") {
@@ -160,6 +167,9 @@ TEST_CASE("liveness: the reason names the silence, the bound and --node-timeout"
   CHECK(SilenceText(Ms(15230), Ms(15000), SilenceRule::ForNodeTimeout(Ms(30000))) ==
         "nothing heard for 15.2 s over a connection that stayed open (the bound: 15.0 s, "
         "between half of and the whole --node-timeout 30 s)");
+  CHECK(SilenceText(Ms(30010), Ms(30000), SilenceRule::ForMasterNode(Ms(30000))) ==
+        "nothing heard for 30.0 s over a connection that stayed open (the bound: --node-timeout "
+        "30 s)");
 }
 
 }  // namespace gculaunch::job
