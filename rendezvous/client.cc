@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "base/text.h"
+#include "rendezvous/listener.h"
 
 namespace gculaunch::rendezvous {
 namespace {
@@ -54,15 +55,8 @@ void Configure(tcp::socket& socket, const ClientOptions& o) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (!o.keepalive) return;
-  const int idle = static_cast<int>(o.keepalive_idle.count());
-  const int interval = static_cast<int>(o.keepalive_interval.count());
-  const int probes = o.keepalive_probes;
-  const auto user_timeout = static_cast<unsigned>(o.user_timeout.count());
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+  SetTcpKeepAlive(
+      fd, TcpKeepAlive{o.keepalive_idle, o.keepalive_interval, o.keepalive_probes, o.user_timeout});
 }
 
 Request Make(Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {}) {

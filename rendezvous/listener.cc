@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -208,6 +209,19 @@ Result<ListenSocket> ListenSocket::AdoptForTest(int fd, int backlog) {
     }
   }
   return ListenSocket(fd, family, port, std::move(address));
+}
+
+void SetTcpKeepAlive(int fd, const TcpKeepAlive& keepalive) {
+  const int one = 1;
+  const int idle = static_cast<int>(keepalive.idle.count());
+  const int interval = static_cast<int>(keepalive.interval.count());
+  const int probes = keepalive.probes;
+  const auto user_timeout = static_cast<unsigned>(keepalive.user_timeout.count());
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
 }  // namespace gculaunch::rendezvous

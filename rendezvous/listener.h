@@ -14,6 +14,7 @@
 // Thread safety: a plain value.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -65,5 +66,19 @@ class ListenSocket {
   std::uint16_t port_ = 0;
   std::string address_;
 };
+
+/// TCP keepalive and TCP_USER_TIMEOUT for a long-lived connection: a peer host that vanished
+/// (no FIN, no RST: powered off, cable pulled) is noticed within about `user_timeout`, where
+/// the kernel alone would retransmit for many minutes.  A peer whose process is stopped or
+/// starved is not: its kernel still answers.
+struct TcpKeepAlive {
+  std::chrono::seconds idle{2};
+  std::chrono::seconds interval{1};
+  int probes = 3;
+  std::chrono::milliseconds user_timeout{5000};
+};
+
+/// Sets `keepalive` on the TCP socket `fd`; best effort (a failing option is ignored).
+void SetTcpKeepAlive(int fd, const TcpKeepAlive& keepalive);
 
 }  // namespace gculaunch::rendezvous

@@ -204,7 +204,9 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     parked_.erase(id);
     auth_.erase(id);
     if (options_.connection_observer && !stopped_) {
-      asio::post(io_, [observer = options_.connection_observer, id] { observer(id); });
+      asio::post(io_, [observer = options_.connection_observer, id, why = session.error()] {
+        observer(id, why);
+      });
     }
   }
 
@@ -662,6 +664,13 @@ bool Server::DeleteKey(const std::string& key) {
 
 void Server::AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done) {
   core_->AsyncWait(keys, std::move(done));
+}
+
+bool Server::KeepAlive(ConnId id, const TcpKeepAlive& keepalive) {
+  auto it = core_->sessions_.find(id);
+  if (it == core_->sessions_.end() || it->second->native_handle() < 0) return false;
+  SetTcpKeepAlive(it->second->native_handle(), keepalive);
+  return true;
 }
 
 std::size_t Server::num_sessions() const { return core_->sessions_.size(); }

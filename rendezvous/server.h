@@ -96,10 +96,11 @@ struct ServerOptions {
   /// Called with every decoded request before the store handles it (tests, metrics).
   std::function<void(ConnId, const Request&)> request_observer;
   /// Posted to the io_context when a client's connection ended by itself (the peer closed
-  /// it, or it failed), after the store forgot it.  Not for connections the server closes
+  /// it, or it failed), after the store forgot it, with the I/O error that ended it (""
+  /// when the peer closed it; Session::error()).  Not for connections the server closes
   /// (BeginAttempt, Stop, a malformed frame).  The multi-node coordinator uses it to notice
-  /// a node's gculaunch that died.
-  std::function<void(ConnId)> connection_observer;
+  /// a node's gculaunch that died, or a host that vanished (TCP keepalive, KeepAlive()).
+  std::function<void(ConnId, const std::string&)> connection_observer;
   /// Connections and requests counted here when set (store_metrics.h); null: not counted.
   std::shared_ptr<StoreMetrics> metrics;
   /// The job secret (--job-secret-file): writes of launcher keys need its proof (file
@@ -149,6 +150,10 @@ class Server {
   /// Calls done(true) once every key exists (from the io_context, never inline), or
   /// done(false) if the server stops first.
   void AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done);
+
+  /// Turns on TCP keepalive and TCP_USER_TIMEOUT for connection `id` (a node agent's), so
+  /// that its host vanishing ends it within seconds; false when no such connection is open.
+  bool KeepAlive(ConnId id, const TcpKeepAlive& keepalive);
 
   // ---- introspection ----
   std::size_t num_sessions() const;

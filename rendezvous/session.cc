@@ -60,6 +60,7 @@ void Session::OnRead(const boost::system::error_code& ec, std::size_t size) {
   if (ec) {
     if (ec != boost::asio::error::eof && ec != boost::asio::error::operation_aborted) {
       log_.debug("connection {} from {}: read failed: {}", id_, peer_, ec.message());
+      error_ = ec.message();
     }
     End();
     return;
@@ -137,6 +138,7 @@ void Session::Flush() {
     const std::size_t sent = socket_.write_some(iov_, ec);
     if (ec && ec != boost::asio::error::would_block && ec != boost::asio::error::try_again) {
       log_.debug("connection {} from {}: write failed: {}", id_, peer_, ec.message());
+      error_ = ec.message();
       End();
       return;
     }
@@ -186,6 +188,7 @@ void Session::OnWrite(const boost::system::error_code& ec) {
   if (ec) {
     if (ec != boost::asio::error::operation_aborted) {
       log_.debug("connection {} from {}: write failed: {}", id_, peer_, ec.message());
+      error_ = ec.message();
     }
     End();
     return;

@@ -121,6 +121,9 @@ class Session : public std::enable_shared_from_this<Session> {
   ConnId id() const { return id_; }
   const std::string& peer() const { return peer_; }
   bool closed() const { return closed_; }
+  /// The I/O error that ended the session ("Connection timed out", "Connection reset by
+  /// peer"); empty while open, and after the peer closed its end or this side closed.
+  const std::string& error() const { return error_; }
   /// The socket's fd, or -1 once closed.
   int native_handle();
 
@@ -144,6 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
   boost::asio::ip::tcp::socket socket_;
   ConnId id_;
   std::string peer_;
+  std::string error_;  ///< see error()
   Decoder decoder_;
   SessionOwner& owner_;
   spdlog::logger& log_;

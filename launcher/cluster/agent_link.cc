@@ -16,6 +16,7 @@
 #include "base/exit_codes.h"
 #include "base/text.h"
 #include "launcher/cluster/job_protocol.h"
+#include "launcher/cluster/liveness.h"
 #include "launcher/cluster/net_address.h"
 #include "rendezvous/agent_auth.h"
 #include "rendezvous/client.h"
@@ -85,7 +86,13 @@ void LocalAgentLink::Close() { open_ = false; }
 class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
  public:
   RemoteLinkCore(asio::io_context& io, RemoteLinkOptions options, spdlog::logger& log)
-      : io_(io), options_(std::move(options)), log_(log), wake_(io), progress_timer_(io) {}
+      : io_(io),
+        options_(std::move(options)),
+        log_(log),
+        wake_(io),
+        progress_timer_(io),
+        rule_(job::SilenceRule::ForMasterNode(options_.node_timeout)),
+        lag_(options_.silence_check) {}
 
   void SetBeatKey(const std::string& key) {
     beat_ = [wire = job::KeyForSocket(key)](rendezvous::Client& c) -> Task<Result<std::string>> {
@@ -297,6 +304,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         next_beat = Clock::now() + options_.heartbeat_interval;
         continue;
       }
+      master_.Idle();  // nothing asked: the master has nothing to say
       wake_.expires_at(beating_ ? next_beat : Clock::now() + std::chrono::hours(24));
       boost::system::error_code ec;
       co_await wake_.async_wait(Nothrow(ec));
@@ -304,18 +312,72 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     FailQueue();
   }
 
-  // One control request with the reply deadline.
+  // One control request, for as long as the master is not silent past the bound.
   Task<Result<std::string>> Run(
       const std::function<Task<Result<std::string>>(rendezvous::Client&)>& run) {
     using asio::experimental::awaitable_operators::operator||;
-    asio::steady_timer timer(io_);
-    timer.expires_after(options_.reply_timeout);
-    boost::system::error_code ec;
-    auto done = co_await (run(*control_) || timer.async_wait(Nothrow(ec)));
+    master_.Expect(Clock::now(), lag_.total());
+    auto done = co_await (run(*control_) || Silence());
     if (done.index() == 1) {
-      co_return Error{"no answer within " + Seconds(options_.reply_timeout), ""};
+      LostSilent(std::get<1>(done));
+      co_return Error{lost_what_, ""};
     }
+    HeardMaster();
     co_return std::move(std::get<0>(done));
+  }
+
+  // A reply on either connection; after a warning, says how long the silence lasted.
+  void HeardMaster() {
+    const auto now = Clock::now();
+    if (warned_) {
+      log_.info("the master node's gculaunch at {} answered again after {} of silence", endpoint(),
+                Seconds(master_.Silent(now, lag_.total())));
+      warned_ = false;
+    }
+    master_.Heard(now, lag_.total());
+  }
+
+  // Half the bound without an answer: said once, so that a slow master shows before it is
+  // lost (and the log tells how long the pauses were when it was not).
+  void WarnSilent(Clock::time_point now) {
+    const auto silent = master_.Silent(now, lag_.total());
+    const auto bound = master_.Bound(rule_);
+    if (warned_ || silent < bound / 2) return;
+    warned_ = true;
+    log_.warn(
+        "the master node's gculaunch at {} has not answered for {} (stopped, or starved of "
+        "CPU?); it is lost after {} of silence (--node-timeout {})",
+        endpoint(), Seconds(silent), Seconds(bound), Seconds(rule_.ceiling, -1));
+  }
+
+  // Returns only once the master has been silent past the bound (liveness.h), with the
+  // reason; a reply first cancels it.  This process's own lateness, measured by this loop's
+  // ticks, does not count, and bytes waiting in either socket mean the master spoke.
+  Task<std::string> Silence() {
+    asio::steady_timer timer(io_);
+    lag_.Resume(Clock::now());
+    for (;;) {
+      timer.expires_after(options_.silence_check);
+      boost::system::error_code ec;
+      co_await timer.async_wait(Nothrow(ec));
+      if (ec == asio::error::operation_aborted) co_return std::string();  // the reply won
+      const auto now = Clock::now();
+      lag_.Tick(now);
+      if (!master_.Lost(now, lag_.total(), rule_)) {
+        WarnSilent(now);
+        continue;
+      }
+      if (Waiting(control_) || Waiting(watch_)) {
+        HeardMaster();  // its answer is there; this process was late to read it
+        continue;
+      }
+      co_return "its gculaunch at " + endpoint() + " went silent: " +
+          job::SilenceText(master_.Silent(now, lag_.total()), master_.Bound(rule_), rule_);
+    }
+  }
+
+  static bool Waiting(std::optional<rendezvous::Client>& client) {
+    return client && BytesWaiting(client->native_handle()) > 0;
   }
 
   void Enqueue(Op op) {
@@ -340,6 +402,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       if (!waited.ok()) {
         result = waited.error();
       } else {
+        HeardMaster();
         result = co_await watch_->Get(wire);
       }
       if (!result.ok() && !closed_) {
@@ -354,6 +417,17 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     if (lost_ || closed_) return;
     lost_ = true;
     lost_what_ = "the connection to its gculaunch at " + endpoint() + " broke (" + what + ")";
+    wake_.cancel();
+    if (on_lost_) {
+      asio::post(io_, [on_lost = on_lost_, what = lost_what_] { on_lost(what); });
+    }
+  }
+
+  // The master stayed silent past the bound: lost, with `what` as the whole reason.
+  void LostSilent(const std::string& what) {
+    if (lost_ || closed_) return;
+    lost_ = true;
+    lost_what_ = what;
     wake_.cancel();
     if (on_lost_) {
       asio::post(io_, [on_lost = on_lost_, what = lost_what_] { on_lost(what); });
@@ -390,6 +464,9 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   std::deque<Op> queue_;
   std::function<Task<Result<std::string>>(rendezvous::Client&)> beat_;  ///< one heartbeat
   std::function<void(std::string)> on_lost_;
+  job::SilenceRule rule_;    ///< how long the master may be silent (--node-timeout)
+  job::OwnLag lag_;          ///< this process's own lateness, from Silence()'s ticks
+  job::PeerSilence master_;  ///< counting while a control request waits
   std::string local_address_;
   std::string last_error_;
   std::string lost_what_;
@@ -397,6 +474,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   bool connecting_ = false;
   bool beating_ = false;
   bool beat_now_ = false;
+  bool warned_ = false;  ///< the master's silence passed half the bound (WarnSilent)
   bool lost_ = false;
   bool closed_ = false;
 };

@@ -13,15 +13,19 @@
 // the master being minutes late is normal.  It then keeps two connections, both with TCP
 // keepalive and TCP_USER_TIMEOUT (a vanished host is noticed in seconds):
 //   control  one request at a time from a queue: registration, reports, markers, and a
-//            heartbeat (ADD job/hb/<node>) every `heartbeat_interval` when idle; a reply
-//            that takes longer than `reply_timeout` means the master is gone
+//            heartbeat (ADD job/hb/<node>) every `heartbeat_interval` when idle
 //   watch    the agent's one blocking WAIT (the next plan, or the epoch's marker)
-// Any failure of either connection is reported once through `on_lost`; later operations
-// fail at once.  Each connection begins with the proof of the job secret
-// (rendezvous/agent_auth.h): it asks node 0 for a nonce and, when node 0 has a secret,
-// answers with the HMAC of the nonce under this node's own secret.  A node 0 with a secret
-// and a node without one, or the reverse, or two different secrets, fail Connect with one
-// line (exit code 2: a configuration to fix); the secret never crosses the wire.
+// Slow is not dead (liveness.h): a failure of either connection (closed, reset, or timed out
+// by keepalive or TCP_USER_TIMEOUT: the master's host is gone) means the master is lost at
+// once; a master that is merely silent while a request waits (stopped, starved, wedged) is
+// lost only once its silence passes the adaptive bound of `node_timeout`, counted in this
+// process's own running time (a check every `silence_check` measures how late this process
+// itself was) and never while either connection has bytes waiting to be read.  Either way
+// the loss is reported once through `on_lost`; later operations fail at once.  Each connection
+// begins with the proof of the job secret (rendezvous/agent_auth.h): it asks node 0 for a nonce
+// and, when node 0 has a secret, answers with the HMAC of the nonce under this node's own secret.
+// A node 0 with a secret and a node without one, or the reverse, or two different secrets, fail
+// Connect with one line (exit code 2: a configuration to fix); the secret never crosses the wire.
 //
 // Lifetime: the owner keeps the link alive while it runs the io_context; Close() ends both
 // connections, and callbacks of operations still pending then complete with errors (or
@@ -99,7 +103,11 @@ struct RemoteLinkOptions {
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{1000};
   std::chrono::milliseconds heartbeat_interval{1000};
-  std::chrono::milliseconds reply_timeout{3000};
+  /// --node-timeout: the ceiling of the master's silence while a request waits (the floor
+  /// is half of it; liveness.h).
+  std::chrono::milliseconds node_timeout{30000};
+  /// How often that silence is judged while a request waits.
+  std::chrono::milliseconds silence_check{250};
   /// TCP keepalive (idle, interval, probes) and TCP_USER_TIMEOUT on both connections.
   std::chrono::seconds keepalive_idle{2};
   std::chrono::seconds keepalive_interval{1};
@@ -130,8 +138,8 @@ class RemoteAgentLink : public AgentLink {
   /// with `connect_timeout` as its new deadline: node 0 went away and may come back.
   void Reset(std::chrono::milliseconds connect_timeout);
   /// Starts the heartbeat (ADD 1 to `key`, named as in job_protocol.h); `on_lost(what)` is
-  /// called once when either connection fails or the master stops answering (also for
-  /// failures of ordinary operations).
+  /// called once when either connection fails or the master stays silent past the bound
+  /// (also for failures of ordinary operations).
   void StartHeartbeat(const std::string& key, std::function<void(std::string)> on_lost);
   /// Stops heartbeating (the node said bye); the connections stay for pending operations.
   void StopHeartbeat();

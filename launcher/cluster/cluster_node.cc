@@ -97,6 +97,7 @@ CoordinatorSettings MakeCoordinatorSettings(const LaunchSpec& spec,
   if (spec.node_rank_at_rendezvous()) c.config.host_why = spec.store_host_why;
   c.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   c.rdzv_timeout = SecondsToMillis(spec.rdzv_timeout_s);
+  c.silence = job::SilenceRule::ForNodeTimeout(SecondsToMillis(spec.node_timeout_s));
   c.ranks_port = spec.store_mode == StoreMode::kAgent ? 0
                  : spec.worker_port != 0              ? spec.worker_port
                                                       : -1;
@@ -160,6 +161,7 @@ ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRu
   m.remote.host = spec.master_addr;
   m.remote.port = spec.agent_port;
   m.remote.connect_timeout = SecondsToMillis(spec.rdzv_timeout_s);
+  m.remote.node_timeout = SecondsToMillis(spec.node_timeout_s);
   if (spec.node_rank_at_rendezvous()) m.remote.not_host_why = spec.store_host_why;
   m.remote.secret = spec.job_secret;
   return m;

@@ -26,7 +26,8 @@ Coordinator::Coordinator(boost::asio::io_context& io, CoordinatorBoard& board,
       deadline_timer_(io),
       heartbeat_timer_(io),
       last_call_timer_(io),
-      backoff_timer_(io) {}
+      backoff_timer_(io),
+      lag_(settings_.heartbeat_check) {}
 
 Coordinator::~Coordinator() { board_.OnHangUp(nullptr); }
 
@@ -35,8 +36,8 @@ rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<Connect
   options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
     if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
   };
-  options.connection_observer = [hooks](rendezvous::ConnId id) {
-    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id);
+  options.connection_observer = [hooks](rendezvous::ConnId id, const std::string& why) {
+    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id, why);
   };
   return options;
 }
@@ -151,35 +152,28 @@ void Coordinator::ArmHeartbeatCheck() {
   }));
 }
 
-// A node beats by bumping job/hb/<k>/<join>; the value changing is all that matters.  A node
-// away for --rdzv-timeout ends the job.
+// A node is heard when anything arrives on its control connection (the board counts it: a
+// heartbeat, a report, a progress line); the value changing is all that matters.  Silence is
+// judged in this process's own running time (liveness.h): a tick that comes late means
+// node 0 itself was stopped or starved, and the nodes' messages may still wait unread.
 void Coordinator::CheckHeartbeats() {
   const auto now = Clock::now();
-  // This process itself did not run for a while (a stopped or starved gculaunch): heartbeats
-  // may be waiting unread in the sockets.  Start counting again rather than blame the nodes.
-  const bool was_away = last_check_ != Clock::time_point{} &&
-                        now - last_check_ > settings_.heartbeat_check + std::chrono::seconds(1);
-  last_check_ = now;
+  if (const auto late = lag_.Tick(now); late >= std::chrono::seconds(2)) ReportLate(now, late);
+  const auto lag = lag_.total();
   std::vector<CoordinatorEvent> events;
   for (auto& [node, beat] : beats_) {
-    if (was_away) {
-      beat.changed = now;
-      continue;
-    }
     if (node == 0 || state_.bye.count(node) != 0) continue;
     std::string value = board_.Heartbeat(node, beat.seq);
     if (value != beat.value) {
       settings_.events->On(JobEvent::Heartbeat(node));
       beat.value = std::move(value);
-      beat.changed = now;
+      beat.silence.Heard(now, lag);
       continue;
     }
-    const auto silent = now - beat.changed;
-    if (silent >= settings_.heartbeat_timeout) {
-      char text[96];
-      std::snprintf(text, sizeof text, "no heartbeat for %.1f s",
-                    std::chrono::duration<double>(silent).count());
-      events.push_back(CoordinatorEvent::NodeSilent(node, beat.seq, text));
+    if (beat.silence.Lost(now, lag, settings_.silence)) {
+      const std::string why = job::SilenceText(
+          beat.silence.Silent(now, lag), beat.silence.Bound(settings_.silence), settings_.silence);
+      events.push_back(CoordinatorEvent::NodeSilent(node, beat.seq, why));
     }
   }
   for (const auto& [node, since] : away_) {
@@ -191,6 +185,19 @@ void Coordinator::CheckHeartbeats() {
     if (finished()) return;
     Dispatch(event);
   }
+}
+
+// Node 0 itself did not run for a while: said (at most every 30 s), since the nodes may see
+// it as a silence of their own.
+void Coordinator::ReportLate(Clock::time_point now, Clock::duration late) {
+  if (late_reported_ != Clock::time_point{} && now - late_reported_ < std::chrono::seconds(30)) {
+    return;
+  }
+  late_reported_ = now;
+  log_.warn(
+      "this gculaunch did not run for {} (stopped, or starved of CPU): the nodes' silence of "
+      "that time is not held against them",
+      Seconds(late));
 }
 
 void Coordinator::Dispatch(const CoordinatorEvent& event) {
@@ -219,7 +226,7 @@ void Coordinator::Track() {
     away_.erase(node);
     auto beat = beats_.find(node);
     if (beat != beats_.end() && beat->second.seq == m.seq) continue;
-    beats_[node] = Beat{m.seq, "", now};
+    beats_[node] = Beat{m.seq, "", job::PeerSilence(now, lag_.total())};
     const int who = node;  // a structured binding cannot be captured (clang 14)
     const int seq = m.seq;
     board_.WatchBye(who, seq, lifetime_.Wrap([this, who, seq](int code) {

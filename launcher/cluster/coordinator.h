@@ -9,8 +9,10 @@
 //                                  logged and published for the other nodes' progress lines
 //   `rdzv_timeout`                 nodes that never joined end the job (exit code 3); a lost
 //                                  node that did not come back this long ends it (exit 4)
-//   every `heartbeat_check`        a node whose heartbeat did not change for
-//                                  `heartbeat_timeout` is lost
+//   every `heartbeat_check`        a node silent over an open connection for longer than
+//                                  the silence bound is lost (liveness.h: the bound adapts
+//                                  to the gaps seen, within `silence`; this process's own
+//                                  lateness is not counted against the nodes)
 //   a back-off (ArmBackoff)        a crash loop waits before the next epoch starts
 //                                  (--restart-backoff), the same for every node
 // Its outputs: admissions, plans, markers, and BeginAttempt on the ranks' key space, which
@@ -35,6 +37,7 @@
 #include "base/lifetime.h"
 #include "launcher/cluster/coordinator_policy.h"
 #include "launcher/cluster/job_board.h"
+#include "launcher/cluster/liveness.h"
 #include "launcher/run/job_events.h"
 
 namespace gculaunch {
@@ -44,7 +47,8 @@ struct CoordinatorSettings {
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds missing_period{10000};
   std::chrono::milliseconds heartbeat_check{250};
-  std::chrono::milliseconds heartbeat_timeout{3000};
+  /// How long a node may stay silent while its connection is up (--node-timeout).
+  job::SilenceRule silence;
   /// Elastic: --rdzv-conf last_call_timeout, counted from the moment MIN nodes are present.
   std::chrono::milliseconds last_call{30000};
   /// MASTER_PORT of the ranks, published in each plan: 0 = the agent store's port (the ranks
@@ -90,12 +94,14 @@ class Coordinator {
   void ArmMissing();
   void ArmHeartbeatCheck();
   void CheckHeartbeats();
+  void ReportLate(std::chrono::steady_clock::time_point now,
+                  std::chrono::steady_clock::duration late);
   void CheckJoinGaps();
 
   struct Beat {
     int seq = 0;
     std::string value;
-    std::chrono::steady_clock::time_point changed;
+    job::PeerSilence silence;
   };
 
   CoordinatorBoard& board_;
@@ -114,10 +120,11 @@ class Coordinator {
   boost::asio::steady_timer last_call_timer_;
   boost::asio::steady_timer backoff_timer_;
   std::chrono::steady_clock::time_point started_;
-  std::chrono::steady_clock::time_point last_check_{};   ///< of the heartbeats
-  std::chrono::steady_clock::time_point stopped_{};      ///< when the last marker was read
-  std::chrono::steady_clock::time_point epoch_began_{};  ///< the current epoch's plan
-  LifetimeGuard lifetime_;                               ///< last member: expires first
+  job::OwnLag lag_;  ///< this process's own lateness, from the heartbeat check's ticks
+  std::chrono::steady_clock::time_point late_reported_{};  ///< ReportLate's last line
+  std::chrono::steady_clock::time_point stopped_{};        ///< when the last marker was read
+  std::chrono::steady_clock::time_point epoch_began_{};    ///< the current epoch's plan
+  LifetimeGuard lifetime_;                                 ///< last member: expires first
 };
 
 }  // namespace gculaunch

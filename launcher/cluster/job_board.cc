@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "base/text.h"
 #include "launcher/cluster/job_protocol.h"
 
 namespace gculaunch {
@@ -119,8 +120,8 @@ void StoreAgentBoard::Close() { link_.Close(); }
 // -------------------------------- StoreCoordinatorBoard --------------------------------
 
 StoreCoordinatorBoard::StoreCoordinatorBoard(rendezvous::Server& server, AttemptObserver& attempts,
-                                             int nnodes)
-    : server_(server), attempts_(attempts), nnodes_(nnodes) {}
+                                             int nnodes, rendezvous::TcpKeepAlive keepalive)
+    : server_(server), attempts_(attempts), nnodes_(nnodes), keepalive_(keepalive) {}
 
 void StoreCoordinatorBoard::WaitKey(const std::string& key, std::function<void(bool)> done) {
   server_.AsyncWait({key}, lifetime_.Wrap(std::move(done)));
@@ -193,7 +194,8 @@ bool StoreCoordinatorBoard::SaidBye(int node, int seq) const {
 }
 
 std::string StoreCoordinatorBoard::Heartbeat(int node, int seq) const {
-  return server_.Get(job::HeartbeatKey(node, seq)).value_or("");
+  auto heard = heard_.find({node, seq});
+  return heard == heard_.end() ? "" : std::to_string(heard->second);
 }
 
 void StoreCoordinatorBoard::SetMissing(const std::string& text) {
@@ -226,26 +228,46 @@ std::optional<std::string> StoreCoordinatorBoard::ProgressReport(int node) const
 }
 
 void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::Request& request) {
+  if (auto known = beaters_.find(id); known != beaters_.end()) {
+    // Slow is not dead: whatever the node sends (a report, a progress line, a heartbeat that
+    // queued behind them) shows that it runs.
+    ++heard_[known->second];
+    return;
+  }
   // Only a node that joined heartbeats; "gculaunch/job/hb/<node>/<seq>" names its control
   // connection.
   static constexpr std::string_view kBeat = "gculaunch/job/hb/";
   if (request.op != rendezvous::Op::kAdd || request.keys.size() != 1) return;
   const std::string& key = request.keys[0];
-  if (!key.starts_with(kBeat) || beaters_.count(id) != 0) return;
+  if (!key.starts_with(kBeat)) return;
   const std::string rest = key.substr(kBeat.size());
   const auto slash = rest.find('/');
   if (slash == std::string::npos) return;
   const int node = std::atoi(rest.c_str());
   const int seq = std::atoi(rest.c_str() + slash + 1);
-  if (node > 0 && node < nnodes_ && seq > 0) beaters_[id] = {node, seq};
+  if (node <= 0 || node >= nnodes_ || seq <= 0) return;
+  beaters_[id] = {node, seq};
+  ++heard_[{node, seq}];
+  // The host vanishing (no FIN, no RST) ends this connection within seconds, like the
+  // node's own side: a hang-up, not a silence.
+  server_.KeepAlive(id, keepalive_);
 }
 
-void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id) {
+void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id, const std::string& why) {
   auto it = beaters_.find(id);
   if (it == beaters_.end()) return;
   const auto [node, seq] = it->second;
   beaters_.erase(it);
-  if (hung_up_) hung_up_(node, seq, "its gculaunch closed its connection without a bye (killed?)");
+  if (!hung_up_) return;
+  if (why.empty()) {
+    hung_up_(node, seq, "its gculaunch closed its connection without a bye (killed?)");
+  } else if (why.find("timed out") != std::string::npos) {
+    hung_up_(node, seq,
+             "its connection timed out: its host stopped acknowledging for " +
+                 Seconds(keepalive_.user_timeout, -1) + " (host down, or the network cut)");
+  } else {
+    hung_up_(node, seq, "its connection broke (" + why + ")");
+  }
 }
 
 }  // namespace gculaunch

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -95,7 +96,8 @@ class CoordinatorBoard {
   virtual void WatchReaped(int epoch, int node, Text report) = 0;
   virtual void WatchBye(int node, int seq, std::function<void(int)> exit_code) = 0;
   virtual bool SaidBye(int node, int seq) const = 0;
-  /// The heartbeat counter of join `seq` of `node` ("" before the first beat).
+  /// A value that changes whenever join `seq` of `node` was heard from: its heartbeats, and
+  /// on the TCP store anything else its control connection sends ("" before the first beat).
   virtual std::string Heartbeat(int node, int seq) const = 0;
   virtual void SetMissing(const std::string& text) = 0;
   /// Publishes node 0's registration for the nodes that are about to join.
@@ -153,8 +155,10 @@ class StoreAgentBoard : public AgentBoard {
 class StoreCoordinatorBoard : public CoordinatorBoard {
  public:
   /// `server` and `attempts` outlive this.  `nnodes`: heartbeats of node keys 1..nnodes-1
-  /// count (elastic jobs: any key above 0, pass kAnyNode).
-  StoreCoordinatorBoard(rendezvous::Server& server, AttemptObserver& attempts, int nnodes);
+  /// count (elastic jobs: any key above 0, pass kAnyNode).  A node's control connection (the
+  /// one that heartbeats) gets `keepalive`, so that its host vanishing ends it in seconds.
+  StoreCoordinatorBoard(rendezvous::Server& server, AttemptObserver& attempts, int nnodes,
+                        rendezvous::TcpKeepAlive keepalive = {});
   static constexpr int kAnyNode = 1 << 30;
   void WatchJoin(int node, int seq, Text text) override;
   int JoinsNumbered(int node) const override;
@@ -179,9 +183,10 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   std::optional<std::string> ProgressReport(int node) const override;
 
   /// From the store's observers (ConnectionHooks in coordinator.h): a heartbeat names its
-  /// control connection; that connection ending is a hang-up.
+  /// control connection, whose every request is then heard; that connection ending (`why`:
+  /// its I/O error, "" when the peer closed it) is a hang-up.
   void OnRequest(rendezvous::ConnId id, const rendezvous::Request& request);
-  void OnConnectionEnd(rendezvous::ConnId id);
+  void OnConnectionEnd(rendezvous::ConnId id, const std::string& why);
 
  private:
   void WaitKey(const std::string& key, std::function<void(bool)> done);
@@ -189,7 +194,9 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   rendezvous::Server& server_;
   AttemptObserver& attempts_;
   int nnodes_;
+  rendezvous::TcpKeepAlive keepalive_;
   std::map<rendezvous::ConnId, std::pair<int, int>> beaters_;  ///< connection -> node, join
+  std::map<std::pair<int, int>, std::uint64_t> heard_;         ///< node, join -> requests
   HungUp hung_up_;
   LifetimeGuard lifetime_;  ///< last member: expires first
 };

@@ -5,6 +5,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +49,12 @@ Result<std::string> AddressText(const sockaddr* address, socklen_t length) {
   }
   return Error{"address family " + std::to_string(address->sa_family) + " is neither IPv4 nor IPv6",
                ""};
+}
+
+std::size_t BytesWaiting(int fd) {
+  int waiting = 0;
+  if (fd < 0 || ::ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0) return 0;
+  return static_cast<std::size_t>(waiting);
 }
 
 Result<std::string> LocalAddressOf(int fd) {

@@ -20,6 +20,7 @@
 
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <string>
 
 #include "base/error.h"
@@ -39,6 +40,11 @@ Result<std::string> AddressText(const sockaddr* address, socklen_t length);
 
 /// The local address of the connected socket `fd`, numeric (see the file comment).
 Result<std::string> LocalAddressOf(int fd);
+
+/// Bytes that arrived on the connected socket `fd` and wait to be read (FIONREAD); 0 when
+/// there are none or the socket cannot be asked.  A peer whose bytes wait was not silent:
+/// this process was late to read them (liveness.h).
+std::size_t BytesWaiting(int fd);
 
 /// Whether `host` (a c10d rendezvous endpoint's host) names this machine, and why: the rule
 /// that matched, or why none did, in words for the layout and "waiting" lines.

@@ -1,5 +1,7 @@
 #include "launcher/cluster/node_agent.h"
 
+#include <algorithm>
+
 #include "base/exit_codes.h"
 #include "base/text.h"
 #include "launcher/cluster/net_address.h"
@@ -237,6 +239,14 @@ void NodeAgent::Dispatch(const AgentEvent& event) {
   state_ = step.state;
   // What ended the epoch (or the job) so far: the marker the policy now goes by.
   if (state_.marker && state_.marker != known) outcome_ = *state_.marker;
+  // The policy tells a loss of node 0 once (per return): the event log records it then, with
+  // the time this node noticed it.
+  const bool told = std::any_of(step.actions.begin(), step.actions.end(), [](const AgentAction& a) {
+    return a.kind == AgentAction::Kind::kLog;
+  });
+  if (event.kind == AgentEvent::Kind::kMasterLost && told) {
+    settings_.events->On(JobEvent::NodeLoss(0, event.what));
+  }
   for (const AgentAction& action : step.actions) Execute(action);
 }
 

@@ -104,6 +104,12 @@ constexpr FlagDef kFlags[] = {
     {"rdzv-timeout", "", Kind::kValue, "SECONDS", "Topology",
      "multi-node: how long nodes wait for the master node and for each other; default 900",
      &ApplyRdzvTimeout, kGculaunchOnly},
+    {"node-timeout", "", Kind::kValue, "SECONDS", "Topology",
+     "multi-node: a node that stays silent while its connection stays up (stopped, starved, "
+     "wedged) is lost after half of SECONDS to SECONDS, the more the longer the pauses the "
+     "job has seen (node 0 after SECONDS); a closed connection is lost at once, a vanished "
+     "host within about 5 s; on etcd half of it is the default lease_ttl; default 30",
+     &ApplyNodeTimeout, kGculaunchOnly},
     {"standalone", "", Kind::kBool, "", "Topology",
      "single node: store on 127.0.0.1, port chosen at launch (or --master-port)",
      &ApplySwitch<&CliOptions::standalone>, "standalone"},

@@ -70,6 +70,11 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 
+/// --node-timeout when not given: a node silent over an open connection is lost after 15 to
+/// 30 s (docs/multinode.md, "Slow is not dead").  MakeLaunchSpec and the etcd settings (the
+/// default lease TTL) read it.
+inline constexpr double kDefaultNodeTimeout = 30;
+
 /// The flags as given.  An empty optional (or false) means "not given": the
 /// defaults live in MakeLaunchSpec.
 struct CliOptions {
@@ -88,6 +93,7 @@ struct CliOptions {
   std::optional<std::string> run_id;
   std::map<std::string, std::string> rdzv_conf;
   std::optional<double> rdzv_timeout;  ///< --rdzv-timeout SECONDS (> 0)
+  std::optional<double> node_timeout;  ///< --node-timeout SECONDS (>= 2; kDefaultNodeTimeout)
   bool standalone = false;
   std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;

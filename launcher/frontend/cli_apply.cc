@@ -462,6 +462,24 @@ Status ApplyRdzvTimeout(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
+// Heartbeats come every second, and half of the timeout is the shortest silence that loses
+// a node: below 2 s a node that is merely busy for a moment would be lost.
+Status ApplyNodeTimeout(const ApplyContext& c, CliOptions& o) {
+  auto seconds = ParseSeconds(c.value);
+  if (auto bad = CheckSeconds(c.source, c.value, seconds, true, "expected seconds (a number >= 2)",
+                              "30")) {
+    return *bad;
+  }
+  if (*seconds < 2) {
+    return BadValue(c.source, c.value,
+                    "at least 2 seconds (nodes heartbeat every second, and a node is lost after "
+                    "half of this at the earliest)",
+                    "30");
+  }
+  o.node_timeout = *seconds;
+  return OkStatus();
+}
+
 Status ApplyOnHang(const ApplyContext& c, CliOptions& o) {
   if (c.value == "stop") {
     o.on_hang = OnHang::kStop;

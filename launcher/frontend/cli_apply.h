@@ -63,6 +63,7 @@ Status ApplyRdzvEndpoint(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvBackend(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvTimeout(const ApplyContext& c, CliOptions& o);
+Status ApplyNodeTimeout(const ApplyContext& c, CliOptions& o);
 Status ApplyOnHang(const ApplyContext& c, CliOptions& o);
 Status ApplyPlatformWorldSize(const ApplyContext& c, CliOptions& o);
 Status ApplyRole(const ApplyContext& c, CliOptions& o);

@@ -236,6 +236,27 @@ Status Auth(const CliOptions& o, const std::map<std::string, std::string>& conf,
   return OkStatus();
 }
 
+// The lease is etcd's silence bound for a node (docs/etcd.md, "Liveness"): half of
+// --node-timeout unless given (the floor of the built-in store's bound, so a pause of two
+// thirds of it survives), and never above --node-timeout.
+Status LeaseTtl(const CliOptions& o, const std::map<std::string, std::string>& conf,
+                EtcdSettings& s) {
+  const double node_timeout = o.node_timeout.value_or(kDefaultNodeTimeout);
+  const std::string ttl = Get(conf, "lease_ttl");
+  if (ttl.empty()) {
+    s.lease_ttl_s = static_cast<int>(std::clamp(node_timeout / 2, 2.0, 86400.0));
+    return OkStatus();
+  }
+  s.lease_ttl_s = *ParseTtl(ttl);
+  if (s.lease_ttl_s <= node_timeout) return OkStatus();
+  return Error{o.Source("rdzv-conf") + " lease_ttl=" + ttl + " is longer than --node-timeout " +
+                   Seconds(std::chrono::duration<double>(node_timeout), -1) +
+                   ": etcd would keep a silent node longer than the job allows",
+               "give lease_ttl at most --node-timeout (e.g. lease_ttl=" +
+                   std::to_string(std::max(2, static_cast<int>(node_timeout / 2))) +
+                   "), or raise --node-timeout"};
+}
+
 }  // namespace
 
 std::string EtcdSettings::Describe() const {
@@ -314,7 +335,7 @@ Result<EtcdSettings> MakeEtcdSettings(const CliOptions& o, const std::string& ru
     s.etcd_prefix = prefix;
   }
   s.key_prefix = s.etcd_prefix + "/" + s.rdzv_id + "/";
-  if (std::string ttl = Get(*conf, "lease_ttl"); !ttl.empty()) s.lease_ttl_s = *ParseTtl(ttl);
+  if (Status ttl = LeaseTtl(o, *conf, s); !ttl.ok()) return ttl.error();
   if (auto it = o.rdzv_conf.find("read_timeout"); it != o.rdzv_conf.end()) {
     const double seconds = std::strtod(it->second.c_str(), nullptr);
     if (seconds <= 0) {

@@ -17,7 +17,8 @@
 //   etcd_prefix     root of gculaunch's keys, default /gculaunch (etcd backend's key)
 //   user, username  etcd user;  password, password_file  its password (or, instead of
 //                   both, the variable GCULAUNCH_ETCD_PASSWORD, which no rank inherits)
-//   lease_ttl       seconds a node's lease lives without a refresh, default 10
+//   lease_ttl       seconds a node's lease lives without a refresh: etcd's silence bound;
+//                   default half of --node-timeout (15), never above --node-timeout
 //   read_timeout    seconds one request may take, default 5 (etcd-v2's key)
 // https, an https:// endpoint or any certificate key means TLS.
 //
@@ -47,7 +48,7 @@ struct EtcdSettings {
   std::string key;         ///< key / ssl_cert_key
   std::string user;        ///< empty: no authentication
   std::string password;
-  int lease_ttl_s = 10;
+  int lease_ttl_s = 15;          ///< lease_ttl, else half of --node-timeout
   double request_timeout_s = 5;  ///< read_timeout
 
   bool operator==(const EtcdSettings&) const = default;

@@ -110,6 +110,10 @@ struct LaunchSpec {
   /// Multi-node: how long a node waits for the master node to answer, and node 0 for every
   /// node to join (--rdzv-timeout, else --rdzv-conf join_timeout/timeout, else 900).
   double rdzv_timeout_s = 900;
+  /// Multi-node: how long a node may stay silent while its connection stays up before it is
+  /// lost (--node-timeout; the bound adapts between half of it and it: docs/multinode.md,
+  /// "Slow is not dead").  On etcd, half of it is the default lease TTL.
+  double node_timeout_s = kDefaultNodeTimeout;
   /// Multi-node: the address this node publishes to the others (--local-addr); empty: the
   /// address of the interface that routes to the master.
   std::string local_addr;

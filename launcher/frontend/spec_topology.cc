@@ -367,8 +367,9 @@ void SpecBuilder::ElasticStore(bool rank_given) {
   }
 }
 
-// --rdzv-timeout, else --rdzv-conf join_timeout or timeout, else the default.
+// --rdzv-timeout, else --rdzv-conf join_timeout or timeout, else the default; --node-timeout.
 void SpecBuilder::RendezvousTimeout() {
+  if (o_.node_timeout) spec_.node_timeout_s = *o_.node_timeout;
   if (o_.rdzv_timeout) {
     spec_.rdzv_timeout_s = *o_.rdzv_timeout;
     return;

@@ -152,7 +152,7 @@ class Rejoin(gltest.CheckpointJobCase):
         self.assert_nothing_left(hosts)
 
     def test_e_host_unplugged_and_plugged_back(self):
-        # No FIN, no RST: both sides notice by missing heartbeats/replies (3-4 s); node 1 keeps
+        # No FIN, no RST: both sides notice by TCP giving up (keepalive, 5-7 s); node 1 keeps
         # trying to reach node 0 and re-registers once its cable is back.
         hosts = self.hosts(2)
         n0, n1 = self.node(hosts, 0, 0), self.node(hosts, 1, 1)
@@ -194,14 +194,17 @@ class Rejoin(gltest.CheckpointJobCase):
 
     def test_h_old_node1_returning_after_its_replacement_is_refused(self):
         hosts = self.hosts(2, spares=1)
-        n0, old = self.node(hosts, 0, 0), self.node(hosts, 1, 1)
+        # A node stopped for good is lost once its silence passes the bound: 2-4 s here.
+        quick = ["--node-timeout", "4"]
+        n0, old = self.node(hosts, 0, 0, extra_args=quick), self.node(hosts, 1, 1,
+                                                                       extra_args=quick)
         self.addCleanup(self.resume, old)
         self.wait_checkpoint([n0, old])
         old.signal(signal.SIGSTOP)  # its heartbeats stop; its rank runs on until node 0 stops
         self.wait_until(lambda: re.search(r"node 1 \(\S+, 198\.18\.0\.2\) was lost",
                                           n0.stderr) is not None,
                         "node 0 to declare node 1 lost", [n0], timeout=15)
-        new = self.node(hosts, 2, 1)
+        new = self.node(hosts, 2, 1, extra_args=quick)
         self.wait_running_again(1, [n0, new])
         old.signal(signal.SIGCONT)
         self.assertEqual(old.wait(timeout=30), 2, old.stderr)

@@ -5,6 +5,8 @@
 #include "rendezvous/server.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -254,11 +256,13 @@ TEST_CASE("server: the connection observer hears of connections the peer ended",
           "[server][attempt]") {
   std::mutex mu;
   std::vector<ConnId> ended;
+  std::vector<std::string> why;
   std::promise<void> first_end;
   ServerOptions options;
-  options.connection_observer = [&](ConnId id) {
+  options.connection_observer = [&](ConnId id, const std::string& error) {
     std::lock_guard<std::mutex> lock(mu);
     ended.push_back(id);
+    why.push_back(error);
     if (ended.size() == 1) first_end.set_value();
   };
   ServerFixture f(std::move(options));
@@ -278,6 +282,34 @@ TEST_CASE("server: the connection observer hears of connections the peer ended",
   f.OnIo([] { return 0; });
   std::lock_guard<std::mutex> lock(mu);
   CHECK(ended == std::vector<ConnId>{peer_id});
+  CHECK(why == std::vector<std::string>{""});  // a clean close, not an I/O error
+}
+
+TEST_CASE("server: keepalive is turned on for one connection on request", "[server]") {
+  ServerFixture f;
+  RawClient agent(f.port());
+  agent.Send(V1(Req(Op::kGet, {"gculaunch/job/plan/0"})));
+  CHECK(AsI64(agent.Read(8)) == 0);
+  const ConnId id = f.WaitForRequest(Op::kGet, 1);
+  const auto keepalive_fds = [&] {
+    int count = 0;
+    for (int fd : f.server().NativeHandlesForTest()) {
+      int on = 0;
+      unsigned user_timeout = 0;
+      socklen_t len = sizeof on;
+      socklen_t ulen = sizeof user_timeout;
+      if (::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len) == 0 && on != 0 &&
+          ::getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, &ulen) == 0 &&
+          user_timeout == 5000) {
+        ++count;
+      }
+    }
+    return count;
+  };
+  CHECK(f.OnIo(keepalive_fds) == 0);
+  CHECK(f.OnIo([&] { return f.server().KeepAlive(id, TcpKeepAlive{}); }));
+  CHECK_FALSE(f.OnIo([&] { return f.server().KeepAlive(id + 1000, TcpKeepAlive{}); }));
+  CHECK(f.OnIo(keepalive_fds) == 1);
 }
 
 TEST_CASE("server: a node agent connection outlives attempts, and in-process COMPARE_SET",

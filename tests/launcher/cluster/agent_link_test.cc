@@ -1,15 +1,20 @@
 #include "launcher/cluster/agent_link.h"
 
 #include <netinet/in.h>
+#include <spdlog/sinks/null_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
@@ -70,7 +75,105 @@ struct RefusingPort {
   int port = 0;
 };
 
+// A store on a thread of its own, whose loop the test can hold: a master whose gculaunch is
+// stopped or starved.  Its kernel still takes the bytes; nobody answers until Release().
+class HeldStore {
+ public:
+  HeldStore() : log_("held", std::make_shared<spdlog::sinks::null_sink_st>()) {
+    auto socket = rendezvous::ListenSocket::Bind("127.0.0.1", 0);
+    REQUIRE(socket.ok());
+    server_.emplace(io_, std::move(*socket), rendezvous::ServerOptions{}, log_);
+    port_ = server_->port();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~HeldStore() {
+    Release();
+    boost::asio::post(io_, [this] { server_->Stop(); });
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+  /// Returns once the store's loop is held.
+  void Hold() {
+    std::unique_lock<std::mutex> lock(mu_);
+    held_ = false;
+    release_ = false;
+    boost::asio::post(io_, [this] {
+      std::unique_lock<std::mutex> inner(mu_);
+      held_ = true;
+      cv_.notify_all();
+      cv_.wait(inner, [this] { return release_; });
+    });
+    REQUIRE(cv_.wait_for(lock, std::chrono::seconds(30), [this] { return held_; }));
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  boost::asio::io_context io_;
+  spdlog::logger log_;
+  std::optional<rendezvous::Server> server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool release_ = false;
+};
+
 }  // namespace
+
+TEST_CASE("agent link: a master silent past the bound is lost, this node's own stall is not",
+          "[agent_link]") {
+  Fixture f;
+  HeldStore store;
+  RemoteLinkOptions o = f.Options(store.port());
+  o.node_timeout = std::chrono::seconds(2);  // node 0 is lost after 2 s of silence
+  o.silence_check = std::chrono::milliseconds(20);
+  RemoteAgentLink link(f.io, o, f.log);
+  std::optional<Status> connected;
+  link.Connect([&](Status s) { connected = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
+  REQUIRE(connected->ok());
+  std::optional<std::string> lost;
+  link.StartHeartbeat("job/hb/1/1", [&](std::string what) { lost = what; });
+
+  // The master does not answer for a while, and meanwhile this node's own loop stalls for
+  // longer than the bound (a stopped or starved gculaunch): the answer waiting in the
+  // socket is read on waking, and the stall is not counted as the master's silence.
+  store.Hold();
+  std::optional<Result<std::string>> got;
+  link.Get("job/missing", [&](Result<std::string> r) { got = r; });
+  boost::asio::steady_timer release(f.io);
+  release.expires_after(std::chrono::milliseconds(100));
+  release.async_wait([&](const boost::system::error_code&) {
+    store.Release();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // this loop stalls
+  });
+  REQUIRE(testing::RunUntil(f.io, [&] { return got.has_value(); }));
+  CHECK(got->ok());
+  CHECK_FALSE(lost.has_value());
+  CHECK(f.log_text.str().find("has not answered") == std::string::npos);
+
+  // Now the master stays silent with its connection up: lost once the bound passed.
+  store.Hold();
+  REQUIRE(testing::RunUntil(f.io, [&] { return lost.has_value(); }));
+  CHECK_THAT(*lost, Catch::StartsWith("its gculaunch at 127.0.0.1:" + std::to_string(store.port()) +
+                                      " went silent: nothing heard for "));
+  CHECK_THAT(*lost, Catch::Contains("(the bound: --node-timeout 2 s)"));
+  // Half-way there it said so, once.
+  CHECK_THAT(f.log_text.str(),
+             Catch::Contains("warning: the master node's gculaunch at 127.0.0.1:" +
+                             std::to_string(store.port()) + " has not answered for "));
+  std::optional<Status> after;
+  link.Set("job/bye/1/1", "0", [&](Status s) { after = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return after.has_value(); }));
+  CHECK_FALSE(after->ok());
+  store.Release();
+}
 
 TEST_CASE("agent link: a remote node registers, waits, heartbeats and notices the master go",
           "[agent_link]") {

@@ -1,6 +1,11 @@
 #include "launcher/cluster/coordinator.h"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
+#include <functional>
+#include <map>
+#include <thread>
 
 #include "tests/launcher/cluster/job_fixture.h"
 
@@ -37,7 +42,8 @@ TEST_CASE("coordinator: missing nodes are named every period, then the deadline 
 TEST_CASE("coordinator: a node whose connection ends without a bye is lost at once",
           "[coordinator]") {
   JobFixture f(3, /*restarts=*/0);
-  f.settings.heartbeat_timeout = std::chrono::hours(1);  // only the connection can tell
+  // Silence would take an hour: only the connection can tell.
+  f.settings.silence = job::SilenceRule::ForNodeTimeout(std::chrono::hours(1));
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
   REQUIRE(f.Run([&] {
@@ -72,10 +78,74 @@ TEST_CASE("coordinator: a node whose heartbeat stops is lost, the others exit 4"
     CHECK(f.nodes[k].agent->exit_code() == 4);
     CHECK(f.nodes[k].ranks->calls == std::vector<std::string>{"start 0", "stop", "exit 4"});
     CHECK_THAT(job::Describe(*f.nodes[k].agent->outcome()),
-               Catch::StartsWith("node 2 (h2, 127.0.0.1) was lost: no heartbeat for "));
+               Catch::StartsWith("node 2 (h2, 127.0.0.1) was lost: nothing heard for "));
   }
   CHECK(f.coordinator->state().members.at(2).away);
   f.nodes[2].link->Close();
+}
+
+namespace {
+
+// Counts node 0's heartbeat events per node: each one is a check that heard the node.
+struct HeardCounter : JobEvents {
+  void On(const JobEvent& event) override {
+    if (event.kind == JobEvent::Kind::kHeartbeat) ++heard[event.node];
+  }
+  std::map<int, int> heard;
+};
+
+}  // namespace
+
+TEST_CASE("coordinator: node 0's own stall is not the nodes' silence", "[coordinator]") {
+  JobFixture f(3, /*restarts=*/0);
+  HeardCounter counter;
+  f.settings.events = &counter;  // silence bound: 500 ms (the fixture's --node-timeout 1 s)
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] { return f.nodes[2].ranks->Called("start 0") && counter.heard[2] > 0; }));
+  // The whole process stops for five times the bound (SIGSTOP, a starved CPU): the nodes'
+  // heartbeats wait in the sockets meanwhile.
+  boost::asio::post(f.io, [] { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); });
+  const std::map<int, int> before = counter.heard;
+  REQUIRE(
+      f.Run([&] { return counter.heard[1] > before.at(1) && counter.heard[2] > before.at(2); }));
+  for (auto& n : f.nodes) n.ranks->Succeed();
+  REQUIRE(f.Run([&] {
+    return f.nodes[1].agent->finished() && f.nodes[2].agent->finished() &&
+           f.coordinator->finished();
+  }));
+  for (auto& n : f.nodes) CHECK(n.agent->exit_code() == 0);
+  CHECK(f.log_text.str().find("was lost") == std::string::npos);
+  CHECK_THAT(f.log_text.str(), Catch::Contains("warning: this gculaunch did not run for "));
+}
+
+TEST_CASE("coordinator: a node that stops heartbeating but keeps sending is not lost",
+          "[coordinator]") {
+  JobFixture f(2, /*restarts=*/0);
+  f.StartCoordinator();
+  for (int k = 0; k < 2; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] { return f.nodes[1].ranks->Called("start 0"); }));
+  // Node 1's heartbeat stops, but its control connection keeps carrying other requests
+  // (progress reports) for four times the bound: it is busy, not dead.
+  f.nodes[1].remote->StopHeartbeat();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  boost::asio::steady_timer report(f.io);
+  std::function<void()> send = [&] {
+    f.nodes[1].board->PublishProgress("{}", [](const Status&) {});
+    report.expires_after(std::chrono::milliseconds(50));
+    report.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec && std::chrono::steady_clock::now() < until) send();
+    });
+  };
+  send();
+  REQUIRE(f.Run([&] { return std::chrono::steady_clock::now() >= until; }));
+  CHECK_FALSE(f.nodes[0].ranks->Called("stop"));
+  // Then it is silent too: lost.
+  REQUIRE(f.Run([&] { return f.nodes[0].agent->finished(); }));
+  CHECK(f.nodes[0].agent->exit_code() == 4);
+  CHECK_THAT(job::Describe(*f.nodes[0].agent->outcome()),
+             Catch::StartsWith("node 1 (h1, 127.0.0.1) was lost: nothing heard for "));
+  f.nodes[1].link->Close();
 }
 
 TEST_CASE("coordinator: nodes that disagree end the job before it starts", "[coordinator]") {

@@ -75,7 +75,7 @@ struct EtcdJob {
     s.seat.coordinator.config.elected_leader = true;
     s.seat.coordinator.rdzv_timeout = std::chrono::seconds(60);
     s.seat.coordinator.heartbeat_check = std::chrono::milliseconds(50);
-    s.seat.coordinator.heartbeat_timeout = std::chrono::milliseconds(1000);
+    s.seat.coordinator.silence = job::SilenceRule::ForNodeTimeout(std::chrono::seconds(2));
     s.seat.coordinator.last_call = std::chrono::milliseconds(300);
     s.seat.ranks_host = "127.0.0.1";
     s.agent.config.max_restarts = max_restarts;

@@ -113,7 +113,7 @@ struct JobFixture {
     settings.config.rdzv_timeout_s = 60;
     settings.rdzv_timeout = std::chrono::seconds(60);
     settings.heartbeat_check = std::chrono::milliseconds(20);
-    settings.heartbeat_timeout = std::chrono::milliseconds(500);
+    settings.silence = job::SilenceRule::ForNodeTimeout(std::chrono::milliseconds(1000));
   }
 
   job::NodeRegistration Registration(int node, int nproc) const {

@@ -64,6 +64,7 @@ const std::vector<ValueCase>& ValueCases() {
                 std::map<std::string, std::string>{{"timeout", "900"}, {"is_host", "true"}};
        }},
       {"rdzv-timeout", "30", [](const CliOptions& o) { return o.rdzv_timeout == 30.0; }},
+      {"node-timeout", "12", [](const CliOptions& o) { return o.node_timeout == 12.0; }},
       {"preload", "torch, numpy.linalg",
        [](const CliOptions& o) {
          return o.preload == std::vector<std::string>{"torch", "numpy.linalg"};
@@ -572,6 +573,12 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
       {{"--rdzv-timeout", "soon", "x.py"},
        "gculaunch: --rdzv-timeout 'soon': expected seconds (a number > 0) (fix: e.g. "
        "--rdzv-timeout 900)"},
+      {{"--node-timeout", "soon", "x.py"},
+       "gculaunch: --node-timeout 'soon': expected seconds (a number >= 2) (fix: e.g. "
+       "--node-timeout 30)"},
+      {{"--node-timeout", "1.5", "x.py"},
+       "gculaunch: --node-timeout '1.5': at least 2 seconds (nodes heartbeat every second, and "
+       "a node is lost after half of this at the earliest) (fix: e.g. --node-timeout 30)"},
       {{"--max-restarts", "-2", "x.py"},
        "gculaunch: --max-restarts '-2': expected a number >= 0 (fix: e.g. --max-restarts 3)"},
       {{"--grace-period", "soon", "x.py"},
@@ -626,6 +633,8 @@ TEST_CASE("cli: every duration is at most 1e7 s, with a message naming the flag"
        "gculaunch: --grace-period '1e10': " + limit + " (fix: e.g. --grace-period 25)"},
       {{"--rdzv-timeout", "1e10", "x.py"},
        "gculaunch: --rdzv-timeout '1e10': " + limit + " (fix: e.g. --rdzv-timeout 900)"},
+      {{"--node-timeout", "1e10", "x.py"},
+       "gculaunch: --node-timeout '1e10': " + limit + " (fix: e.g. --node-timeout 30)"},
       {{"--monitor-interval", "10000001", "x.py"},
        "gculaunch: --monitor-interval '10000001': " + limit + " (fix: e.g. --monitor-interval 25)"},
       {{"--progress-interval", "1e308", "x.py"},

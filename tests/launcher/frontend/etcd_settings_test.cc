@@ -64,7 +64,7 @@ TEST_CASE("etcd settings: the defaults", "[etcd_settings]") {
   CHECK(s.rdzv_id == "job-7");
   CHECK(spec.run_id == "job-7");
   CHECK(s.key_prefix == "/gculaunch/job-7/");
-  CHECK(s.lease_ttl_s == 10);
+  CHECK(s.lease_ttl_s == 15);  // half of --node-timeout
   CHECK(s.request_timeout_s == 5);
   CHECK_FALSE(s.tls);
   CHECK(s.user.empty());
@@ -73,8 +73,28 @@ TEST_CASE("etcd settings: the defaults", "[etcd_settings]") {
   CHECK(spec.master_addr == "127.0.0.1");
   CHECK(spec.master_port == 29500);
   CHECK(s.Describe() ==
-        "endpoints e1:2379, keys /gculaunch/job-7/, lease TTL 10 s, request timeout 5 s, no "
+        "endpoints e1:2379, keys /gculaunch/job-7/, lease TTL 15 s, request timeout 5 s, no "
         "authentication, no TLS");
+}
+
+TEST_CASE("etcd settings: the lease TTL follows --node-timeout and never exceeds it",
+          "[etcd_settings]") {
+  Fixture f;
+  const std::vector<std::string> etcd = {"--rdzv-backend", "etcd",  "--rdzv-endpoint", "e1",
+                                         "--rdzv-id",      "job-7", "--nnodes",        "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = etcd;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  CHECK(f.Spec(with({"--node-timeout", "60"})).etcd->lease_ttl_s == 30);
+  CHECK(f.Spec(with({"--node-timeout", "3"})).etcd->lease_ttl_s == 2);
+  CHECK(f.Spec(with({"--rdzv-conf", "lease_ttl=30"})).etcd->lease_ttl_s == 30);
+  CHECK(f.Spec(with({"--node-timeout", "8", "--rdzv-conf", "lease_ttl=5"})).etcd->lease_ttl_s == 5);
+  CHECK(f.Err(with({"--rdzv-conf", "lease_ttl=40"})) ==
+        "gculaunch: --rdzv-conf lease_ttl=40 is longer than --node-timeout 30 s: etcd would "
+        "keep a silent node longer than the job allows (fix: give lease_ttl at most "
+        "--node-timeout (e.g. lease_ttl=15), or raise --node-timeout)");
 }
 
 TEST_CASE("etcd settings: etcd-v2 is the same backend, with a note", "[etcd_settings]") {
@@ -275,7 +295,7 @@ TEST_CASE("etcd settings: the dry run shows them without the password", "[etcd_s
     CHECK(out.find("s3cret") == std::string::npos);
   }
   CHECK(RenderDryRun(spec, f.env, DryRunFormat::kTable)
-            .find("  etcd:    endpoints e1:2379,e2:2379, keys /gculaunch/job-7/, lease TTL 10 s, "
+            .find("  etcd:    endpoints e1:2379,e2:2379, keys /gculaunch/job-7/, lease TTL 15 s, "
                   "request timeout 5 s, user alice (password given), no TLS\n") !=
         std::string::npos);
 }

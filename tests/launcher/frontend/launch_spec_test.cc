@@ -359,6 +359,9 @@ TEST_CASE("launch spec: multi-node ports and the rendezvous timeout", "[launch_s
         5);
   f.env.Set("PET_RDZV_TIMEOUT", "7");
   CHECK(f.Spec(with({})).rdzv_timeout_s == 7);
+  // --node-timeout: 30 s unless given.
+  CHECK(agent.node_timeout_s == 30);
+  CHECK(f.Spec(with({"--node-timeout", "12"})).node_timeout_s == 12);
 }
 
 TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
