@@ -60,7 +60,7 @@ def candidates():
     for scheme in sysconfig.get_scheme_names():
         try:
             paths = sysconfig.get_paths(scheme)
-        except KeyError:
+        except Exception:  # a scheme this Python cannot expand (another OS's) is not ours
             continue
         libs = [paths.get("purelib"), paths.get("platlib")]
         if any(lib and os.path.realpath(lib) == os.path.realpath(site) for lib in libs):
@@ -97,17 +97,22 @@ def elf_read(path):
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise Refused("%s is not a 64-bit little-endian ELF executable (fix: pass the gculaunch "
                       "binary of an x86-64 build with --binary)" % path)
-    (e_type, e_machine, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize,
-     e_shnum, e_shstrndx) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)
-    segments = [struct.unpack_from("<I", data, e_phoff + i * e_phentsize)[0]
-                for i in range(e_phnum)]
-    raw = [struct.unpack_from("<IIQQQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
-    names = raw[e_shstrndx][4] if raw else 0
+    try:
+        (e_type, e_machine, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize,
+         e_shnum, e_shstrndx) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)
+        segments = [struct.unpack_from("<I", data, e_phoff + i * e_phentsize)[0]
+                    for i in range(e_phnum)]
+        raw = [struct.unpack_from("<IIQQQQ", data, e_shoff + i * e_shentsize)
+               for i in range(e_shnum)]
+        names = raw[e_shstrndx][4] if raw else 0
 
-    def name(offset):
-        return data[names + offset:data.index(b"\0", names + offset)].decode()
+        def name(offset):
+            return data[names + offset:data.index(b"\0", names + offset)].decode()
 
-    sections = [(name(s[0]), s[1], s[4], s[5]) for s in raw]
+        sections = [(name(s[0]), s[1], s[4], s[5]) for s in raw]
+    except (struct.error, ValueError, IndexError):
+        raise Refused("%s is a damaged ELF file (its headers point outside it) (fix: build "
+                      "gculaunch again)" % path)
     return {"type": e_type, "machine": e_machine, "segments": segments}, sections, data
 
 
@@ -118,7 +123,7 @@ def build_id(path):
         if sh_type != 7:  # SHT_NOTE
             continue
         pos = offset
-        while pos + 12 <= offset + size:
+        while pos + 12 <= min(offset + size, len(data)):
             namesz, descsz, n_type = struct.unpack_from("<III", data, pos)
             name_at = pos + 12
             desc_at = name_at + (namesz + 3) // 4 * 4

@@ -43,8 +43,9 @@ stripped() {
   sections=$(readelf -SW "$1")
   ! grep -qE '\] \.(symtab|debug_[a-z_]+) ' <<<"$sections" || fail "$2 is not stripped: $sections"
   [[ $(build_id "$1") == "$id" ]] || fail "$2's build id $(build_id "$1") is not the build's $id"
-  objcopy -O binary --only-section=.gnu_debuglink "$1" "$work/debuglink" ||
+  objcopy --dump-section .gnu_debuglink="$work/debuglink" "$1" "$work/dumped" 2>/dev/null ||
     fail "$2 has no .gnu_debuglink"
+  rm -f "$work/dumped"
   python3 - "$work/debuglink" "$bin.debug" <<'PY' || fail "$2's debuglink does not name $bin.debug"
 import struct, sys, zlib
 link = open(sys.argv[1], "rb").read()

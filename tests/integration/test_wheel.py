@@ -287,6 +287,10 @@ class Wheel(unittest.TestCase):
             f.write("#!/bin/sh\necho gculaunch 1.0\n")
         os.chmod(text, 0o755)
         self.refused(text, r"\S+/text is not a 64-bit little-endian ELF")
+        damaged = os.path.join(self.work, "damaged")
+        with open(gltest.BIN, "rb") as f, open(damaged, "wb") as out:
+            out.write(f.read(4096))
+        self.refused(damaged, r"\S+/damaged is a damaged ELF file")
         # A dynamic executable (the host's python3) would not run where manylinux1 promises.
         self.refused(os.path.realpath(sys.executable), r"\S+ is dynamically linked")
         usage = subprocess.run([BUILD_WHEEL, "--bogus"], capture_output=True, text=True)
