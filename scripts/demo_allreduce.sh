@@ -13,7 +13,7 @@ top=$(cd -- "$here/.." && pwd)
 nproc=${1:-4}
 
 "$here/bootstrap.sh" demo
-# Line-only debug information: compiling takes about a fifth less CPU than with -g, and stacks
+# Line-only debug information: compiling takes about a sixth less CPU than with -g, and stacks
 # read with build/launcher/gculaunch.debug still name functions, files and lines.
 "$here/build.sh" --target gculaunch -DGCULAUNCH_TESTS=OFF -DGCULAUNCH_DEBUG_INFO=lines
 cd "$top"
