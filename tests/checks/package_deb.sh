@@ -130,7 +130,8 @@ DESTDIR=$work/strip cmake --install "$build" --prefix /usr/local --strip >"$work
 stripped "$work/strip/usr/local/bin/gculaunch" "the executable of cmake --install --strip"
 DESTDIR=$work/dbg cmake --install "$build" --prefix /usr/local --component dbg >"$work/install.log" 2>&1 ||
   { cat "$work/install.log" >&2; fail "cmake --install --component dbg failed"; }
-[[ $(cd "$work/dbg" && find . -type f) == "./usr/local$dbg_path" ]] ||
+# Below the prefix: /usr/local/lib/debug/... (the package's prefix is /usr).
+[[ $(cd "$work/dbg" && find . -type f) == "./usr/local${dbg_path#/usr}" ]] ||
   fail "cmake --install --component dbg installed: $(cd "$work/dbg" && find . -type f)"
 
 # ---- install into Debian bullseye and run it there ----
