@@ -49,6 +49,8 @@ test_packages=(
   iproute2 procps psmisc util-linux debootstrap binutils file
   # packaging checks
   dpkg-dev fakeroot
+  # the wheel's test: the host's pip installs it into a venv and with --target
+  python3-pip python3-venv
 )
 
 case $set_name in

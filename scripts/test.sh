@@ -15,7 +15,9 @@ cache=${GCULAUNCH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gculaunch}
 export GCULAUNCH_CACHE_DIR=$cache
 
 "$here/bootstrap.sh"
-"$here/build.sh" -DGCULAUNCH_CACHE_DIR="$cache"
+# Line-only debug information, as the demo's build (README.md): cheaper to compile and to link
+# into every test program; enough for the packaging checks to resolve addresses.
+"$here/build.sh" -DGCULAUNCH_CACHE_DIR="$cache" -DGCULAUNCH_DEBUG_INFO=lines
 
 # The torch 2.6 root the integration tests use (made once, then reused).
 "$here/make_torch2_root.sh" "$cache/torch2-trixie"

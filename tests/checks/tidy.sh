@@ -4,10 +4,13 @@
 # through HeaderFilterRegex), using the build's compile_commands.json.  Any warning fails:
 # among them readability-function-size, no function over 120 lines.
 #
-# Only what changed is checked again: tidy_cache.py keeps, in $build/tidy-cache/, a key for
-# every source found clean (a hash of the source, every header it includes, its compile
-# command, the .clang-tidy files and the clang-tidy version) and skips a source whose key is
-# there.  A fresh build directory checks everything; rm -r $build/tidy-cache does too.
+# Only what changed is checked again: tidy_cache.py keeps, in the user's cache directory
+# ($XDG_CACHE_HOME/gculaunch/tidy, else ~/.cache/gculaunch/tidy), a key for every source found
+# clean (a hash of the source, every header it includes, its compile command, the .clang-tidy
+# files and the clang-tidy version, with the clone's own paths left out) and skips a source
+# whose key is there, so another clone or build directory of the same sources pays nothing.
+# A cache directory another user could change is not used (one line says so; everything is
+# checked); rm -r ~/.cache/gculaunch/tidy checks everything too.
 #
 #   TIDY_JOBS (default: the number of CPUs) clang-tidy processes run at once.
 set -euo pipefail

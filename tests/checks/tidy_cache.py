@@ -3,10 +3,24 @@
 
 A source's result is decided by its text, every header it includes (transitively, project and
 system headers alike), its compile command, the .clang-tidy files and clang-tidy itself.  The
-cache (BUILD/tidy-cache/) records, for each source that was checked clean, a key: a hash of all
-of these.  A source whose key is recorded is not checked again; any other source is, and its
-key is recorded only if clang-tidy reported nothing.  An empty cache checks every source, and
-a finding is never cached, so the cache can skip work but never hide a problem.
+cache records, for each source that was checked clean, a key: a hash of all of these.  A
+source whose key is recorded is not checked again; any other source is, and its key is
+recorded only if clang-tidy reported nothing.  An empty cache checks every source, and a
+finding is never cached, so the cache can skip work but never hide a problem.
+
+Where: $XDG_CACHE_HOME/gculaunch/tidy (else ~/.cache/gculaunch/tidy), the user's, not the
+build directory's: a fresh clone or a new build directory on a machine that checked the same
+sources before pays nothing.  So that keys hold across clones, the source and build
+directories' own paths are written as <src> and <build> in everything hashed (the command,
+the file, every header): what clang-tidy reports does not depend on where the clone is (the
+HeaderFilterRegex of .clang-tidy matches the end of a path).
+
+Trust: a record planted by someone else would hide a finding, so the cache is used only as
+docs/security.md asks of gculaunch's torch-version cache: when no component of its path
+(links followed) is owned by another user (root aside) or writable by others without the
+sticky bit; missing directories are created 0700; a record is read only when it is a regular
+file (not a link) of the user's, writable by nobody else, and written 0600 through a
+temporary file.  A cache that cannot be used is named on one line and every source is checked.
 
 The included headers are the compiler's own dependency output (clang++ -M with the source's
 command from compile_commands.json, so that the headers are those clang-tidy parses).  Running
@@ -14,7 +28,8 @@ the preprocessor over every source takes about half a minute on two cores, so ea
 key also keeps the list of files it was made from: when none of them changed (same contents)
 and no file was added to or removed from the source tree (which could make an include find
 another file), the preprocessor would find the same headers again, and the key is known
-without running it.  Delete BUILD/tidy-cache to check everything.
+without running it.  Delete the cache directory to check everything.  Entries unused for 30
+days are removed.
 
   tidy_cache.py --src SRC --build BUILD --jobs N --log LOG [--extra-arg ARG]... FILE...
 
@@ -27,8 +42,10 @@ import json
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
+import threading
 import time
 
 FINDING = re.compile(r"(error|warning): ")
@@ -59,7 +76,94 @@ class FileHashes:
         return self.known[path]
 
 
-def source_tree_listing(src, build):
+KEEP_DAYS = 30
+
+
+def cache_directory(env):
+    """$XDG_CACHE_HOME/gculaunch/tidy, else $HOME/.cache/gculaunch/tidy (absolute values only),
+    or None."""
+    xdg, home = env.get("XDG_CACHE_HOME", ""), env.get("HOME", "")
+    if xdg.startswith("/"):
+        return os.path.join(xdg, "gculaunch", "tidy")
+    if home.startswith("/"):
+        return os.path.join(home, ".cache", "gculaunch", "tidy")
+    return None
+
+
+def foreign_writer(path, uid):
+    """Who besides `uid` and root could change what `path` names: the first existing component
+    of the path, and of the path with its links resolved, that another user owns or that its
+    group or others may write without the sticky bit, described in a few words; None if
+    nobody.  Missing components end the walk (they are created 0700)."""
+    for full in (os.path.abspath(path), os.path.realpath(path)):
+        prefix = "/"
+        for part in [""] + full.strip("/").split("/"):
+            prefix = os.path.join(prefix, part)
+            try:
+                st = os.lstat(prefix)
+            except FileNotFoundError:
+                break
+            if st.st_uid not in (uid, 0):
+                return "%s is owned by another user (uid %d)" % (prefix, st.st_uid)
+            if stat.S_ISLNK(st.st_mode):
+                continue  # its mode means nothing; where it leads is the second walk's
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+                return ("%s is writable by other users and not sticky (mode %04o)"
+                        % (prefix, stat.S_IMODE(st.st_mode)))
+    return None
+
+
+def make_private_dirs(path):
+    """Creates the missing components of `path`, each 0700."""
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+
+
+def read_private(path, uid):
+    """The text of `path` when it is a regular file (not a link) owned by `uid` and writable by
+    nobody else; else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != uid
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            return None
+        return f.read().decode(errors="replace")
+
+
+class Places:
+    """Paths as hashed and recorded: the source and build directories' own paths are <src>
+    and <build>, so that another clone of the same sources finds the same keys."""
+
+    def __init__(self, src, build):
+        self.pairs = [(os.path.realpath(build), "<build>"), (os.path.realpath(src), "<src>"),
+                      (os.path.abspath(build), "<build>"), (os.path.abspath(src), "<src>")]
+        # Longest first: the build directory may lie inside the source directory.
+        self.pairs.sort(key=lambda pair: -len(pair[0]))
+
+    def portable(self, text):
+        for path, name in self.pairs:
+            text = re.sub(re.escape(path) + r"(?=/|\s|$|\")", name, text)
+        return text
+
+    def local(self, text):
+        for path, name in self.pairs[::-1]:
+            if text == name or text.startswith(name + "/"):
+                return path + text[len(name):]
+        return text
+
+
+def source_tree_listing(src, build, places):
     """Every file path under src outside build directories and .git: a file added or removed
     anywhere could change what an include finds."""
     paths = []
@@ -67,11 +171,11 @@ def source_tree_listing(src, build):
         dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__")
                          and os.path.realpath(os.path.join(root, d)) != os.path.realpath(build)
                          and not os.path.exists(os.path.join(root, d, "CMakeCache.txt")))
-        paths += [os.path.join(root, f) for f in files]
+        paths += [places.portable(os.path.join(root, f)) for f in files]
     return sha256(*sorted(paths))
 
 
-def config_hash(src, build, extra_args):
+def config_hash(src, build, extra_args, places):
     """What every source's result depends on: clang-tidy's version, the .clang-tidy files (in
     the tree and above it), the extra arguments and this script."""
     version = subprocess.run(["clang-tidy", "--version"], check=True, capture_output=True,
@@ -91,7 +195,7 @@ def config_hash(src, build, extra_args):
         parent = os.path.dirname(parent)
     parts = [version, *extra_args, open(__file__, "rb").read()]
     for path in sorted(configs):
-        parts += [path, open(path, "rb").read()]
+        parts += [places.portable(path), open(path, "rb").read()]
     return sha256(*parts)
 
 
@@ -124,23 +228,29 @@ def dependencies(entry):
 
 
 class Cache:
-    """BUILD/tidy-cache/<entry>/<key>.json: a clean result.  <entry> names the source, its
-    command and the configuration; <key> hashes the contents of every file the source reads;
-    the JSON file lists those files and the source tree listing it was recorded with."""
+    """DIRECTORY/<entry>/<key>.json: a clean result.  <entry> names the source, its command and
+    the configuration; <key> hashes the contents of every file the source reads; the JSON file
+    lists those files and the source tree listing it was recorded with.  Everything hashed or
+    recorded names paths as Places.portable writes them."""
 
-    def __init__(self, directory, config, tree, hashes):
+    def __init__(self, directory, config, tree, hashes, places, uid):
         self.directory, self.config, self.tree, self.hashes = directory, config, tree, hashes
+        self.places, self.uid = places, uid
 
     def entry_dir(self, entry):
-        command = entry.get("command") or shlex.join(entry["arguments"])
-        return os.path.join(self.directory,
-                            sha256(self.config, entry["directory"], command, entry["file"]))
+        args = entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
+        if os.path.basename(args[0]) == "ccache":
+            args = args[1:]  # a compiler launcher changes nothing clang-tidy sees
+        command = shlex.join(args)
+        parts = [self.places.portable(p) for p in (entry["directory"], command, entry["file"])]
+        return os.path.join(self.directory, sha256(self.config, *parts))
 
     def key(self, deps, hashes=None):
+        """deps: portable paths."""
         hashes = hashes or self.hashes
         parts = []
         for path in sorted(set(deps)):
-            digest = hashes(path)
+            digest = hashes(self.places.local(path))
             if digest is None:
                 return None
             parts += [path, digest]
@@ -152,12 +262,14 @@ class Cache:
         if not os.path.isdir(directory):
             return False
         for name in os.listdir(directory):
+            path = os.path.join(directory, name)
             try:
-                with open(os.path.join(directory, name)) as f:
-                    record = json.load(f)
-            except (OSError, ValueError):
+                record = json.loads(read_private(path, self.uid) or "")
+            except ValueError:
                 continue
-            if record.get("tree") == self.tree and self.key(record["deps"]) == name[:-5]:
+            if (isinstance(record, dict) and record.get("tree") == self.tree
+                    and self.key(record.get("deps", [])) == name[:-5]):
+                os.utime(path)  # used: kept by prune()
                 return True
         return False
 
@@ -166,12 +278,12 @@ class Cache:
         if self.known_without_preprocessor(entry):
             return True, None
         try:
-            deps = dependencies(entry)
+            deps = [self.places.portable(p) for p in dependencies(entry)]
         except RuntimeError:
             return False, None  # checked, and clang-tidy says why; not recorded
         key = self.key(deps)
         path = os.path.join(self.entry_dir(entry), f"{key}.json")
-        if key is not None and os.path.exists(path):
+        if key is not None and read_private(path, self.uid) is not None:
             self.record(entry, deps)  # refresh the tree listing: the fast path works next time
             return True, deps
         return False, deps
@@ -183,15 +295,50 @@ class Cache:
         if key is None or key != self.key(deps, FileHashes()):
             return
         directory = self.entry_dir(entry)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{key}.{os.getpid()}")
-        with open(tmp, "w") as f:
-            json.dump({"file": entry["file"], "tree": self.tree, "deps": sorted(set(deps))}, f)
+        make_private_dirs(directory)
+        tmp = os.path.join(directory, f".{key}.{os.getpid()}.{threading.get_ident()}")
+        record = {"file": self.places.portable(entry["file"]), "tree": self.tree,
+                  "deps": sorted(set(deps))}
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600),
+                       "w") as f:
+            json.dump(record, f)
         os.replace(tmp, os.path.join(directory, f"{key}.json"))
-        records = sorted((os.path.join(directory, n) for n in os.listdir(directory)
-                          if n.endswith(".json")), key=os.path.getmtime, reverse=True)
-        for old in records[keep:]:
-            os.remove(old)
+        records = []
+        for name in os.listdir(directory):
+            if not name.endswith(".json"):
+                continue  # another run's temporary file
+            try:
+                records.append((os.path.getmtime(os.path.join(directory, name)), name))
+            except OSError:
+                pass  # another run's temporary file, renamed meanwhile
+        for _, old in sorted(records, reverse=True)[keep:]:
+            remove_quietly(os.path.join(directory, old))
+
+    def prune(self, days=KEEP_DAYS):
+        """Removes the entries (sources under a command and configuration) none of whose
+        records was written or used for `days` days."""
+        limit = time.time() - days * 86400
+        for name in os.listdir(self.directory):
+            entry = os.path.join(self.directory, name)
+            try:
+                records = [os.path.join(entry, n) for n in os.listdir(entry)]
+                if max([os.path.getmtime(r) for r in records] or [0]) >= limit:
+                    continue
+            except OSError:
+                continue
+            for record in records:
+                remove_quietly(record)
+            try:
+                os.rmdir(entry)
+            except OSError:
+                pass  # another run wrote a record meanwhile
+
+
+def remove_quietly(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def run_tidy(build, extra_args, path):
@@ -202,6 +349,32 @@ def run_tidy(build, extra_args, path):
     output = ANSI.sub("", result.stdout + result.stderr)
     clean = result.returncode == 0 and not FINDING.search(output)
     return clean, output
+
+
+def open_cache(opts):
+    """The cache, or None (with one line saying why) when it cannot be trusted or made."""
+    directory = cache_directory(os.environ)
+    if directory is None:
+        print("tidy: no cache: neither XDG_CACHE_HOME nor HOME is an absolute path (fix: set "
+              "one); checking every source", file=sys.stderr)
+        return None
+    why = foreign_writer(directory, os.geteuid())
+    if why is None:
+        try:
+            make_private_dirs(directory)
+        except OSError as e:
+            why = "cannot create it: %s" % e
+    if why is not None:
+        print("tidy: not using the cache %s: %s (fix: make it the user's alone, or set "
+              "XDG_CACHE_HOME to a directory that is); checking every source"
+              % (directory, why), file=sys.stderr)
+        return None
+    places = Places(opts.src, opts.build)
+    cache = Cache(directory, config_hash(opts.src, opts.build, opts.extra_arg, places),
+                  source_tree_listing(opts.src, opts.build, places), FileHashes(), places,
+                  os.geteuid())
+    cache.prune()
+    return cache
 
 
 def main():
@@ -221,20 +394,17 @@ def main():
     if missing:
         sys.exit(f"tidy: not in compile_commands.json: {' '.join(missing)}")
 
-    hashes = FileHashes()
-    cache = Cache(os.path.join(opts.build, "tidy-cache"),
-                  config_hash(opts.src, opts.build, opts.extra_arg),
-                  source_tree_listing(opts.src, opts.build), hashes)
+    cache = open_cache(opts)
     entries = [commands[os.path.realpath(p)] for p in opts.files]
 
     def check(entry):
         """(entry, None) when the cache knows the result, else (entry, (clean?, output)).
         A clean result is recorded at once: an interrupted run keeps what it did."""
-        cached, deps = cache.lookup(entry)
+        cached, deps = cache.lookup(entry) if cache else (False, None)
         if cached:
             return entry, None
         clean, output = run_tidy(opts.build, opts.extra_arg, entry["file"])
-        if clean:
+        if clean and cache:
             cache.record(entry, deps)
         return entry, (clean, output)
 

@@ -129,12 +129,16 @@ class EtcdJob(gltest.CheckpointJobCase):
         leader[0].signal(signal.SIGKILL)
         leader[0].proc.wait(timeout=30)
         rest = [j for j in jobs if j is not leader[0]]
-        time.sleep(4)  # longer than the lease: the two wait, nothing runs on 2 nodes
+        # The dead leader's lease ends and one of the two takes over: the two wait, nothing
+        # runs on 2 nodes (then, or ever: the journal is checked again at the end).
+        self.wait_until(lambda: self.leader_pid(etcd) in [j.proc.pid for j in rest],
+                        "one of the two to lead", rest, timeout=30)
         self.assertNotIn((2, 1), self.worlds())
         spare = self.node(hosts, etcd, 4)
         live = rest + [spare]
         self.wait_world(3, 1, live, timeout=60)
         self.assert_finished(live)
+        self.assertNotIn(2, [w for w, _ in self.worlds()])
 
     def test_e_etcd_unreachable_at_start_exits_3(self):
         hosts = self.hosts(2)

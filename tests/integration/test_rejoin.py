@@ -75,6 +75,16 @@ class Rejoin(gltest.CheckpointJobCase):
         job.signal(sig)
         job.proc.wait(timeout=30)
 
+    def wait_noticed(self, survivor, node, hosts=None, host=None):
+        """What a killed node's successor waits for: `survivor` logged that node `node` was
+        lost, and (with `host`) the killed gculaunch's guardian and ranks are gone from that
+        host, so that what starts there next starts clean."""
+        pattern = r"node %d \([^)]*\) was lost" % node
+        self.wait_until(lambda: re.search(pattern, survivor.stderr) is not None,
+                        "the loss of node %d to be logged" % node, [survivor], timeout=30)
+        if host is not None:
+            self.assertEqual(hosts.wait_empty(host), [], "left in host %d" % host)
+
     def codes(self, jobs, timeout=120):
         return [job.wait(timeout=timeout) for job in jobs]
 
@@ -101,7 +111,7 @@ class Rejoin(gltest.CheckpointJobCase):
         n0, n1 = self.node(hosts, 0, 0), self.node(hosts, 1, 1)
         self.wait_checkpoint([n0, n1])
         self.kill(n1)
-        time.sleep(2)
+        self.wait_noticed(n0, 1, hosts, 1)
         n1 = self.node(hosts, 1, 1)
         self.assert_finished_like_undisturbed([n0, n1])
         # Normally node 0 hears node 1's connection end first; if its own rank lost its gloo
@@ -115,7 +125,7 @@ class Rejoin(gltest.CheckpointJobCase):
         n0, n1 = self.node(hosts, 0, 0), self.node(hosts, 1, 1)
         self.wait_checkpoint([n0, n1])
         self.kill(n0)
-        time.sleep(2)
+        self.wait_noticed(n1, 0, hosts, 0)
         n0 = self.node(hosts, 0, 0)
         self.assert_finished_like_undisturbed([n0, n1])
         self.assertIn("node 0 (198.18.0.1) was lost", n1.stderr)
@@ -134,7 +144,7 @@ class Rejoin(gltest.CheckpointJobCase):
         self.wait_checkpoint([n0, n1])
         self.kill(n0)
         names.set(name, hosts.addr(2))
-        time.sleep(2)
+        self.wait_noticed(n1, 0)
         n0 = self.node(hosts, 2, 0, master_addr=name)
         self.assert_finished_like_undisturbed([n0, n1])  # node 1 found node 0's new address
         self.assert_nothing_left(hosts)
@@ -161,7 +171,9 @@ class Rejoin(gltest.CheckpointJobCase):
         self.wait_until(lambda: re.search(r"node 1 \(\S+, 198\.18\.0\.2\) was lost",
                                           n0.stderr) is not None,
                         "node 0 to notice that node 1 is gone", [n0, n1], timeout=15)
-        time.sleep(2)
+        self.wait_until(lambda: re.search(r"node 0 \([^)]*\) was lost|node 0's store went away",
+                                          n1.stderr) is not None,
+                        "node 1 to notice that node 0 is gone", [n0, n1], timeout=15)
         hosts.plug(1)
         self.assert_finished_like_undisturbed([n0, n1])
         self.assert_nothing_left(hosts)
@@ -187,7 +199,7 @@ class Rejoin(gltest.CheckpointJobCase):
         n0, n1 = self.node(hosts, 0, 0), self.node(hosts, 1, 1)
         self.wait_checkpoint([n0, n1])
         self.kill(n1)
-        time.sleep(2)
+        self.wait_noticed(n0, 1)
         n1 = self.node(hosts, 2, 1)
         self.assert_finished_like_undisturbed([n0, n1])
         self.assert_nothing_left(hosts)
@@ -227,7 +239,7 @@ class Rejoin(gltest.CheckpointJobCase):
         n1 = self.node(hosts, 1, 1, max_restarts=1)
         self.wait_checkpoint([n0, n1])
         self.kill(n1)
-        time.sleep(2)
+        self.wait_noticed(n0, 1, hosts, 1)
         n1 = self.node(hosts, 1, 1, max_restarts=1)
         self.wait_running_again(1, [n0, n1])
         self.kill(n1)
