@@ -16,8 +16,12 @@ last of those minus the failure: a restart as the job feels it, interpreter star
 ranks: node 1's gculaunch is SIGKILLed and started again at once; the number is the kill ->
 every rank of both nodes finished init_process_group again, gculaunch warm against cold
 (node 1's own ranks start cold either way unless the rendezvous waits longer than the import:
-its standbys start with it).  A benchmark, not a test: it prints numbers and asserts nothing.
-Run from the top of the repository.
+its standbys start with it).  Then (--parts early) the case where standbys must not get in
+the way: rank 0 fails right after init_process_group, before any standby could be ready (4
+ranks by default, --max-restarts 2, so the restarted attempt has standbys beside it too), with
+and without --warm-ranks: the failure -> every rank of attempt 1 finished init_process_group,
+and gculaunch's start -> the same, medians and ranges (min-max).  A benchmark, not a test: it
+prints numbers and asserts nothing.  Run from the top of the repository.
 """
 import argparse
 import os
@@ -178,6 +182,86 @@ def rejoin_once(hosts, warm, nproc, script, rep):
         subprocess.run(["rm", "-rf", out])
 
 
+EARLY_RANK = r'''
+import os, sys, time
+out = sys.argv[1]
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+rank = int(os.environ["RANK"])
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+inited = time.time()
+if attempt == 0:
+    if rank == 0:
+        with open(os.path.join(out, "fail"), "w") as f:
+            f.write(repr(time.time()))
+        sys.exit(1)
+    time.sleep(120)  # stopped by the teardown
+with open(os.path.join(out, "init.%d" % rank), "w") as f:
+    f.write(repr(inited))
+dist.barrier()
+sys.exit(0)
+'''
+
+
+def early_once(warm, nproc, script):
+    """One run of the early failure: (failure -> attempt 1 initialised, start -> the same), in
+    seconds; None on a failed run."""
+    out = tempfile.mkdtemp(prefix="gculaunch-bench-early-")
+    tmp = os.path.join(out, "tmp")
+    os.mkdir(tmp)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+           "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "TMPDIR": tmp,
+           "GCULAUNCH_BENCH_TAG": lib.new_tag()}
+    cmd = [GCULAUNCH, "--standalone", "--nproc-per-node", str(nproc), "--device", "cpu",
+           "--max-restarts", "2", "--restart-backoff", "off", "--python", lib.PYTHON]
+    cmd += (["--warm-ranks"] if warm else []) + [script, out]
+    try:
+        began = time.time()
+        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=RUN_TIMEOUT)
+        inits = [os.path.join(out, "init.%d" % r) for r in range(nproc)]
+        if proc.returncode != 0 or not all(os.path.exists(p) for p in inits):
+            sys.stderr.write("%s: early failure run exited %d:\n%s\n"
+                             % (PROG, proc.returncode, proc.stderr.decode()[-2000:]))
+            return None
+        last = max(float(open(p).read()) for p in inits)
+        failed = float(open(os.path.join(out, "fail")).read())
+        return last - failed, last - began
+    finally:
+        subprocess.run(["rm", "-rf", out])
+
+
+def early_rows(opts, budget):
+    """The early failure, warm and cold interleaved, `opts.reps` each."""
+    work = tempfile.mkdtemp(prefix="gculaunch-bench-early-prog-")
+    script = lib.write_script(work, "rank.py", EARLY_RANK)
+    nproc = opts.early_nproc
+    print()
+    print("rank 0 fails right after init_process_group (%d ranks, torch %s, %d CPUs, "
+          "--max-restarts 2): failure -> attempt 1 initialised / start -> attempt 1 "
+          "initialised, median [min-max] of %d" % (nproc, torch_version(), os.cpu_count(),
+                                                   opts.reps))
+    results = {True: [], False: []}
+    for _ in range(opts.reps):
+        for warm in (True, False):
+            if budget.left() < RUN_TIMEOUT:
+                break
+            results[warm].append(early_once(warm, nproc, script))
+    print("%-22s %26s %26s" % ("", "failure -> initialised", "start -> initialised"))
+    for warm in (True, False):
+        row = []
+        for part in (0, 1):
+            values = [r[part] for r in results[warm] if r is not None]
+            mid, _ = lib.med(values)
+            span = "[%s-%s]" % (lib.ms(min(values)), lib.ms(max(values))) if values else ""
+            row.append("%s ms %s" % (lib.ms(mid), span))
+        print("%-22s %26s %26s" % ("gculaunch --warm-ranks" if warm else "gculaunch",
+                                   row[0], row[1]))
+    sys.stdout.flush()
+    subprocess.run(["rm", "-rf", work])
+
+
 def rejoin_rows(opts, budget):
     """The rejoin part: gculaunch warm and cold, `opts.reps` each, interleaved."""
     lib.require_root(PROG)
@@ -215,10 +299,14 @@ def main():
                         help="seconds attempt 0 runs after init_process_group before it fails, "
                              "at least (standbys ready, for --warm-ranks)")
     parser.add_argument("--gculaunch", default=lib.default_gculaunch())
-    parser.add_argument("--parts", nargs="+", choices=("failure", "rejoin"),
-                        default=["failure", "rejoin"],
-                        help="which rows: a rank's failure on one node, and a node's launcher "
-                             "killed and started again on two simulated hosts (needs root)")
+    parser.add_argument("--parts", nargs="+", choices=("failure", "rejoin", "early"),
+                        default=["failure", "rejoin", "early"],
+                        help="which rows: a rank's failure on one node, a node's launcher "
+                             "killed and started again on two simulated hosts (needs root), "
+                             "and a failure right after init_process_group, before the "
+                             "standbys are ready")
+    parser.add_argument("--early-nproc", type=int, default=4,
+                        help="ranks of the early-failure rows (default 4)")
     opts = parser.parse_args()
     GCULAUNCH = opts.gculaunch
     lib.require_gculaunch(PROG, GCULAUNCH)
@@ -229,6 +317,8 @@ def main():
         failure_rows(opts, script, budget)
     if "rejoin" in opts.parts:
         rejoin_rows(opts, budget)
+    if "early" in opts.parts:
+        early_rows(opts, budget)
     subprocess.run(["rm", "-rf", work])
 
 

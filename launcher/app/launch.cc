@@ -24,6 +24,7 @@
 #include "launcher/ops/hang_watch.h"
 #include "launcher/ops/metrics.h"
 #include "launcher/ops/metrics_http.h"
+#include "launcher/ops/readiness.h"
 #include "launcher/ops/stack_report.h"
 #include "launcher/ops/status_model.h"
 #include "launcher/ops/status_view.h"
@@ -53,6 +54,11 @@ constexpr std::size_t kMaxStoreConnections = 65536;
 
 // How long the end of a run waits for dismissed standbys' groups to empty.
 constexpr std::chrono::milliseconds kStandbyDrainBound{3000};
+
+// When the background run of the ranks' interpreter starts, counted from the event loop's
+// start: after the ranks' own start-up on a busy 2-core machine (a few hundred ms for plain
+// Python ranks).  A job shorter than that leaves the cache as it was.
+constexpr std::chrono::milliseconds kTorchProbeDelay{1000};
 
 // Checks what the frontend cannot know before a launch: that the script a
 // Python rank is asked to run exists.
@@ -94,6 +100,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.policy.max_restarts = spec.max_restarts;
   config.policy.job = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  config.policy.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
+  config.progress_file = spec.progress_file;
   config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;
@@ -103,6 +111,20 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.catch_hup = !sys::SignalIgnored(SIGHUP);
   config.extra_stop_signals = spec.extra_stop_signals;
   return config;
+}
+
+// Why this node cannot see the ranks pass init_process_group ("" when it can): only the node
+// hosting the agent store sees the ranks' keys, and only a Python rank is known to be torch.
+std::string InitUnknown(const LaunchSpec& spec, bool hosts_store) {
+  if (spec.python.empty()) {
+    return "--no-python: the program need not use torch, so ready means every local rank runs";
+  }
+  if (spec.store_mode == StoreMode::kRank0)
+    return "rank 0 hosts the ranks' store (--no-agent-store)";
+  if (!hosts_store) {
+    return spec.etcd ? "the ranks' store is on the job's leader" : "the ranks' store is on node 0";
+  }
+  return "";
 }
 
 // What BuildExitSummary needs from this node, with the last attempt's error files as the
@@ -149,6 +171,7 @@ struct Launch::Loop {
   explicit Loop(Launch& launch);
   std::string RenderMetricsNow();
   std::string StatusNow() const;
+  Readiness ReadinessNow() const;
   std::map<int, double> ProgressAges() const;
 
   boost::asio::io_context io;
@@ -161,6 +184,8 @@ struct Launch::Loop {
   std::optional<StandbyPool> standbys;  ///< --warm-ranks
   const bool multinode;
   const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
+  /// Why init_process_group cannot be seen from here (readiness.h); empty: the store shows it.
+  const std::string init_unknown;
   RankPlanner planner;
   JobEventHub events;                   ///< every listener below hears the job's events
   JobStatus status;                     ///< `gculaunch status`, /metrics
@@ -179,6 +204,7 @@ Launch::Loop::Loop(Launch& launch)
     : watcher(io, launch.options_.force_sigchld),
       multinode(RunsAsCluster(launch.spec_)),
       rank0_terminal(launch.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
+      init_unknown(InitUnknown(launch.spec_, launch.store_socket_.has_value())),
       planner(launch.spec_, launch.env_, launch.runtime_, rank0_terminal, launch.log_dir_),
       config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)) {
   launch.sink_.Attach(&writer, console_err);
@@ -217,10 +243,17 @@ Launch::Loop::Loop(Launch& launch)
     options.allow = launch.spec_.store_allow;
     store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
     store->server().Set("run_id", launch.runtime_.run_id);
+    // --warm-ranks: the standbys compete for the CPU only once every rank is past its start.
+    if (standbys) {
+      store->set_on_ranks_connecting([pool = &*standbys](int attempt, std::int64_t count) {
+        pool->RanksConnected(attempt, count);
+      });
+    }
   }
   if (launch.metrics_socket_) {
-    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*launch.metrics_socket_),
-                                                  [this] { return RenderMetricsNow(); });
+    metrics = std::make_unique<MetricsHttpServer>(
+        io, std::move(*launch.metrics_socket_), [this] { return RenderMetricsNow(); },
+        [this] { return ReadinessNow(); });
     metrics->set_warn([&log = launch.log_](const std::string& line) { log.warn("{}", line); });
   }
 }
@@ -251,7 +284,26 @@ std::string Launch::Loop::StatusNow() const {
   }
   in.progress_age_s = ProgressAges();
   if (standbys) in.standbys = standbys->Status();
+  in.readiness = ReadinessNow();
   return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// What /readyz answers (readiness.h): where this node hosts the ranks' store, whether its keys
+// show that every rank passed init_process_group.
+Readiness Launch::Loop::ReadinessNow() const {
+  ReadinessInput in;
+  in.job = &status.snapshot();
+  in.now = status.Now();
+  in.multinode = multinode;
+  in.init_unknown = init_unknown;
+  if (init_unknown.empty() && store) {
+    const rendezvous::Store& keys = store->server().store();
+    const RankPlanner::Planned planned = planner.planned();
+    in.init_mark = InitMark(
+        [&keys](std::string_view key) { return keys.Find(rendezvous::Scope::kAttempt, key); },
+        planned.restarts, planned.world_size);
+  }
+  return AssessReadiness(in);
 }
 
 // One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.
@@ -284,10 +336,11 @@ int Launch::Run() {
     PrintError(script.error());
     return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
   }
-  torch_probe_.emplace(sys::TorchProbe::Start(spec_, env_, sys::TorchProbeOptionsFor(env_)));
+  log_.debug("ranks' torch: {}", DescribeRanksTorch(spec_.ranks_torch));
   StartGuardian();
   if (!ChooseAtLaunch()) return exit_code::kUsage;
   const int code = RunLoop();
+  ConfirmTorchProbe();
   Teardown();
   return code;
 }
@@ -298,16 +351,31 @@ void Launch::SetUpProcess() {
   sys::DefaultSigchld();
 }
 
-// The ranks' torch, for the NCCL error-handling variable: a miss waits here for the probe
-// started in Run (bounded); whatever happens, the launch goes on.
-RanksTorch Launch::FinishTorchProbe() {
-  RanksTorch torch = torch_probe_ ? torch_probe_->Finish() : RanksTorch{};
-  torch_probe_.reset();
-  // A probe that failed is worth a line: the ranks then get both names.
-  const auto level =
-      torch.state == RanksTorch::State::kUnknown ? spdlog::level::info : spdlog::level::debug;
-  log_.log(level, "ranks' torch: {}", DescribeRanksTorch(torch));
-  return torch;
+// The probe of the ranks' interpreter ran beside the ranks for the cache; it is taken only
+// if it is done (a launch never waits for it).  An answer that differs from what this launch
+// used is worth a line: the next launch uses it.
+void Launch::ConfirmTorchProbe() {
+  if (options_.torch_probe == nullptr) return;
+  const std::optional<RanksPython> later = options_.torch_probe->FinishIfDone();
+  if (!later) return;
+  // What matters is what the ranks got: the NCCL names, and the interpreter.
+  const bool same_torch =
+      NcclErrorHandlingVariables(later->torch) == NcclErrorHandlingVariables(spec_.ranks_torch);
+  const std::string used = spec_.interpreter_shim.empty() ? "" : spec_.python;
+  if (same_torch && later->shim.interpreter == used) {
+    log_.debug("ranks' torch, confirmed: {}", DescribeRanksTorch(later->torch));
+    return;
+  }
+  std::string interpreter;
+  if (later->shim.interpreter != used) {
+    interpreter =
+        "; the shim runs " + (later->shim.interpreter.empty() ? std::string("no other interpreter")
+                                                              : later->shim.interpreter);
+  }
+  log_.info(
+      "the ranks' interpreter, run once beside them, says: {}{} (this launch used: {}); "
+      "the next launch uses that",
+      DescribeRanksTorch(later->torch), interpreter, DescribeRanksTorch(spec_.ranks_torch));
 }
 
 // Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
@@ -546,7 +614,6 @@ nlohmann::json Launch::LaunchFields() const {
 
 int Launch::RunLoop() {
   Loop loop(*this);
-  loop.planner.set_ranks_torch([this] { return FinishTorchProbe(); });
   loop.events.On(JobEvent::Launch(LaunchFields()));
   // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
   std::unique_ptr<ClusterNode> cluster;
@@ -565,7 +632,17 @@ int Launch::RunLoop() {
     }
     cluster = std::move(*made);
   }
+  // The ranks' interpreter, run once for the cache (sys::TorchProbe), starts once the ranks
+  // had time to start: even at the lowest priority a pyenv shim's twenty-odd shell processes
+  // slowed a launch of 4 short ranks by about 130 ms when they ran alongside the ranks' start.
+  boost::asio::steady_timer probe_start(loop.io, kTorchProbeDelay);
+  if (options_.torch_probe != nullptr) {
+    probe_start.async_wait([probe = options_.torch_probe](const boost::system::error_code& ec) {
+      if (!ec) probe->Begin();
+    });
+  }
   const int code = Supervise(loop, cluster.get());
+  probe_start.cancel();
   CloseLoop(loop);
   return code;
 }

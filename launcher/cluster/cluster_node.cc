@@ -91,6 +91,7 @@ CoordinatorSettings MakeCoordinatorSettings(const LaunchSpec& spec,
   c.last_call = SecondsToMillis(spec.last_call_s);
   c.config.max_restarts = spec.max_restarts;
   c.config.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  c.config.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
   c.config.master = reg;
   c.config.elected_leader = spec.etcd.has_value();
   if (spec.node_rank_at_rendezvous()) c.config.host_why = spec.store_host_why;

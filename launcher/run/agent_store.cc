@@ -2,6 +2,8 @@
 
 #include <spdlog/logger.h>
 
+#include <boost/asio/post.hpp>
+#include <charconv>
 #include <string>
 
 namespace gculaunch {
@@ -33,7 +35,7 @@ Result<rendezvous::ListenSocket> BindStorePort(const LaunchSpec& spec, int* bind
 
 AgentStore::AgentStore(boost::asio::io_context& io, rendezvous::ListenSocket socket,
                        spdlog::logger& log, rendezvous::ServerOptions options)
-    : log_(log), server_(io, std::move(socket), std::move(options), log) {
+    : io_(io), log_(log), server_(io, std::move(socket), WatchInit(std::move(options)), log) {
   log_.debug("store: serving the ranks on {} port {} (TORCHELASTIC_USE_AGENT_STORE=True)",
              server_.address(), server_.port());
 }
@@ -51,5 +53,29 @@ void AgentStore::BeginAttempt(int restart_count) {
 }
 
 void AgentStore::Stop() { server_.Stop(); }
+
+// Chains an observer of the ranks' "init/" ADDs before the one `options` had (the
+// coordinator's).  The observer runs before the store handles the request: the count is read
+// in a handler posted after it.
+rendezvous::ServerOptions AgentStore::WatchInit(rendezvous::ServerOptions options) {
+  options.request_observer = [this, next = std::move(options.request_observer)](
+                                 rendezvous::ConnId id, const rendezvous::Request& request) {
+    if (request.op == rendezvous::Op::kAdd && request.keys.size() == 1 &&
+        request.keys[0] == "init/" && *on_connecting_) {
+      boost::asio::post(io_, lifetime_.Wrap([this] { ReportInit(); }));
+    }
+    if (next) next(id, request);
+  };
+  return options;
+}
+
+void AgentStore::ReportInit() {
+  const std::string* value = server_.store().Find(rendezvous::Scope::kAttempt, "init/");
+  if (value == nullptr || !*on_connecting_) return;
+  std::int64_t count = 0;
+  const auto [ptr, ec] = std::from_chars(value->data(), value->data() + value->size(), count);
+  if (ec != std::errc()) return;  // not torch's counter (any client may write the key)
+  (*on_connecting_)(server_.attempt(), count);
+}
 
 }  // namespace gculaunch

@@ -17,13 +17,22 @@
 //      BeginAttempt(n) only once every rank of attempt n-1 has been reaped, so
 //      a dead rank's late bytes can never reach attempt n (rendezvous/server.h).
 //
+// How far the ranks got: every torch TCPStore client that init_process_group makes on the
+// agent store (torch 1.13 and 2.x alike) adds 1 to the key "init/" of its attempt as its first
+// request (tests/traces/gloo3-agent-store-*.txt).  A rank does that only after its imports,
+// so the count reaching WORLD_SIZE means every rank is past its start-up; the standbys
+// (--warm-ranks) wait for that before they compete for the CPU (standby_pool.h).
+//
 // Thread safety: the io_context's thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "base/error.h"
+#include "base/lifetime.h"
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/run/supervisor.h"
 #include "rendezvous/listener.h"
@@ -58,10 +67,24 @@ class AgentStore : public AttemptObserver {
   void Stop();
 
   rendezvous::Server& server() { return server_; }
+  const rendezvous::Server& server() const { return server_; }
+
+  /// Called on the io_context with (attempt, count) each time a rank of the current attempt
+  /// added to "init/" (the file comment says why that means "past its imports").
+  void set_on_ranks_connecting(std::function<void(int attempt, std::int64_t count)> f) {
+    *on_connecting_ = std::move(f);
+  }
 
  private:
+  rendezvous::ServerOptions WatchInit(rendezvous::ServerOptions options);
+  void ReportInit();
+
+  boost::asio::io_context& io_;
   spdlog::logger& log_;
+  std::shared_ptr<std::function<void(int, std::int64_t)>> on_connecting_ =
+      std::make_shared<std::function<void(int, std::int64_t)>>();
   rendezvous::Server server_;
+  LifetimeGuard lifetime_;  ///< last member: expires first
 };
 
 }  // namespace gculaunch

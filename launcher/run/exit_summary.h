@@ -134,7 +134,13 @@ inline constexpr std::string_view kNoLibuvMessage =
 
 ExitSummary BuildExitSummary(const SummaryInput& input);
 
-/// "success", "rank_failed", "signal", "spawn_failed", "stuck" or "internal"; in a
+/// The root cause among the ranks of attempt `input.restarts` (the file comment's rule);
+/// none when no rank of it failed by itself.  BuildExitSummary's choice, and the failing rank
+/// of an attempt's failure signature (failure_signature.h).
+std::optional<RootCause> FindRootCause(const SummaryInput& input);
+
+/// "success", "rank_failed", "same_failure" (the failure streak ended the loop:
+/// PolicyState::loop_stop), "signal", "spawn_failed", "stuck" or "internal"; in a
 /// multi-node job the job's outcome (SummaryInput::job_outcome) unless stuck or signalled.
 std::string OutcomeName(const SummaryInput& input);
 

@@ -23,7 +23,9 @@ namespace gculaunch {
 /// Everything needed to start one rank of one attempt.
 struct RankLaunch {
   int local_rank = 0;
-  int rank = 0;                   ///< global rank (console prefix)
+  int rank = 0;  ///< global rank
+  /// Before each console line (ConsolePrefix); empty: "[rank<rank>]: ".
+  std::string console_prefix;
   std::string program;            ///< resolved executable path
   std::vector<std::string> argv;  ///< argv[0] included
   std::vector<std::string> env;   ///< complete environment, "KEY=VALUE"

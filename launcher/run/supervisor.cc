@@ -7,6 +7,7 @@
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "base/text.h"
+#include "launcher/run/failure_signature.h"
 
 namespace gculaunch {
 
@@ -29,7 +30,11 @@ Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const Supervis
       kill_timer_(deps_.io),
       drain_timer_(deps_.io),
       output_timer_(deps_.io),
-      backoff_timer_(deps_.io) {}
+      backoff_timer_(deps_.io) {
+  if (!config_.progress_file.empty()) {
+    progress_ = std::make_unique<ProgressFile>(deps_.io, config_.progress_file);
+  }
+}
 
 Supervisor::~Supervisor() = default;
 
@@ -60,6 +65,8 @@ JobOutcome Supervisor::Run() {
 void Supervisor::StartAttempt(int restart_count) {
   ++generation_;
   scan_error_logged_ = false;
+  describing_ = false;
+  report_ = AttemptReport{};
   CancelTimers();
   output_timer_armed_ = false;
   if (group_) {
@@ -77,7 +84,7 @@ void Supervisor::StartAttempt(int restart_count) {
   group_ = std::make_unique<WorkerGroup>(
       deps_, restart_count,
       lifetime_.Wrap([this](int local_rank, WorkerExit exit) { OnRankExit(local_rank, exit); }),
-      lifetime_.Wrap([this] { ScheduleDrainCheck(); }));
+      lifetime_.Wrap([this] { ScheduleDrainCheck(); }), GroupHooks(restart_count));
 
   auto plan = planner_.PlanAttempt(restart_count);
   if (!plan.ok()) {
@@ -95,28 +102,43 @@ void Supervisor::StartAttempt(int restart_count) {
     using Ms = std::chrono::duration<double, std::milli>;
     const auto now = std::chrono::steady_clock::now();
     log_.debug("attempt {}: {} rank(s) spawned in {:.1f} ms ({:.1f} ms after gculaunch started)",
-               restart_count, group_->size(), Ms(now - spawn_begin).count(),
+               restart_count, group_->size() - group_->waiting(), Ms(now - spawn_begin).count(),
                Ms(now - config_.launcher_start).count());
   }
-  std::vector<int> warm;
-  for (const RankRecord& r : group_->Records()) {
-    if (r.pid > 0)
-      config_.events->On(JobEvent::RankStart(restart_count, r.rank, r.local_rank, r.pid));
-    if (r.warm) warm.push_back(r.local_rank);
-  }
-  if (!warm.empty()) {
+  PrepareStandbys(restart_count, started.ok() ? &*plan : nullptr);
+  if (!started.ok()) StartFailed(failed_local_rank, started.error());
+}
+
+// What the attempt's WorkerGroup reports besides exits: each rank's process once it is final
+// (a standby confirms its go later than a cold rank spawns), the warm ones in one line once
+// none waits any more, and a cold start after a standby that failed.
+WorkerGroup::Hooks Supervisor::GroupHooks(int restart_count) {
+  WorkerGroup::Hooks hooks;
+  hooks.on_started = lifetime_.Wrap([this, restart_count](const RankRecord& r) {
+    config_.events->On(JobEvent::RankStart(restart_count, r.rank, r.local_rank, r.pid));
+  });
+  hooks.on_settled = lifetime_.Wrap([this, restart_count] {
+    std::vector<int> warm;
+    for (const RankRecord& r : group_->Records()) {
+      if (r.warm) warm.push_back(r.local_rank);
+    }
+    if (warm.empty()) return;
     log_.info("attempt {}: local rank{} {} started warm (--warm-ranks)", restart_count,
               warm.size() == 1 ? "" : "s", JoinInts(warm, ","));
-  }
-  PrepareStandbys(restart_count, started.ok() ? &*plan : nullptr);
-  if (!started.ok()) {
-    const Error& e = started.error();
-    log_.error("local rank {} could not be started: {}{}", failed_local_rank, e.what,
-               e.hint.empty() ? "" : " (fix: " + e.hint + ")");
-    outcome_.start_error = started.error();
-    outcome_.start_error_local_rank = failed_local_rank;
-    Dispatch(PolicyEvent::SpawnFailed(failed_local_rank));
-  }
+    log_.debug("attempt {}: the slowest standby confirmed its go {:.1f} ms after it was sent",
+               restart_count, group_->slowest_go_ms());
+  });
+  hooks.on_start_failed = lifetime_.Wrap(
+      [this](int local_rank, const Error& error) { StartFailed(local_rank, error); });
+  return hooks;
+}
+
+void Supervisor::StartFailed(int local_rank, const Error& error) {
+  log_.error("local rank {} could not be started: {}{}", local_rank, error.what,
+             error.hint.empty() ? "" : " (fix: " + error.hint + ")");
+  outcome_.start_error = error;
+  outcome_.start_error_local_rank = local_rank;
+  Dispatch(PolicyEvent::SpawnFailed(local_rank));
 }
 
 // --warm-ranks: the next attempt's standbys start once this one's ranks run, while a restart
@@ -128,7 +150,7 @@ void Supervisor::PrepareStandbys(int restart_count, const std::vector<RankLaunch
     pool->DismissAll();
     return;
   }
-  pool->Prepare(*plan);
+  pool->Prepare(*plan, restart_count);
 }
 
 void Supervisor::JobStart(int restart_count) {
@@ -247,7 +269,9 @@ void Supervisor::Execute(const PolicyAction& action) {
     case A::kNotifyDrained:
       if (job_ != nullptr) {
         const bool success = state_.cause == StopCause::kSuccess;
-        asio::post(deps_.io, [job = job_, success] { job->AttemptDrained(success); });
+        asio::post(deps_.io, [job = job_, success, report = report_] {
+          job->AttemptDrained(success, report);
+        });
       }
       break;
   }
@@ -405,8 +429,36 @@ void Supervisor::DrainCheck() {
     return;
   }
   output_timer_.cancel();
-  Dispatch(PolicyEvent::AttemptDrained(
-      std::chrono::duration<double>(stop_began_ - attempt_began_).count()));
+  Drained();
+}
+
+// Every rank of the attempt is gone.  A failed attempt is described for the failure streak
+// first: its signature (read here: the error files are in the private directory), and with
+// --progress-file the ranks' number, read off the loop (a file on a hung NFS mount must not
+// stop the store); then the policy hears that the attempt drained.
+void Supervisor::Drained() {
+  if (describing_) return;
+  const double ran_s = std::chrono::duration<double>(stop_began_ - attempt_began_).count();
+  const bool failed = state_.cause != StopCause::kSuccess && state_.cause != StopCause::kSignal;
+  report_ = AttemptReport{};
+  if (failed) {
+    const std::vector<RankRecord> records = group_->Records();
+    const int attempt = group_->restart_count();
+    report_.signature = AttemptSignature(records, attempt, ReadAttemptErrorFiles(records, attempt));
+    if (!report_.signature.empty()) log_.debug("attempt {} failed: {}", attempt, report_.signature);
+  }
+  if (!failed || !progress_) {
+    Dispatch(PolicyEvent::AttemptDrained(ran_s, report_));
+    return;
+  }
+  describing_ = true;
+  progress_->Read(lifetime_.Wrap([this, gen = generation_, ran_s](const ProgressReading& read) {
+    if (gen != generation_ || finished_) return;
+    describing_ = false;
+    if (!read.value) log_.info("--progress-file: {}", read.note);
+    report_.progress = read.value;
+    Dispatch(PolicyEvent::AttemptDrained(ran_s, report_));
+  }));
 }
 
 void Supervisor::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds after,

@@ -36,9 +36,18 @@ Result<TargetPtr> OpenLogFile(const RankLaunch& launch, const std::string& rel) 
   return OutputTarget::Owned(std::move(*fd), launch.log_dir->PathOf(rel));
 }
 
+// The go message: the attempt's environment, each "KEY=VALUE" ended by a NUL byte.
+std::string GoMessage(const std::vector<std::string>& env) {
+  std::string message;
+  for (const std::string& item : env) message += item + '\0';
+  return message;
+}
+
+}  // namespace
+
 // The attempt's --duplicate-*-filters files, shared by its ranks: opened (created empty)
 // once, at the first rank that names one.
-class FilteredFiles {
+class WorkerGroup::FilteredFiles {
  public:
   Result<TargetPtr> For(const RankLaunch& launch, const std::string& rel) {
     if (rel.empty()) return TargetPtr();
@@ -55,12 +64,14 @@ class FilteredFiles {
   std::map<std::string, TargetPtr> open_;
 };
 
-}  // namespace
-
 struct WorkerGroup::Rank {
   RankRecord record;
-  bool exited = false;       ///< the exit was reported (the leader may still be a zombie)
-  bool group_empty = false;  ///< known empty: the leader was released, never signal again
+  RankLaunch launch;
+  bool exited = false;                 ///< the exit was reported (the leader may still be a zombie)
+  bool waiting = false;                ///< counted in waiting_: its process is not final yet
+  std::uint64_t take = 0;              ///< its standby is being checked (StandbyPool::Take's id)
+  std::unique_ptr<sys::GoChannel> go;  ///< its standby was told to go, not confirmed yet
+  std::chrono::steady_clock::time_point go_sent;
   LineTail tail;
   std::string stack_file;  ///< --stack-dumps: the hook's file
   int stack_signal = 0;
@@ -71,30 +82,36 @@ struct WorkerGroup::Rank {
   /// When output last arrived on either stream; epoch (zero): never.
   std::shared_ptr<std::chrono::steady_clock::time_point> activity =
       std::make_shared<std::chrono::steady_clock::time_point>();
-  std::shared_ptr<RankStream> out;
-  std::shared_ptr<RankStream> err;
+  StreamRoute out_route;  ///< where its stdout goes (kept for a cold start after its standby)
+  StreamRoute err_route;
+  /// Its output streams: one pair, or two when a standby that was told to go was given up
+  /// (what it printed still drains).
+  std::vector<std::shared_ptr<RankStream>> streams;
 };
 
 WorkerGroup::WorkerGroup(WorkerGroupDeps deps, int restart_count, ExitCallback on_exit,
-                         std::function<void()> on_output_closed)
+                         std::function<void()> on_output_closed, Hooks hooks)
     : deps_(std::move(deps)),
       restart_count_(restart_count),
       on_exit_(std::move(on_exit)),
       on_output_closed_(std::move(on_output_closed)),
+      hooks_(std::move(hooks)),
+      groups_(deps_.spawner, deps_.watcher, deps_.guardian),
       group_timer_(deps_.io) {}
 
 WorkerGroup::~WorkerGroup() {
   // Closing the streams below must not call back into a group being destroyed.
   lifetime_.Expire();
   for (auto& rank : ranks_) {
-    if (rank->out) rank->out->Close();
-    if (rank->err) rank->err->Close();
+    if (rank->take != 0 && deps_.standbys != nullptr) deps_.standbys->Cancel(rank->take);
+    for (auto& stream : rank->streams) stream->Close();
   }
 }
 
 Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_local_rank) {
   auto devnull = sys::OpenCloexec("/dev/null", O_RDONLY);
   if (!devnull.ok()) return devnull.error();
+  devnull_ = std::move(*devnull);
   FilteredFiles filtered_files;
 
   for (const RankLaunch& launch : launches) {
@@ -103,6 +120,7 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     rank->record.local_rank = launch.local_rank;
     rank->record.rank = launch.rank;
     rank->record.error_file = launch.error_file;
+    rank->launch = launch;
     rank->stack_file = launch.stack_file;
     rank->stack_signal = launch.stack_signal;
     rank->heartbeat_file = launch.heartbeat_file;
@@ -113,74 +131,123 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     Rank& r = *rank;
     ranks_.push_back(std::move(rank));
 
-    auto fail = [&](Error error) -> Status {
+    Status started = OpenOutput(r, launch, filtered_files);
+    if (started.ok() && !TakeStandby(r)) started = SpawnCold(r);
+    if (!started.ok()) {
       if (failed_local_rank != nullptr) *failed_local_rank = launch.local_rank;
-      return error;
-    };
-    auto out_log = OpenLogFile(launch, launch.stdout_log);
-    if (!out_log.ok()) return fail(out_log.error());
-    auto err_log = OpenLogFile(launch, launch.stderr_log);
-    if (!err_log.ok()) return fail(err_log.error());
-    auto out_filtered = filtered_files.For(launch, launch.filtered_stdout_log);
-    if (!out_filtered.ok()) return fail(out_filtered.error());
-    auto err_filtered = filtered_files.For(launch, launch.filtered_stderr_log);
-    if (!err_filtered.ok()) return fail(err_filtered.error());
-
-    auto streams = Begin(r, launch, devnull->get());
-    if (!streams.ok()) return fail(streams.error());
-    auto& [out_read, err_read] = *streams;
-    r.record.start_time = UnixNow();
-    r.started = std::chrono::steady_clock::now();
-
-    const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
-    auto on_closed = lifetime_.Wrap([this] {
-      --open_streams_;
-      if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
-    });
-    open_streams_ += 2;
-    StreamRoute out_route{launch.stdout_to_console ? deps_.console_out : nullptr,
-                          prefix,
-                          *out_log,
-                          nullptr,
-                          deps_.idle_flush,
-                          LineSplitter::kDefaultMaxLine,
-                          deps_.progress_interval,
-                          r.activity};
-    StreamRoute err_route = out_route;
-    err_route.console = launch.stderr_to_console ? deps_.console_err : nullptr;
-    err_route.log_file = *err_log;
-    err_route.tail = &r.tail;
-    if (!launch.stdout_filters.empty()) {
-      out_route.filtered = *out_filtered;
-      out_route.filters = launch.stdout_filters;
+      return started;
     }
-    if (!launch.stderr_filters.empty()) {
-      err_route.filtered = *err_filtered;
-      err_route.filters = launch.stderr_filters;
-    }
-    r.out = RankStream::Start(deps_.io, std::move(out_read), std::move(out_route), deps_.writer,
-                              deps_.flow, on_closed);
-    r.err = RankStream::Start(deps_.io, std::move(err_read), std::move(err_route), deps_.writer,
-                              deps_.flow, on_closed);
+  }
+  if (waiting_ == 0 && hooks_.on_settled) hooks_.on_settled();
+  return OkStatus();
+}
+
+// The rank's log files and the routes of its two streams (started with its process).
+Status WorkerGroup::OpenOutput(Rank& r, const RankLaunch& launch, FilteredFiles& filtered) {
+  auto out_log = OpenLogFile(launch, launch.stdout_log);
+  if (!out_log.ok()) return out_log.error();
+  auto err_log = OpenLogFile(launch, launch.stderr_log);
+  if (!err_log.ok()) return err_log.error();
+  auto out_filtered = filtered.For(launch, launch.filtered_stdout_log);
+  if (!out_filtered.ok()) return out_filtered.error();
+  auto err_filtered = filtered.For(launch, launch.filtered_stderr_log);
+  if (!err_filtered.ok()) return err_filtered.error();
+  const std::string prefix = launch.console_prefix.empty()
+                                 ? "[rank" + std::to_string(launch.rank) + "]: "
+                                 : launch.console_prefix;
+  r.out_route = StreamRoute{launch.stdout_to_console ? deps_.console_out : nullptr,
+                            prefix,
+                            *out_log,
+                            nullptr,
+                            deps_.idle_flush,
+                            LineSplitter::kDefaultMaxLine,
+                            deps_.progress_interval,
+                            r.activity};
+  r.err_route = r.out_route;
+  r.err_route.console = launch.stderr_to_console ? deps_.console_err : nullptr;
+  r.err_route.log_file = *err_log;
+  r.err_route.tail = &r.tail;
+  if (!launch.stdout_filters.empty()) {
+    r.out_route.filtered = *out_filtered;
+    r.out_route.filters = launch.stdout_filters;
+  }
+  if (!launch.stderr_filters.empty()) {
+    r.err_route.filtered = *err_filtered;
+    r.err_route.filters = launch.stderr_filters;
   }
   return OkStatus();
 }
 
-// The rank's process: its standby (--warm-ranks) when one can serve, else a new one.  Returns
-// the read ends of its stdout and stderr.
-Result<std::pair<sys::UniqueFd, sys::UniqueFd>> WorkerGroup::Begin(Rank& r,
-                                                                   const RankLaunch& launch,
-                                                                   int devnull) {
-  auto on_exit = lifetime_.Wrap([this, &r](pid_t, WorkerExit exit) { OnExited(r, exit); });
-  std::optional<AdoptedStandby> standby;
-  if (deps_.standbys != nullptr) standby = deps_.standbys->Take(launch);
-  if (standby) {
-    // A warm rank: the standby got the attempt's environment and is running the script.
-    r.record.pid = standby->pid;
-    r.record.warm = true;
-    *standby->on_exit = std::move(on_exit);
-    return std::pair{std::move(standby->out), std::move(standby->err)};
+// --warm-ranks: begins taking the rank's standby.  False when it has none (start it cold).
+bool WorkerGroup::TakeStandby(Rank& r) {
+  if (deps_.standbys == nullptr) return false;
+  r.take = deps_.standbys->Take(
+      r.launch, groups_,
+      lifetime_.Wrap([this, &r](pid_t pid, WorkerExit exit) { OnExited(r, pid, exit); }),
+      lifetime_.Wrap(
+          [this, &r](std::optional<AdoptedStandby> standby) { OnStandby(r, std::move(standby)); }));
+  if (r.take == 0) return false;
+  r.waiting = true;
+  ++waiting_;
+  return true;
+}
+
+// The pool's checks are done: the standby is told to go (its group is this attempt's from
+// now on, and what it printed while it waited is this rank's output), or the rank starts
+// cold (the pool said why).
+void WorkerGroup::OnStandby(Rank& r, std::optional<AdoptedStandby> standby) {
+  r.take = 0;
+  if (!standby) return StartColdNow(r);
+  r.record.pid = standby->pid;
+  StartStreams(r, std::move(standby->out), std::move(standby->err));
+  r.go = std::make_unique<sys::GoChannel>(deps_.io, std::move(standby->go));
+  r.go_sent = std::chrono::steady_clock::now();
+  r.go->Go(GoMessage(r.launch.env), GoConfirmBound(),
+           lifetime_.Wrap([this, &r](const Status& answer) { OnGoAnswer(r, answer); }));
+}
+
+void WorkerGroup::OnGoAnswer(Rank& r, const Status& answer) {
+  if (!answer.ok()) return GiveUpStandby(r, answer.error().what);
+  Confirmed(r);
+}
+
+void WorkerGroup::Confirmed(Rank& r) {
+  using Ms = std::chrono::duration<double, std::milli>;
+  slowest_go_ms_ =
+      std::max(slowest_go_ms_, Ms(std::chrono::steady_clock::now() - r.go_sent).count());
+  r.go.reset();
+  r.record.warm = true;
+  Started(r);
+}
+
+// A standby told to go that did not take it: killed (its group is released once empty, with
+// the others), and the rank starts cold unless the attempt is stopping.
+void WorkerGroup::GiveUpStandby(Rank& r, const std::string& why) {
+  const pid_t pid = r.record.pid;
+  r.go.reset();
+  r.record.pid = 0;
+  groups_.Abandon(pid);
+  ScheduleGroupCheck(kExitCheckDelay);
+  if (deps_.standbys != nullptr) {
+    deps_.standbys->NoteDismissed(r.record.local_rank, pid, "its standby " + why, !stopping_);
   }
+  StartColdNow(r);
+}
+
+// A cold start after the standby could not serve: none while the attempt stops; a spawn that
+// fails is the Supervisor's spawn failure.
+void WorkerGroup::StartColdNow(Rank& r) {
+  if (stopping_) return Settle(r);
+  Status spawned = SpawnCold(r);
+  if (!spawned.ok()) {
+    Settle(r);
+    if (hooks_.on_start_failed) hooks_.on_start_failed(r.record.local_rank, spawned.error());
+  }
+}
+
+// A new process for the rank.
+Status WorkerGroup::SpawnCold(Rank& r) {
+  const RankLaunch& launch = r.launch;
   auto out_pipe = sys::MakePipe("rank stdout");
   if (!out_pipe.ok()) return out_pipe.error();
   auto err_pipe = sys::MakePipe("rank stderr");
@@ -189,23 +256,60 @@ Result<std::pair<sys::UniqueFd, sys::UniqueFd>> WorkerGroup::Begin(Rank& r,
   request.program = launch.program;
   request.argv = launch.argv;
   request.env = launch.env;
-  request.stdin_fd = launch.inherit_stdin ? -1 : devnull;
+  request.stdin_fd = launch.inherit_stdin ? -1 : devnull_.get();
   request.stdout_fd = out_pipe->write.get();
   request.stderr_fd = err_pipe->write.get();
   request.take_terminal = launch.take_terminal;
   request.cpus = launch.cpus;
-  auto pid = deps_.spawner.Spawn(request);
+  auto pid = groups_.Spawn(request, lifetime_.Wrap([this, &r](pid_t child, WorkerExit exit) {
+    OnExited(r, child, exit);
+  }));
   if (!pid.ok()) return pid.error();
   // Our copies of the write ends must go, or the streams never see EOF.
   out_pipe->write.Reset();
   err_pipe->write.Reset();
   r.record.pid = *pid;
-  if (deps_.guardian != nullptr) deps_.guardian->GroupStarted(*pid, sys::ProcessStartTime(*pid));
-  deps_.watcher.Watch(*pid, std::move(on_exit));
-  return std::pair{std::move(out_pipe->read), std::move(err_pipe->read)};
+  StartStreams(r, std::move(out_pipe->read), std::move(err_pipe->read));
+  Started(r);
+  return OkStatus();
 }
 
-void WorkerGroup::OnExited(Rank& rank, WorkerExit exit) {
+void WorkerGroup::StartStreams(Rank& r, sys::UniqueFd out, sys::UniqueFd err) {
+  r.record.start_time = UnixNow();
+  r.started = std::chrono::steady_clock::now();
+  auto on_closed = lifetime_.Wrap([this] {
+    --open_streams_;
+    if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
+  });
+  open_streams_ += 2;
+  r.streams.push_back(RankStream::Start(deps_.io, std::move(out), r.out_route, deps_.writer,
+                                        deps_.flow, on_closed));
+  r.streams.push_back(RankStream::Start(deps_.io, std::move(err), r.err_route, deps_.writer,
+                                        deps_.flow, on_closed));
+}
+
+// The rank's process is final.
+void WorkerGroup::Started(Rank& r) {
+  if (hooks_.on_started) hooks_.on_started(r.record);
+  Settle(r);
+}
+
+void WorkerGroup::Settle(Rank& r) {
+  if (!r.waiting) return;
+  r.waiting = false;
+  if (--waiting_ == 0 && hooks_.on_settled) hooks_.on_settled();
+}
+
+void WorkerGroup::OnExited(Rank& rank, pid_t pid, WorkerExit exit) {
+  if (rank.go) {
+    // Told to go, and its answer not read yet: the rank's exit if it took the go (a script
+    // that ended at once), else the standby's, which means a cold start.
+    if (!rank.go->ConfirmedNow()) {
+      return GiveUpStandby(rank, "exited before it confirmed the go (" + exit.Describe() + ")");
+    }
+    Confirmed(rank);
+  }
+  (void)pid;
   rank.exited = true;
   rank.record.exit = exit;
   rank.record.exit_time = UnixNow();
@@ -260,36 +364,24 @@ void WorkerGroup::ScheduleGroupCheck(std::chrono::milliseconds after) {
   group_timer_.expires_after(after);
   group_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     group_check_pending_ = false;
-    if (ec) return;
-    if (!CheckGroupsEmpty()) {
-      for (const auto& rank : ranks_) {
-        if (rank->exited && !rank->group_empty) {
-          ScheduleGroupCheck(deps_.group_poll);
-          break;
-        }
-      }
+    if (ec || CheckGroupsEmpty()) return;
+    for (pid_t pid : groups_.Held()) {
+      if (groups_.Exited(pid)) return ScheduleGroupCheck(deps_.group_poll);
     }
   }));
-}
-
-void WorkerGroup::MarkGroupEmpty(Rank& rank) {
-  if (rank.group_empty) return;
-  rank.group_empty = true;
-  deps_.watcher.Release(rank.record.pid);  // the number is free from now on
-  if (deps_.guardian != nullptr) deps_.guardian->GroupGone(rank.record.pid);
 }
 
 int WorkerGroup::SignalAll(int sig) {
   int signalled = 0;
   for (auto& rank : ranks_) {
     // An exited leader is still our zombie until its group is empty: the number is ours.
-    if (rank->record.pid <= 0 || rank->group_empty) continue;
-    if (sys::SignalGroup(rank->record.pid, sig)) ++signalled;
+    if (rank->record.pid > 0 && groups_.Signal(rank->record.pid, sig)) ++signalled;
   }
   return signalled;
 }
 
 bool WorkerGroup::AllExited() const {
+  if (waiting_ > 0) return false;
   for (const auto& rank : ranks_) {
     if (rank->record.pid > 0 && !rank->exited) return false;
   }
@@ -297,58 +389,39 @@ bool WorkerGroup::AllExited() const {
 }
 
 bool WorkerGroup::CheckGroupsEmpty() {
-  bool all = true;
-  std::set<pid_t> asked;
-  for (const auto& rank : ranks_) {
-    if (rank->record.pid <= 0 || rank->group_empty) continue;
-    if (rank->exited) {
-      asked.insert(rank->record.pid);
-    } else {
-      all = false;
-    }
-  }
-  if (asked.empty()) return all;
-  auto live = sys::LiveGroups(asked);
-  if (!live.ok()) {
-    scan_error_ = live.error().what;
+  const bool all = AllExited();
+  if (Status looked = groups_.ReleaseEmpty(); !looked.ok()) {
+    scan_error_ = looked.error().what;
     return false;  // cannot look: nothing is known to be empty
   }
   scan_error_.clear();
-  for (auto& rank : ranks_) {
-    if (asked.count(rank->record.pid) == 0) continue;
-    if (live->count(rank->record.pid) != 0) {
-      all = false;
-    } else {
-      MarkGroupEmpty(*rank);
-    }
-  }
-  return all;
+  return all && groups_.held() == 0;
 }
 
 bool WorkerGroup::OutputClosed() const { return open_streams_ == 0; }
 
 void WorkerGroup::CloseOutput() {
   for (auto& rank : ranks_) {
-    if (rank->out) rank->out->Close();
-    if (rank->err) rank->err->Close();
+    for (auto& stream : rank->streams) stream->Close();
   }
 }
 
+// The members of every group still held (a given-up standby's included); a running leader
+// that the scan missed is listed from its own /proc entry.
 std::vector<sys::ProcInfo> WorkerGroup::Survivors() const {
   std::vector<sys::ProcInfo> survivors;
-  for (const auto& rank : ranks_) {
-    if (rank->record.pid <= 0 || rank->group_empty) continue;
+  for (pid_t pid : groups_.Held()) {
     bool leader_listed = false;
-    for (sys::ProcInfo& info : sys::GroupMembers(rank->record.pid)) {
+    for (sys::ProcInfo& info : sys::GroupMembers(pid)) {
       if (info.state == 'Z') continue;  // an exited leader waiting for its group to empty
-      if (info.pid == rank->record.pid) leader_listed = true;
+      if (info.pid == pid) leader_listed = true;
       survivors.push_back(std::move(info));
     }
-    if (!rank->exited && !leader_listed) {
+    if (!groups_.Exited(pid) && !leader_listed) {
       sys::ProcInfo info;
-      if (!sys::ReadProcInfo(rank->record.pid, &info)) {
-        info.pid = rank->record.pid;
-        info.pgid = rank->record.pid;
+      if (!sys::ReadProcInfo(pid, &info)) {
+        info.pid = pid;
+        info.pgid = pid;
       }
       survivors.push_back(info);
     }
@@ -377,7 +450,7 @@ std::vector<StackTarget> WorkerGroup::StackTargets() const {
     t.file = rank->stack_file;
     t.signal = rank->stack_signal;
     // Only a running child is ever signalled: an exited one has no stack to show.
-    if (rank->record.pid <= 0) {
+    if (rank->record.pid <= 0 || rank->go) {
       t.not_running = "not started";
     } else if (rank->exited) {
       t.not_running = rank->record.exit ? rank->record.exit->Describe() : "exited";
@@ -418,6 +491,14 @@ std::vector<RankProgress> WorkerGroup::Progress() const {
 
 void WorkerGroup::NoteStopSignal() {
   stopping_ = true;
+  // A rank whose standby is still being checked does not start: no process of this attempt
+  // exists for it yet, and the standby is dismissed.
+  for (auto& rank : ranks_) {
+    if (rank->take == 0) continue;
+    if (deps_.standbys != nullptr) deps_.standbys->Cancel(rank->take);
+    rank->take = 0;
+    Settle(*rank);
+  }
   const std::int64_t now = UnixNowNs();
   for (auto& rank : ranks_) {
     if (rank->record.stop_signal_ns == 0) rank->record.stop_signal_ns = now;

@@ -1,23 +1,31 @@
 // WorkerGroup: the ranks of one attempt, from spawn to reaping.
 //
-// For each rank it creates the stdout/stderr pipes and log files, spawns the
-// process (its own process group; see sys/child_setup.h), registers it with
-// the ChildWatcher and the guardian, and starts the RankStreams that carry
-// its output.  It signals groups, notices when an exited rank's group has no
-// member left, and lists survivors for the stuck report.  When a rank exits it
-// reads the rank's error file once, by the rules for files a rank can replace
-// (sys::ReadRankFile; docs/security.md), keeps the text in the rank's record
-// and copies it into the log directory.  It decides nothing: the Supervisor
-// tells it what to do.
+// For each rank it opens the log files and gives it a process: a new one (pipes for stdout
+// and stderr, the spawn, in its own process group; see sys/child_setup.h), or, with
+// --warm-ranks, the rank's standby (standby_pool.h).  It starts the RankStreams that carry the
+// output, signals groups, notices when an exited rank's group has no member left, and lists
+// survivors for the stuck report.  When a rank exits it reads the rank's error file once, by
+// the rules for files a rank can replace (sys::ReadRankFile; docs/security.md), keeps the text
+// in the rank's record and copies it into the log directory.  It decides nothing: the
+// Supervisor tells it what to do.
 //
-// A rank's leader is not reaped until its group is known empty: the watcher
-// reports the exit and leaves the zombie, which keeps the group's number from
-// going to another process, so signalling the group can never reach a
-// stranger.  The group is checked 20 ms after the rank exits (one /proc scan
-// for every rank that exited meanwhile; in a teardown the Supervisor's drain
-// check does it), then every `group_poll` while it still has members; once
-// empty, the zombie is released (reaped), the guardian is told, and the group
-// is never signalled again.  A scan that fails leaves the group "not empty".
+// A standby becomes a rank in three steps, none of which the attempt waits for: the pool's
+// checks (off the event loop), the go (sys::GoChannel: the attempt's environment on the
+// standby's stdin), and the standby's confirmation within GoConfirmBound().  From the go on the
+// standby is this attempt's: its group is signalled with the others and its output is the
+// rank's.  A standby that does not confirm (stopped after the checks, deaf, dead) is killed
+// and the rank starts cold, with one line; while the attempt stops, a rank whose standby had
+// not confirmed yet does not start at all.  on_started tells when each rank's process is
+// final, on_settled when no rank waits for one any more.
+//
+// A rank's leader is not reaped until its group is known empty (sys::GroupTracker, shared
+// with StandbyPool): the watcher reports the exit and leaves the zombie, which keeps the
+// group's number from going to another process, so signalling the group can never reach a
+// stranger.  The group is checked 20 ms after the rank exits (one /proc scan for every rank
+// that exited meanwhile; in a teardown the Supervisor's drain check does it), then every
+// `group_poll` while it still has members; once empty, the zombie is released (reaped), the
+// guardian is told, and the group is never signalled again.  A scan that fails leaves the
+// group "not empty".
 //
 // Lifetime: destroy only after CheckGroupsEmpty() (the Supervisor guarantees
 // it, or gculaunch is exiting after a stuck report).  Callbacks run on the
@@ -45,6 +53,8 @@
 #include "launcher/run/rank_record.h"
 #include "launcher/run/standby_pool.h"
 #include "launcher/sys/child_watcher.h"
+#include "launcher/sys/go_channel.h"
+#include "launcher/sys/group_tracker.h"
 #include "launcher/sys/guardian.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/spawner.h"
@@ -73,22 +83,33 @@ struct WorkerGroupDeps {
 class WorkerGroup {
  public:
   using ExitCallback = std::function<void(int local_rank, WorkerExit exit)>;
+  /// What else the Supervisor hears (each may be left unset).
+  struct Hooks {
+    /// A rank's process is final (spawned, or its standby confirmed the go).
+    std::function<void(const RankRecord& record)> on_started;
+    /// No rank waits for its process any more (at the end of Start() when none waited).
+    std::function<void()> on_settled;
+    /// A rank whose standby could not serve could not be started cold either.
+    std::function<void(int local_rank, const Error& error)> on_start_failed;
+  };
 
   WorkerGroup(WorkerGroupDeps deps, int restart_count, ExitCallback on_exit,
-              std::function<void()> on_output_closed);
+              std::function<void()> on_output_closed, Hooks hooks = {});
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  /// Starts the ranks in order.  Stops at the first rank that cannot be
-  /// started and returns its error (ranks already started keep running;
-  /// `failed_local_rank` names the one that failed).
+  /// Starts the ranks in order: spawns each, or begins taking its standby (the rank then
+  /// starts later, warm or cold: on_started).  Stops at the first rank that cannot be started
+  /// and returns its error (ranks already started keep running; `failed_local_rank` names the
+  /// one that failed).
   Status Start(const std::vector<RankLaunch>& launches, int* failed_local_rank = nullptr);
 
   /// Sends `sig` to every group that may still have members.  Returns how
   /// many groups were signalled.
   int SignalAll(int sig);
-  /// Every started rank exited (its exit was reported; its zombie may still pin its group).
+  /// Every started rank exited (its exit was reported; its zombie may still pin its group),
+  /// and no rank waits for its process.
   bool AllExited() const;
   /// Re-checks the groups of exited ranks (/proc; zombies do not count) and releases the
   /// leaders of those found empty.  True when every started rank exited and every group
@@ -113,17 +134,32 @@ class WorkerGroup {
   /// Marks a rank's exit as having happened while the attempt was running.
   void MarkExitedWhileRunning(int local_rank);
   /// Notes, once per attempt, that gculaunch is about to send the teardown signal now (the
-  /// exit summary never blames a rank for what happened after it).
+  /// exit summary never blames a rank for what happened after it).  A rank whose standby is
+  /// still being checked does not start.
   void NoteStopSignal();
   size_t size() const { return ranks_.size(); }
+  /// Ranks that wait for their process (a standby being checked, or told to go).
+  int waiting() const { return waiting_; }
+  /// The longest a standby of this attempt took from its go to its confirmation, in
+  /// milliseconds (0: none confirmed).
+  double slowest_go_ms() const { return slowest_go_ms_; }
   int restart_count() const { return restart_count_; }
 
  private:
   struct Rank;
-  Result<std::pair<sys::UniqueFd, sys::UniqueFd>> Begin(Rank& r, const RankLaunch& launch,
-                                                        int devnull);
-  void OnExited(Rank& rank, WorkerExit exit);
-  void MarkGroupEmpty(Rank& rank);
+  class FilteredFiles;
+  Status OpenOutput(Rank& r, const RankLaunch& launch, FilteredFiles& filtered);
+  bool TakeStandby(Rank& r);
+  void OnStandby(Rank& r, std::optional<AdoptedStandby> standby);
+  void OnGoAnswer(Rank& r, const Status& answer);
+  void Confirmed(Rank& r);
+  void GiveUpStandby(Rank& r, const std::string& why);
+  Status SpawnCold(Rank& r);
+  void StartColdNow(Rank& r);
+  void StartStreams(Rank& r, sys::UniqueFd out, sys::UniqueFd err);
+  void Started(Rank& r);
+  void Settle(Rank& r);
+  void OnExited(Rank& rank, pid_t pid, WorkerExit exit);
   /// Reads the rank's error file into its record and the log directory's copy (a FIFO, a
   /// link, a file over 1 MiB or of another user: one warning instead).
   void CopyErrorFile(Rank& rank);
@@ -133,8 +169,13 @@ class WorkerGroup {
   int restart_count_;
   ExitCallback on_exit_;
   std::function<void()> on_output_closed_;
+  Hooks hooks_;
+  sys::GroupTracker groups_;
+  sys::UniqueFd devnull_;  ///< every cold rank's stdin (unless it inherits gculaunch's)
   std::vector<std::unique_ptr<Rank>> ranks_;
   int open_streams_ = 0;
+  int waiting_ = 0;  ///< ranks waiting for their process
+  double slowest_go_ms_ = 0;
   std::string scan_error_;
   boost::asio::steady_timer group_timer_;
   bool group_check_pending_ = false;

@@ -134,6 +134,13 @@ int RunChildSetup(const ChildSetupParams& params) noexcept {
       if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return errno;
     }
   }
+
+  // 9. A lower priority (only ever lower: the parent checked it may raise it again).
+  if (params.set_priority) {
+    sched_param param{};
+    if (::sched_setscheduler(0, params.policy, &param) != 0) return errno;
+    if (::setpriority(PRIO_PROCESS, 0, params.nice) != 0) return errno;
+  }
   return 0;
 }
 

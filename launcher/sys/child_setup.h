@@ -22,7 +22,10 @@
 //   7. with --cpu-affinity, restricts itself to the rank's CPUs
 //      (sched_setaffinity; cpu_affinity.h decides which);
 //   8. gives the soft open-file limit gculaunch was started with back (gculaunch
-//      raised its own to the hard limit for the store's connections).
+//      raised its own to the hard limit for the store's connections);
+//   9. optionally lowers its own priority (a warm-rank standby waits at nice +10 and
+//      SCHED_IDLE): set before exec, so that no instruction of the new program runs at the
+//      ranks' priority, and inherited by every thread it starts.
 //
 // Only async-signal-safe calls are made (the parent has threads): no malloc,
 // no locks, no stdio.
@@ -45,9 +48,12 @@ struct ChildSetupParams {
   cpu_set_t cpus{};            ///< built by the parent (no allocation in the child)
   /// Step 8: the soft RLIMIT_NOFILE to set (capped at the hard limit); 0: keep the inherited.
   unsigned long long open_files = 0;
+  bool set_priority = false;  ///< step 9: setpriority(`nice`) and sched_setscheduler(`policy`)
+  int nice = 0;
+  int policy = 0;  ///< SCHED_OTHER, SCHED_BATCH or SCHED_IDLE
 };
 
-/// Runs steps 1-8.  Returns 0 or the errno of the step that failed (the
+/// Runs steps 1-9.  Returns 0 or the errno of the step that failed (the
 /// spawner reports it as a spawn failure).  Never returns if the parent died.
 int RunChildSetup(const ChildSetupParams& params) noexcept;
 

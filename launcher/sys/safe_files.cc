@@ -168,4 +168,9 @@ Status WriteSiteDir(const std::string& flag, const std::string& dir,
   return OkStatus();
 }
 
+bool IsRegularFileNoFollow(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 }  // namespace gculaunch::sys

@@ -80,4 +80,7 @@ struct RankFileStat {
 };
 std::optional<RankFileStat> StatRankFile(const std::string& path, uid_t owner);
 
+/// Whether `path` is a regular file (lstat: a symlink to one is not).
+bool IsRegularFileNoFollow(const std::string& path);
+
 }  // namespace gculaunch::sys

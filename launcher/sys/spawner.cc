@@ -85,6 +85,11 @@ Result<pid_t> Spawner::Spawn(const SpawnRequest& request, SpawnError* failure) {
   ChildSetupInit init{ChildSetupParams{::getpid(), request.stdin_fd, request.stdout_fd,
                                        request.stderr_fd, request.take_terminal}};
   init.params.open_files = child_open_files_;
+  if (request.priority) {
+    init.params.set_priority = true;
+    init.params.nice = request.priority->nice;
+    init.params.policy = request.priority->policy;
+  }
   if (!request.cpus.empty()) {
     init.params.pin_cpus = true;
     CPU_ZERO(&init.params.cpus);

@@ -22,10 +22,12 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "launcher/sys/thread_priority.h"
 
 namespace gculaunch::sys {
 
@@ -36,8 +38,9 @@ struct SpawnRequest {
   int stdin_fd = -1;              ///< -1: keep gculaunch's stdin (--stdin rank0)
   int stdout_fd = -1;
   int stderr_fd = -1;
-  bool take_terminal = false;  ///< see ChildSetupParams
-  std::vector<int> cpus;       ///< non-empty: the child pins itself to these CPUs
+  bool take_terminal = false;        ///< see ChildSetupParams
+  std::vector<int> cpus;             ///< non-empty: the child pins itself to these CPUs
+  std::optional<Priority> priority;  ///< set: the child sets it before exec (lower only)
 };
 
 /// Why a spawn failed; `error_number` is the errno (ENOENT, EACCES, ...).

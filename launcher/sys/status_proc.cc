@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <vector>
+
+#include "launcher/sys/safe_files.h"
 
 namespace gculaunch::sys {
 
@@ -88,6 +91,46 @@ std::optional<std::uint64_t> ReadPssBytes(pid_t pid, const std::string& proc) {
   if (!in) return std::nullopt;
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return ParsePssBytes(text);
+}
+
+std::string StatusField(const std::string& status, const std::string& name) {
+  const std::string key = name + ":";
+  size_t at = 0;
+  while (at < status.size()) {
+    size_t end = status.find('\n', at);
+    if (end == std::string::npos) end = status.size();
+    if (status.compare(at, key.size(), key) == 0) {
+      size_t begin = at + key.size();
+      while (begin < end && (status[begin] == ' ' || status[begin] == '\t')) ++begin;
+      return status.substr(begin, end - begin);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+Result<TaskStatus> ParseTaskStatus(const std::string& status) {
+  TaskStatus out;
+  const std::string state = StatusField(status, "State");
+  if (state.empty()) return Error{"no State line in the process's status", ""};
+  out.state = state[0];
+  const std::string tracer = StatusField(status, "TracerPid");
+  long value = -1;
+  const char* end = tracer.data() + tracer.size();
+  const auto [ptr, ec] = std::from_chars(tracer.data(), end, value);
+  if (tracer.empty() || ec != std::errc() || ptr != end || value < 0) {
+    return Error{"no TracerPid number in the process's status", ""};
+  }
+  out.tracer = static_cast<pid_t>(value);
+  return out;
+}
+
+Result<TaskStatus> ReadTaskStatus(pid_t pid, const std::string& proc) {
+  if (pid <= 0) return Error{"no process " + std::to_string(pid), ""};
+  // A status file is about 1.5 KiB; 64 KiB is far beyond any kernel's.
+  auto text = ReadBoundedFile(proc + "/" + std::to_string(pid) + "/status", 64 * 1024);
+  if (!text.ok()) return text.error();
+  return ParseTaskStatus(*text);
 }
 
 }  // namespace gculaunch::sys

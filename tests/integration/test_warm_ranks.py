@@ -62,6 +62,27 @@ snapshot = {
 with open(os.path.join(out_dir, "a%d_r%d.json" % (attempt, local_rank)), "w") as f:
     json.dump(snapshot, f)
 
+def standby_pids():
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if b"GCULAUNCH_STANDBY_PARENT=%d\0" % os.getppid() in f.read():
+                    found.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return found
+
+root = os.environ["TORCHELASTIC_ERROR_FILE"].split("/attempt_")[0]
+if attempt == 0 and os.path.isdir(os.path.join(root, "standbys")):  # --warm-ranks
+    # Before this rank entered init_process_group, the standbys may not compete with it:
+    # they wait at SCHED_IDLE.
+    deadline = time.monotonic() + 60
+    while len(standby_pids()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with open(os.path.join(out_dir, "standby_policy_r%d.json" % local_rank), "w") as f:
+        json.dump([os.sched_getscheduler(p) for p in standby_pids()], f)
+
 import torch
 import torch.distributed as dist
 dist.init_process_group("gloo")
@@ -80,14 +101,17 @@ if attempt == 0:
             if len(ready) + len(failed) >= 2:
                 break
             time.sleep(0.05)
-        # The standbys' priority while they wait (gculaunch runs as root: it may raise it).
+        # The standbys' priority while they wait (gculaunch runs as root: it may raise it):
+        # nice +10, and no longer SCHED_IDLE once every rank went through
+        # init_process_group (these did, before the all_reduce).
         nices = []
         for pid in os.listdir("/proc"):
             try:
                 with open("/proc/%s/environ" % pid, "rb") as f:
                     env = f.read()
                 if b"GCULAUNCH_STANDBY_PARENT=%d\0" % os.getppid() in env:
-                    nices.append(os.getpriority(os.PRIO_PROCESS, int(pid)))
+                    nices.append([os.getpriority(os.PRIO_PROCESS, int(pid)),
+                                  os.sched_getscheduler(int(pid))])
             except (OSError, ValueError):
                 pass
         with open(os.path.join(out_dir, "standby_nice_r%d.json" % local_rank), "w") as f:
@@ -164,8 +188,13 @@ class WarmRanks(unittest.TestCase):
             for field in sorted(cold):
                 self.assertEqual(warm[field], cold[field], "rank %d: %s differs" % (rank, field))
             self.assertEqual(warm["nice"], 0, "a warm rank must not keep the standby's priority")
+            with open(os.path.join(warm_out, "standby_policy_r%d.json" % rank)) as f:
+                self.assertEqual(json.load(f), [os.SCHED_IDLE] * 2,
+                                 "the standbys waited at SCHED_IDLE while the ranks started")
             with open(os.path.join(warm_out, "standby_nice_r%d.json" % rank)) as f:
-                self.assertEqual(json.load(f), [10, 10], "the standbys waited at nice +10")
+                self.assertEqual(json.load(f), [[10, os.SCHED_OTHER]] * 2,
+                                 "the standbys waited at nice +10, out of SCHED_IDLE once "
+                                 "every rank had initialised")
             self.assertEqual(warm["env"]["TORCHELASTIC_RESTART_COUNT"], "1")
             self.assertEqual(warm["env"]["RANK"], str(rank))
             self.assertNotIn("GCULAUNCH_STANDBY_PARENT", warm["env"])

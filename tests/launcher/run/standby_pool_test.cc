@@ -1,5 +1,7 @@
 #include "launcher/run/standby_pool.h"
 
+#include <sched.h>
+
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -91,6 +93,30 @@ TEST_CASE("standby pool: no standby where the interpreter would not load the hoo
         "the interpreter runs with -I, which keeps gculaunch's hook from loading");
   CHECK(WhyNoHook({"/usr/bin/python3", "-S", "train.py"}) ==
         "the interpreter runs with -S, which keeps gculaunch's hook from loading");
+}
+
+TEST_CASE("standby pool: a standby that is stopped, traced or gone cannot take its go",
+          "[standby_pool]") {
+  CHECK(WhyCannotGo(sys::TaskStatus{'S', 0}) == "");
+  CHECK(WhyCannotGo(sys::TaskStatus{'R', 0}) == "");
+  CHECK(WhyCannotGo(sys::TaskStatus{'D', 0}) == "");  // a disk wait ends by itself
+  CHECK(WhyCannotGo(sys::TaskStatus{'T', 0}) ==
+        "its standby is stopped (state T: SIGSTOP or a job-control stop)");
+  CHECK(WhyCannotGo(sys::TaskStatus{'t', 31}) == "its standby is stopped by a tracer (state t)");
+  CHECK(WhyCannotGo(sys::TaskStatus{'S', 31}) == "its standby is traced by pid 31");
+  CHECK(WhyCannotGo(sys::TaskStatus{'Z', 0}) == "its standby exited");
+  CHECK(WhyCannotGo(sys::TaskStatus{'X', 0}) == "its standby exited");
+}
+
+TEST_CASE("standby pool: standbys wait at nice +10, idle until the ranks are past their start",
+          "[standby_pool]") {
+  const sys::Priority base{2, SCHED_OTHER};
+  CHECK(WaitingPriority(base, false) == sys::Priority{12, SCHED_IDLE});
+  CHECK(WaitingPriority(base, true) == sys::Priority{12, SCHED_OTHER});
+  CHECK(WaitingPriority(sys::Priority{0, SCHED_BATCH}, true) == sys::Priority{10, SCHED_BATCH});
+  // The bound a standby has to confirm its go: "a few hundred milliseconds".
+  CHECK(GoConfirmBound() >= std::chrono::milliseconds(100));
+  CHECK(GoConfirmBound() <= std::chrono::milliseconds(1000));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "launcher/sys/status_proc.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -42,6 +44,52 @@ TEST_CASE("status proc: PSS from smaps_rollup, in bytes", "[status_proc]") {
   // This process: a live one has a PSS (kernels without smaps_rollup say nothing).
   if (auto self = ReadPssBytes(::getpid())) CHECK(*self > 0);
   CHECK_FALSE(ReadPssBytes(-1).has_value());
+}
+
+TEST_CASE("status proc: the state and the tracer of a status text", "[status_proc]") {
+  const std::string status =
+      "Name:\tpython3\nUmask:\t0022\nState:\tT (stopped)\nTgid:\t4242\nPid:\t4242\n"
+      "PPid:\t1\nTracerPid:\t0\nUid:\t0\t0\t0\t0\n";
+  auto parsed = ParseTaskStatus(status);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->state == 'T');
+  CHECK(parsed->tracer == 0);
+  auto traced = ParseTaskStatus("State:\tt (tracing stop)\nTracerPid:\t77\n");
+  REQUIRE(traced.ok());
+  CHECK(traced->state == 't');
+  CHECK(traced->tracer == 77);
+  CHECK(StatusField(status, "PPid") == "1");
+  CHECK(StatusField(status, "Nope").empty());
+  // "State" must start a line: "XState:" is another field.
+  CHECK_FALSE(ParseTaskStatus("XState:\tR\nTracerPid:\t0\n").ok());
+  CHECK(ParseTaskStatus("State:\tR\n").error().what ==
+        "no TracerPid number in the process's status");
+  CHECK_FALSE(ParseTaskStatus("State:\tR\nTracerPid:\tx1\n").ok());
+  CHECK(ParseTaskStatus("").error().what == "no State line in the process's status");
+}
+
+TEST_CASE("status proc: a stopped child reads as state T, a missing one as an error",
+          "[status_proc]") {
+  auto self = ReadTaskStatus(::getpid());
+  REQUIRE(self.ok());
+  CHECK(self->state == 'R');
+  const pid_t child = ::fork();
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  REQUIRE(child > 0);
+  REQUIRE(::kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);  // it is stopped now
+  REQUIRE(WIFSTOPPED(status));
+  auto stopped = ReadTaskStatus(child);
+  REQUIRE(stopped.ok());
+  CHECK(stopped->state == 'T');
+  CHECK(stopped->tracer == 0);
+  REQUIRE(::kill(child, SIGKILL) == 0);
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK_FALSE(ReadTaskStatus(child).ok());
+  CHECK_FALSE(ReadTaskStatus(-1).ok());
 }
 
 }  // namespace gculaunch::sys

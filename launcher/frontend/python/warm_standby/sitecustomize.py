@@ -10,11 +10,13 @@
 #      device;
 #   3. says "ready" by creating GCULAUNCH_STANDBY_READY (or, on a failure, writes one line
 #      naming the module there, with a ".failed" suffix, and exits 75);
-#   4. blocks, using no CPU, reading its stdin (a pipe from gculaunch) until end of file: the
-#      attempt's complete environment, "KEY=VALUE" items separated by NUL bytes.  End of file
-#      with nothing read: gculaunch dismissed it; it exits 0;
-#   5. makes os.environ exactly that environment, puts /dev/null on its stdin as a cold rank
-#      has, and returns.
+#   4. blocks, using no CPU, reading its stdin (a socket from gculaunch) until end of file:
+#      the attempt's complete environment, "KEY=VALUE" items separated by NUL bytes.  End of
+#      file with nothing read: gculaunch dismissed it; it exits 0;
+#   5. makes os.environ exactly that environment, confirms the go by writing "go\n" back on
+#      the same socket (gculaunch gives a standby that does not confirm in time up, kills it
+#      and starts the rank cold; a confirmation it cannot write means exactly that: it exits
+#      0), puts /dev/null on its stdin as a cold rank has, and returns.
 # Then the next sitecustomize on sys.path runs (the stack hook's, the shim's, then the user's
 # own), with the attempt's variables in place, and CPython runs __main__ itself: sys.argv,
 # sys.path[0], tracebacks and exit statuses are a cold rank's.
@@ -93,6 +95,10 @@ def _wait_for_go():
         env[os.fsdecode(key)] = os.fsdecode(value)
     os.environ.clear()
     os.environ.update(env)
+    try:
+        os.write(0, b"go\n")
+    except OSError:
+        os._exit(0)  # gculaunch gave this standby up meanwhile
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
