@@ -114,7 +114,8 @@ void SimNode::JobStop() {
   if (!running_) return;
   running_ = false;
   boost::asio::post(io_, [this, incarnation = incarnation_] {
-    if (cluster_ && incarnation == incarnation_) cluster_->agent().AttemptDrained(false);
+    if (cluster_ && incarnation == incarnation_)
+      cluster_->agent().AttemptDrained(false, AttemptReport{});
   });
 }
 
@@ -141,7 +142,8 @@ void SimNode::FailRank() {
     if (!cluster_ || incarnation != incarnation_) return;
     cluster_->agent().LocalStop(report);
     boost::asio::post(io_, [this, incarnation] {
-      if (cluster_ && incarnation == incarnation_) cluster_->agent().AttemptDrained(false);
+      if (cluster_ && incarnation == incarnation_)
+        cluster_->agent().AttemptDrained(false, AttemptReport{});
     });
   });
 }
