@@ -267,6 +267,16 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     return reply.Flatten();
   }
 
+  // Node 0 writes one value under many keys (an epoch's plan, once per admitted node, which
+  // made the store hold N copies of an O(N) plan): a value equal to the last one written
+  // in-process is shared with it, not stored again.
+  void SetInProcess(const std::string& key, const std::string& value) {
+    if (!last_set_ || *last_set_ != value) last_set_ = std::make_shared<std::string>(value);
+    Effects effects;
+    store_.SetShared(Scope::kLauncher, key, last_set_, effects);
+    Dispatch(effects, nullptr);
+  }
+
   void AsyncWait(const std::vector<std::string>& keys, std::function<void(bool)> done) {
     if (stopped_) {
       asio::post(io_, [done = std::move(done)] { done(false); });
@@ -309,7 +319,8 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   std::unordered_map<ConnId, std::function<void(bool)>> waits_;  ///< in-process AsyncWaits
   ConnId next_id_ = 1;
   ConnId launcher_conn_ = 0;
-  Effects effects_;  ///< reused by OnRequest
+  Effects effects_;                        ///< reused by OnRequest
+  std::shared_ptr<std::string> last_set_;  ///< the last value set in-process (SetInProcess)
   /// Metrics: parked requests (WAIT) by connection, measured when their reply is delivered.
   std::unordered_map<ConnId, std::pair<Op, Clock::time_point>> parked_;
   /// The agents' proof of the job secret, by connection (agent_auth.h).
@@ -604,12 +615,7 @@ void Server::Stop() { core_->Stop(); }
 bool Server::stopped() const { return core_->stopped_; }
 
 void Server::Set(const std::string& key, const std::string& value) {
-  Effects effects;
-  Request r;
-  r.op = Op::kSet;
-  r.keys = {key};
-  r.values = {value};
-  core_->Run(std::move(r), effects);
+  core_->SetInProcess(key, value);
 }
 
 std::optional<std::string> Server::Get(const std::string& key) const {

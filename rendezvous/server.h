@@ -137,6 +137,8 @@ class Server {
   bool stopped() const;
 
   // ---- in-process access to the launcher namespace (keys without "gculaunch/") ----
+  /// SET semantics.  A value equal to the one set last in-process is shared with it (node 0
+  /// stores an epoch's plan once per node: one copy, not N).
   void Set(const std::string& key, const std::string& value);
   std::optional<std::string> Get(const std::string& key) const;
   /// ADD semantics; fails if the current value is not a number.

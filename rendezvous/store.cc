@@ -205,6 +205,12 @@ void Store::Put(Namespace& ns, std::string& key, Value value, Effects& effects) 
   WakeAll(ns, it->first, effects);
 }
 
+void Store::SetShared(Scope scope, std::string key, std::shared_ptr<std::string> value,
+                      Effects& effects) {
+  Conn writer{scope};
+  Put(Route(writer, key), key, std::move(value), effects);
+}
+
 void Store::Handle(ConnId id, Request& request, Reply& reply, Effects& effects) {
   auto conn_it = conns_.find(id);
   if (conn_it == conns_.end()) {

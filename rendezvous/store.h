@@ -60,6 +60,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -122,6 +123,13 @@ class Store {
   /// id (never opened, closed, or dropped by BeginAttempt) only sets a close reason.
   /// Replies share stored values (codec.h, Reply): a value is never changed once stored.
   void Handle(ConnId id, Request& request, Reply& reply, Effects& effects);
+
+  /// SET for an in-process writer that stores one value under many keys (node 0 admits every
+  /// node to the same plan): `value` may already be stored elsewhere and is shared, not
+  /// copied; it must not change afterwards (APPEND copies a shared value).  `key` is named as
+  /// a connection of `scope` names it.  Wakes and tells as SET does.  O(key) plus the wakes.
+  void SetShared(Scope scope, std::string key, std::shared_ptr<std::string> value,
+                 Effects& effects);
 
   /// Starts restart attempt `attempt`: drops the attempt namespace and forgets every
   /// attempt-scope connection, returning their ids; the caller must close them.

@@ -1,7 +1,6 @@
 #include "launcher/cluster/coordinator.h"
 
 #include <cstdio>
-#include <set>
 #include <vector>
 
 #include "base/duration.h"
@@ -201,9 +200,12 @@ void Coordinator::ReportLate(Clock::time_point now, Clock::duration late) {
 }
 
 void Coordinator::Dispatch(const CoordinatorEvent& event) {
-  job::CoordinatorStep step = job::Step(state_, settings_.config, event);
-  ReportMembers(state_, step.state, *settings_.events);
-  state_ = step.state;
+  // The state moves through the step: a copy per event would cost a job of N nodes O(N^2)
+  // while it gathers (bench.scale).
+  const MemberFlags before = SnapshotMembers(state_);
+  job::CoordinatorStep step = job::Step(std::move(state_), settings_.config, event);
+  state_ = std::move(step.state);
+  ReportMembers(before, state_, *settings_.events);
   for (const CoordinatorAction& action : step.actions) Execute(action);
   Track();
 }
@@ -215,14 +217,12 @@ void Coordinator::Track() {
     board_.PublishJobInfo(job::Encode(master->second.reg));  // now with node 0's address
     info_complete_ = true;
   }
-  std::set<int> present;
   for (const auto& [node, m] : state_.members) {
     if (m.away) {
       beats_.erase(node);
       away_.try_emplace(node, now);
       continue;
     }
-    present.insert(node);
     away_.erase(node);
     auto beat = beats_.find(node);
     if (beat != beats_.end() && beat->second.seq == m.seq) continue;
@@ -233,7 +233,10 @@ void Coordinator::Track() {
       Dispatch(CoordinatorEvent::Bye(who, seq, code));
     }));
   }
-  std::erase_if(beats_, [&](const auto& b) { return present.count(b.first) == 0; });
+  std::erase_if(beats_, [&](const auto& b) {
+    auto m = state_.members.find(b.first);
+    return m == state_.members.end() || m->second.away;
+  });
   std::erase_if(away_, [&](const auto& a) { return state_.members.count(a.first) == 0; });
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "base/exit_codes.h"
 #include "base/text.h"
@@ -234,11 +235,15 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
   plan.plan = MakeOrderedPlan(regs, epoch, 0);
   plan.plan.restarts = restarts;
   plan.plan.backoff_s = waited;
-  step.actions.push_back(plan);
+  // The admissions name the plan just published rather than carry a copy each (kAdmit).
+  JobPlan published;
+  published.epoch = epoch;
+  published.restarts = restarts;
+  step.actions.push_back(std::move(plan));
   for (int node : s.order) {
     Member& m = s.members.at(node);
     if (m.admitted) continue;
-    Admit(step, node, m.seq, plan.plan);
+    Admit(step, node, m.seq, published);
     m.admitted = true;
   }
   step.actions.push_back(CAct(CK::kWatchEpoch, epoch));
@@ -804,9 +809,9 @@ void OnRejoinTimeout(CoordinatorStep& step, const CoordinatorConfig& config, int
 
 }  // namespace
 
-CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& config,
+CoordinatorStep Step(CoordinatorState state, const CoordinatorConfig& config,
                      const CoordinatorEvent& event) {
-  CoordinatorStep step{state, {}};
+  CoordinatorStep step{std::move(state), {}};
   if (step.state.phase == CPhase::kDone) return step;
   switch (event.kind) {
     case CoordinatorEvent::Kind::kJoin:

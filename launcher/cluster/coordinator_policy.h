@@ -149,7 +149,9 @@ struct CoordinatorEvent {
 
 struct CoordinatorAction {
   enum class Kind {
-    kAdmit,          ///< SET admit/<node>/<seq> = plan (a plan to start with, or an abort)
+    kAdmit,          ///< SET admit/<node>/<seq> = plan: an abort, or the plan of `epoch`
+                     ///< published before it in the same step (`plan` then holds only the
+                     ///< epoch and restarts: N admissions do not carry N copies of the plan)
     kPublishPlan,    ///< SET plan/<epoch> = plan (the executor fills in ranks_port)
     kBeginAttempt,   ///< the store's BeginAttempt(epoch): every rank of epoch-1 is reaped
     kPublishMarker,  ///< COMPARE_SET stop/<epoch> from "" to `marker`
@@ -176,7 +178,9 @@ struct CoordinatorStep {
   std::vector<CoordinatorAction> actions;
 };
 
-CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& config,
+/// `state` is taken by value: the coordinator moves its state in (a job's state holds every
+/// member, and a copy per event made a job of N nodes cost O(N^2) while it gathered).
+CoordinatorStep Step(CoordinatorState state, const CoordinatorConfig& config,
                      const CoordinatorEvent& event);
 std::string ActionName(const CoordinatorAction& action);
 

@@ -6,16 +6,25 @@
 //   a member that was away and is present now          -> node_return (address)
 //
 // Pure apart from the call to `events`; the coordinator calls it once per step, so the
-// membership rules stay in coordinator_policy.cc alone.
+// membership rules stay in coordinator_policy.cc alone.  What it needs of the state before the
+// step is a MemberFlags snapshot, which costs a job of N nodes O(N) small integers per step
+// rather than a copy of every member's registration.
 // Thread safety: the caller's.
 #pragma once
+
+#include <utility>
+#include <vector>
 
 #include "launcher/cluster/coordinator_policy.h"
 #include "launcher/run/job_events.h"
 
 namespace gculaunch {
 
-void ReportMembers(const job::CoordinatorState& before, const job::CoordinatorState& after,
+/// The members of a state and whether each is away, in node order.
+using MemberFlags = std::vector<std::pair<int, bool>>;
+MemberFlags SnapshotMembers(const job::CoordinatorState& state);
+
+void ReportMembers(const MemberFlags& before, const job::CoordinatorState& after,
                    JobEvents& events);
 
 }  // namespace gculaunch

@@ -438,6 +438,26 @@ TEST_CASE("server: many waiters on one key are all woken", "[server]") {
   for (auto& w : waiters) CHECK(ToHex(w->Read(1)) == "00");
 }
 
+TEST_CASE("server: one value set in-process under many keys is shared, and stays apart",
+          "[server]") {
+  // Node 0 admits every node to the same plan: the keys share one copy of it, and a change
+  // to one key (an APPEND by a client) reaches no other.
+  ServerFixture f;
+  f.OnIo([&] {
+    f.server().Set("admit/1", "plan");
+    f.server().Set("admit/2", "plan");
+    f.server().Set("other", "else");
+    return 0;
+  });
+  RawClient agent(f.port());
+  agent.Send(kHandshake + V2(Req(Op::kAppend, {"gculaunch/admit/1"}, {"+"})) +
+             V2(Req(Op::kGet, {"gculaunch/admit/2"})));
+  CHECK(agent.Read(12) == FromHex("0400000000000000") + "plan");
+  CHECK(f.OnIo([&] { return f.server().Get("admit/1"); }) == std::optional<std::string>("plan+"));
+  CHECK(f.OnIo([&] { return f.server().Get("admit/2"); }) == std::optional<std::string>("plan"));
+  CHECK(f.OnIo([&] { return f.server().Get("other"); }) == std::optional<std::string>("else"));
+}
+
 TEST_CASE("server: in-process access to the launcher namespace", "[server]") {
   ServerFixture f;
   f.OnIo([&] {
