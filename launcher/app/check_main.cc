@@ -10,7 +10,7 @@
 #include "launcher/check/etcd_check.h"
 #include "launcher/check/net_probe.h"
 #include "launcher/check/preflight.h"
-#include "launcher/cluster/etcd_options.h"
+#include "launcher/cluster/etcd/etcd_options.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/device_profile.h"
 #include "launcher/frontend/launch_spec.h"

@@ -12,8 +12,8 @@
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
-#include "launcher/cluster/etcd_cluster_node.h"
-#include "launcher/cluster/etcd_options.h"
+#include "launcher/cluster/etcd/etcd_cluster_node.h"
+#include "launcher/cluster/etcd/etcd_options.h"
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/net_address.h"
 #include "launcher/cluster/store_cluster_node.h"

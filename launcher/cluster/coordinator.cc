@@ -30,17 +30,6 @@ Coordinator::Coordinator(boost::asio::io_context& io, CoordinatorBoard& board,
 
 Coordinator::~Coordinator() { board_.OnHangUp(nullptr); }
 
-rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
-  rendezvous::ServerOptions options;
-  options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
-    if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
-  };
-  options.connection_observer = [hooks](rendezvous::ConnId id) {
-    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id);
-  };
-  return options;
-}
-
 std::vector<int> Coordinator::OtherMembers() const {
   std::vector<int> nodes;
   if (!state_.order.empty()) {

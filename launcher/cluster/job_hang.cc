@@ -1,12 +1,19 @@
 #include "launcher/cluster/job_hang.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/duration.h"
 #include "base/exit_codes.h"
 
 namespace gculaunch::job {
 
 using nlohmann::json;
+
+std::chrono::milliseconds HangCheckPeriod(double timeout_s) {
+  return std::clamp(SecondsToMillis(timeout_s / 10), std::chrono::milliseconds(100),
+                    std::chrono::milliseconds(500));
+}
 
 namespace {
 

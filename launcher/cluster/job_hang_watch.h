@@ -1,26 +1,21 @@
-// HangExchange: --hang-timeout on several nodes, the executors (the decision is job_hang.h).
+// JobHangWatch: --hang-timeout on several nodes, node 0's executor (the decision is
+// job_hang.h; the other nodes' reports come from their ProgressReporter, progress_reporter.h).
+// Every `period` it reads the latest report of every other member of the epoch its ranks run
+// (Coordinator::OtherMembers: node ranks, or an elastic job's drawn ids; a re-form starts a
+// fresh watch), merges it with its own ranks' progress and lets CheckJobHang decide.  On a
+// hang:
+//   1. gathers every node's stacks (the `gather` callback: node 0's own dump and
+//      DumpGatherer's, dump_exchange.h; the ranks keep running);
+//   2. prints the job's report (every rank's stack, node by node, and the ranks that differ
+//      from the job's majority) to gculaunch's stderr and, with log files, to
+//      "<run log dir>/hang_<n>.txt" on node 0;
+//   3. carries out --on-hang: stop and restart publish the epoch's stop marker of kind `hang`
+//      (every node stops; restart re-forms the job for one restart of --max-restarts, else
+//      every node exits 6); report does nothing more, and the next report comes only after
+//      the job progressed again and stopped again.
 //
-//   ProgressReporter  every node other than 0: every `period`, while its ranks run, publishes
-//                     their progress (WorkerGroup::Progress) as job/progress/<k> through the
-//                     agent board.  It decides nothing.
-//   JobHangWatch      node 0: every `period` it reads the latest report of every other
-//                     member of the epoch its ranks run (Coordinator::OtherMembers: node
-//                     ranks, or an elastic job's drawn ids; a re-form starts a fresh watch),
-//                     merges it with its own ranks' progress and lets CheckJobHang decide.
-//                     On a hang:
-//                       1. gathers every node's stacks (the `gather` callback: node 0's own
-//                          dump and DumpGatherer's, dump_exchange.h; the ranks keep running);
-//                       2. prints the job's report (every rank's stack, node by node, and the
-//                          ranks that differ from the job's majority) to gculaunch's stderr
-//                          and, with log files, to "<run log dir>/hang_<n>.txt" on node 0;
-//                       3. carries out --on-hang: stop and restart publish the epoch's stop
-//                          marker of kind `hang` (every node stops; restart re-forms the job
-//                          for one restart of --max-restarts, else every node exits 6);
-//                          report does nothing more, and the next report comes only after
-//                          the job progressed again and stopped again.
-//
-// Ownership: both borrow the board, the Supervisor and the writer, which outlive them; a
-// pending callback of a destroyed object does nothing.
+// Ownership: borrows the board, the coordinator, the Supervisor and the writer, which outlive
+// it; a pending callback of a destroyed watch does nothing.
 // Thread safety: the io_context's thread only.
 #pragma once
 
@@ -46,34 +41,6 @@
 #include "launcher/run/supervisor.h"
 
 namespace gculaunch {
-
-/// The period of the progress reports and of node 0's checks for a --hang-timeout: a tenth
-/// of it, between 100 and 500 ms.
-std::chrono::milliseconds HangCheckPeriod(double timeout_s);
-
-class ProgressReporter {
- public:
-  ProgressReporter(boost::asio::io_context& io, AgentBoard& board, const Supervisor& supervisor,
-                   int node, double timeout_s);
-  ProgressReporter(const ProgressReporter&) = delete;
-  ProgressReporter& operator=(const ProgressReporter&) = delete;
-
-  void Start();
-
- private:
-  void Arm();
-  void Report();
-
-  AgentBoard& board_;
-  const Supervisor& supervisor_;
-  int node_;
-  double timeout_s_;
-  std::chrono::milliseconds period_;
-  boost::asio::steady_timer timer_;
-  long long seq_ = 0;
-  bool busy_ = false;       ///< a report is on its way: never queue a second
-  LifetimeGuard lifetime_;  ///< last member
-};
 
 /// The same settings as a single node's watch (--hang-timeout, --hang-grace, --on-hang, the
 /// report directory, the event hub).

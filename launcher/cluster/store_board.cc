@@ -1,4 +1,4 @@
-#include "launcher/cluster/job_board.h"
+#include "launcher/cluster/store_board.h"
 
 #include <cstdlib>
 #include <string_view>
@@ -245,6 +245,19 @@ void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id) {
   const auto [node, seq] = it->second;
   beaters_.erase(it);
   if (hung_up_) hung_up_(node, seq, "its gculaunch closed its connection without a bye (killed?)");
+}
+
+// ----------------------------------- ConnectionHooks -----------------------------------
+
+rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
+  rendezvous::ServerOptions options;
+  options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
+    if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
+  };
+  options.connection_observer = [hooks](rendezvous::ConnId id) {
+    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id);
+  };
+  return options;
 }
 
 }  // namespace gculaunch

@@ -16,7 +16,7 @@
 #include <optional>
 
 #include "launcher/cluster/cluster_node.h"
-#include "launcher/cluster/job_board.h"
+#include "launcher/cluster/store_board.h"
 
 namespace gculaunch {
 

@@ -7,7 +7,7 @@
 namespace gculaunch {
 
 bool HostsAgentStore(const LaunchSpec& spec) {
-  // On etcd, the leader of each term serves the ranks' store (launcher/cluster/etcd_seat.h).
+  // On etcd, the leader of each term serves the ranks' store (launcher/cluster/etcd/etcd_seat.h).
   if (spec.etcd) return false;
   // In a multi-node job node 0 always hosts it: the node agents meet there, whoever hosts
   // the ranks' store.

@@ -27,7 +27,7 @@
 #include <string>
 #include <utility>
 
-#include "launcher/cluster/etcd_mirror.h"
+#include "launcher/cluster/etcd/etcd_mirror.h"
 #include "launcher/cluster/job_board.h"
 
 namespace gculaunch {

@@ -1,4 +1,4 @@
-#include "launcher/cluster/etcd_cluster_node.h"
+#include "launcher/cluster/etcd/etcd_cluster_node.h"
 
 #include <algorithm>
 #include <memory>

@@ -38,8 +38,8 @@
 #include "base/lifetime.h"
 #include "etcd/client.h"
 #include "launcher/cluster/cluster_node.h"
-#include "launcher/cluster/etcd_board.h"
-#include "launcher/cluster/etcd_seat.h"
+#include "launcher/cluster/etcd/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
 
 namespace gculaunch {
 

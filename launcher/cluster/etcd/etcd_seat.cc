@@ -1,4 +1,4 @@
-#include "launcher/cluster/etcd_seat.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
 
 #include <boost/asio/post.hpp>
 #include <cstdlib>

@@ -28,7 +28,7 @@
 #include <string>
 
 #include "launcher/cluster/coordinator.h"
-#include "launcher/cluster/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_board.h"
 #include "launcher/run/agent_store.h"
 
 namespace gculaunch {

@@ -1,4 +1,4 @@
-// The job protocol on etcd (launcher/cluster/etcd_board.h, etcd_seat.h) as a launch runs it:
+// The job protocol on etcd (launcher/cluster/etcd/etcd_board.h, etcd_seat.h) as a launch runs it:
 // one EtcdClusterNode (etcd_cluster_node.h: member, seat, board, agent) per "process" with
 // FakeRanks, all in this test's io_context, against Debian's etcd (tests/support/etcd_server.h)
 // with a 2 s lease.  The last cases test the node's lease grant: back-off while etcd cannot be
@@ -9,9 +9,9 @@
 #include <cstdlib>
 
 #include "base/exit_codes.h"
-#include "launcher/cluster/etcd_board.h"
-#include "launcher/cluster/etcd_cluster_node.h"
-#include "launcher/cluster/etcd_seat.h"
+#include "launcher/cluster/etcd/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_cluster_node.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
 #include "tests/launcher/cluster/job_fixture.h"
 #include "tests/support/etcd_server.h"
 

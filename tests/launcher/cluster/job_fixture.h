@@ -22,6 +22,7 @@
 
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
+#include "launcher/cluster/store_board.h"
 #include "launcher/cluster/node_agent.h"
 #include "launcher/run/rank_planner.h"
 #include "rendezvous/listener.h"
