@@ -92,7 +92,7 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.events = events;
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
-  config.policy.job = RunsAsCluster(spec);  // an agent decides restarts
+  config.policy.agent_decides = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
   config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;

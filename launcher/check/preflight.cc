@@ -643,6 +643,6 @@ std::string RenderCheckJson(const CheckReport& report) {
   return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-const char* PythonProbeSource() { return kProbeSource; }
+const char* PythonProbeSourceForTest() { return kProbeSource; }
 
 }  // namespace gculaunch

@@ -66,15 +66,14 @@ NodeAgentSettings MakeAgentSettings(const LaunchSpec& spec, const job::NodeRegis
   a.config.node_rank = spec.node_rank;
   a.config.max_restarts = spec.max_restarts;
   // On etcd "node 0" is the leader of the current term, wherever it runs.
-  a.config.master_addr = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
+  a.config.node0_name = spec.etcd ? "the job's leader in etcd" : spec.master_addr;
   a.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);
   a.config.nnodes = spec.nnodes;
   a.config.min_nodes = reg.min_nodes;
   a.config.elected_leader = spec.etcd.has_value();
   a.rdzv_timeout = SecondsToMillis(spec.rdzv_timeout_s);
   a.registration = reg;
-  a.is_master = spec.node_rank == 0 && !spec.etcd;
-  a.ranks_follow_plan = spec.etcd.has_value();
+  a.is_node0 = spec.node_rank == 0 && !spec.etcd;
   a.master_addr = spec.master_addr;
   a.agent_port = spec.agent_port;
   a.ranks_port =
@@ -91,7 +90,7 @@ CoordinatorSettings MakeCoordinatorSettings(const LaunchSpec& spec,
   c.last_call = SecondsToMillis(spec.last_call_s);
   c.config.max_restarts = spec.max_restarts;
   c.config.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
-  c.config.master = reg;
+  c.config.node0 = reg;
   c.config.elected_leader = spec.etcd.has_value();
   if (spec.node_rank_at_rendezvous()) c.config.host_why = spec.store_host_why;
   c.config.rdzv_timeout_s = static_cast<int>(spec.rdzv_timeout_s);

@@ -41,7 +41,7 @@ struct CoordinatorConfig {
   /// path (drawn ids, node ranks per plan): every job on etcd.
   int min_nodes = 0;
   int max_restarts = 0;
-  NodeRegistration master;   ///< node 0's own registration: the reference for the others
+  NodeRegistration node0;    ///< node 0's own registration: the reference for the others
   int rdzv_timeout_s = 900;  ///< for the "did not join" / "did not come back" messages
   int last_call_s = 30;      ///< elastic: --rdzv-conf last_call_timeout, for messages
   /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host; the

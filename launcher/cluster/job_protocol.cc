@@ -339,46 +339,46 @@ JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, in
   return plan;
 }
 
-Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master) {
-  if (reg.run_id == master.run_id) return OkStatus();
+Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& node0) {
+  if (reg.run_id == node0.run_id) return OkStatus();
   return Error{NodeName(reg.node_rank, reg.host, reg.addr) + " belongs to job '" + reg.run_id +
-                   "' but the job at this MASTER_ADDR:MASTER_PORT is '" + master.run_id + "'",
+                   "' but the job at this MASTER_ADDR:MASTER_PORT is '" + node0.run_id + "'",
                "give every node of a job the same run id (--rdzv-id, or the platform's job "
                "name) and every job its own MASTER_ADDR:MASTER_PORT"};
 }
 
-Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master) {
+Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& node0) {
   const std::string who = NodeName(reg.node_rank, reg.host, reg.addr);
-  const std::string master_name = NodeName(master.node_rank, master.host, master.addr);
+  const std::string node0_name = NodeName(node0.node_rank, node0.host, node0.addr);
   const auto low = [](const NodeRegistration& r) { return Elastic(r) ? r.min_nodes : r.nnodes; };
-  if (reg.nnodes != master.nnodes || low(reg) != low(master)) {
+  if (reg.nnodes != node0.nnodes || low(reg) != low(node0)) {
     const auto count = [](const NodeRegistration& r) {
       return Elastic(r) ? std::to_string(r.min_nodes) + ":" + std::to_string(r.nnodes)
                         : std::to_string(r.nnodes);
     };
     return Error{
-        who + " expects " + count(reg) + " nodes but " + master_name + " expects " + count(master),
+        who + " expects " + count(reg) + " nodes but " + node0_name + " expects " + count(node0),
         "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
   }
-  if (Elastic(reg) != Elastic(master)) {
+  if (Elastic(reg) != Elastic(node0)) {
     const auto how = [](const NodeRegistration& r) {
       return Elastic(r) ? std::string("has its node rank assigned at rendezvous")
                         : "was given node rank " + std::to_string(r.node_rank);
     };
-    return Error{who + " " + how(reg) + " but " + master_name + " " + how(master),
+    return Error{who + " " + how(reg) + " but " + node0_name + " " + how(node0),
                  "give every node a node rank (RANK / --node-rank), or none"};
   }
-  if (!Elastic(master) && (reg.node_rank < 0 || reg.node_rank >= master.nnodes)) {
-    return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),
+  if (!Elastic(node0) && (reg.node_rank < 0 || reg.node_rank >= node0.nnodes)) {
+    return Error{who + " has a node rank outside 0.." + std::to_string(node0.nnodes - 1),
                  "check RANK / --node-rank on that node"};
   }
-  if (reg.max_restarts != master.max_restarts) {
+  if (reg.max_restarts != node0.max_restarts) {
     return Error{who + " allows " + std::to_string(reg.max_restarts) + " restarts but " +
-                     master_name + " allows " + std::to_string(master.max_restarts),
+                     node0_name + " allows " + std::to_string(node0.max_restarts),
                  "give every node the same --max-restarts"};
   }
-  if (!reg.hang.empty() && !master.hang.empty() && reg.hang != master.hang) {
-    return Error{who + " runs with " + reg.hang + " but " + master_name + " with " + master.hang,
+  if (!reg.hang.empty() && !node0.hang.empty() && reg.hang != node0.hang) {
+    return Error{who + " runs with " + reg.hang + " but " + node0_name + " with " + node0.hang,
                  "give every node the same --hang-timeout and --on-hang"};
   }
   return OkStatus();

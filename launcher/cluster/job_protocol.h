@@ -169,12 +169,12 @@ inline bool Elastic(const NodeRegistration& reg) {
 inline int RestartsOf(const StopMarker& m) { return m.restarts >= 0 ? m.restarts : m.epoch; }
 inline int RestartsOf(const JobPlan& p) { return p.restarts >= 0 ? p.restarts : p.epoch; }
 
-/// Whether `reg` belongs to the job node 0 (`master`) runs: the same run id.  The error
+/// Whether `reg` belongs to the job node 0 (`node0`) runs: the same run id.  The error
 /// names both jobs and the fix.
-Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master);
+Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& node0);
 /// Whether `reg`, a member of the job, fits it: same nnodes and max restarts, node rank in
 /// range.  The error names both sides and the fix.
-Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master);
+Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& node0);
 
 /// Whether the job re-forms after `marker` ended its epoch: a node joined (free), or a rank
 /// failure that a restart can help, a node lost or a node that left, a hang with --on-hang

@@ -132,7 +132,6 @@ class StandbyPool {
   bool IsReady(const Standby& s) const;
   std::string FailureOf(const Standby& s) const;
   void Dismiss(int local_rank);
-  void Linger(pid_t pid);
   void CheckLingering();
 
   boost::asio::io_context& io_;

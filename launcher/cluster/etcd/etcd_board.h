@@ -29,6 +29,7 @@
 
 #include "launcher/cluster/etcd/etcd_mirror.h"
 #include "launcher/cluster/job_board.h"
+#include "launcher/run/supervisor.h"
 
 namespace gculaunch {
 

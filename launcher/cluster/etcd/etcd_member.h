@@ -27,7 +27,6 @@
 
 namespace gculaunch {
 
-
 /// Who a process is, as the leader key names it.
 struct EtcdIdentity {
   std::string host;

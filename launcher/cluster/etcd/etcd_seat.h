@@ -34,7 +34,7 @@
 namespace gculaunch {
 
 struct EtcdSeatSettings {
-  /// The coordinator a leader runs.  config.master: this node's registration (the seat makes
+  /// The coordinator a leader runs.  config.node0: this node's registration (the seat makes
   /// it node 0); ranks_port is set to the ranks' store's port.
   CoordinatorSettings coordinator;
   std::string ranks_host = "0.0.0.0";  ///< where the ranks' store listens

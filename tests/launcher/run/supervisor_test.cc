@@ -421,7 +421,7 @@ TEST_CASE("supervisor: job mode reports to the job and restarts only on its go",
   job.restarts_left = 1;
   SupervisorConfig config;
   config.policy.nranks = 2;
-  config.policy.job = true;
+  config.policy.agent_decides = true;
   FunctionPlanner planner([&](int attempt) -> Result<std::vector<RankLaunch>> {
     if (attempt == 0) {
       return std::vector<RankLaunch>{f.Rank(0, {"pause"}), f.Rank(1, {"exit", "3"})};
@@ -451,7 +451,7 @@ TEST_CASE("supervisor: job mode stops the ranks when the job says so", "[supervi
   job.final_code = 7;
   SupervisorConfig config;
   config.policy.nranks = 2;
-  config.policy.job = true;
+  config.policy.agent_decides = true;
   FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
     return std::vector<RankLaunch>{f.Rank(0, {"pause"}), f.Rank(1, {"pause"})};
   });
@@ -481,7 +481,7 @@ TEST_CASE("supervisor: job mode, a signal before the job starts ends the node at
   Fixture f;
   ScriptedJob job;
   SupervisorConfig config;
-  config.policy.job = true;
+  config.policy.agent_decides = true;
   FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
     return std::vector<RankLaunch>{f.Rank(0, {"pause"})};
   });
