@@ -240,7 +240,7 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
 void TellReturn(AgentStep& step, const AgentConfig& config, const std::string& what) {
   if (step.state.returning) return;
   const std::string limit = std::to_string(config.rdzv_timeout_s);
-  if (config.elected_leader) {  // etcd: the what names the leader and the cause
+  if (config.elected_leader) {  // the what names the leader and the cause
     Log(step, AgentAction::Level::kWarn,
         what + "; this node joins the job again under the next leader (at most " + limit +
             " s, --rdzv-timeout)");
@@ -402,7 +402,7 @@ AgentAction RestartLog(const StopMarker& m, const AgentConfig& config) {
     return Say(Level::kWarn, what + "; every node restarts its ranks (" + restart + ")");
   }
   if (config.elected_leader && m.kind == StopMarker::Kind::kNodeLost && m.node == 0) {
-    // etcd: this node lost the term's leader, or etcd itself.
+    // An elected leader: this node lost the term's leader, or the backend itself.
     return Say(Level::kWarn, what +
                                  "; this node stops its ranks and joins the job again under the "
                                  "next leader (at most " +
@@ -413,7 +413,8 @@ AgentAction RestartLog(const StopMarker& m, const AgentConfig& config) {
                                  std::to_string(config.min_nodes) + " node(s) remain (" + restart +
                                  ")");
   }
-  // A fixed size; with node ranks at rendezvous (etcd, c10d without node ranks: MIN = MAX)
+  // A fixed size; with node ranks at rendezvous (an elected leader, c10d without node ranks:
+  // MIN = MAX)
   // any node may take the lost one's place.
   return Say(Level::kWarn,
              what + "; every node stops its ranks and waits up to " + limit + " s for it " +

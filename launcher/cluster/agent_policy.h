@@ -1,6 +1,6 @@
 // AgentPolicy: one node's decisions in a multi-node job, as a pure state machine.
 //
-//   AgentStep(state, config, event) -> {state, actions}  every node, for its own ranks
+//   job::Step(state, config, event) -> AgentStep {state, actions}  every node, for its ranks
 //
 // Its counterpart on node 0 is the coordinator's machine (coordinator_policy.h).  No Asio, no
 // clock, no store: the executor (node_agent.h) turns what the job board (job_board.h) and the
@@ -46,13 +46,13 @@ struct AgentConfig {
   int max_restarts = 0;
   int rdzv_timeout_s = 900;  ///< how long the job waits for a lost node (messages)
   /// How a lost node 0's marker names it ("node 0 (MASTER_ADDR)"): MASTER_ADDR, or where the
-  /// leader is elected the backend's words for it.
+  /// leader is elected the backend's words for it (RdzvCapabilities::leader_name).
   std::string node0_name;
   int nnodes = 1;  ///< --nnodes (elastic: MAX), for messages
   /// Elastic: MIN; 0: a fixed size.  With MIN < MAX a lost node's job re-forms without it.
   int min_nodes = 0;
-  /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host, and any
-  /// node may take a lost one's place; the messages say so.
+  /// An elected leader (RdzvCapabilities): "node 0" is the leader of the term, not a fixed host,
+  /// and any node may take a lost one's place; the messages say so.
   bool elected_leader = false;
   bool shrinks() const { return min_nodes > 0 && min_nodes < nnodes; }
 };
@@ -91,7 +91,7 @@ struct AgentEvent {
     kLocalStop,           ///< the Supervisor began a local teardown: `stop`
     kDrained,             ///< the ranks drained; `success`: all exited 0
     kSupervisorFinished,  ///< the Supervisor finished with `exit_code`
-    kNode0Lost,           ///< the master's store is gone: `what` (non-master nodes)
+    kNode0Lost,           ///< node 0's store is gone: `what` (the other nodes)
     /// Joining again, node 0 could not be reached within --rdzv-timeout of the loss: `what`
     /// (the last connection error).
     kRejoinDeadline,

@@ -77,7 +77,7 @@ class NodeAgent : public JobLink {
   /// Why joining failed (master unreachable), if it did.
   const std::optional<Error>& join_error() const { return join_error_; }
   const job::AgentState& state() const { return state_; }
-  /// Ends this node before it joined: the job's store (or etcd) could not be reached.  Logs
+  /// Ends this node before it joined: the job's store (or its backend) could not be reached.  Logs
   /// `error`, keeps it as join_error() and exits the ranks' job with `code`.
   void JoinFailed(Error error, int code);
 

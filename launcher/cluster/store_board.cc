@@ -251,6 +251,7 @@ void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id) {
 
 rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
   rendezvous::ServerOptions options;
+  if (!hooks) return options;  // no board to feed: a single node, or not the store's host
   options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
     if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
   };

@@ -106,7 +106,8 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
 /// store), so the hooks forward to whatever `target` is set to later.
 struct ConnectionHooks {
   StoreCoordinatorBoard* target = nullptr;
-  /// Server options whose observers forward to `hooks->target`.
+  /// Server options whose observers forward to `hooks->target`; without hooks (null), the
+  /// default options.
   static rendezvous::ServerOptions Options(const std::shared_ptr<ConnectionHooks>& hooks);
 };
 
