@@ -1,6 +1,7 @@
 // DecideStoreHost: the one place that decides whether this node hosts the job's store (binds
 // its port) or is a client of the store another node, or another launcher on this host,
-// serves; and why, in words for the layout line (docs/multinode.md, "Who hosts the store" under "Elastic jobs").
+// serves; and why, in words for the layout line (docs/multinode.md, "Who hosts the store" under
+// "Elastic jobs").
 //
 // The rules, in order (the first that applies decides):
 //   1. decided already: node ranks given (node 0 hosts), --rdzv-conf is_host, or a backend
