@@ -1,7 +1,8 @@
 // WorkerGroup: the ranks of one attempt, from spawn to reaping.
 //
 // For each rank it creates the stdout/stderr pipes and log files, spawns the
-// process (its own process group; see sys/child_setup.h), registers it with
+// process (its own process group; see sys/child_setup.h) or adopts the rank's
+// warm standby (standby_pool.h) when one is ready, registers it with
 // the ChildWatcher and the guardian, and starts the RankStreams that carry
 // its output.  It signals groups, notices when an exited rank's group has no
 // member left, and lists survivors for the stuck report.  It decides
