@@ -7,6 +7,16 @@ through scripts/in_root.sh and bench/torchrun26.py, with its own defaults
 asserts nothing.
 
   python3 -m bench.vs_torchrun [--reps 5] [--nproc 8] [--metrics-only] [--old GCULAUNCH]
+                               [--path-python DIR]
+
+--path-python DIR (BENCH_PATH_PYTHON) puts DIR first on PATH and gives gculaunch no --python,
+so that it runs python3 found there, as a user whose python3 is a pyenv shim does
+(--path-python "$HOME/.pyenv/shims"; gculaunch's ranks then run the interpreter behind the
+shim, docs/command-line.md "Interpreter shims").  torchrun is started with Debian's python3 in
+either case; its ranks run sys.executable.  Each launcher's overheads then count from the
+Pythons its own ranks run: a second floor, "direct-path", starts the interpreter python3 there
+runs (pyenv's own build starts about 4x slower than Debian's on the test machine: a shared
+libpython), and gculaunch's rows subtract it.
 
 The torch 2.6 column pays for entering its root: in_root.sh starts a few
 processes and binds a few directories before torchrun's python runs.  The
@@ -49,7 +59,9 @@ Options (each defaults to the environment variable named in its help; GCULAUNCH_
 says where the torch 2.6 root is): see --help.  Run from the top of the repository.
 """
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,9 +75,17 @@ PROG = "bench.vs_torchrun"
 PYTHON = lib.PYTHON
 TORCHRUN = lib.TORCHRUN113
 RUN_TIMEOUT = 120        # seconds per launch
+# The launchers' XDG_CACHE_HOME: one private directory for the whole run, so gculaunch's cache
+# of the ranks' interpreter (warm after the first launch) is the benchmark's own.
+CACHE_HOME = tempfile.mkdtemp(prefix="gculaunch-bench-cache-")
+atexit.register(shutil.rmtree, CACHE_HOME, True)
 TOTAL_BUDGET = 30 * 60   # the whole benchmark
 # Set by main() from the options:
 GCULAUNCH = OLD_GCULAUNCH = ROOT2 = None
+PATH_PYTHON = ""  # --path-python: first on PATH, and gculaunch gets no --python
+# With --path-python: the interpreter python3 there runs (behind a shim: the one it picks), which
+# gculaunch's ranks run; "direct-path" starts it directly, the floor of gculaunch's overheads.
+PATH_INTERPRETER = ""
 REPS = NPROC = METRICS_REPS = 1
 METRICS_ONLY = False
 METRICS_SECONDS = 20.0
@@ -101,7 +121,9 @@ class RssSampler(threading.Thread):
 def command(launcher, mode, out, script):
     if launcher in ("gculaunch", "gculaunch-old"):
         cmd = [GCULAUNCH if launcher == "gculaunch" else OLD_GCULAUNCH, "--standalone",
-               "--nproc-per-node", str(NPROC), "--device", "cpu", "--python", PYTHON]
+               "--nproc-per-node", str(NPROC), "--device", "cpu"]
+        if not PATH_PYTHON:
+            cmd += ["--python", PYTHON]
         if mode == "restart":
             cmd += ["--max-restarts", "1"]
     else:
@@ -124,14 +146,17 @@ def run(launcher, mode, script):
     os.mkdir(tmp)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
            "LANG": "C.UTF-8", "GCULAUNCH_BENCH_TAG": tag, "OMP_NUM_THREADS": "1",
-           "TMPDIR": tmp}
+           "TMPDIR": tmp, "XDG_CACHE_HOME": CACHE_HOME}
+    if PATH_PYTHON:
+        env["PATH"] = PATH_PYTHON + ":" + env["PATH"]
     try:
-        if launcher == "direct":
+        if launcher in ("direct", "direct-path"):
+            python = PATH_INTERPRETER if launcher == "direct-path" else PYTHON
             t_launch = time.time()
             procs = []
             for r in range(NPROC):
                 e = dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(NPROC))
-                procs.append(subprocess.Popen([PYTHON, "-u", script, "ok", out], env=e,
+                procs.append(subprocess.Popen([python, "-u", script, "ok", out], env=e,
                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
             sampler = RssSampler(procs[0].pid)  # the same polling load as for the launchers
             sampler.start()
@@ -340,7 +365,8 @@ def measure():
         return
     launchers = ["gculaunch", "torchrun", "torchrun-0.1", "torchrun-2.6"]
     modes = ["ok", "fail", "restart"]
-    results = {name: {} for name in launchers + ["direct", "gculaunch-old"]}
+    directs = ["direct", "direct-path"] if PATH_INTERPRETER else ["direct"]
+    results = {name: {} for name in launchers + directs + ["gculaunch-old"]}
     workdir = tempfile.mkdtemp(prefix="gculaunch-bench-")
     script = os.path.join(workdir, "worker.py")
     with open(script, "w") as f:
@@ -349,8 +375,8 @@ def measure():
     try:
         for rep in range(REPS):
             extra = ["gculaunch-old"] if OLD_GCULAUNCH else []
-            for name in ["direct"] + launchers + extra:
-                for mode in (["ok"] if name == "direct" else
+            for name in directs + launchers + extra:
+                for mode in (["ok"] if name in directs else
                              ["fail"] if name == "gculaunch-old" else modes):
                     if time.time() - began > TOTAL_BUDGET:
                         raise TimeoutError("time budget used up")
@@ -370,10 +396,20 @@ def measure():
 
     base = med("direct", "start")
     base_exit = med("direct", "exit")
+    # Each launcher's overheads count from the Pythons its own ranks run: with --path-python
+    # gculaunch's run the interpreter found there, torchrun's Debian's (its sys.executable).
+    floor = {name: (base, base_exit) for name in launchers}
     print("gculaunch vs torchrun 1.13 and 2.6 (%d ranks of trivial Python workers, %d "
           "interleaved repetitions, medians)" % (NPROC, REPS))
-    print("%d Pythons started directly by this script: all started after %.1f ms; last exit -> "
-          "all reaped %.1f ms" % (NPROC, base * 1e3, base_exit * 1e3))
+    print("%d Pythons (%s) started directly by this script: all started after %.1f ms; last "
+          "exit -> all reaped %.1f ms" % (NPROC, PYTHON, base * 1e3, base_exit * 1e3))
+    if PATH_INTERPRETER:
+        floor["gculaunch"] = (med("direct-path", "start"), med("direct-path", "exit"))
+        print("%d Pythons (%s, which python3 on %s runs; gculaunch's ranks run it) started "
+              "directly: all started after %.1f ms; last exit -> all reaped %.1f ms; gculaunch's "
+              "overheads count from these" % (NPROC, PATH_INTERPRETER, PATH_PYTHON,
+                                              floor["gculaunch"][0] * 1e3,
+                                              floor["gculaunch"][1] * 1e3))
     print()
     header = "%-34s %10s %10s %14s %13s %7s %11s %10s" % (
         "metric", "gculaunch", "torchrun", "torchrun 0.1s", "torchrun 2.6", "ratio",
@@ -382,15 +418,16 @@ def measure():
     # torchrun 2.6: its defaults (--monitor-interval 0.1)
     print(header)
     print("-" * len(header))
+    # minus: 0 the direct start, 1 the direct exit (floor), None nothing
     rows = [
         ("launch -> all ranks started (ms)", "start", 1e3, None),
-        ("  start overhead over direct (ms)", "start", 1e3, base),
+        ("  start overhead over direct (ms)", "start", 1e3, 0),
         ("last rank exit -> launcher exit (ms)", "exit", 1e3, None),
-        ("  exit overhead over direct (ms)", "exit", 1e3, base_exit),
+        ("  exit overhead over direct (ms)", "exit", 1e3, 1),
         ("failure -> launcher exit (ms)", "failure", 1e3, None),
         ("failure -> all its processes gone (ms)", "gone", 1e3, None),
         ("restart latency (ms)", "restart", 1e3, None),
-        ("  restart minus direct start (ms)", "restart", 1e3, base),
+        ("  restart minus direct start (ms)", "restart", 1e3, 0),
         ("peak launcher RSS (MB)", "rss", 1.0, None),
     ]
     for label, key, scale, minus in rows:
@@ -398,7 +435,7 @@ def measure():
         for name in launchers:
             v = med(name, key)
             if minus is not None:
-                v = max(v - minus, 1e-4)
+                v = max(v - floor[name][minus], 1e-4)
             vals.append(v * scale)
         g, t, t1, t2 = vals
         print("%-34s %10.1f %10.1f %14.1f %13.1f %6.1fx %10.1fx %9.1fx"
@@ -410,7 +447,7 @@ def measure():
     print("samples per metric: %s" % counts)
     faster = min(med("torchrun", "start"), med("torchrun-0.1", "start")) - base
     print("start overhead, faster torchrun 1.13 / gculaunch: %.0fx (target >= 30x)"
-          % (faster / max(med("gculaunch", "start") - base, 1e-4)))
+          % (faster / max(med("gculaunch", "start") - floor["gculaunch"][0], 1e-4)))
     print("torchrun 2.6 column: entering its root (in_root.sh ROOT /usr/bin/true) takes "
           "%.1f ms against %.1f ms for /usr/bin/true alone: %.1f ms of its start times"
           % (entry * 1e3, plain * 1e3, (entry - plain) * 1e3))
@@ -429,7 +466,7 @@ def measure():
 
 def main():
     global GCULAUNCH, OLD_GCULAUNCH, ROOT2, REPS, NPROC, METRICS_ONLY, METRICS_SECONDS
-    global METRICS_REPS, TORCHRUN2, TORCHRUN2_ENV
+    global METRICS_REPS, TORCHRUN2, TORCHRUN2_ENV, PATH_PYTHON, PATH_INTERPRETER
     ap = argparse.ArgumentParser(prog=PROG, description="gculaunch against torchrun 1.13 and "
                                  "2.6, then the cost of --metrics-port.")
     ap.add_argument("--gculaunch", default=lib.default_gculaunch(),
@@ -451,7 +488,23 @@ def main():
                     help="how long the ranks of a metrics run sleep (BENCH_METRICS_SECONDS, 20)")
     ap.add_argument("--metrics-reps", type=int, default=lib.env_int("BENCH_METRICS_REPS", 3),
                     help="metrics runs each way (BENCH_METRICS_REPS, 3)")
+    ap.add_argument("--path-python", default=os.environ.get("BENCH_PATH_PYTHON", ""),
+                    help="a directory put first on PATH; gculaunch then gets no --python and "
+                    "runs python3 from there (BENCH_PATH_PYTHON; e.g. $HOME/.pyenv/shims)")
     args = ap.parse_args()
+    if args.path_python and not os.access(os.path.join(args.path_python, "python3"), os.X_OK):
+        lib.die(PROG, "--path-python '%s' holds no executable python3 (fix: name a directory "
+                "such as $HOME/.pyenv/shims, or leave it out)" % args.path_python)
+    PATH_PYTHON = args.path_python
+    if PATH_PYTHON:
+        path = PATH_PYTHON + ":/usr/local/bin:/usr/bin:/bin"
+        found = subprocess.run(["python3", "-c", "import sys; print(sys.executable)"],
+                               env=dict(os.environ, PATH=path), capture_output=True, text=True,
+                               timeout=60)
+        if found.returncode != 0 or not found.stdout.strip():
+            lib.die(PROG, "python3 in --path-python '%s' does not run (fix: name a directory "
+                    "whose python3 works)" % PATH_PYTHON)
+        PATH_INTERPRETER = found.stdout.strip()
     if os.environ.get("BENCH_METRICS_ONLY", "0") not in ("0", "1"):
         lib.die(PROG, "BENCH_METRICS_ONLY '%s' is not 0 or 1 (fix: set it to 1 or unset it)"
                 % os.environ["BENCH_METRICS_ONLY"])

@@ -513,10 +513,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       return;
     }
     if (sessions_.size() >= options_.max_connections) {
-      Warn(
-          fmt::format("refusing connection from {}: {} connections are open, the limit is {} "
-                      "(raise --max-connections)",
-                      peer, sessions_.size(), options_.max_connections));
+      const std::string& hint = options_.connection_cap_hint;
+      Warn(fmt::format("refusing connection from {}: {} connections are open, the limit is {}{}",
+                       peer, sessions_.size(), options_.max_connections,
+                       hint.empty() ? "" : " (fix: " + hint + ")"));
       ::close(fd);
       return;
     }

@@ -84,6 +84,10 @@ struct ServerOptions {
   Limits limits;                                      ///< per-request limits (codec.h)
   std::size_t max_connections = 65536;                ///< more are closed at once, with a log line
   std::chrono::milliseconds accept_retry_delay{100};  ///< after EMFILE and friends
+  /// What the user can change to allow more than max_connections, named in that log line
+  /// (the store's caller knows: `gculaunch store` has --max-connections, a launch takes its
+  /// cap from `ulimit -n`).  Empty: no hint.
+  std::string connection_cap_hint;
   /// Warnings about bad connections (closed, refused): at most warn_burst lines per
   /// warn_interval, then one line that counts the rest.
   std::size_t warn_burst = 5;

@@ -213,6 +213,7 @@ int StoreMain(const std::vector<std::string>& args) {
     ServerOptions server_options;
     server_options.limits = options.limits;
     server_options.max_connections = options.max_connections;
+    server_options.connection_cap_hint = "raise --max-connections";
     Server server(io, std::move(*listener), server_options, log);
 
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);

@@ -1,6 +1,5 @@
 #include "launcher/app/launch.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
@@ -29,6 +26,7 @@
 #include "launcher/ops/hang_watch.h"
 #include "launcher/ops/metrics.h"
 #include "launcher/ops/metrics_http.h"
+#include "launcher/ops/readiness.h"
 #include "launcher/ops/stack_report.h"
 #include "launcher/ops/status_model.h"
 #include "launcher/ops/status_view.h"
@@ -53,8 +51,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The most connections the store of a launch takes, whatever the open-file limit.
+constexpr std::size_t kMaxStoreConnections = 65536;
+
 // How long the end of a run waits for dismissed standbys' groups to empty.
 constexpr std::chrono::milliseconds kStandbyDrainBound{3000};
+
+// When the background run of the ranks' interpreter starts, counted from the event loop's
+// start: after the ranks' own start-up on a busy 2-core machine (a few hundred ms for plain
+// Python ranks).  A job shorter than that leaves the cache as it was.
+constexpr std::chrono::milliseconds kTorchProbeDelay{1000};
 
 // Checks what the frontend cannot know before a launch: that the script a
 // Python rank is asked to run exists.
@@ -96,6 +102,8 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.policy.max_restarts = spec.max_restarts;
   config.policy.agent_decides = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  config.policy.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
+  config.progress_file = spec.progress_file;
   config.grace = SecondsToMillis(spec.grace_period_s);
   config.kill_wait = options.kill_wait;
   config.launcher_start = options.started;
@@ -107,7 +115,23 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   return config;
 }
 
-// What BuildExitSummary needs from this node, with the last attempt's error files read.
+// Why this node cannot see the ranks pass init_process_group ("" when it can): only the node
+// hosting the agent store sees the ranks' keys, and only a Python rank is known to be torch.
+std::string InitUnknown(const LaunchSpec& spec, bool hosts_store) {
+  if (spec.python.empty()) {
+    return "--no-python: the program need not use torch, so ready means every local rank runs";
+  }
+  if (spec.store_mode == StoreMode::kRank0)
+    return "rank 0 hosts the ranks' store (--no-agent-store)";
+  if (!hosts_store) {
+    return CapabilitiesOf(spec.rdzv).elected_leader ? "the ranks' store is on the job's leader"
+                                                    : "the ranks' store is on node 0";
+  }
+  return "";
+}
+
+// What BuildExitSummary needs from this node, with the last attempt's error files as the
+// ranks' records hold them.
 SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
                             const JobOutcome& outcome, std::string child_watcher) {
   SummaryInput in;
@@ -129,18 +153,14 @@ SummaryInput SummaryInputOf(const LaunchSpec& spec, const RankRuntime& runtime,
   in.python_origin = spec.python_origin;
   in.start_time = outcome.start_time;
   in.end_time = outcome.end_time;
+  // The error files as each rank's record holds them: read once, when the rank exited
+  // (WorkerGroup::CopyErrorFile); nothing here opens a file a rank could have replaced.
   for (const RankRecord& r : outcome.records) {
-    if (r.restart_count != outcome.restarts || r.error_file.empty()) continue;
-    std::ifstream file(r.error_file, std::ios::binary);
-    if (!file) continue;
-    std::stringstream text;
-    text << file.rdbuf();
-    in.error_files[{r.restart_count, r.local_rank}] = text.str();
+    if (r.restart_count != outcome.restarts || !r.error_text) continue;
+    in.error_files[{r.restart_count, r.local_rank}] = *r.error_text;
     // Nanoseconds: torch 1.13's own timestamp has whole seconds (exit_summary.h).
-    struct stat st {};
-    if (::stat(r.error_file.c_str(), &st) == 0) {
-      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] =
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (r.error_file_mtime_ns > 0) {
+      in.error_file_mtime_ns[{r.restart_count, r.local_rank}] = r.error_file_mtime_ns;
     }
   }
   return in;
@@ -154,6 +174,7 @@ struct Launch::Loop {
   explicit Loop(Launch& launch);
   std::string RenderMetricsNow();
   std::string StatusNow() const;
+  Readiness ReadinessNow() const;
   std::map<int, double> ProgressAges() const;
 
   boost::asio::io_context io;
@@ -164,7 +185,11 @@ struct Launch::Loop {
   sys::ChildWatcher watcher;
   sys::Spawner spawner;
   std::optional<StandbyPool> standbys;  ///< --warm-ranks
-  const bool rank0_terminal;            ///< rank 0 reads gculaunch's terminal (--stdin rank0)
+  /// Readiness waits for the other nodes before the first epoch (readiness.h).
+  const bool multinode;
+  const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
+  /// Why init_process_group cannot be seen from here (readiness.h); empty: the store shows it.
+  const std::string init_unknown;
   RankPlanner planner;
   JobEventHub events;                   ///< every listener below hears the job's events
   JobStatus status;                     ///< `gculaunch status`, /metrics
@@ -182,7 +207,9 @@ struct Launch::Loop {
 
 Launch::Loop::Loop(Launch& launch)
     : watcher(io, launch.options_.force_sigchld),
+      multinode(RunsAsCluster(launch.spec_)),
       rank0_terminal(launch.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
+      init_unknown(InitUnknown(launch.spec_, launch.store_socket_.has_value())),
       planner(launch.spec_, launch.env_, launch.runtime_, rank0_terminal, launch.log_dir_),
       config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)),
       hooks(MakeConnectionHooks(launch.spec_)) {
@@ -214,6 +241,7 @@ Launch::Loop::Loop(Launch& launch)
     auto options = ConnectionHooks::Options(hooks);
     options.metrics = store_metrics;
     options.max_connections = launch.StoreConnectionCap();
+    options.connection_cap_hint = launch.StoreConnectionCapHint();
     if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
     if (launch.spec_.store_max_buffered)
       options.limits.max_buffered = *launch.spec_.store_max_buffered;
@@ -223,8 +251,9 @@ Launch::Loop::Loop(Launch& launch)
     store->server().Set("run_id", launch.runtime_.run_id);
   }
   if (launch.metrics_socket_) {
-    metrics = std::make_unique<MetricsHttpServer>(io, std::move(*launch.metrics_socket_),
-                                                  [this] { return RenderMetricsNow(); });
+    metrics = std::make_unique<MetricsHttpServer>(
+        io, std::move(*launch.metrics_socket_), [this] { return RenderMetricsNow(); },
+        [this] { return ReadinessNow(); });
     metrics->set_warn([&log = launch.log_](const std::string& line) { log.warn("{}", line); });
   }
 }
@@ -255,7 +284,26 @@ std::string Launch::Loop::StatusNow() const {
   }
   in.progress_age_s = ProgressAges();
   if (standbys) in.standbys = standbys->Status();
+  in.readiness = ReadinessNow();
   return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// What /readyz answers (readiness.h): where this node hosts the ranks' store, whether its keys
+// show that every rank passed init_process_group.
+Readiness Launch::Loop::ReadinessNow() const {
+  ReadinessInput in;
+  in.job = &status.snapshot();
+  in.now = status.Now();
+  in.multinode = multinode;
+  in.init_unknown = init_unknown;
+  if (init_unknown.empty() && store) {
+    const rendezvous::Store& keys = store->server().store();
+    const RankPlanner::Planned planned = planner.planned();
+    in.init_mark = InitMark(
+        [&keys](std::string_view key) { return keys.Find(rendezvous::Scope::kAttempt, key); },
+        planned.restarts, planned.world_size);
+  }
+  return AssessReadiness(in);
 }
 
 // One scrape of /metrics (metrics.h): the job's picture, the store's counters, this process.
@@ -288,10 +336,11 @@ int Launch::Run() {
     PrintError(script.error());
     return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
   }
-  torch_probe_.emplace(sys::TorchProbe::Start(spec_, env_, sys::TorchProbeOptionsFor(env_)));
+  log_.debug("ranks' torch: {}", DescribeRanksTorch(spec_.ranks_torch));
   StartGuardian();
   if (!ChooseAtLaunch()) return exit_code::kUsage;
   const int code = RunLoop();
+  ConfirmTorchProbe();
   Teardown();
   return code;
 }
@@ -302,16 +351,31 @@ void Launch::SetUpProcess() {
   sys::DefaultSigchld();
 }
 
-// The ranks' torch, for the NCCL error-handling variable: a miss waits here for the probe
-// started in Run (bounded); whatever happens, the launch goes on.
-RanksTorch Launch::FinishTorchProbe() {
-  RanksTorch torch = torch_probe_ ? torch_probe_->Finish() : RanksTorch{};
-  torch_probe_.reset();
-  // A probe that failed is worth a line: the ranks then get both names.
-  const auto level =
-      torch.state == RanksTorch::State::kUnknown ? spdlog::level::info : spdlog::level::debug;
-  log_.log(level, "ranks' torch: {}", DescribeRanksTorch(torch));
-  return torch;
+// The probe of the ranks' interpreter ran beside the ranks for the cache; it is taken only
+// if it is done (a launch never waits for it).  An answer that differs from what this launch
+// used is worth a line: the next launch uses it.
+void Launch::ConfirmTorchProbe() {
+  if (options_.torch_probe == nullptr) return;
+  const std::optional<RanksPython> later = options_.torch_probe->FinishIfDone();
+  if (!later) return;
+  // What matters is what the ranks got: the NCCL names, and the interpreter.
+  const bool same_torch =
+      NcclErrorHandlingVariables(later->torch) == NcclErrorHandlingVariables(spec_.ranks_torch);
+  const std::string used = spec_.interpreter_shim.empty() ? "" : spec_.python;
+  if (same_torch && later->shim.interpreter == used) {
+    log_.debug("ranks' torch, confirmed: {}", DescribeRanksTorch(later->torch));
+    return;
+  }
+  std::string interpreter;
+  if (later->shim.interpreter != used) {
+    interpreter =
+        "; the shim runs " + (later->shim.interpreter.empty() ? std::string("no other interpreter")
+                                                              : later->shim.interpreter);
+  }
+  log_.info(
+      "the ranks' interpreter, run once beside them, says: {}{} (this launch used: {}); "
+      "the next launch uses that",
+      DescribeRanksTorch(later->torch), interpreter, DescribeRanksTorch(spec_.ranks_torch));
 }
 
 // Before any thread or socket exists.  Then the soft open-file limit goes up to the hard
@@ -344,7 +408,16 @@ std::size_t Launch::StoreConnectionCap() const {
   const std::uint64_t own =
       kReservedDescriptors + 64 + 8 * static_cast<std::uint64_t>(spec_.nproc_per_node);
   const std::uint64_t cap = limit > own + 16 ? limit - own : 16;
-  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, 65536));
+  return static_cast<std::size_t>(std::min<std::uint64_t>(cap, kMaxStoreConnections));
+}
+
+// What the store's refusal at the cap tells the user to change: a launch has no flag for the
+// cap (that is `gculaunch store --max-connections`), it follows the open-file limit, which
+// gculaunch already raised to the hard limit.  Nothing helps beyond kMaxStoreConnections.
+std::string Launch::StoreConnectionCapHint() const {
+  if (StoreConnectionCap() >= kMaxStoreConnections) return "";
+  const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
+  return "raise `ulimit -n` (now " + std::to_string(limit) + ")";
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
@@ -541,7 +614,6 @@ nlohmann::json Launch::LaunchFields() const {
 
 int Launch::RunLoop() {
   Loop loop(*this);
-  loop.planner.set_ranks_torch([this] { return FinishTorchProbe(); });
   loop.events.On(JobEvent::Launch(LaunchFields()));
   // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
   auto cluster = MakeClusterNode(spec_, runtime_,
@@ -556,7 +628,17 @@ int Launch::RunLoop() {
     CloseLoop(loop);
     return exit_code::kUsage;
   }
+  // The ranks' interpreter, run once for the cache (sys::TorchProbe), starts once the ranks
+  // had time to start: even at the lowest priority a pyenv shim's twenty-odd shell processes
+  // slowed a launch of 4 short ranks by about 130 ms when they ran alongside the ranks' start.
+  boost::asio::steady_timer probe_start(loop.io, kTorchProbeDelay);
+  if (options_.torch_probe != nullptr) {
+    probe_start.async_wait([probe = options_.torch_probe](const boost::system::error_code& ec) {
+      if (!ec) probe->Begin();
+    });
+  }
   const int code = Supervise(loop, **cluster);
+  probe_start.cancel();
   CloseLoop(loop);
   return code;
 }
@@ -634,6 +716,7 @@ std::unique_ptr<FileTimerServer> Launch::ServeFileTimer(Loop& loop, Supervisor& 
               server.error().hint);
     return nullptr;
   }
+  (*server)->set_warn([this](const std::string& line) { log_.warn("{}", line); });
   log_.info("TORCHELASTIC_ENABLE_FILE_TIMER: serving the ranks' timers on {}", path);
   return std::move(*server);
 }

@@ -5,9 +5,10 @@
 //
 // Launch::Run takes these steps, each a method of its own:
 //   1. SetUpProcess     stdio open, SIGPIPE ignored, SIGCHLD default; then the script is
-//                       checked (CheckScript in launch.cc) and the ranks' torch looked up
-//                       (sys::TorchProbe: the cache, or the interpreter started; its answer
-//                       is taken when the first attempt is planned)
+//                       checked (CheckScript in launch.cc).  (The ranks' interpreter and torch
+//                       are already in the spec: LauncherMain took them from the cache or the
+//                       interpreter's files; after a miss the probe is due, begun on the
+//                       event loop a second later: LaunchOptions::torch_probe, sys::TorchProbe)
 //   2. StartGuardian    the guardian forked (still single-threaded, no socket yet)
 //   3. ChooseAtLaunch   launch-time choices: run id, the store's port bound (or a free port
 //                       picked), the scratch directory for error files, the run's log
@@ -26,6 +27,8 @@
 //   7. Report           the exit summary: stderr text, --summary-json, the parent launcher's
 //                       TORCHELASTIC_ERROR_FILE
 //   8. CloseLoop        the terminal reclaimed, the log sink detached, the console drained
+//      ConfirmTorchProbe the background probe's answer taken if it is there (for the cache;
+//                       a line when it differs from what the launch used), else it is stopped
 //   9. Teardown         the guardian told "done" (every group empty) or abandoned, and reaped
 //                       (bounded) before gculaunch exits; without a guardian the scratch
 //                       directory is removed here
@@ -82,6 +85,9 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_wait{5000};      ///< SIGKILL -> stuck report
   std::chrono::milliseconds output_flush{10000};  ///< at exit, for a console that does not drain
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  /// The probe LauncherMain started for this launch's interpreter (torch_probe.h), or null;
+  /// the launch takes its answer at the end when it is there, and never waits for it.
+  sys::TorchProbe* torch_probe = nullptr;
 };
 
 struct JobOutcome;
@@ -101,10 +107,11 @@ class Launch {
   struct Loop;
 
   void SetUpProcess();
-  RanksTorch FinishTorchProbe();
+  void ConfirmTorchProbe();
   void StartGuardian();
   void WatchGuardian(boost::asio::steady_timer& timer);
   std::size_t StoreConnectionCap() const;
+  std::string StoreConnectionCapHint() const;
   bool ChooseAtLaunch();
   Status ReservePort(LaunchChoices& choices);
   Status BindMetricsPort();
@@ -142,9 +149,6 @@ class Launch {
   std::string scratch_;  ///< every file a rank opens by name (private, removed at exit)
   std::optional<sys::HeldDir> log_dir_;  ///< the run's log directory; none without log files
   RankRuntime runtime_;
-  /// The ranks' torch (ranks_torch.h): started before the guardian, asked for when the
-  /// first attempt is planned, so that a probe that misses the cache overlaps the set-up.
-  std::optional<sys::TorchProbe> torch_probe_;
   bool all_groups_empty_ = false;  ///< no survivor of SIGKILL: the guardian may be told "done"
 };
 

@@ -14,9 +14,11 @@
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/launch_spec.h"
+#include "launcher/frontend/ranks_python.h"
 #include "launcher/run/logging.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
+#include "launcher/sys/process_setup.h"
 #include "launcher/sys/torch_probe.h"
 
 namespace gculaunch {
@@ -58,10 +60,17 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     // 126/127 for a program that cannot be started, as the shell says; else a usage error.
     return spec.error().exit_code != 0 ? spec.error().exit_code : exit_code::kUsage;
   }
+  // The ranks' interpreter and torch (ranks_python.h): from the cache or the interpreter's
+  // files at once; on a miss the probe runs the interpreter once, for the cache.  (SIGCHLD
+  // must not be ignored while it runs: its status would be lost.)
+  sys::DefaultSigchld();
+  sys::TorchProbeOptions probe_options = sys::TorchProbeOptionsFor(env);
+  if (spec->dry_run) probe_options.nice = 0;  // the dry run waits for it: no reason to yield
+  sys::TorchProbe ranks_python = sys::TorchProbe::Start(*spec, env, std::move(probe_options));
   if (spec->dry_run) {
-    // The dry run states the NCCL variable the launch would set: it runs the ranks'
-    // interpreter once for it (or finds the answer in the cache).
-    spec->ranks_torch = sys::TorchProbe::Start(*spec, env, sys::TorchProbeOptionsFor(env)).Finish();
+    // The dry run waits for the probe and shows what a launch would now use (the probe's
+    // answer, once cached).
+    UseRanksPython(*spec, env, ranks_python.Finish());
     // Node ranks at rendezvous: the layout line says whether this node would host the store
     // (the dry run binds no port, so it does not see another launcher holding it).
     spec->layout = DecideStoreHost(*spec, ThisHostFacts(false)).layout;
@@ -71,8 +80,10 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
 
   for (const std::string& warning : spec->warnings) logger->warn("{}", warning);
 
+  UseRanksPython(*spec, env, ranks_python.Quick());
   LaunchOptions launch;
   launch.started = started;
+  launch.torch_probe = &ranks_python;
   launch.force_sigchld = env.GetOr("GCULAUNCH_CHILD_WATCHER", "") == "sigchld";
   try {
     return RunLaunch(*spec, env, *logger, *sink, launch);

@@ -86,6 +86,7 @@ CoordinatorSettings MakeCoordinatorSettings(const LaunchSpec& spec,
   c.last_call = SecondsToMillis(spec.last_call_s);
   c.config.max_restarts = spec.max_restarts;
   c.config.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
+  c.config.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
   c.config.node0 = reg;
   c.config.elected_leader = CapabilitiesOf(spec.rdzv).elected_leader;
   if (spec.node_rank_at_rendezvous()) c.config.host_why = spec.store_host_why;

@@ -236,8 +236,11 @@ void Coordinator::WatchEpoch(int epoch) {
   for (int k : state_.order) {
     board_.WatchDone(
         epoch, k, lifetime_.Wrap([this, epoch, k] { Dispatch(CoordinatorEvent::Done(epoch, k)); }));
-    board_.WatchReaped(epoch, k, lifetime_.Wrap([this, epoch, k] {
-      Dispatch(CoordinatorEvent::Reaped(epoch, k));
+    board_.WatchReaped(epoch, k, lifetime_.Wrap([this, epoch, k](const Result<std::string>& text) {
+      // A report that does not decode counts as empty: a failure nobody can compare never
+      // stops the job.
+      auto report = text.ok() ? job::DecodeReport(*text) : Result<AttemptReport>(text.error());
+      Dispatch(CoordinatorEvent::Reaped(epoch, k, report.ok() ? *report : AttemptReport{}));
     }));
   }
 }

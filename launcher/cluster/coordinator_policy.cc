@@ -28,10 +28,11 @@ CoordinatorEvent CoordinatorEvent::Done(int epoch, int node) {
   e.node = node;
   return e;
 }
-CoordinatorEvent CoordinatorEvent::Reaped(int epoch, int node) {
+CoordinatorEvent CoordinatorEvent::Reaped(int epoch, int node, AttemptReport report) {
   CoordinatorEvent e{Kind::kReaped};
   e.epoch = epoch;
   e.node = node;
+  e.report = std::move(report);
   return e;
 }
 CoordinatorEvent CoordinatorEvent::Marker(StopMarker marker, double ran_s) {
@@ -213,6 +214,8 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
   s.reaped.clear();
   s.marker.reset();
   s.marker_published = false;
+  s.reports.clear();
+  s.streak_checked = false;
   const double waited = s.backoff_s;
   s.backoff_s = 0;
   s.backoff_armed = false;
@@ -313,6 +316,35 @@ void MaybeStart(CoordinatorStep& step, const CoordinatorConfig& config) {
   StartEpoch(step, config, first, restarts);
 }
 
+// The failure streak (failure_streak.h) for the whole job, once every node reaped epoch
+// `next` - 1: the failing node's signature and the highest progress number any node read.
+// True when it ends the job: epoch `next` is aborted on every node, which exits with the
+// failed rank's code.
+bool StopLoop(CoordinatorStep& step, const CoordinatorConfig& config, int next) {
+  CoordinatorState& s = step.state;
+  AttemptEnd end;
+  end.rank_failed = s.marker && s.marker->kind == StopMarker::Kind::kRankFailed;
+  end.ran_s = s.ran_s;
+  if (end.rank_failed) {
+    if (auto r = s.reports.find(s.marker->node); r != s.reports.end()) {
+      end.report.signature = r->second.signature;
+    }
+    for (const auto& [node, r] : s.reports) {
+      if (r.progress && (!end.report.progress || *r.progress > *end.report.progress)) {
+        end.report.progress = r.progress;
+      }
+    }
+  }
+  const StreakStep streak = NextStreak(s.streak, config.streak, end);
+  s.streak = streak.state;
+  if (!streak.stop) return false;
+  StopMarker m = *s.marker;
+  m.kind = StopMarker::Kind::kSameFailure;
+  m.what = streak.stop->Line();
+  AbortAll(step, next, std::move(m));
+  return true;
+}
+
 // In kRestarting: once every node is back and reaped its ranks, the next epoch starts.
 // Elastic: a node joining is free; a fixed-size job has no joins, so restarts = epoch there.
 void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
@@ -333,6 +365,10 @@ void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
   }
   const bool free = s.marker && s.marker->kind == StopMarker::Kind::kNodeJoined;
   const int next = s.epoch + 1;
+  if (!s.streak_checked) {
+    s.streak_checked = true;
+    if (!free && StopLoop(step, config, next)) return;
+  }
   if (s.backoff_s > 0 && !s.backoff_over) {  // a crash loop: every node waits the same
     if (s.backoff_armed) return;             // BackoffOver starts it
     s.backoff_armed = true;
@@ -657,11 +693,13 @@ void OnDone(CoordinatorStep& step, int epoch, int node) {
   }
 }
 
-void OnReaped(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int node) {
+void OnReaped(CoordinatorStep& step, const CoordinatorConfig& config, int epoch, int node,
+              const AttemptReport& report) {
   CoordinatorState& s = step.state;
   if (epoch != s.epoch) return;
   if (s.phase != CPhase::kRunning && s.phase != CPhase::kRestarting) return;
   s.reaped.insert(node);
+  s.reports[node] = report;
   if (s.phase == CPhase::kRestarting) MaybeRestart(step, config);
 }
 
@@ -670,6 +708,7 @@ void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const Stop
   CoordinatorState& s = step.state;
   if (s.phase != CPhase::kRunning || marker.epoch != s.epoch || s.marker) return;
   s.marker = marker;
+  s.ran_s = ran_s;
   if (marker.kind == StopMarker::Kind::kNodeLeft && marker.node > 0) {
     // It leaves (its bye follows); the job waits for it like for a lost node.
     if (auto m = s.members.find(marker.node); m != s.members.end()) {
@@ -786,7 +825,7 @@ CoordinatorStep Step(const CoordinatorState& state, const CoordinatorConfig& con
       OnDone(step, event.epoch, event.node);
       break;
     case CoordinatorEvent::Kind::kReaped:
-      OnReaped(step, config, event.epoch, event.node);
+      OnReaped(step, config, event.epoch, event.node, event.report);
       break;
     case CoordinatorEvent::Kind::kMarker:
       OnMarker(step, config, event.marker, event.ran_s);

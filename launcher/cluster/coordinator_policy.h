@@ -18,7 +18,11 @@
 //               the returned nodes; a node away longer than the deadline -> abort everywhere.
 //               A crash loop backs off first (--restart-backoff, restart_backoff.h, from how
 //               long epoch e ran, told with its Marker): ArmBackoff(e+1, delay), and the
-//               epoch starts at BackoffOver(e+1), so every node waits the same
+//               epoch starts at BackoffOver(e+1), so every node waits the same.  Before
+//               that, once every node reaped, the failure streak (failure_streak.h) may
+//               end the loop for the job: the failing node's signature and the highest
+//               progress number, from the nodes' reaped reports -> abort everywhere with a
+//               same_failure marker (every node exits with the failed rank's code)
 //   kFinishing: every node said bye or is away -> Finish (the store may stop)
 //
 // Thread safety: pure functions over values.
@@ -51,6 +55,7 @@ struct CoordinatorConfig {
   /// (MatchThisHost, --rdzv-conf is_host), for the "waiting for nodes" lines; empty: not said.
   std::string host_why;
   BackoffConfig backoff;  ///< --restart-backoff (default off here; 1:60 from the launch spec)
+  StreakConfig streak;    ///< --max-same-failures, --progress-file (default off here)
   bool elastic() const { return min_nodes > 0 && min_nodes <= nnodes; }
   /// MIN = MAX on the built-in store (c10d without node ranks): a node keeps its node rank
   /// across epochs, a newcomer takes a vacated one, and one beyond MAX is refused.
@@ -86,15 +91,19 @@ struct CoordinatorState {
   bool last_call_passed = false;  ///< elastic, kGathering: the last call window is over
   int adopted = -1;               ///< kGathering: the highest last epoch the joined nodes report
   std::map<int, Member> members;
-  std::set<int> done;                ///< of `epoch`
-  std::set<int> reaped;              ///< of `epoch`
-  std::set<int> bye;                 ///< members whose current join said bye
-  std::optional<StopMarker> marker;  ///< of `epoch`, once read
-  bool marker_published = false;     ///< the coordinator wrote a marker of `epoch`
-  BackoffState backoff;              ///< the crash loop's streak, from epoch to epoch
-  double backoff_s = 0;              ///< kRestarting: the wait before epoch+1 (0: none)
-  bool backoff_armed = false;        ///< kRestarting: ArmBackoff was issued for epoch+1
-  bool backoff_over = false;         ///< kRestarting: BackoffOver(epoch+1) arrived
+  std::set<int> done;                    ///< of `epoch`
+  std::set<int> reaped;                  ///< of `epoch`
+  std::set<int> bye;                     ///< members whose current join said bye
+  std::optional<StopMarker> marker;      ///< of `epoch`, once read
+  bool marker_published = false;         ///< the coordinator wrote a marker of `epoch`
+  BackoffState backoff;                  ///< the crash loop's streak, from epoch to epoch
+  double backoff_s = 0;                  ///< kRestarting: the wait before epoch+1 (0: none)
+  bool backoff_armed = false;            ///< kRestarting: ArmBackoff was issued for epoch+1
+  bool backoff_over = false;             ///< kRestarting: BackoffOver(epoch+1) arrived
+  std::map<int, AttemptReport> reports;  ///< of `epoch`: each node's reaped report
+  double ran_s = 0;                      ///< how long `epoch` ran (its Marker event)
+  StreakState streak;                    ///< the failure streak, from epoch to epoch
+  bool streak_checked = false;           ///< kRestarting: the streak heard `epoch`
   bool operator==(const CoordinatorState&) const = default;
 };
 
@@ -105,7 +114,7 @@ struct CoordinatorEvent {
     kRendezvousTimeout,  ///< --rdzv-timeout passed while gathering
     kMissingTick,        ///< every 10 s: log what is still missing
     kDone,               ///< node `node` reported done for `epoch`
-    kReaped,             ///< node `node` reported reaped for `epoch`
+    kReaped,             ///< node `node` reported reaped for `epoch`, with `report`
     kMarker,             ///< the marker of `epoch` was read: `marker`
     kBye,                ///< node `node` (join `seq`) is leaving with `exit_code`
     kNodeSilent,         ///< node `node` (join `seq`) stopped heartbeating or hung up: `what`
@@ -121,14 +130,15 @@ struct CoordinatorEvent {
   StopMarker marker;
   int exit_code = 0;
   std::string what;
-  double ran_s = 0;  ///< kMarker: how long the epoch ran (its plan to its marker)
+  double ran_s = 0;      ///< kMarker: how long the epoch ran (its plan to its marker)
+  AttemptReport report;  ///< kReaped
 
   static CoordinatorEvent Join(int seq, NodeRegistration reg);
   static CoordinatorEvent BadJoin(int node, int seq, std::string what);
   static CoordinatorEvent RendezvousTimeout() { return {Kind::kRendezvousTimeout}; }
   static CoordinatorEvent MissingTick() { return {Kind::kMissingTick}; }
   static CoordinatorEvent Done(int epoch, int node);
-  static CoordinatorEvent Reaped(int epoch, int node);
+  static CoordinatorEvent Reaped(int epoch, int node, AttemptReport report = {});
   static CoordinatorEvent Marker(StopMarker marker, double ran_s = 0);
   static CoordinatorEvent Bye(int node, int seq, int exit_code);
   static CoordinatorEvent NodeSilent(int node, int seq, std::string what);

@@ -49,7 +49,8 @@ class AgentBoard {
   /// First writer wins; `done` gets the epoch's marker afterwards.
   virtual void PublishMarker(int epoch, const std::string& marker, Text done) = 0;
   virtual void ReportDone(int epoch, Done done) = 0;
-  virtual void ReportReaped(int epoch, Done done) = 0;
+  /// `report`: the node's AttemptReport, encoded (job_protocol.h).
+  virtual void ReportReaped(int epoch, const std::string& report, Done done) = 0;
   virtual void SayBye(int seq, int exit_code, Done done) = 0;
   /// The coordinator's latest "still missing" text ("" when none).
   virtual void ReadMissing(Text done) = 0;
@@ -82,7 +83,8 @@ class CoordinatorBoard {
   virtual void PublishMarker(int epoch, const std::string& marker) = 0;
   virtual void WatchMarker(int epoch, Text text) = 0;
   virtual void WatchDone(int epoch, int node, Fired fired) = 0;
-  virtual void WatchReaped(int epoch, int node, Fired fired) = 0;
+  /// `report` gets the node's reaped report (its text) once it exists.
+  virtual void WatchReaped(int epoch, int node, Text report) = 0;
   virtual void WatchBye(int node, int seq, std::function<void(int)> exit_code) = 0;
   virtual bool SaidBye(int node, int seq) const = 0;
   /// The heartbeat counter of join `seq` of `node` ("" before the first beat).

@@ -106,7 +106,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   for (auto k :
        {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
         StopMarker::Kind::kSuccess, StopMarker::Kind::kJobError, StopMarker::Kind::kNodeJoined,
-        StopMarker::Kind::kHang}) {
+        StopMarker::Kind::kHang, StopMarker::Kind::kSameFailure}) {
     if (KindName(k) == *kind) {
       m.kind = k;
       known = true;
@@ -163,6 +163,8 @@ std::string KindName(StopMarker::Kind kind) {
       return "node_joined";
     case StopMarker::Kind::kHang:
       return "hang";
+    case StopMarker::Kind::kSameFailure:
+      return "same_failure";
   }
   return "?";
 }
@@ -255,6 +257,29 @@ Result<StopMarker> DecodeMarker(std::string_view text) {
   auto doc = ParseObject(text, "stop marker");
   if (!doc.ok()) return doc.error();
   return MarkerFrom(*doc);
+}
+
+std::string Encode(const AttemptReport& report) {
+  return json{{"signature", report.signature},
+              {"progress", report.progress ? json(*report.progress) : json(nullptr)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<AttemptReport> DecodeReport(std::string_view text) {
+  const char* what = "reaped report";
+  AttemptReport report;
+  if (text == "1") return report;
+  auto doc = ParseObject(text, what);
+  if (!doc.ok()) return doc.error();
+  auto signature = TextField(*doc, what, "signature");
+  if (!signature.ok()) return signature.error();
+  report.signature = *signature;
+  auto progress = doc->find("progress");
+  if (progress == doc->end() || (!progress->is_null() && !progress->is_number_integer())) {
+    return FieldError(what, "progress", "expected a whole number or null");
+  }
+  if (!progress->is_null()) report.progress = progress->get<std::int64_t>();
+  return report;
 }
 
 Result<JobPlan> DecodePlan(std::string_view text) {
@@ -413,6 +438,7 @@ int ExitCodeFor(const StopMarker& marker, int self) {
       return exit_code::kSuccess;
     case StopMarker::Kind::kRankFailed:
     case StopMarker::Kind::kJobError:
+    case StopMarker::Kind::kSameFailure:
       return marker.exit_code;
     case StopMarker::Kind::kNodeLeft:
       // The node that left exits with its own code; for the others it is a lost node.
@@ -456,6 +482,7 @@ std::string Describe(const StopMarker& m) {
     case StopMarker::Kind::kSuccess:
       return "every node's ranks finished successfully";
     case StopMarker::Kind::kJobError:
+    case StopMarker::Kind::kSameFailure:
       return m.what;
     case StopMarker::Kind::kHang:
       return "the job hung: " + m.what;

@@ -14,7 +14,10 @@
 //   job/stop/<e>        StopMarker of epoch e, first writer wins (COMPARE_SET from ""):
 //                       a rank failed, a node was lost or left, or every node finished
 //   job/done/<e>/<k>    node k's ranks of epoch e all exited 0 and were reaped
-//   job/reaped/<e>/<k>  node k's ranks of epoch e were stopped and reaped (after a marker)
+//   job/reaped/<e>/<k>  node k's ranks of epoch e were stopped and reaped (after a marker);
+//                       the value is the node's AttemptReport (failure_streak.h): the
+//                       signature of its failed rank, its --progress-file number ("1", an
+//                       older gculaunch's value, reads as an empty report)
 //   job/hb/<k>/<s>      heartbeat counter of node k's join s (ADD 1 per beat), k > 0
 //   job/bye/<k>/<s>     node k (join s) is leaving; the value is its exit code
 //   job/missing         the coordinator's latest "still missing" text, for the others' logs
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "launcher/run/failure_streak.h"
 
 namespace gculaunch::job {
 
@@ -102,6 +106,10 @@ struct StopMarker {
     kNodeJoined,  ///< elastic: a node arrived while the job runs below MAX; re-form, free
     kHang,        ///< node 0 found the job hung (--hang-timeout): restartable with --on-hang
                   ///< restart, else every node exits 6
+    /// Node 0 ended the restart loop (--max-same-failures: the same failure, or a progress
+    /// file that stopped advancing); only in an abort plan; every node exits with the
+    /// failed rank's code
+    kSameFailure,
   };
   Kind kind = Kind::kRankFailed;
   int epoch = 0;
@@ -147,10 +155,14 @@ struct JobPlan {
 std::string Encode(const NodeRegistration& reg);
 std::string Encode(const StopMarker& marker);
 std::string Encode(const JobPlan& plan);
+/// A node's reaped report: {"signature": "...", "progress": 1200 or null}.
+std::string Encode(const AttemptReport& report);
 /// Decoders check types and ranges; errors name the field ("nproc: expected a number >= 1").
 Result<NodeRegistration> DecodeRegistration(std::string_view text);
 Result<StopMarker> DecodeMarker(std::string_view text);
 Result<JobPlan> DecodePlan(std::string_view text);
+/// "1" (an older gculaunch's reaped value) is an empty report.
+Result<AttemptReport> DecodeReport(std::string_view text);
 
 /// The plan of `epoch` from every node's registration, in node-rank order: global ranks
 /// are assigned in that order (rank_offset = sum of the nproc of lower nodes).
@@ -184,7 +196,8 @@ bool Restartable(const StopMarker& marker, int max_restarts);
 
 /// The exit code of node `self` when the job ends with `marker` (exit_codes.h): 0 for
 /// success, the failed rank's code, kNodeLost for a lost node or for a node that left (the
-/// node that left itself exits with its own code), kJobError's code, kHang (6) for a hang.
+/// node that left itself exits with its own code), kJobError's and kSameFailure's code, kHang
+/// (6) for a hang.
 int ExitCodeFor(const StopMarker& marker, int self);
 
 /// One line for logs: "rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed with exit
@@ -194,7 +207,7 @@ std::string Describe(const StopMarker& marker);
 std::string NodeName(int node, const std::string& host, const std::string& addr);
 
 /// "outcome" names for --summary-json: "success", "rank_failed", "node_lost", "node_left",
-/// "job_error", "hang".
+/// "job_error", "hang", "same_failure".
 std::string KindName(StopMarker::Kind kind);
 
 }  // namespace gculaunch::job

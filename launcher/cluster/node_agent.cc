@@ -224,7 +224,10 @@ void NodeAgent::LocalStop(const LocalStopReport& report) {
   Dispatch(AgentEvent::LocalStop(report));
 }
 
-void NodeAgent::AttemptDrained(bool success) { Dispatch(AgentEvent::Drained(success)); }
+void NodeAgent::AttemptDrained(bool success, const AttemptReport& report) {
+  drained_ = report;
+  Dispatch(AgentEvent::Drained(success));
+}
 
 void NodeAgent::Finished(int exit_code) { Dispatch(AgentEvent::SupervisorFinished(exit_code)); }
 
@@ -403,7 +406,7 @@ void NodeAgent::Execute(const AgentAction& action) {
       board_.ReportDone(action.epoch, lost_on_error);
       break;
     case K::kReportReaped:
-      board_.ReportReaped(action.epoch, lost_on_error);
+      board_.ReportReaped(action.epoch, job::Encode(drained_), lost_on_error);
       break;
     case K::kExitRanks:
       if (state_.marker) outcome_ = *state_.marker;

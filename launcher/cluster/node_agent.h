@@ -83,7 +83,7 @@ class NodeAgent : public JobLink {
 
   // ---- JobLink ----
   void LocalStop(const LocalStopReport& report) override;
-  void AttemptDrained(bool success) override;
+  void AttemptDrained(bool success, const AttemptReport& report) override;
   void Finished(int exit_code) override;
 
  private:
@@ -114,6 +114,7 @@ class NodeAgent : public JobLink {
   JobControl* supervisor_ = nullptr;  ///< this node's ranks (the Supervisor)
   job::AgentState state_;
   std::optional<job::StopMarker> outcome_;
+  AttemptReport drained_;  ///< how the last drained attempt failed here, for the reaped report
   std::optional<Error> join_error_;
   boost::asio::steady_timer progress_timer_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

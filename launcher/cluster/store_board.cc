@@ -84,8 +84,8 @@ void StoreAgentBoard::ReportDone(int epoch, Done done) {
   link_.Set(job::DoneKey(epoch, node_), "1", std::move(done));
 }
 
-void StoreAgentBoard::ReportReaped(int epoch, Done done) {
-  link_.Set(job::ReapedKey(epoch, node_), "1", std::move(done));
+void StoreAgentBoard::ReportReaped(int epoch, const std::string& report, Done done) {
+  link_.Set(job::ReapedKey(epoch, node_), report, std::move(done));
 }
 
 void StoreAgentBoard::SayBye(int seq, int exit_code, Done done) {
@@ -174,9 +174,10 @@ void StoreCoordinatorBoard::WatchDone(int epoch, int node, Fired fired) {
   });
 }
 
-void StoreCoordinatorBoard::WatchReaped(int epoch, int node, Fired fired) {
-  WaitKey(job::ReapedKey(epoch, node), [fired = std::move(fired)](bool ok) {
-    if (ok) fired();
+void StoreCoordinatorBoard::WatchReaped(int epoch, int node, Text report) {
+  const std::string key = job::ReapedKey(epoch, node);
+  WaitKey(key, [this, key, report = std::move(report)](bool ok) {
+    if (ok) report(server_.Get(key).value_or(""));
   });
 }
 

@@ -43,7 +43,7 @@ class StoreAgentBoard : public AgentBoard {
   void WaitMarker(int epoch, Text done) override;
   void PublishMarker(int epoch, const std::string& marker, Text done) override;
   void ReportDone(int epoch, Done done) override;
-  void ReportReaped(int epoch, Done done) override;
+  void ReportReaped(int epoch, const std::string& report, Done done) override;
   void SayBye(int seq, int exit_code, Done done) override;
   void ReadMissing(Text done) override;
   void ReadJobInfo(Text done) override;
@@ -73,7 +73,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   void PublishMarker(int epoch, const std::string& marker) override;
   void WatchMarker(int epoch, Text text) override;
   void WatchDone(int epoch, int node, Fired fired) override;
-  void WatchReaped(int epoch, int node, Fired fired) override;
+  void WatchReaped(int epoch, int node, Text report) override;
   void WatchBye(int node, int seq, std::function<void(int)> exit_code) override;
   bool SaidBye(int node, int seq) const override;
   std::string Heartbeat(int node, int seq) const override;

@@ -119,6 +119,15 @@ constexpr FlagDef kFlags[] = {
      "seconds, doubling up to MAX (the first restart never waits; an attempt of 60 s resets "
      "it); off (or 0): restart at once; default 1:60",
      &ApplyRestartBackoff, kGculaunchOnly},
+    {"max-same-failures", "", Kind::kValue, "N", "Topology",
+     "stop restarting on the N-th attempt in a row that fails within 10 s as the one before "
+     "(same exit code or signal, same last line of its error or traceback), or, with "
+     "--progress-file, after N failed attempts in a row without progress; 0: off; default 3",
+     &ApplyMaxSameFailures, kGculaunchOnly},
+    {"progress-file", "", Kind::kValue, "PATH", "Topology",
+     "a file the script rewrites with its step or checkpoint number; read after each failed "
+     "attempt: when it stops rising, the restarts stop (see --max-same-failures)",
+     &ApplyText<&CliOptions::progress_file>, kGculaunchOnly},
     {"monitor-interval", "", Kind::kValue, "SECONDS", "Topology",
      "accepted for torchrun compatibility and ignored: gculaunch notices exits at once",
      &ApplySeconds<&CliOptions::monitor_interval>, "monitor-interval"},
@@ -199,8 +208,8 @@ constexpr FlagDef kFlags[] = {
      "card's NUMA node)",
      &ApplyNumaBinding, "numa-binding"},
     {"virtual-local-rank", "", Kind::kBool, "", "Devices",
-     "torchrun's virtual local rank, done as --bind rank: each rank sees only its own card, "
-     "as device index 0",
+     "torchrun's virtual local rank (2.10+): every rank gets LOCAL_RANK=0 and sees only its "
+     "own card (--bind rank), as device index 0",
      &ApplySwitch<&CliOptions::virtual_local_rank>, "virtual-local-rank"},
     {"env", "", Kind::kRepeat, "KEY=VALUE", "Devices",
      "set a variable for every rank (repeatable; overrides your environment and the profile)",
@@ -243,6 +252,11 @@ constexpr FlagDef kFlags[] = {
     {"duplicate-stderr-filters", "", Kind::kValue, "TEXT,...", "Supervision",
      "the same for stderr lines, to filtered_stderr.log",
      &ApplyFilters<&CliOptions::duplicate_stderr_filters>, "duplicate-stderr-filters"},
+    {"log-line-prefix-template", "", Kind::kValue, "TEMPLATE", "Supervision",
+     "what each console line starts with, torch's template: ${role_name}, ${rank} and "
+     "${local_rank} are replaced (e.g. '[${role_name}-r${rank}]:'); default "
+     "$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else '[rankN]: '",
+     &ApplyText<&CliOptions::log_line_prefix_template>, kGculaunchOnly},
     {"stdin", "", Kind::kValue, "null|rank0", "Supervision",
      "null: ranks read /dev/null; rank0: rank 0 gets gculaunch's stdin (for breakpoint())",
      &ApplyStdin, kGculaunchOnly},
@@ -519,6 +533,23 @@ Result<std::vector<std::string>> ResolvePrefixes(std::vector<std::string> args) 
   return args;
 }
 
+// torchrun's argparse (a positional SCRIPT, then nargs=REMAINDER) drops the first "--" of the
+// argument list when it stands right before SCRIPT or right after it, and keeps every other
+// "--" for the script: "-- x.py -- a" gives x.py ['--', 'a'], "x.py -- --depth=24" gives
+// ['--depth=24'], "x.py a -- b" gives ['a', '--', 'b'].  (The first "--" turns every later
+// word into a positional, so SCRIPT's pattern, one word with the "--" around it, can take only
+// that one.)  `rest` starts where the options end: at SCRIPT or at the first "--".  Returns
+// true when the dropped "--" stood before SCRIPT, which may then look like a flag.
+bool DropFirstDashes(std::vector<std::string>& rest) {
+  if (rest.empty()) return false;
+  if (rest.front() == "--") {
+    rest.erase(rest.begin());
+    return true;
+  }
+  if (rest.size() > 1 && rest[1] == "--") rest.erase(rest.begin() + 1);
+  return false;
+}
+
 // Converts a CLI11 parse error into our one-line Error.  CLI11 names the flag
 // by its first long name; the two messages users meet are reworded.
 Error FromCli11(const CLI::ParseError& e) {
@@ -646,7 +677,7 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
 
   CliOptions& o = result.options;
   std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  const bool after_dashes = DropFirstDashes(rest);
   // With a job file the script may come from the file (MakeLaunchSpec merges it).
   const bool has_job = options["job"]->count() > 0 || !env.GetOr(PetName("job"), "").empty();
   if (rest.empty() && !mode.script_optional && !has_job) {
@@ -654,7 +685,10 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
                  "gculaunch [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see gculaunch --help"};
   }
   if (!rest.empty()) {
-    if (rest.front().size() > 1 && rest.front()[0] == '-') return UnknownFlag(rest.front());
+    // After "--" a word that looks like a flag is SCRIPT (argparse takes it so).
+    if (!after_dashes && rest.front().size() > 1 && rest.front()[0] == '-') {
+      return UnknownFlag(rest.front());
+    }
     o.script = rest.front();
     o.script_args.assign(rest.begin() + 1, rest.end());
   }

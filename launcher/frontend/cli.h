@@ -17,7 +17,9 @@
 //     torchrun) or true/false.  An empty PET_ variable counts as unset.
 //     PET_ENV holds one KEY=VALUE per line.  --help and --version have none.
 //   * everything from SCRIPT on goes to the script untouched, even words that
-//     look like gculaunch flags; a leading "--" before SCRIPT is dropped.
+//     look like gculaunch flags; the first "--" of the arguments is dropped when it
+//     stands right before SCRIPT or right after it (or after -m MODULE), as torchrun's
+//     argparse drops it (DropFirstDashes in cli.cc); any other "--" is the script's.
 //   * a flag given twice: the last one wins (as argparse); --env accumulates.
 //
 // --rdzv-conf accepts these keys (seconds unless noted); they are validated and
@@ -25,7 +27,9 @@
 //   timeout, join_timeout, last_call_timeout, close_timeout, read_timeout,
 //   is_host (true/false/1/0); with --rdzv-backend etcd also the keys of
 //   etcd_settings.h (protocol, cacert, cert, key, etcd_prefix, user, password,
-//   lease_ttl, ...; MakeLaunchSpec refuses them with another backend).
+//   lease_ttl, ...; MakeLaunchSpec refuses them with another backend).  Any other key is
+//   kept and ignored, as torchrun's backends ignore keys they do not know; MakeLaunchSpec
+//   warns once, naming the keys (cli_apply.h UnknownRdzvConfKeys).
 //
 // Thread safety: pure function; no state.
 #pragma once
@@ -88,6 +92,8 @@ struct CliOptions {
   std::optional<PlatformWorldSize> platform_world_size;  ///< how to read a platform's WORLD_SIZE
   std::optional<int> max_restarts;
   std::optional<RestartBackoff> restart_backoff;  ///< --restart-backoff INITIAL:MAX|off
+  std::optional<int> max_same_failures;           ///< --max-same-failures N (0: off)
+  std::optional<std::string> progress_file;       ///< --progress-file PATH
   std::optional<double> monitor_interval;
   std::optional<std::string> role;
   bool module = false;  ///< -m: SCRIPT is a module name
@@ -113,6 +119,8 @@ struct CliOptions {
   std::optional<StdStreams> tee;
   std::optional<StdStreams> redirects;
   std::optional<std::vector<int>> local_ranks_filter;
+  /// --log-line-prefix-template: the console prefix template (rank_env.h ConsolePrefix).
+  std::optional<std::string> log_line_prefix_template;
   /// --duplicate-stdout-filters / --duplicate-stderr-filters: the substrings (',,' already a
   /// literal comma; an empty item matches every line, as in torchrun).
   std::optional<std::vector<std::string>> duplicate_stdout_filters;

@@ -281,6 +281,10 @@ Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o) {
   return ApplyCount(c, kMaxRestarts, "3", o.max_restarts);
 }
 
+Status ApplyMaxSameFailures(const ApplyContext& c, CliOptions& o) {
+  return ApplyCount(c, kMaxRestarts, "3", o.max_same_failures);
+}
+
 // --restart-backoff INITIAL:MAX (seconds, 0 < INITIAL <= MAX <= kMaxSeconds), or 0 / off.
 Status ApplyRestartBackoff(const ApplyContext& c, CliOptions& o) {
   if (c.value == "off" || c.value == "0") {
@@ -362,6 +366,39 @@ bool IsRdzvKey(const std::string& key) {
   return RdzvSecondsKeys().count(key) != 0 || key == "is_host" || IsEtcdConfKey(key);
 }
 
+namespace {
+
+// Every key --rdzv-conf acts on, for the guess at a misspelling.
+constexpr const char* kRdzvConfKeyNames[] = {"timeout",       "join_timeout",  "last_call_timeout",
+                                             "close_timeout", "read_timeout",  "is_host",
+                                             "protocol",      "cacert",        "cert",
+                                             "key",           "etcd_prefix",   "user",
+                                             "password",      "password_file", "lease_ttl"};
+
+}  // namespace
+
+std::string UnknownRdzvConfKeys(const CliOptions& o) {
+  std::vector<std::string> unknown;
+  std::vector<std::string> guesses;
+  for (const auto& [key, value] : o.rdzv_conf) {
+    if (IsRdzvKey(key)) continue;
+    unknown.push_back(key);
+    // A misspelt key of ours is worth naming (its value, maybe a password, never is).
+    for (const char* known : kRdzvConfKeyNames) {
+      if (key.size() >= 4 && EditDistance(key, known) <= 2) {
+        guesses.push_back(key + " for " + known);
+      }
+    }
+  }
+  if (unknown.empty()) return "";
+  std::string line = o.Source("rdzv-conf") + ": " + (unknown.size() == 1 ? "key " : "keys ") +
+                     Join(unknown, ", ") + (unknown.size() == 1 ? " is" : " are") +
+                     " not gculaunch's and ignored, as torchrun's rendezvous ignores keys it "
+                     "does not know";
+  if (!guesses.empty()) line += " (a misspelling? " + Join(guesses, ", ") + ")";
+  return line;
+}
+
 // One KEY=VALUE item of --rdzv-conf, checked; nullopt when it is fine.
 std::optional<Error> CheckRdzvItem(const ApplyContext& c, const std::string& key,
                                    const std::string& val) {
@@ -381,13 +418,10 @@ std::optional<Error> CheckRdzvItem(const ApplyContext& c, const std::string& key
     if (auto bad = CheckEtcdConfValue(key, val)) {
       return BadRdzvItem(c, key, val, bad->problem, bad->example);
     }
-  } else {
-    // Only the key: a misspelt "pasword=..." must not show its value.
-    return Error{c.source + ": unknown key '" + key + "'",
-                 "accepted keys: timeout, join_timeout, last_call_timeout, close_timeout, "
-                 "read_timeout, is_host; with --rdzv-backend etcd also protocol, cacert, cert, "
-                 "key, etcd_prefix, user, password, password_file, lease_ttl (docs/etcd.md)"};
   }
+  // Any other key is accepted, as torchrun's backends ignore what they do not know (users'
+  // lines carry overlap_timeout=600 and the like); MakeLaunchSpec warns once, naming the
+  // keys and never their values (UnknownRdzvConfKeys).
   return std::nullopt;
 }
 

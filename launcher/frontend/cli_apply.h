@@ -44,6 +44,9 @@ std::optional<bool> ParseRdzvBool(const std::string& text);
 Result<int> ParsePort(const std::string& source, const std::string& value);
 Result<StdStreams> ParseStdStreams(const std::string& source, const std::string& value);
 bool IsRdzvKey(const std::string& key);
+/// The one warning about --rdzv-conf keys that are not gculaunch's (accepted and ignored, as
+/// torchrun's backends ignore them): it names the keys, never their values; "" when none.
+std::string UnknownRdzvConfKeys(const CliOptions& o);
 /// torch's comma_separated_list: the items of `text` split at ',', where ",," is a literal
 /// comma ("a,,b,c" -> {"a,b", "c"}; "a," -> {"a", ""}).
 std::vector<std::string> SplitCommaList(const std::string& text);
@@ -54,6 +57,7 @@ Status ApplyNnodes(const ApplyContext& c, CliOptions& o);
 Status ApplyNodeRank(const ApplyContext& c, CliOptions& o);
 Status ApplyMaxRestarts(const ApplyContext& c, CliOptions& o);
 Status ApplyRestartBackoff(const ApplyContext& c, CliOptions& o);
+Status ApplyMaxSameFailures(const ApplyContext& c, CliOptions& o);
 Status ApplyMasterAddr(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvEndpoint(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvBackend(const ApplyContext& c, CliOptions& o);

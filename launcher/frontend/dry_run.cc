@@ -8,6 +8,7 @@
 
 #include "base/text.h"
 #include "launcher/frontend/cpu_list.h"
+#include "launcher/frontend/ranks_python.h"
 #include "launcher/frontend/ranks_torch.h"
 
 namespace gculaunch {
@@ -17,6 +18,7 @@ struct RankView {
   int local_rank = 0;
   int rank = 0;
   std::vector<std::string> argv;
+  std::string console_prefix;              ///< ConsolePrefix
   std::map<std::string, std::string> env;  ///< set or overridden by gculaunch, and the contract
   std::vector<std::string> unchanged;      ///< contract variables the environment already held
 };
@@ -29,6 +31,7 @@ std::vector<RankView> Ranks(const LaunchSpec& spec, const EnvMap& base) {
     view.local_rank = local_rank;
     view.rank = spec.rank_offset + local_rank;
     view.argv = BuildRankArgv(spec, local_rank);
+    view.console_prefix = ConsolePrefix(spec, local_rank);
     const EnvMap env = BuildRankEnv(spec, base, local_rank, /*restart_count=*/0, runtime);
     view.env = base.ChangedIn(env);
     // Every variable of the rank contract is shown, also when the environment already held
@@ -230,6 +233,11 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
     out[stdout_stream ? "filtered_stdout" : "filtered_stderr"] = {
         {"file", FilteredFile(spec, stream)}, {"local_ranks", FilteredLocalRanks(spec, stream)}};
   }
+  if (!spec.interpreter_shim.empty()) {
+    out["python"] = {{"shim", spec.interpreter_shim},
+                     {"interpreter", spec.python},
+                     {"how", spec.interpreter_shim_how}};
+  }
   out["torch"] = TorchJson(spec.ranks_torch);
   const std::vector<RankView> ranks = Ranks(spec, base);
   std::vector<std::string> notes = AllNotes(spec);
@@ -241,6 +249,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
     rank["local_rank"] = view.local_rank;
     rank["rank"] = view.rank;
     rank["argv"] = view.argv;
+    rank["console_prefix"] = view.console_prefix;
     rank["env"] = nlohmann::ordered_json::object();
     for (const auto& [key, value] : view.env) rank["env"][key] = value;
     out["ranks"].push_back(std::move(rank));
@@ -304,6 +313,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   }
   out += "  cards:   " + cards + "\n";
   out += "  run id:  " + DryRunRuntime(spec).run_id + "\n";
+  if (!spec.interpreter_shim.empty()) out += "  python:  " + DescribeInterpreter(spec) + "\n";
   out += "  torch:   " + DescribeRanksTorch(spec.ranks_torch) + "\n";
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) {
     out += "  logs:    " + logs + "\n";
@@ -324,6 +334,9 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
     out += "rank " + std::to_string(view.rank) + " (local rank " + std::to_string(view.local_rank) +
            "):\n";
     out += "  argv: " + CommandLine(view.argv) + "\n";
+    if (!spec.log_line_prefix_template.empty()) {
+      out += "  console prefix: " + ShellQuote(view.console_prefix) + "\n";
+    }
     if (static_cast<size_t>(view.local_rank) < spec.rank_cpus.size()) {
       const auto rank = static_cast<size_t>(view.local_rank);
       out += "  cpus: " + FormatCpuList(spec.rank_cpus[rank]) + " (" + spec.rank_cpus_where[rank] +

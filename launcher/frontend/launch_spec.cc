@@ -22,7 +22,7 @@ Result<LaunchSpec> SpecBuilder::Build() {
         &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc,
         &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
         &SpecBuilder::Environment, &SpecBuilder::Output, &SpecBuilder::Extras,
-        &SpecBuilder::Metrics, &SpecBuilder::StoreAccess}) {
+        &SpecBuilder::Metrics, &SpecBuilder::StoreAccess, &SpecBuilder::LoopStop}) {
     if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
   }
   spec_.layout_sources = FormatLayoutSources(from_);
@@ -125,6 +125,14 @@ std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
 bool WantsLogFiles(const LaunchSpec& spec) {
   return !spec.log_dir.empty() || spec.redirects.any() || spec.tee.any() ||
          !spec.duplicate_stdout_filters.empty() || !spec.duplicate_stderr_filters.empty();
+}
+
+int LoggedStreams(const LaunchSpec& spec, int local_rank) {
+  // A --log-dir the user asked for keeps every rank's whole output (gculaunch's own rule).
+  if (!spec.log_dir.empty()) return StdStreams::kStdout | StdStreams::kStderr;
+  // The kept torchelastic_ directory in TMPDIR: torchrun's DefaultLogsSpecs, redirects |= tee,
+  // and only those streams get a file.
+  return spec.redirects.For(local_rank) | spec.tee.For(local_rank);
 }
 
 std::string FilteredLogName(FilteredStream stream) {

@@ -82,6 +82,13 @@ struct LaunchSpec {
   int max_restarts = 0;
   /// --restart-backoff: the wait before a restart after quick failures (initial_s 0: off).
   RestartBackoff restart_backoff;
+  /// --max-same-failures: the restarts stop on the N-th consecutive quick attempt that fails
+  /// as the one before, or (--progress-file) after N failed attempts without progress; 0: off
+  /// (launcher/run/failure_streak.h).
+  int max_same_failures = 3;
+  /// --progress-file: the file the ranks write their step or checkpoint number to; empty:
+  /// none.
+  std::string progress_file;
   StoreMode store_mode = StoreMode::kAgent;
   /// --worker-port as given (0: not given).  Only with kRank0, and already
   /// folded into master_port; kept so that a later multi-node rendezvous can
@@ -119,7 +126,15 @@ struct LaunchSpec {
   std::string executable;
   bool local_rank_arg = false;  ///< --local-rank-arg was given (see argv)
   std::string python;           ///< interpreter used; empty with --no-python
-  std::string python_origin;    ///< how it was chosen: "python3 on PATH", "--python", "PYTHON_EXEC"
+  std::string python_origin;    ///< how it was chosen: kPythonOnPath, "--python", "PYTHON_EXEC"
+  /// python3 on PATH was a version manager's shim whose interpreter is known (ranks_python.h):
+  /// the shim; `python`, `executable` and argv[0] are then the interpreter it runs.  Empty:
+  /// none (the ranks run `python` as found).
+  std::string interpreter_shim;
+  std::string interpreter_shim_how;  ///< how its interpreter was learnt (ranks_python.h)
+  /// With interpreter_shim: what the shim's exec would export to the ranks (PATH with the
+  /// interpreter's directory first, PYENV_VERSION), set over --env (BuildRankEnv).
+  std::vector<std::pair<std::string, std::string>> interpreter_env;
   /// The torch the ranks' interpreter finds, which picks the NCCL error-handling variable
   /// (ranks_torch.h).  MakeLaunchSpec leaves it kNotProbed (both variables); the launcher
   /// fills it in before the dry run and before the first attempt (launcher/sys/torch_probe.h).
@@ -153,6 +168,9 @@ struct LaunchSpec {
   std::vector<std::string> device_pool;  ///< card ids the ranks may use, in order
   std::string pool_source;               ///< where the pool came from, for notes/logs
   DeviceBind bind = DeviceBind::kAll;
+  /// --virtual-local-rank (torch 2.10+): every rank gets LOCAL_RANK=0; bind is kRank, so each
+  /// sees only its own card.
+  bool virtual_local_rank = false;
   /// --cpu-affinity and its plan (cpu_affinity.h): per local rank, the CPUs it
   /// may run on and why; both empty with kNone.
   CpuAffinity cpu_affinity = CpuAffinity::kNone;
@@ -174,6 +192,9 @@ struct LaunchSpec {
   StdStreams tee;                     ///< --tee: streams that go to the log files and the console
   double progress_interval_s = 30.0;  ///< --progress-interval: non-terminal console, \r updates
   std::vector<int> console_local_ranks;  ///< --local-ranks-filter; empty: all ranks
+  /// --log-line-prefix-template, else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE as torch reads it;
+  /// empty: the default "[rankN]: " (ConsolePrefix in rank_env.h).
+  std::string log_line_prefix_template;
   /// --duplicate-stdout-filters / --duplicate-stderr-filters: a teed stream of a rank shown
   /// on the console copies its lines that contain one of these to the attempt's
   /// filtered_stdout.log / filtered_stderr.log (FilteredLogRel); empty: no such file.
@@ -229,6 +250,14 @@ bool RunsAsCluster(const LaunchSpec& spec);
 /// [addr]:port.
 std::string FormatLayout(const LaunchSpec& spec);
 
+/// LaunchSpec::python_origin when nothing named the interpreter: the only case in which a
+/// version manager's shim is looked behind (ranks_python.h).
+inline constexpr char kPythonOnPath[] = "python3 on PATH";
+
+/// torch's variable for the console prefix template (torchrun reads it; --log-line-prefix-template
+/// wins).
+inline constexpr char kLogLinePrefixTemplateEnv[] = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
+
 /// The variable that may name the job secret's file instead of --job-secret-file; like the
 /// etcd password's variable, no rank inherits it.
 inline constexpr char kJobSecretFileEnv[] = "GCULAUNCH_JOB_SECRET_FILE";
@@ -261,6 +290,13 @@ std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id);
 /// --redirects/--tee/--duplicate-*-filters (without --log-dir, in a new kept
 /// torchelastic_ directory).
 bool WantsLogFiles(const LaunchSpec& spec);
+
+/// The streams (StdStreams bits) of the rank with `local_rank` that get a log file
+/// (stdout.log, stderr.log): both with --log-dir (gculaunch keeps every rank's whole output in
+/// the directory the user asked for); without it, in the kept torchelastic_ directory,
+/// torchrun's rule: the streams --redirects or --tee name for that rank, so a rank they map to
+/// 0 leaves no copy of its output in TMPDIR.
+int LoggedStreams(const LaunchSpec& spec, int local_rank);
 
 /// Which stream a --duplicate-*-filters file collects.
 enum class FilteredStream { kStdout, kStderr };

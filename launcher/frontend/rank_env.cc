@@ -1,6 +1,7 @@
 #include "launcher/frontend/rank_env.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/text.h"
 #include "launcher/frontend/cli.h"
@@ -19,32 +20,39 @@ bool IsIdentifierStart(char c) {
 }
 bool IsIdentifierChar(char c) { return IsIdentifierStart(c) || (c >= '0' && c <= '9'); }
 
-// torchrun substitutes with Python's string.Template(arg).safe_substitute(
-// local_rank=N), so the same rules apply here: "${local_rank}" and
-// "$local_rank" (not followed by an identifier character) become N, "$$"
-// becomes "$", and every other "$" sequence stays as it is.
-std::string SubstituteLocalRank(const std::string& arg, const std::string& value) {
+// torchrun substitutes with Python's string.Template(text).safe_substitute(...), so the same
+// rules apply here: "${name}" and "$name" (the longest identifier after '$') of a name in
+// `values` become its value, "$$" becomes "$", and every other "$" sequence stays as it is.
+std::string SafeSubstitute(const std::string& text,
+                           const std::vector<std::pair<std::string, std::string>>& values) {
+  auto lookup = [&values](const std::string& name) -> const std::string* {
+    for (const auto& [key, value] : values) {
+      if (key == name) return &value;
+    }
+    return nullptr;
+  };
   std::string out;
-  for (size_t i = 0; i < arg.size();) {
-    if (arg[i] != '$' || i + 1 == arg.size()) {
-      out += arg[i++];
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '$' || i + 1 == text.size()) {
+      out += text[i++];
       continue;
     }
-    const char next = arg[i + 1];
+    const char next = text[i + 1];
     if (next == '$') {
       out += '$';
       i += 2;
     } else if (IsIdentifierStart(next)) {
       size_t end = i + 1;
-      while (end < arg.size() && IsIdentifierChar(arg[end])) ++end;
-      const std::string name = arg.substr(i + 1, end - i - 1);
-      out += name == "local_rank" ? value : arg.substr(i, end - i);
+      while (end < text.size() && IsIdentifierChar(text[end])) ++end;
+      const std::string* value = lookup(text.substr(i + 1, end - i - 1));
+      out += value != nullptr ? *value : text.substr(i, end - i);
       i = end;
     } else if (next == '{') {
-      const size_t close = arg.find('}', i + 2);
-      const std::string name = close == std::string::npos ? "" : arg.substr(i + 2, close - i - 2);
-      if (name == "local_rank") {
-        out += value;
+      const size_t close = text.find('}', i + 2);
+      const std::string* value =
+          close == std::string::npos ? nullptr : lookup(text.substr(i + 2, close - i - 2));
+      if (value != nullptr) {
+        out += *value;
         i = close + 1;
       } else {
         out += '$';
@@ -121,6 +129,7 @@ std::vector<std::string> RankContractVariables(const LaunchSpec& spec) {
   }
   for (const auto& [key, value] : spec.profile.env) vars.push_back(key);
   for (const auto& [key, value] : spec.extra_env) vars.push_back(key);
+  for (const auto& [key, value] : spec.interpreter_env) vars.push_back(key);
   std::sort(vars.begin(), vars.end());
   vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
   return vars;
@@ -162,6 +171,8 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   for (const auto& [key, value] : spec.profile.env) env.Set(key, value);
   for (const auto& [key, value] : base.vars()) env.Set(key, value);
   for (const auto& [key, value] : spec.extra_env) env.Set(key, value);
+  // A shim's interpreter runs directly: the ranks get what the shim's exec would export.
+  for (const auto& [key, value] : spec.interpreter_env) env.Set(key, value);
   RemoveEtcdPassword(env);
   // Where the job secret lives is not itself secret, but a rank has no use for it either.
   env.Erase(kJobSecretFileEnv);
@@ -187,7 +198,8 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   // torchrun's per-rank contract (docs/worker-environment.md §1).
   // One role per launch, so the ROLE_* values equal the global ones.
   const int rank = spec.rank_offset + local_rank;
-  env.Set("LOCAL_RANK", std::to_string(local_rank));
+  // --virtual-local-rank: each rank sees one card, device 0, and torch 2.10's LOCAL_RANK=0.
+  env.Set("LOCAL_RANK", spec.virtual_local_rank ? "0" : std::to_string(local_rank));
   env.Set("RANK", std::to_string(rank));
   env.Set("GROUP_RANK", std::to_string(spec.node_rank));
   env.Set("ROLE_RANK", std::to_string(rank));
@@ -260,9 +272,21 @@ std::string FileTimerPath(const LaunchSpec& spec, const RankRuntime& runtime) {
 
 std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank) {
   std::vector<std::string> argv = spec.argv;
-  const std::string value = std::to_string(local_rank);
-  for (size_t i = 1; i < argv.size(); ++i) argv[i] = SubstituteLocalRank(argv[i], value);
+  const std::vector<std::pair<std::string, std::string>> values = {
+      {"local_rank", std::to_string(local_rank)}};
+  for (size_t i = 1; i < argv.size(); ++i) argv[i] = SafeSubstitute(argv[i], values);
   return argv;
+}
+
+std::string ConsolePrefix(const LaunchSpec& spec, int local_rank) {
+  const int rank = spec.rank_offset + local_rank;
+  if (spec.log_line_prefix_template.empty()) return "[rank" + std::to_string(rank) + "]: ";
+  // torch's LocalElasticAgent: Template(template).safe_substitute(role_name=, rank=,
+  // local_rank=); the result is written before each line as it is (no space added).
+  return SafeSubstitute(spec.log_line_prefix_template,
+                        {{"role_name", spec.role},
+                         {"rank", std::to_string(rank)},
+                         {"local_rank", std::to_string(local_rank)}});
 }
 
 std::string RankErrorFile(const RankRuntime& runtime, int restart_count, int local_rank) {

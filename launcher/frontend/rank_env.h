@@ -6,7 +6,9 @@
 // compares it with /proc/<pid>/environ).
 //
 // Layering of variables, lowest to highest:
-//   device profile env  <  the user's environment (`base`)  <  --env
+//   device profile env  <  the user's environment (`base`)  <  --env  <  what a version
+//   manager's shim would export when the ranks run its interpreter directly
+//   (spec.interpreter_env: PATH, PYENV_VERSION; ranks_python.h)
 //   then defaults that apply only when that merged environment lacks them:
 //     the NCCL error-handling variable the ranks' torch's torchrun sets
 //     (NcclErrorHandlingVariables(spec.ranks_torch) in ranks_torch.h: torch < 2.2
@@ -77,6 +79,14 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
 /// the number, "$$" becomes "$", any other "$..." is kept.  argv[0] (the
 /// interpreter, or the program with --no-python) is never substituted.
 std::vector<std::string> BuildRankArgv(const LaunchSpec& spec, int local_rank);
+
+/// What the console puts before each line of the rank with `local_rank`: "[rank<RANK>]: ", or
+/// with spec.log_line_prefix_template (--log-line-prefix-template, else
+/// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE) that template with torch's placeholders ${role_name},
+/// ${rank} (the global rank) and ${local_rank} replaced as BuildRankArgv replaces
+/// ${local_rank} (Python's safe_substitute rules), used as it is: a template without a
+/// placeholder is the same prefix for every rank, as in torch.
+std::string ConsolePrefix(const LaunchSpec& spec, int local_rank);
 
 /// The error file path of one rank in one attempt:
 /// "<rank_file_root>/attempt_<restart_count>/<local_rank>/error.json".

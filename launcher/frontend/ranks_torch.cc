@@ -123,7 +123,8 @@ def sig(path):
         return "error"
     return "%d:%d:%d:%d:%d" % (s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
 spec = importlib.util.find_spec("torch")
-out = {"version_file": None, "version_text": None, "checks": []}
+out = {"version_file": None, "version_text": None, "checks": [],
+       "executable": sys.executable, "pyenv_version": os.environ.get("PYENV_VERSION")}
 holder = None
 if spec is not None and spec.origin and os.path.isabs(spec.origin):
     pkg = os.path.dirname(os.path.abspath(spec.origin))
@@ -147,6 +148,8 @@ print("gculaunch-torch-probe: " + json.dumps(out))
 
 std::vector<std::string> TorchProbeArgv(const LaunchSpec& spec) {
   if (spec.python.empty()) return {};
+  // A shim's interpreter is the shim's answer: the probe asks the shim (ranks_python.h).
+  const std::string& python = spec.interpreter_shim.empty() ? spec.python : spec.interpreter_shim;
   // The rank's argv is {python, "-u", SCRIPT or "-m" MODULE or "-c" ..., ...}.
   const std::vector<std::string> argv = BuildRankArgv(spec, 0);
   std::string mode = "none";
@@ -157,7 +160,7 @@ std::vector<std::string> TorchProbeArgv(const LaunchSpec& spec) {
     mode = "script";
     where = argv[2];
   }
-  return {spec.python, "-c", kTorchProbeSource, mode, where};
+  return {python, "-c", kTorchProbeSource, mode, where};
 }
 
 std::optional<TorchProbeReport> ParseTorchProbeOutput(std::string_view out) {
@@ -180,6 +183,12 @@ std::optional<TorchProbeReport> ParseTorchProbeOutput(std::string_view out) {
       return std::nullopt;
     }
     report.checks.emplace_back(check[0].get<std::string>(), check[1].get<std::string>());
+  }
+  if (const auto exe = json.find("executable"); exe != json.end() && exe->is_string()) {
+    report.executable = exe->get<std::string>();
+  }
+  if (const auto pyenv = json.find("pyenv_version"); pyenv != json.end() && pyenv->is_string()) {
+    report.pyenv_version = pyenv->get<std::string>();
   }
   return report;
 }

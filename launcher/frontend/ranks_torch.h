@@ -60,7 +60,8 @@ std::string DescribeRanksTorch(const RanksTorch& torch);
 
 /// The probe: `python -c kTorchProbeSource MODE WHERE` (TorchProbeArgv) prints
 /// "gculaunch-torch-probe: " and one JSON object: {"version_file": path or null,
-/// "version_text": its first 64 KiB or null, "checks": [[path, signature], ...]}.  The checks
+/// "version_text": its first 64 KiB or null, "checks": [[path, signature], ...],
+/// "executable": sys.executable, "pyenv_version": PYENV_VERSION or null}.  The checks
 /// are version.py and, in every sys.path entry before the one holding torch (all of them when
 /// there is none), each name torch could have there (torch, torch.py, torch.<suffix>; a
 /// non-directory entry itself), each with its identity as the interpreter sees it
@@ -71,13 +72,16 @@ std::string DescribeRanksTorch(const RanksTorch& torch);
 /// "cwd": sys.path[0] is the current directory (python -m); "none": sys.path as -c leaves it.
 extern const char kTorchProbeSource[];
 
-/// The probe's command line for the spec's interpreter, or empty with --no-python.
+/// The probe's command line for the spec's interpreter (the shim, when the spec runs a shim's
+/// interpreter directly), or empty with --no-python.
 std::vector<std::string> TorchProbeArgv(const LaunchSpec& spec);
 
 struct TorchProbeReport {
   std::string version_file;  ///< torch/version.py beside the spec's origin; "": no torch
   std::optional<std::string> version_text;                  ///< its text, when it could be read
   std::vector<std::pair<std::string, std::string>> checks;  ///< (path, signature)
+  std::string executable;     ///< sys.executable: the interpreter itself, behind any shim
+  std::string pyenv_version;  ///< PYENV_VERSION as the interpreter saw it; empty: unset
 };
 
 /// The report in the probe's stdout (its last marked line), or nullopt.

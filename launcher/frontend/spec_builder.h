@@ -68,6 +68,7 @@ class SpecBuilder {
   Error NoCards(const std::string& what, bool suggest_number) const;
   Status Nproc();
   Status Cards();
+  Status VirtualLocalRank();
   std::vector<std::optional<DeviceFile>> RankCards() const;
   Status Affinity();
   // ---- the program, hangs, the environment, output, metrics, the store's access and the rest
@@ -85,9 +86,11 @@ class SpecBuilder {
   /// with a warning (torchrun ignores them: launch lines written for 8 cards run on fewer).
   StdStreams LocalStreams(const std::string& name, const std::optional<StdStreams>& streams);
   Status Output();
+  void LogLinePrefix();
   Status Metrics();
   Status StoreAccess();
   Status Extras();
+  Status LoopStop();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;

@@ -241,20 +241,10 @@ Status SpecBuilder::Nproc() {
 
 Status SpecBuilder::Cards() {
   spec_.bind = o_.bind.value_or(DeviceBind::kAll);
-  if (o_.virtual_local_rank) {
-    if (o_.bind == DeviceBind::kAll) {
-      return Error{o_.Source("virtual-local-rank") + " and " + o_.Source("bind") +
-                       " all conflict: a virtual local rank sees only its own card",
-                   "drop one of them"};
-    }
-    spec_.bind = DeviceBind::kRank;
-    Note(o_.Source("virtual-local-rank") +
-         " is done as --bind rank: each rank sees only its card, as device index 0 "
-         "(GCULAUNCH_DEVICE_INDEX); LOCAL_RANK keeps the rank's real local rank");
-  }
+  if (Status virtual_rank = VirtualLocalRank(); !virtual_rank.ok()) return virtual_rank;
   const int nproc = spec_.nproc_per_node;
   if (!UsesCards()) {
-    if (spec_.bind == DeviceBind::kRank) {
+    if (spec_.bind == DeviceBind::kRank && !spec_.virtual_local_rank) {
       Note(o_.Source("bind") + " rank has no effect: device " + spec_.profile.name +
            " has no cards");
     }
@@ -275,16 +265,53 @@ Status SpecBuilder::Cards() {
   const int cards = static_cast<int>(spec_.device_pool.size());
   if (nproc <= cards) return OkStatus();
   if (spec_.bind == DeviceBind::kRank) {
-    Error error{o_.Source("bind") + " rank: " + std::to_string(nproc) + " ranks need " +
-                    std::to_string(nproc) + " cards but the pool has " + std::to_string(cards) +
-                    " (" + spec_.pool_source + ")",
-                "use --nproc-per-node " + std::to_string(cards) + " or fewer, or --bind all"};
+    const std::string flag =
+        spec_.virtual_local_rank ? o_.Source("virtual-local-rank") : o_.Source("bind") + " rank";
+    Error error{flag + ": " + std::to_string(nproc) + " ranks need " + std::to_string(nproc) +
+                    " cards but the pool has " + std::to_string(cards) + " (" + spec_.pool_source +
+                    ")",
+                "use --nproc-per-node " + std::to_string(cards) + " or fewer, or " +
+                    (spec_.virtual_local_rank ? std::string("give the pool more cards")
+                                              : std::string("--bind all"))};
     if (!spec_.dry_run) return error;
     Note(error.what + "; a real launch stops here");
   } else {
     Note(std::to_string(nproc) + " ranks on " + std::to_string(cards) +
          " cards: ranks share cards round-robin (GCULAUNCH_DEVICE)");
   }
+  return OkStatus();
+}
+
+// --virtual-local-rank, as torch 2.10's LocalElasticAgent does it: every rank gets
+// LOCAL_RANK=0 and sees only its own card, the pool's entry for its local rank (torch maps
+// the rank through CUDA_VISIBLE_DEVICES when it is set, else uses the rank's number; the
+// pool is exactly that here), in each of the profile's visible-devices variables.  Done as
+// --bind rank plus the LOCAL_RANK rule (BuildRankEnv).
+Status SpecBuilder::VirtualLocalRank() {
+  if (!o_.virtual_local_rank) return OkStatus();
+  const std::string flag = o_.Source("virtual-local-rank");
+  if (o_.bind == DeviceBind::kAll) {
+    return Error{flag + " and " + o_.Source("bind") +
+                     " all conflict: a virtual local rank sees only its own card",
+                 "drop one of them"};
+  }
+  spec_.virtual_local_rank = true;
+  spec_.bind = DeviceBind::kRank;
+  const DeviceProfile& profile = spec_.profile;
+  if (!UsesCards()) {
+    Note(flag + " with device " + profile.name +
+         ": every rank gets LOCAL_RANK=0; there is no card to hide, so no visible-devices "
+         "variable is set (torchrun would still set CUDA_VISIBLE_DEVICES to the rank's local "
+         "rank, which only CUDA reads); RANK and GCULAUNCH_* keep telling the ranks apart");
+    return OkStatus();
+  }
+  const std::string vars = profile.visible_env.empty()
+                               ? std::string("no visible-devices variable (the profile has none)")
+                               : Join(profile.visible_env, " and ");
+  Note(flag +
+       ": every rank gets LOCAL_RANK=0 and sees only its own card, the pool's entry for "
+       "its local rank, in " +
+       vars + " (device index 0, GCULAUNCH_DEVICE_INDEX=0), as torch 2.10+ does");
   return OkStatus();
 }
 

@@ -121,7 +121,7 @@ Status SpecBuilder::Program() {
               fix});
     if (!python.ok()) return python.error();
     spec_.python = *python;
-    spec_.python_origin = source.empty() ? "python3 on PATH" : source;
+    spec_.python_origin = source.empty() ? kPythonOnPath : source;
     spec_.executable = *python;
     Note("interpreter " + *python + " (" + spec_.python_origin + ")");
     argv = {*python, "-u"};
@@ -364,6 +364,7 @@ Status SpecBuilder::Output() {
     }
     spec_.console_local_ranks = *o_.local_ranks_filter;
   }
+  LogLinePrefix();
   SetDuplicateFilters(o_, FilteredStream::kStdout, spec_);
   SetDuplicateFilters(o_, FilteredStream::kStderr, spec_);
   spec_.stdin_mode = o_.stdin_mode.value_or(StdinMode::kNull);
@@ -374,6 +375,21 @@ Status SpecBuilder::Output() {
   }
   spec_.dry_run_format = o_.format.value_or(DryRunFormat::kTable);
   return OkStatus();
+}
+
+// The console prefix template: the flag, else torch's variable (an empty one means the
+// default there too: torch tests the template for truth).
+void SpecBuilder::LogLinePrefix() {
+  std::string source = o_.Source("log-line-prefix-template");
+  spec_.log_line_prefix_template = o_.log_line_prefix_template.value_or("");
+  if (!o_.log_line_prefix_template) {
+    spec_.log_line_prefix_template = env_.GetOr(kLogLinePrefixTemplateEnv, "");
+    source = kLogLinePrefixTemplateEnv;
+  }
+  if (spec_.log_line_prefix_template.empty()) return;
+  Note(source + ": each console line of a rank starts with '" + ConsolePrefix(spec_, 0) +
+       "' (rank " + std::to_string(spec_.rank_offset) + "), torch's template with ${role_name}, " +
+       "${rank} and ${local_rank} replaced, instead of '[rankN]: '");
 }
 
 // --metrics-port and --metrics-addr (docs/operations.md).  The address is checked when it
@@ -505,6 +521,28 @@ void SpecBuilder::SignalsToHandle(const std::vector<std::string>& names) {
     Note(flag + ": " + Join(kept, ", ") +
          " keep gculaunch's own handling (they do not stop the ranks)");
   }
+}
+
+// --max-same-failures and --progress-file: when restarting is pointless (docs/runtime.md,
+// "When restarts stop early").  The file is the ranks'; gculaunch reads it only after a
+// failed attempt (launcher/run/progress_file.h), so it need not exist now.
+Status SpecBuilder::LoopStop() {
+  spec_.max_same_failures = o_.max_same_failures.value_or(3);
+  if (!o_.progress_file) return OkStatus();
+  if (spec_.max_same_failures == 0) {
+    return Error{o_.Source("progress-file") + " needs --max-same-failures N, but " +
+                     o_.Source("max-same-failures") + " is 0 (off)",
+                 "drop --max-same-failures 0 (the default is 3), or drop --progress-file"};
+  }
+  spec_.progress_file = *o_.progress_file;
+  Note("--progress-file " + spec_.progress_file + ": read after each failed attempt; " +
+       std::to_string(spec_.max_same_failures) +
+       " failed attempts in a row without a higher number there stop the restarts "
+       "(--max-same-failures)" +
+       (spec_.nnodes > 1 ? "; several nodes: node 0 decides from the highest number any node "
+                           "read"
+                         : ""));
+  return OkStatus();
 }
 
 }  // namespace gculaunch

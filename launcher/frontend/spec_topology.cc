@@ -146,6 +146,9 @@ Status SpecBuilder::Topology() {
     spec_.run_id = "none";  // torchrun's static-rendezvous default
   }
   spec_.rdzv_conf = o_.rdzv_conf;
+  if (std::string unknown = cli_flags::UnknownRdzvConfKeys(o_); !unknown.empty()) {
+    spec_.warnings.push_back(std::move(unknown));
+  }
   return OkStatus();
 }
 

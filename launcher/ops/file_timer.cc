@@ -71,13 +71,20 @@ std::optional<FileTimerRequest> ParseFileTimerRequest(std::string_view line) {
   return r;
 }
 
-void FileTimerTable::Apply(const FileTimerRequest& request) {
-  const auto key = std::make_pair(request.pid, request.scope_id);
+bool FileTimerTable::Apply(const FileTimerRequest& request) {
+  auto key = std::make_pair(request.pid, request.scope_id);
   if (request.expiration_time < 0) {
     timers_.erase(key);
-  } else {
-    timers_[key] = request;
+    return true;
   }
+  auto held = timers_.find(key);
+  if (held != timers_.end()) {
+    held->second = request;
+    return true;
+  }
+  if (timers_.size() >= kMaxTimers) return false;
+  timers_.emplace(std::move(key), request);
+  return true;
 }
 
 std::map<pid_t, FileTimerRequest> FileTimerTable::TakeExpired(double now) {
@@ -121,6 +128,15 @@ Result<std::unique_ptr<FileTimerServer>> FileTimerServer::Start(boost::asio::io_
         "TORCHELASTIC_ENABLE_FILE_TIMER: cannot open the FIFO " + path + ": " + std::strerror(err),
         "check the permissions of its directory"};
   }
+  // O_NOFOLLOW kept a link out; fstat makes sure the descriptor is the FIFO made above and
+  // not something put in its place between mkfifo and open.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return Error{"TORCHELASTIC_ENABLE_FILE_TIMER: " + path +
+                     " was replaced by something other than gculaunch's FIFO while it was opened",
+                 "set TORCHELASTIC_TIMER_FILE to a path in a directory only you can write"};
+  }
   std::unique_ptr<FileTimerServer> server(new FileTimerServer(io, path, fd, std::move(reaper)));
   server->Read();
   server->Check();
@@ -148,13 +164,21 @@ void FileTimerServer::Read() {
         for (size_t end; (end = partial_.find('\n', start)) != std::string::npos; start = end + 1) {
           if (auto request =
                   ParseFileTimerRequest(std::string_view(partial_).substr(start, end - start))) {
-            table_.Apply(*request);
+            Accept(*request);
           }
         }
         partial_.erase(0, start);
         if (partial_.size() > kMaxLine) partial_.clear();  // not a request: drop it
         Read();
       }));
+}
+
+void FileTimerServer::Accept(const FileTimerRequest& request) {
+  if (table_.Apply(request) || warned_full_ || !warn_) return;
+  warned_full_ = true;  // once: a rank that floods the table must not flood the log too
+  warn_("TORCHELASTIC_ENABLE_FILE_TIMER: " + std::to_string(FileTimerTable::kMaxTimers) +
+        " timers are held; new ones are ignored, the first from pid " +
+        std::to_string(request.pid));
 }
 
 void FileTimerServer::Check() {

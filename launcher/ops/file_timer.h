@@ -54,8 +54,14 @@ std::optional<FileTimerRequest> ParseFileTimerRequest(std::string_view line);
 /// The timers, pure: requests in, expired timers out.
 class FileTimerTable {
  public:
-  /// Acquires, renews or (expiration_time < 0) releases the timer (pid, scope_id).
-  void Apply(const FileTimerRequest& request);
+  /// The most timers held at once: a rank that acquires timers under ever new scope names
+  /// cannot grow gculaunch without end (each may hold a 4 KiB name).  torch's ranks hold one
+  /// per scope they are inside, a handful each.
+  static constexpr size_t kMaxTimers = 1024;
+
+  /// Acquires, renews or (expiration_time < 0) releases the timer (pid, scope_id).  False
+  /// when a new timer was refused because kMaxTimers are held.
+  bool Apply(const FileTimerRequest& request);
   /// The pids with a timer expired at `now` (unix seconds), each with its earliest expired
   /// timer that has a signal > 0 (torchrun's choice); every timer of those pids is removed,
   /// also when none has a signal (they are then not reaped, as in torchrun).
@@ -71,8 +77,10 @@ class FileTimerServer {
   /// Called for each expired timer with a signal: the pid, the signal, the scope.
   using Reaper = std::function<void(const FileTimerRequest& expired)>;
 
-  /// Creates the FIFO at `path` (an existing file there is replaced, as torchrun does) and
-  /// starts reading it.  The error names the path and errno.
+  /// Creates the FIFO at `path` (only a FIFO of this user left there by an earlier run is
+  /// replaced; anything else is an error) and starts reading it.  The descriptor is opened
+  /// without following a link and checked to be that FIFO.  The error names the path and
+  /// the reason.
   static Result<std::unique_ptr<FileTimerServer>> Start(boost::asio::io_context& io,
                                                         const std::string& path, Reaper reaper);
   ~FileTimerServer();
@@ -80,10 +88,13 @@ class FileTimerServer {
   FileTimerServer& operator=(const FileTimerServer&) = delete;
 
   const FileTimerTable& table() const { return table_; }
+  /// Where the one warning about a full timer table goes; none: nowhere.
+  void set_warn(std::function<void(const std::string&)> warn) { warn_ = std::move(warn); }
 
  private:
   FileTimerServer(boost::asio::io_context& io, std::string path, int fd, Reaper reaper);
   void Read();
+  void Accept(const FileTimerRequest& request);
   void Check();
 
   std::string path_;
@@ -91,6 +102,8 @@ class FileTimerServer {
   boost::asio::steady_timer timer_;
   Reaper reaper_;
   FileTimerTable table_;
+  std::function<void(const std::string&)> warn_;
+  bool warned_full_ = false;
   std::string partial_;
   std::array<char, 4096> buffer_{};
   LifetimeGuard lifetime_;  ///< last member

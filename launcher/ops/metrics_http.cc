@@ -46,8 +46,13 @@ class MetricsHttpConn;
 // The acceptor and the set of live connections, shared with the pending handlers.
 class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
  public:
-  MetricsHttpCore(asio::io_context& io, MetricsHttpServer::Render render)
-      : io_(io), acceptor_(io), render_(std::move(render)), backoff_(io, "the metrics endpoint") {}
+  MetricsHttpCore(asio::io_context& io, MetricsHttpServer::Render render,
+                  MetricsHttpServer::Ready ready)
+      : io_(io),
+        acceptor_(io),
+        render_(std::move(render)),
+        ready_(std::move(ready)),
+        backoff_(io, "the metrics endpoint") {}
 
   void Start(rendezvous::ListenSocket listener) {
     port_ = listener.port();
@@ -62,10 +67,12 @@ class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
   /// a slow head) to make room; false when every connection is busy answering.
   bool EvictOldestWaiting();
   std::string Render() const { return render_(); }
+  Readiness Ready() const { return ready_(); }
 
   asio::io_context& io_;
   tcp::acceptor acceptor_;
   MetricsHttpServer::Render render_;
+  MetricsHttpServer::Ready ready_;
   std::uint16_t port_ = 0;
   bool stopped_ = false;
   std::unordered_set<MetricsHttpConn*> conns_;
@@ -147,22 +154,7 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
     res->keep_alive(req.keep_alive());
     res->set(http::field::server, "gculaunch");
     const bool head = req.method() == http::verb::head;
-    std::string_view target(req.target().data(), req.target().size());
-    if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-    if (req.method() != http::verb::get && !head) {
-      res->result(http::status::method_not_allowed);
-      res->set(http::field::allow, "GET, HEAD");
-      res->set(http::field::content_type, "text/plain; charset=utf-8");
-      res->body() = "only GET and HEAD are served\n";
-    } else if (target != "/metrics") {
-      res->result(http::status::not_found);
-      res->set(http::field::content_type, "text/plain; charset=utf-8");
-      res->body() = "not found: the metrics are at /metrics\n";
-    } else {
-      res->result(http::status::ok);
-      res->set(http::field::content_type, kContentType);
-      res->body() = core_->Render();
-    }
+    Answer(req.method(), std::string_view(req.target().data(), req.target().size()), *res);
     res->prepare_payload();
     if (head) res->body().clear();  // Content-Length stays that of the body a GET gets
     stream_.expires_after(kIdle);
@@ -175,6 +167,33 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
           }
           self->WaitForRequest();
         });
+  }
+
+  // The response to `method` on `target` (its query ignored), body included.
+  void Answer(http::verb method, std::string_view target,
+              http::response<http::string_body>& res) const {
+    if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    if (method != http::verb::get && method != http::verb::head) {
+      res.result(http::status::method_not_allowed);
+      res.set(http::field::allow, "GET, HEAD");
+      res.body() = "only GET and HEAD are served\n";
+    } else if (target == "/metrics") {
+      res.result(http::status::ok);
+      res.set(http::field::content_type, kContentType);
+      res.body() = core_->Render();
+    } else if (target == "/healthz") {
+      // Answered on the event loop, so an answer is the proof that the loop runs.
+      res.result(http::status::ok);
+      res.body() = "ok\n";
+    } else if (target == "/readyz") {
+      const Readiness ready = core_->Ready();
+      res.result(ready.ready ? http::status::ok : http::status::service_unavailable);
+      res.body() = ready.Line() + "\n";
+    } else {
+      res.result(http::status::not_found);
+      res.body() = "not found: the metrics are at /metrics, the probes at /healthz and /readyz\n";
+    }
   }
 
   std::shared_ptr<MetricsHttpCore> core_;
@@ -253,8 +272,8 @@ Result<rendezvous::ListenSocket> MetricsHttpServer::Bind(const std::string& addr
 }
 
 MetricsHttpServer::MetricsHttpServer(asio::io_context& io, rendezvous::ListenSocket socket,
-                                     Render render)
-    : core_(std::make_shared<MetricsHttpCore>(io, std::move(render))) {
+                                     Render render, Ready ready)
+    : core_(std::make_shared<MetricsHttpCore>(io, std::move(render), std::move(ready))) {
   core_->Start(std::move(socket));
 }
 

@@ -1,7 +1,10 @@
 // MetricsHttpServer: --metrics-port's HTTP server on the job's io_context (Boost.Beast).
 //
 //   GET /metrics   200, the Prometheus text format (metrics.h) that `render` returns now
-//   HEAD /metrics  the same headers, no body
+//   GET /healthz   200 "ok": the event loop answers (a liveness probe)
+//   GET /readyz    200 "ready: ..." or 503 "not ready: ...", one line from `ready`
+//                  (readiness.h: a readiness or startup probe)
+//   HEAD           the same headers, no body
 //   other paths    404 with a one-line hint; other methods 405
 // HTTP/1.0 and 1.1, keep-alive honoured.  Untrusted input, bounded: a request head over 8 KiB,
 // a head not complete 5 s after it began (a fresh connection's head: 5 s after the accept),
@@ -14,7 +17,7 @@
 //
 // Ownership: owns the acceptor; each connection keeps itself alive through its pending
 // handlers and ends when the io_context stops or Stop() closes the acceptor and it is idle.
-// `render` must stay callable while the server lives.
+// `render` and `ready` must stay callable while the server lives.
 // Thread safety: the io_context's thread only.
 #pragma once
 
@@ -26,6 +29,7 @@
 
 #include "base/error.h"
 #include "launcher/ops/accept_backoff.h"
+#include "launcher/ops/readiness.h"
 #include "rendezvous/listener.h"
 
 namespace gculaunch {
@@ -35,12 +39,14 @@ class MetricsHttpCore;
 class MetricsHttpServer {
  public:
   using Render = std::function<std::string()>;
+  using Ready = std::function<Readiness()>;
 
   /// Binds addr:port (port 0: a free one), before the event loop exists, as the store's port
   /// is.  The error names the flag, the address and the reason ("Address already in use").
   static Result<rendezvous::ListenSocket> Bind(const std::string& addr, std::uint16_t port);
-  /// Serves the bound socket on `io`.
-  MetricsHttpServer(boost::asio::io_context& io, rendezvous::ListenSocket socket, Render render);
+  /// Serves the bound socket on `io`: /metrics from `render`, /readyz from `ready`.
+  MetricsHttpServer(boost::asio::io_context& io, rendezvous::ListenSocket socket, Render render,
+                    Ready ready);
   ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

@@ -1,32 +1,39 @@
 #include "launcher/ops/stack_dumper.h"
 
-#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
-#include <fstream>
 
 #include "launcher/sys/proc_signals.h"
 #include "launcher/sys/process_group.h"
+#include "launcher/sys/safe_files.h"
 
 namespace gculaunch {
 namespace {
 
-std::string ReadFrom(const std::string& path, long long offset, long long end) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file || end <= offset) return "";
-  file.seekg(offset);
-  std::string text(static_cast<size_t>(end - offset), '\0');
-  file.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(file.gcount()));
-  return text;
+// What the rank appended between `offset` and `end`: through sys::ReadRankFile's rules (no
+// link, no FIFO, the job's user's file only), at most kMaxDumpBytes.
+std::string ReadDump(const std::string& path, long long offset, long long end) {
+  if (end <= offset) return "";
+  sys::RankFileRules rules;
+  rules.owner = ::geteuid();
+  rules.offset = static_cast<off_t>(offset);
+  rules.limit = std::min(static_cast<size_t>(end - offset), kMaxDumpBytes);
+  auto read = sys::ReadRankFile(path, rules);
+  if (!read.ok() || !read->found) return "";
+  if (static_cast<size_t>(end - offset) > kMaxDumpBytes) {
+    read->text +=
+        "\n[gculaunch: the dump is cut at " + std::to_string(kMaxDumpBytes >> 20) + " MiB]\n";
+  }
+  return std::move(read->text);
 }
 
 }  // namespace
 
 long long FileSize(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return -1;
-  return static_cast<long long>(st.st_size);
+  const auto st = sys::StatRankFile(path, ::geteuid());
+  return st ? static_cast<long long>(st->size) : -1;
 }
 
 StackDumper::StackDumper(boost::asio::io_context& io, Options options)
@@ -64,7 +71,8 @@ void StackDumper::StartNext() {
                    " (not a Python rank started by gculaunch, python -S or -I, a wrapper that "
                    "does not exec Python, or still starting up); not signalled";
     } else if ((p.start_size = FileSize(t.file)) < 0) {
-      p.dump.why = "the hook's file " + t.file + " is missing; not signalled";
+      p.dump.why = "the hook's file " + t.file +
+                   " is missing or not a regular file of the job's user; not signalled";
     } else if (!sys::SignalProcess(t.pid, t.signal)) {
       p.dump.why = "pid " + std::to_string(t.pid) + " has exited";
     } else {
@@ -93,7 +101,7 @@ void StackDumper::Poll() {
       p.waiting = false;
       if (grew) {
         p.dump.ok = true;
-        p.dump.text = ReadFrom(p.file, p.start_size, p.last_size);
+        p.dump.text = ReadDump(p.file, p.start_size, p.last_size);
       } else {
         p.dump.why = "no dump within " + std::to_string(options_.bound.count()) +
                      " ms of the signal (the process may be stopped, or in uninterruptible "

@@ -11,7 +11,10 @@
 //      would write into the same file);
 //   3. polls the file's size every `poll` until it grew and then stayed the same for
 //      `quiet` (faulthandler writes no end marker), at most `bound` in all; what was
-//      appended is the dump.  A rank that wrote nothing by then is reported ("no dump").
+//      appended is the dump, at most kMaxDumpBytes of it.  A rank that wrote nothing by then
+//      is reported ("no dump").  The file is looked at and read by the rules for files a
+//      rank can replace (sys::ReadRankFile: never through a link, never a FIFO or another
+//      user's file).
 // Requests are served one at a time, in order (two dumps at once would interleave in the
 // same files).
 //
@@ -25,6 +28,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <string>
@@ -90,7 +94,12 @@ class StackDumper {
   LifetimeGuard lifetime_;  ///< last member
 };
 
-/// The file's size in bytes, -1 when it cannot be read.
+/// The most of one rank's dump that is kept: faulthandler writes at most 100 threads of 100
+/// frames, far less in practice; a file that grew by more holds something else.
+inline constexpr size_t kMaxDumpBytes = size_t{1} << 20;
+
+/// The size in bytes of the hook's file, -1 when it is missing or not a regular file of the
+/// job's user (a link, a FIFO: sys::StatRankFile).
 long long FileSize(const std::string& path);
 
 }  // namespace gculaunch

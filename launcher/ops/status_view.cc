@@ -124,6 +124,11 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
   j["next_restart_in_s"] =
       waiting ? nlohmann::ordered_json(Round3(std::max(0.0, s.next_restart_time - in.now)))
               : nlohmann::ordered_json();
+  // The same answer /readyz gives (readiness.h).
+  j["ready"] =
+      in.readiness ? nlohmann::ordered_json(in.readiness->ready) : nlohmann::ordered_json();
+  j["ready_reason"] =
+      in.readiness ? nlohmann::ordered_json(in.readiness->reason) : nlohmann::ordered_json();
   j["ranks"] = nlohmann::ordered_json::array();
   for (const RankStatus& r : s.ranks) j["ranks"].push_back(nlohmann::ordered_json(RankJson(in, r)));
   j["standbys"] = nlohmann::ordered_json::array();
@@ -157,6 +162,10 @@ std::string StatusText(const nlohmann::json& st) {
   }
   out += "\n";
   if (auto layout = st.value("layout", std::string()); !layout.empty()) out += layout + "\n";
+  if (const auto ready = st.value("ready", nlohmann::json()); ready.is_boolean()) {
+    out += std::string(ready.get<bool>() ? "ready: " : "not ready: ") +
+           Cell(st.value("ready_reason", nlohmann::json())) + "\n";
+  }
   std::vector<std::vector<std::string>> ranks = {
       {"RANK", "LOCAL", "PID", "STATE", "CPU%", "CPU_S", "RSS_MB", "UPTIME_S", "LAST_OUTPUT_S"}};
   // value(), not []: the text view also reads the answer of another gculaunch version, which

@@ -12,8 +12,10 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "launcher/ops/readiness.h"
 #include "launcher/ops/status_model.h"
 #include "launcher/run/standby_pool.h"
 #include "launcher/sys/status_proc.h"
@@ -29,6 +31,7 @@ struct StatusInput {
   std::map<pid_t, sys::ProcSample> procs;  ///< by pid; a rank missing here shows no CPU/RSS
   std::map<int, double> progress_age_s;    ///< by global rank
   std::vector<StandbyStatus> standbys;     ///< --warm-ranks: the live standbys
+  std::optional<Readiness> readiness;      ///< what /readyz answers now (readiness.h)
 };
 
 nlohmann::ordered_json StatusJson(const StatusInput& in);

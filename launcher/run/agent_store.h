@@ -58,6 +58,7 @@ class AgentStore : public AttemptObserver {
   void Stop();
 
   rendezvous::Server& server() { return server_; }
+  const rendezvous::Server& server() const { return server_; }
 
  private:
   spdlog::logger& log_;

@@ -122,6 +122,8 @@ bool Earlier(const RootCause& a, double a_reaped, bool a_running, const RootCaus
   return a_running && !b_running;
 }
 
+}  // namespace
+
 // The earliest candidate (the first one on a complete tie).
 std::optional<RootCause> FindRootCause(const SummaryInput& in) {
   std::optional<RootCause> best;
@@ -140,6 +142,8 @@ std::optional<RootCause> FindRootCause(const SummaryInput& in) {
   }
   return best;
 }
+
+namespace {
 
 // ---- hints ----
 
@@ -267,6 +271,7 @@ std::vector<std::string> TextLines(const SummaryInput& in, const std::optional<R
   if (in.final_state.cause == StopCause::kSignal) {
     t.push_back("stopped by " + SignalName(in.final_state.stop_signal));
   }
+  if (!in.final_state.loop_stop.empty()) t.push_back(in.final_state.loop_stop);
   if (in.final_state.cause == StopCause::kHang) {
     t.push_back(
         "the ranks were stopped because the job hung (--hang-timeout); their stacks "
@@ -419,6 +424,7 @@ std::string OutcomeName(const SummaryInput& input) {
   if (!input.job_outcome.empty() && input.final_state.cause != StopCause::kSignal) {
     return input.job_outcome;
   }
+  if (!input.final_state.loop_stop.empty()) return "same_failure";
   switch (input.final_state.cause) {
     case StopCause::kSuccess:
       return "success";

@@ -28,8 +28,9 @@
 // is set), `parent_error` is the root cause in the nested form with
 // "errorCode" (the exit code) added, as torchrun writes it.
 //
-// The reading of files and the writing of the outputs happen in the caller
-// (launcher/app/launch.cc); this module does no I/O.
+// The error files are read once, by the worker group when each rank exits (the text is in
+// the rank's record, rank_record.h); the outputs are written by the caller
+// (launcher/app/launch.cc).  This module does no I/O.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -70,10 +71,11 @@ struct SummaryInput {
   int restarts = 0;
   int max_restarts = 0;
   std::vector<RankRecord> records;  ///< every attempt
-  /// Contents of the error files that existed, by (restart_count, local_rank).
+  /// Contents of the error files that were read (RankRecord::error_text), by (restart_count,
+  /// local_rank).
   std::map<std::pair<int, int>, std::string> error_files;
-  /// Their modification times (stat st_mtim), unix nanoseconds; a file missing here is
-  /// ordered by its rank's reap time.
+  /// Their modification times (st_mtim of the descriptor they were read through), unix
+  /// nanoseconds; a file missing here is ordered by its rank's reap time.
   std::map<std::pair<int, int>, std::int64_t> error_file_mtime_ns;
   std::vector<sys::ProcInfo> stuck;
   std::optional<Error> start_error;
@@ -132,7 +134,13 @@ inline constexpr std::string_view kNoLibuvMessage =
 
 ExitSummary BuildExitSummary(const SummaryInput& input);
 
-/// "success", "rank_failed", "signal", "spawn_failed", "stuck" or "internal"; in a
+/// The root cause among the ranks of attempt `input.restarts` (the file comment's rule);
+/// none when no rank of it failed by itself.  BuildExitSummary's choice, and the failing rank
+/// of an attempt's failure signature (failure_signature.h).
+std::optional<RootCause> FindRootCause(const SummaryInput& input);
+
+/// "success", "rank_failed", "same_failure" (the failure streak ended the loop:
+/// PolicyState::loop_stop), "signal", "spawn_failed", "stuck" or "internal"; in a
 /// multi-node job the job's outcome (SummaryInput::job_outcome) unless stuck or signalled.
 std::string OutcomeName(const SummaryInput& input);
 

@@ -46,10 +46,7 @@ void RankPlanner::ApplyLayout(const Layout& layout) {
 }
 
 Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
-  if (ranks_torch_source_) {
-    spec_.ranks_torch = ranks_torch_source_();
-    ranks_torch_source_ = nullptr;
-  }
+  planned_ = Planned{spec_.world_size, restarts_ >= 0 ? restarts_ : restart_count};
   std::vector<RankLaunch> ranks;
   // --duplicate-*-filters: the local ranks whose lines are matched against the filters.
   const std::vector<int> stdout_feeders = FilteredLocalRanks(spec_, FilteredStream::kStdout);
@@ -58,6 +55,7 @@ Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
     RankLaunch r;
     r.local_rank = lr;
     r.rank = spec_.rank_offset + lr;
+    r.console_prefix = ConsolePrefix(spec_, lr);
     r.program = spec_.executable;
     r.argv = BuildRankArgv(spec_, lr);
     EnvMap env = BuildRankEnv(spec_, base_, lr, restart_count, runtime_);
@@ -95,8 +93,9 @@ Result<std::vector<RankLaunch>> RankPlanner::PlanAttempt(int restart_count) {
         return Error{made.error().what, "choose a writable --log-dir"};
       }
       r.log_dir = log_dir_;
-      r.stdout_log = rank_dir + "/stdout.log";
-      r.stderr_log = rank_dir + "/stderr.log";
+      const int logged = LoggedStreams(spec_, lr);
+      if ((logged & StdStreams::kStdout) != 0) r.stdout_log = rank_dir + "/stdout.log";
+      if ((logged & StdStreams::kStderr) != 0) r.stderr_log = rank_dir + "/stderr.log";
       r.error_file_copy = rank_dir + "/error.json";
       // torchrun's filtered files: one per attempt for all its ranks, made whenever there are
       // filters, even if no rank feeds it.

@@ -43,12 +43,13 @@ class RankPlanner : public AttemptPlanner {
   };
   void ApplyLayout(const Layout& layout);
 
-  /// Where the ranks' torch (ranks_torch.h) comes from: asked once, when the first attempt
-  /// is planned, so that a probe started early runs meanwhile (during the rendezvous, with
-  /// several nodes).  Without one, the spec's ranks_torch stays.
-  void set_ranks_torch(std::function<RanksTorch()> source) {
-    ranks_torch_source_ = std::move(source);
-  }
+  /// The ranks of the attempt planned last, as their environment says: WORLD_SIZE and
+  /// TORCHELASTIC_RESTART_COUNT (readiness looks for their keys in the store).
+  struct Planned {
+    int world_size = 0;  ///< 0: nothing planned yet
+    int restarts = 0;
+  };
+  Planned planned() const { return planned_; }
 
  private:
   LaunchSpec spec_;  ///< a copy: ApplyLayout changes the rank offset and world size
@@ -56,8 +57,8 @@ class RankPlanner : public AttemptPlanner {
   RankRuntime runtime_;
   bool rank0_takes_terminal_;
   std::optional<sys::HeldDir> log_dir_;
-  int restarts_ = -1;                               ///< Layout::restarts
-  std::function<RanksTorch()> ranks_torch_source_;  ///< reset once asked
+  int restarts_ = -1;  ///< Layout::restarts
+  Planned planned_;
 };
 
 /// The Python script a python-mode spec runs (argv {python, "-u", SCRIPT,

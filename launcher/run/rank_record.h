@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +23,9 @@ namespace gculaunch {
 /// Everything needed to start one rank of one attempt.
 struct RankLaunch {
   int local_rank = 0;
-  int rank = 0;                   ///< global rank (console prefix)
+  int rank = 0;  ///< global rank
+  /// Before each console line (ConsolePrefix); empty: "[rank<rank>]: ".
+  std::string console_prefix;
   std::string program;            ///< resolved executable path
   std::vector<std::string> argv;  ///< argv[0] included
   std::vector<std::string> env;   ///< complete environment, "KEY=VALUE"
@@ -60,7 +63,7 @@ struct RankRecord {
   int rank = 0;
   pid_t pid = -1;                  ///< -1: never started
   bool warm = false;               ///< --warm-ranks: a standby served it (standby_pool.h)
-  std::string error_file;          ///< where the rank wrote it (read for the summary)
+  std::string error_file;          ///< where the rank was told to write it (error_text)
   std::string error_file_shown;    ///< its copy in the log directory; empty: none (show error_file)
   std::optional<WorkerExit> exit;  ///< empty: not reaped (running or stuck)
   double start_time = 0;           ///< unix seconds
@@ -70,6 +73,13 @@ struct RankRecord {
   /// signal it received, a job stop), unix nanoseconds; 0: never signalled.
   std::int64_t stop_signal_ns = 0;
   std::vector<std::string> stderr_tail;
+  /// The error file as read once, when the rank exited (WorkerGroup::CopyErrorFile): the exit
+  /// summary, --summary-json and the parent's error file use this text and never open the
+  /// file again.  Null: the rank wrote none, or it was refused (a link, a FIFO, too large...).
+  /// Shared: records are copied often, and the text may be 1 MiB.
+  std::shared_ptr<const std::string> error_text;
+  /// Its modification time (of the descriptor it was read through), unix ns; 0: unknown.
+  std::int64_t error_file_mtime_ns = 0;
 };
 
 /// Supplies the ranks of each attempt (paths, environment, routing).  It may

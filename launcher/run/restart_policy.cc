@@ -70,8 +70,9 @@ void Escalate(PolicyStep& step) {
 }
 
 // The attempt, which ran `ran_s`, is fully reaped: restart (at once or after a back-off) or
-// exit (job mode: ask the job).
-void Drained(PolicyStep& step, const PolicyConfig& config, double ran_s) {
+// exit (job mode: ask the job).  `report`: how its failure looked (the failure streak).
+void Drained(PolicyStep& step, const PolicyConfig& config, double ran_s,
+             const AttemptReport& report) {
   PolicyState& s = step.state;
   if (config.agent_decides) {
     if (s.cause == StopCause::kSignal) {  // a signalled node leaves the job
@@ -86,11 +87,21 @@ void Drained(PolicyStep& step, const PolicyConfig& config, double ran_s) {
   const bool restartable =
       s.cause == StopCause::kRankFailed || (s.cause == StopCause::kHang && s.hang_restart);
   if (restartable && s.restart_count < config.max_restarts) {
+    const StreakStep streak = NextStreak(
+        s.streak, config.streak, AttemptEnd{s.cause == StopCause::kRankFailed, ran_s, report});
+    s.streak = streak.state;
+    if (streak.stop) {  // pointless to go on: exit as the rank did, saying why
+      s.loop_stop = streak.stop->Line();
+      s.phase = Phase::kFinished;
+      step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
+      return;
+    }
     const BackoffStep wait = NextBackoff(s.backoff, config.backoff, ran_s);
     PolicyState next;
     next.restart_count = s.restart_count + 1;
     next.backoff = wait.state;
     next.backoff_s = wait.delay_s;
+    next.streak = streak.state;
     s = next;
     if (wait.delay_s > 0) {
       s.phase = Phase::kBackingOff;
@@ -191,7 +202,7 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
 
     case Kind::kAttemptDrained:
       if (s.phase == Phase::kStopping || s.phase == Phase::kKilling) {
-        Drained(step, config, event.ran_s);
+        Drained(step, config, event.ran_s, event.report);
       }
       break;
 

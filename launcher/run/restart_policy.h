@@ -21,6 +21,10 @@
 // empty, and how long it ran): then the next attempt starts, at once or
 // after a back-off (StartBackoffTimer, then kBackoffExpired), or gculaunch
 // exits.  A teardown signal during the back-off exits at once (128+S).
+// Before a restart after a rank's failure, the failure streak (failure_streak.h)
+// may end the loop: the same failure N times in a row, or a progress file that
+// stopped advancing (--max-same-failures); gculaunch then exits with the rank's
+// code and PolicyState::loop_stop says why.
 //
 // Job mode (PolicyConfig::job, a multi-node job): the node does not decide
 // restarts alone.  The state starts in kWaitingForJob (InitialState) and the
@@ -39,8 +43,10 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "launcher/run/failure_streak.h"
 #include "launcher/run/restart_backoff.h"
 #include "launcher/sys/worker_exit.h"
 
@@ -80,6 +86,9 @@ struct PolicyConfig {
   /// --restart-backoff (job mode: the coordinator's, not this); default off here, 1:60 from
   /// the launch spec.
   BackoffConfig backoff;
+  /// --max-same-failures and --progress-file (job mode: the coordinator's, not this); default
+  /// off here, 3 from the launch spec.
+  StreakConfig streak;
 };
 
 struct PolicyState {
@@ -95,13 +104,18 @@ struct PolicyState {
   std::optional<WorkerExit> failed_exit;
   BackoffState backoff;  ///< the crash loop's streak, carried from attempt to attempt
   double backoff_s = 0;  ///< the wait before this attempt (kBackingOff: the wait under way)
+  StreakState streak;    ///< the failure streak, carried from attempt to attempt
+  /// Set when the failure streak ended the loop: the summary's line ("the same failure 4
+  /// times in a row: ...; not restarting (--max-same-failures)"); empty otherwise.
+  std::string loop_stop;
   bool operator==(const PolicyState&) const = default;
 };
 
 struct PolicyEvent {
   enum class Kind {
     kRankExited,      ///< local_rank, exit
-    kAttemptDrained,  ///< every rank reaped and every group empty; the attempt ran `ran_s`
+    kAttemptDrained,  ///< every rank reaped and every group empty; the attempt ran `ran_s`;
+                      ///< `report`: its failure as this node saw it (the failure streak)
     kSignal,          ///< signal, already classified as teardown or forward
     kGraceExpired,
     kKillWaitExpired,
@@ -121,13 +135,15 @@ struct PolicyEvent {
   int exit_code = 0;      ///< kJobExit
   bool restart = false;   ///< kHang
   double ran_s = 0;       ///< kAttemptDrained: from the attempt's start to its stop
+  AttemptReport report;   ///< kAttemptDrained
 
   static PolicyEvent RankExited(int local_rank, WorkerExit exit) {
     return {Kind::kRankExited, local_rank, exit};
   }
-  static PolicyEvent AttemptDrained(double ran_s = 0) {
+  static PolicyEvent AttemptDrained(double ran_s = 0, AttemptReport report = {}) {
     PolicyEvent e{Kind::kAttemptDrained};
     e.ran_s = ran_s;
+    e.report = std::move(report);
     return e;
   }
   static PolicyEvent BackoffExpired() { return {Kind::kBackoffExpired}; }

@@ -297,8 +297,14 @@ std::vector<StandbyStatus> StandbyPool::Status() const {
 }
 
 std::string StandbyPool::FailureOf(const Standby& s) const {
-  auto text = sys::ReadBoundedFile(s.ready_file + ".failed");
-  if (text.ok() && !text->empty()) return Trim(*text);
+  // The standby writes one line there; as any file a rank can replace, it is read without
+  // following a link, only as the job's user's regular file, and no further than one line
+  // needs (it goes into a log line).
+  sys::RankFileRules rules;
+  rules.owner = ::geteuid();
+  rules.limit = 4096;
+  auto failed = sys::ReadRankFile(s.ready_file + ".failed", rules);
+  if (failed.ok() && !Trim(failed->text).empty()) return Trim(failed->text);
   if (s.exited) return "its standby exited before the attempt (" + s.exit.Describe() + ")";
   return "its standby was not ready (still importing " + Join(settings_.preload, ", ") + ")";
 }

@@ -7,6 +7,7 @@
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "base/text.h"
+#include "launcher/run/failure_signature.h"
 
 namespace gculaunch {
 
@@ -29,7 +30,11 @@ Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const Supervis
       kill_timer_(deps_.io),
       drain_timer_(deps_.io),
       output_timer_(deps_.io),
-      backoff_timer_(deps_.io) {}
+      backoff_timer_(deps_.io) {
+  if (!config_.progress_file.empty()) {
+    progress_ = std::make_unique<ProgressFile>(deps_.io, config_.progress_file);
+  }
+}
 
 Supervisor::~Supervisor() = default;
 
@@ -60,10 +65,15 @@ JobOutcome Supervisor::Run() {
 void Supervisor::StartAttempt(int restart_count) {
   ++generation_;
   scan_error_logged_ = false;
+  describing_ = false;
+  report_ = AttemptReport{};
   CancelTimers();
   output_timer_armed_ = false;
   if (group_) {
     auto records = group_->Records();
+    // Only the last attempt's error files reach the summary: an earlier one's text (up to
+    // 1 MiB per rank) is not kept for every restart.
+    for (RankRecord& r : records) r.error_text.reset();
     outcome_.records.insert(outcome_.records.end(), records.begin(), records.end());
     group_.reset();
   }
@@ -244,7 +254,9 @@ void Supervisor::Execute(const PolicyAction& action) {
     case A::kNotifyDrained:
       if (job_ != nullptr) {
         const bool success = state_.cause == StopCause::kSuccess;
-        asio::post(deps_.io, [job = job_, success] { job->AttemptDrained(success); });
+        asio::post(deps_.io, [job = job_, success, report = report_] {
+          job->AttemptDrained(success, report);
+        });
       }
       break;
   }
@@ -402,8 +414,36 @@ void Supervisor::DrainCheck() {
     return;
   }
   output_timer_.cancel();
-  Dispatch(PolicyEvent::AttemptDrained(
-      std::chrono::duration<double>(stop_began_ - attempt_began_).count()));
+  Drained();
+}
+
+// Every rank of the attempt is gone.  A failed attempt is described for the failure streak
+// first: its signature (read here: the error files are in the private directory), and with
+// --progress-file the ranks' number, read off the loop (a file on a hung NFS mount must not
+// stop the store); then the policy hears that the attempt drained.
+void Supervisor::Drained() {
+  if (describing_) return;
+  const double ran_s = std::chrono::duration<double>(stop_began_ - attempt_began_).count();
+  const bool failed = state_.cause != StopCause::kSuccess && state_.cause != StopCause::kSignal;
+  report_ = AttemptReport{};
+  if (failed) {
+    const std::vector<RankRecord> records = group_->Records();
+    const int attempt = group_->restart_count();
+    report_.signature = AttemptSignature(records, attempt, ReadAttemptErrorFiles(records, attempt));
+    if (!report_.signature.empty()) log_.debug("attempt {} failed: {}", attempt, report_.signature);
+  }
+  if (!failed || !progress_) {
+    Dispatch(PolicyEvent::AttemptDrained(ran_s, report_));
+    return;
+  }
+  describing_ = true;
+  progress_->Read(lifetime_.Wrap([this, gen = generation_, ran_s](const ProgressReading& read) {
+    if (gen != generation_ || finished_) return;
+    describing_ = false;
+    if (!read.value) log_.info("--progress-file: {}", read.note);
+    report_.progress = read.value;
+    Dispatch(PolicyEvent::AttemptDrained(ran_s, report_));
+  }));
 }
 
 void Supervisor::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds after,

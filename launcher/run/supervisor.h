@@ -13,7 +13,11 @@
 // every output pipe reached end-of-file (or `output_drain` passed since the
 // processes were gone: something that left the group may still hold a pipe).
 // Only then does the AttemptObserver hear BeginAttempt() for the next one, so
-// a store can reset knowing that no rank of the old attempt is alive.
+// a store can reset knowing that no rank of the old attempt is alive.  A
+// failed attempt is described first for the failure streak (failure_streak.h):
+// its signature from the failing rank's error file or stderr, and with
+// --progress-file the number the ranks left there, read off the loop within
+// 2 s (progress_file.h); the policy then decides.
 //
 // Multi-node jobs (job mode, PolicyConfig::job): a JobLink hears about local
 // teardowns and drained attempts, and decides with JobStart/JobStop/JobExit
@@ -38,6 +42,7 @@
 #include "base/error.h"
 #include "base/lifetime.h"
 #include "launcher/run/job_events.h"
+#include "launcher/run/progress_file.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/run/worker_group.h"
 
@@ -60,8 +65,9 @@ class JobLink {
   /// teardown signal.
   virtual void LocalStop(const LocalStopReport& report) = 0;
   /// Every rank of the attempt is gone; the Supervisor waits for JobStart or JobExit.
-  /// `success`: every rank exited 0 while the attempt ran.
-  virtual void AttemptDrained(bool success) = 0;
+  /// `success`: every rank exited 0 while the attempt ran; `report`: how a failure looked here
+  /// (for node 0's failure streak).
+  virtual void AttemptDrained(bool success, const AttemptReport& report) = 0;
   /// The Supervisor finished with `exit_code` (Run() has returned or is about to).
   virtual void Finished(int exit_code) = 0;
 };
@@ -92,6 +98,8 @@ struct SupervisorConfig {
   std::chrono::steady_clock::time_point launcher_start = std::chrono::steady_clock::now();
   /// Told when ranks start and exit, and of restarts (one node; the job tells its own).
   JobEvents* events = NoJobEvents();
+  /// --progress-file: read after every failed attempt (the failure streak); empty: none.
+  std::string progress_file;
 };
 
 /// How the job ended.
@@ -151,6 +159,7 @@ class Supervisor : public JobControl {
   void CancelTimers();
   void Finish(int exit_code);
   void PrepareStandbys(int restart_count, const std::vector<RankLaunch>* plan);
+  void Drained();
   std::string RestartReason(std::string* ran);
   void AnnounceRestart(const PolicyAction& action);
   LocalStopReport MakeStopReport() const;
@@ -182,6 +191,9 @@ class Supervisor : public JobControl {
   std::chrono::steady_clock::time_point attempt_began_{};  ///< the current attempt was spawned
   std::string restart_why_;  ///< the back-off's reason, for the restart event that follows it
   bool hang_stop_ = false;   ///< the current teardown came from Hang() (for the restart log)
+  std::unique_ptr<ProgressFile> progress_;  ///< --progress-file; null: none
+  bool describing_ = false;  ///< the drained attempt's report is being made (progress read)
+  AttemptReport report_;     ///< the last drained attempt's, for the job (NotifyDrained)
   LifetimeGuard lifetime_;   ///< last member: expires first
 };
 

@@ -132,7 +132,9 @@ Status WorkerGroup::Start(const std::vector<RankLaunch>& launches, int* failed_l
     r.record.start_time = UnixNow();
     r.started = std::chrono::steady_clock::now();
 
-    const std::string prefix = "[rank" + std::to_string(launch.rank) + "]: ";
+    const std::string prefix = launch.console_prefix.empty()
+                                   ? "[rank" + std::to_string(launch.rank) + "]: "
+                                   : launch.console_prefix;
     auto on_closed = lifetime_.Wrap([this] {
       --open_streams_;
       if (open_streams_ == 0 && on_output_closed_) on_output_closed_();
@@ -217,13 +219,37 @@ void WorkerGroup::OnExited(Rank& rank, WorkerExit exit) {
   if (on_exit_) on_exit_(rank.record.local_rank, exit);
 }
 
-// The rank wrote its error file in gculaunch's private directory (it opens it by name); the
-// log directory gets a copy, torchrun's layout, written through the directory's descriptor.
+// The rank wrote its error file in gculaunch's private directory (it opens it by name).  It
+// is read here, once, with sys::ReadRankFile's rules (never through a link, never a FIFO or
+// a device, only the job's user's, at most 1 MiB): the record keeps the text for the exit
+// summary, --summary-json and the parent's error file, and the log directory gets a copy
+// (torchrun's layout), written through the directory's descriptor.  Anything else is one
+// warning naming the file and why; the summary then shows the rank's stderr.
 void WorkerGroup::CopyErrorFile(Rank& rank) {
-  if (rank.error_file_copy.empty() || !rank.log_dir || rank.record.error_file.empty()) return;
-  auto text = sys::ReadBoundedFile(rank.record.error_file);
-  if (!text.ok()) return;  // none written (a clean exit), or not a file gculaunch copies
-  if (Status copied = rank.log_dir->WriteFile(rank.error_file_copy, *text); !copied.ok()) {
+  if (rank.record.error_file.empty()) return;
+  sys::RankFileRules rules;
+  rules.owner = ::geteuid();
+  auto read = sys::ReadRankFile(rank.record.error_file, rules);
+  std::string refused;
+  if (!read.ok()) {
+    refused = read.error().what;
+  } else if (read->cut) {
+    refused = "'" + rank.record.error_file + "' is larger than 1 MiB, the most gculaunch reads " +
+              "of an error file (it read no further)";
+  }
+  if (!refused.empty()) {
+    deps_.writer.Urgent(deps_.console_err,
+                        "gculaunch: warning: rank " + std::to_string(rank.record.rank) +
+                            "'s error file is not used: " + refused +
+                            "; the exit summary shows the rank's stderr instead\n");
+    return;
+  }
+  if (!read->found) return;  // none written (a clean exit, or no @record)
+  rank.record.error_text = std::make_shared<const std::string>(std::move(read->text));
+  rank.record.error_file_mtime_ns = read->mtime_ns;
+  if (rank.error_file_copy.empty() || !rank.log_dir) return;
+  if (Status copied = rank.log_dir->WriteFile(rank.error_file_copy, *rank.record.error_text);
+      !copied.ok()) {
     deps_.writer.Urgent(deps_.console_err, "gculaunch: warning: " + copied.error().what + "\n");
     return;
   }
@@ -379,11 +405,13 @@ std::vector<RankProgress> WorkerGroup::Progress() const {
     if (*rank->activity != std::chrono::steady_clock::time_point{}) {
       p.output_age_s = std::chrono::duration<double>(now - *rank->activity).count();
     }
-    struct stat st {};
-    if (!rank->heartbeat_file.empty() && ::stat(rank->heartbeat_file.c_str(), &st) == 0) {
-      const std::int64_t mtime_ns =
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-      p.heartbeat_age_s = std::max(0.0, static_cast<double>(now_ns - mtime_ns) / 1e9);
+    // lstat, the job's user's regular file only: a link (to a file someone else keeps
+    // fresh, or on a mount that hangs) is no heartbeat.
+    const auto beat = rank->heartbeat_file.empty()
+                          ? std::nullopt
+                          : sys::StatRankFile(rank->heartbeat_file, ::geteuid());
+    if (beat) {
+      p.heartbeat_age_s = std::max(0.0, static_cast<double>(now_ns - beat->mtime_ns) / 1e9);
     }
     progress.push_back(p);
   }

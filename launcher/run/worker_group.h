@@ -5,8 +5,11 @@
 // warm standby (standby_pool.h) when one is ready, registers it with
 // the ChildWatcher and the guardian, and starts the RankStreams that carry
 // its output.  It signals groups, notices when an exited rank's group has no
-// member left, and lists survivors for the stuck report.  It decides
-// nothing: the Supervisor tells it what to do.
+// member left, and lists survivors for the stuck report.  When a rank exits it
+// reads the rank's error file once, by the rules for files a rank can replace
+// (sys::ReadRankFile; docs/security.md), keeps the text in the rank's record
+// and copies it into the log directory.  It decides nothing: the Supervisor
+// tells it what to do.
 //
 // A rank's leader is not reaped until its group is known empty: the watcher
 // reports the exit and leaves the zombie, which keeps the group's number from
@@ -122,6 +125,8 @@ class WorkerGroup {
                                                         int devnull);
   void OnExited(Rank& rank, WorkerExit exit);
   void MarkGroupEmpty(Rank& rank);
+  /// Reads the rank's error file into its record and the log directory's copy (a FIFO, a
+  /// link, a file over 1 MiB or of another user: one warning instead).
   void CopyErrorFile(Rank& rank);
   void ScheduleGroupCheck(std::chrono::milliseconds after);
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,7 +185,8 @@ RunningCommand::~RunningCommand() {
 }
 
 std::unique_ptr<RunningCommand> RunningCommand::Start(const std::vector<std::string>& argv,
-                                                      const EnvMap& env, double timeout_s) {
+                                                      const EnvMap& env, double timeout_s,
+                                                      int nice) {
   auto state = std::make_unique<State>();
   state->deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
@@ -222,9 +224,27 @@ std::unique_ptr<RunningCommand> RunningCommand::Start(const std::vector<std::str
                                           : spawned.error().what);
   }
   state->pid = *spawned;
+  if (nice > 0) {
+    // Its whole group (it leads one): helpers it forked already go along, later ones inherit.
+    // Failing is harmless: the child just keeps the ordinary priority.
+    errno = 0;
+    const int base = ::getpriority(PRIO_PROCESS, 0);
+    if (errno == 0)
+      ::setpriority(PRIO_PGRP, static_cast<id_t>(*spawned), std::min(base + nice, 19));
+  }
   state->out = std::move(out_pipe->read);
   state->err = std::move(err_pipe->read);
   return std::unique_ptr<RunningCommand>(new RunningCommand(std::move(state)));
+}
+
+bool RunningCommand::Exited() const {
+  const State& s = *state_;
+  if (s.finished || s.pid < 0) return true;
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(s.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return errno != EINTR;  // ECHILD: reaped elsewhere; Finish reports that at once
+  }
+  return info.si_pid == s.pid;
 }
 
 CommandOutcome RunningCommand::Finish() {

@@ -78,15 +78,20 @@ class LocalCommandRunner : public CommandRunner {
 class RunningCommand {
  public:
   /// Never null; a child that could not be started is reported by Finish (kSpawnFailed).
-  /// REQUIRES: !argv.empty().
+  /// `nice` (0..19) is added to the child's niceness once it runs (a helper in the background
+  /// yields to the ranks).  REQUIRES: !argv.empty().
   static std::unique_ptr<RunningCommand> Start(const std::vector<std::string>& argv,
-                                               const EnvMap& env, double timeout_s);
+                                               const EnvMap& env, double timeout_s, int nice = 0);
   ~RunningCommand();
   RunningCommand(const RunningCommand&) = delete;
   RunningCommand& operator=(const RunningCommand&) = delete;
 
   /// Waits until the child exits or the deadline passes; as Run.  REQUIRES: called once.
   CommandOutcome Finish();
+
+  /// True once the child has exited (or could not be started): Finish then returns at once.
+  /// Does not reap it.
+  bool Exited() const;
 
  private:
   struct State;

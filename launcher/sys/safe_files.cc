@@ -29,6 +29,21 @@ std::string Size(size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+// At most `most` bytes of `fd` from `offset` (pread: the descriptor's position is not used).
+Result<std::string> ReadUpTo(int fd, const std::string& path, off_t offset, size_t most) {
+  std::string text;
+  char buffer[65536];
+  while (text.size() < most) {
+    const ssize_t n = ::pread(fd, buffer, std::min(sizeof buffer, most - text.size()),
+                              offset + static_cast<off_t>(text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 }  // namespace
 
 Status WriteAll(int fd, std::string_view text) {
@@ -54,22 +69,59 @@ Result<std::string> ReadBoundedFile(const std::string& path, size_t limit) {
     return Error{"'" + path + "' is " + KindOf(st.st_mode) + ", not a regular file",
                  "name a regular file"};
   }
-  std::string text;
-  char buffer[65536];
-  while (text.size() <= limit) {
-    const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, limit + 1 - text.size()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  if (text.size() > limit) {
+  auto text = ReadUpTo(fd.get(), path, 0, limit + 1);
+  if (!text.ok()) return text.error();
+  if (text->size() > limit) {
     return Error{"'" + path + "' is larger than " + Size(limit) +
                      ", the most gculaunch reads of a file it is given",
                  "name the right file (job files, device profiles and password files are far "
                  "smaller)"};
   }
-  return text;
+  return std::move(*text);
+}
+
+Result<RankFileText> ReadRankFile(const std::string& path, const RankFileRules& rules) {
+  int raw;
+  do {
+    raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+  } while (raw < 0 && errno == EINTR);
+  if (raw < 0 && errno == ENOENT) return RankFileText{};
+  // O_NOFOLLOW on a symlink: ELOOP.
+  if (raw < 0 && errno == ELOOP) {
+    return Error{"'" + path + "' is a symbolic link (gculaunch does not follow one there)", ""};
+  }
+  if (raw < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  UniqueFd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return Error{"cannot read '" + path + "': " + std::strerror(errno), ""};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{"'" + path + "' is " + KindOf(st.st_mode) + ", not a regular file", ""};
+  }
+  if (st.st_uid != rules.owner) {
+    return Error{"'" + path + "' is owned by uid " + std::to_string(st.st_uid) +
+                     ", not by the job's user (uid " + std::to_string(rules.owner) + ")",
+                 ""};
+  }
+  auto text = ReadUpTo(fd.get(), path, rules.offset, rules.limit + 1);
+  if (!text.ok()) return text.error();
+  RankFileText read;
+  read.found = true;
+  read.cut = text->size() > rules.limit;
+  if (read.cut) text->resize(rules.limit);
+  read.text = std::move(*text);
+  read.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return read;
+}
+
+std::optional<RankFileStat> StatRankFile(const std::string& path, uid_t owner) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != owner) {
+    return std::nullopt;
+  }
+  return RankFileStat{
+      st.st_size, static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
 
 Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {

@@ -1,6 +1,7 @@
-// Files that gculaunch writes where another user might plant something, and files a user
-// names that gculaunch reads: created exclusively and never through a symlink, read with a
-// bound (docs/security.md).
+// Files that gculaunch writes where another user might plant something, files a user names
+// that gculaunch reads, and files a rank leaves for gculaunch (its error file, its stack
+// dumps): created exclusively and never through a symlink, read with a bound, a rank's never
+// through a link, never another user's, never blocking (docs/security.md).
 //
 // Thread safety: no state.
 #pragma once
@@ -8,6 +9,8 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,5 +44,40 @@ inline constexpr size_t kMaxReadFileBytes = size_t{1} << 20;
 /// not a regular file (a device such as /dev/zero, a FIFO, a directory); it is larger than
 /// `limit` (only `limit` + 1 bytes are ever read).
 Result<std::string> ReadBoundedFile(const std::string& path, size_t limit = kMaxReadFileBytes);
+
+/// How a file that a rank can create or replace is read (docs/security.md, "Files a rank can
+/// name or create"): besides the rules above, a symbolic link at the path is refused rather
+/// than followed, and so is a file of another owner.
+struct RankFileRules {
+  uid_t owner = 0;                   ///< the job's user: the only owner accepted
+  size_t limit = kMaxReadFileBytes;  ///< the most bytes returned
+  off_t offset = 0;                  ///< where reading starts (a dump appended to a file)
+};
+
+/// What ReadRankFile found.
+struct RankFileText {
+  bool found = false;         ///< false: nothing at the path (no other field is set)
+  std::string text;           ///< at most `limit` bytes from `offset`
+  bool cut = false;           ///< the file held more than `limit` bytes from `offset`
+  std::int64_t mtime_ns = 0;  ///< its modification time (of the opened file), unix nanoseconds
+};
+
+/// Reads what a rank left at `path` once, through one descriptor: opened with O_NOFOLLOW |
+/// O_NONBLOCK | O_CLOEXEC (a FIFO never blocks the caller, a link is never followed),
+/// checked with fstat to be a regular file of `rules.owner`, read from `rules.offset` up to
+/// `rules.limit` bytes (a larger file is cut there and says so; only `limit` + 1 bytes are
+/// ever read).  Nothing at the path is not an error (`found` false).  Errors (one line each,
+/// naming the file and why): it is a symbolic link, not a regular file (a FIFO, a device, a
+/// directory, a socket), owned by another user, or cannot be opened or read.
+Result<RankFileText> ReadRankFile(const std::string& path, const RankFileRules& rules);
+
+/// What lstat says of a file a rank can create, without opening it: its size and
+/// modification time when `path` is a regular file (not a link) of `owner`; none otherwise
+/// (missing, a link, a FIFO, another owner's).
+struct RankFileStat {
+  off_t size = 0;
+  std::int64_t mtime_ns = 0;  ///< unix nanoseconds
+};
+std::optional<RankFileStat> StatRankFile(const std::string& path, uid_t owner);
 
 }  // namespace gculaunch::sys

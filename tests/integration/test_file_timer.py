@@ -3,22 +3,51 @@ FIFO, and a rank whose timer expires gets the timer's signal, with torch 1.13's 
 FileTimerClient in the ranks."""
 import os
 import signal
-import time
 import unittest
 
 import gltest
 
 # Rank 1 overruns a 1 s timer (its default signal: SIGKILL); rank 0 keeps within its own.
+# Nothing depends on when each rank started (torch's import takes seconds under load): the
+# ranks take turns through marker files in MARKERS (the test's directory).  Both acquire a
+# long timer for scope "step" (rank 1 once rank 0 holds its own), so both are held at once;
+# rank 0 leaves its step once rank 1 is inside its own, prints, and says so; only then does
+# rank 1 renew its timer to expire in 1 s.  Rank 0 is thus done before rank 1's timer can
+# fire, whatever the load.
 TIMERS = r"""
 import os, time
 from torch.distributed.elastic.timer import FileTimerClient, configure, expires
 configure(FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
 rank = int(os.environ["RANK"])
-with expires(after=5 if rank == 0 else 1, scope="step"):
+markers = os.environ["MARKERS"]
+
+def mark(name):
+    open(os.path.join(markers, name + ".tmp"), "w").close()
+    os.rename(os.path.join(markers, name + ".tmp"), os.path.join(markers, name))
+
+def wait_for(name):
+    for _ in range(3000):  # 60 s at most
+        if os.path.exists(os.path.join(markers, name)):
+            return
+        time.sleep(0.02)
+    raise SystemExit("rank %d: no %s within 60 s" % (rank, name))
+
+if rank == 1:
+    wait_for("r0_in_step")
+with expires(after=120, scope="step"):
     print("rank %d in its step" % rank, flush=True)
-    time.sleep(0.5 if rank == 0 else 60)
+    if rank == 0:
+        mark("r0_in_step")
+        wait_for("r1_in_step")
+    else:
+        mark("r1_in_step")
+        wait_for("r0_released")
+        with expires(after=1, scope="step"):  # renews the same timer: 1 s from now
+            time.sleep(60)
 print("rank %d released its timer" % rank, flush=True)
+mark("r%d_released" % rank)
 time.sleep(30)
+print("rank %d slept out" % rank, flush=True)
 """
 
 
@@ -29,20 +58,18 @@ class FileTimer(unittest.TestCase):
             with open(script, "w") as f:
                 f.write(TIMERS)
             fifo = os.path.join(tmp, "my_timer_fifo")
-            started = time.monotonic()
             with gltest.Job(["--nproc-per-node", "2", "--device", "cpu", "--python",
                              gltest.PYTHON, script],
                             extra_env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1",
-                                       "TORCHELASTIC_TIMER_FILE": fifo}) as job:
+                                       "TORCHELASTIC_TIMER_FILE": fifo, "MARKERS": tmp}) as job:
                 code = job.wait(timeout=120)
-                took = time.monotonic() - started
                 err = job.stderr
                 self.assertEqual(code, 128 + signal.SIGKILL, err)
                 self.assertIn("[rank0]: rank 0 released its timer", job.stdout)
                 self.assertNotIn("rank 1 released", job.stdout)
                 self.assertRegex(err, r"TORCHELASTIC_ENABLE_FILE_TIMER: timer 'step' of pid \d+ "
                                       r"\(rank 1\) expired: sending it SIGKILL")
-                self.assertLess(took, 30, err)  # long before rank 0's sleep(30) ends
+                self.assertNotIn("slept out", job.stdout)  # rank 0 was stopped with the job
             self.assertFalse(os.path.exists(fifo))
 
     def test_a_regular_file_named_as_the_fifo_is_left_alone(self):

@@ -5,7 +5,10 @@ once with 143; --restart-backoff off restarts at once every time.  Two simulated
 decides the wait, every node waits the same (its plan carries it).
 
 No wall-clock assertion: the counts of attempts and the logged waits are checked; the one
-bound on time (a SIGTERM answered while a 300 s wait runs) has a 60 s margin."""
+bound on time (a SIGTERM answered while a 300 s wait runs) has a 60 s margin.
+
+/bin/false fails the same way every time, which --max-same-failures (issue 45) would stop
+after 4 attempts: the crash loops here turn it off, to look at the back-off alone."""
 import glob
 import json
 import os
@@ -41,7 +44,8 @@ class RestartBackoff(unittest.TestCase):
         with gltest.TempDir() as tmp:
             log_dir = os.path.join(tmp, "logs")
             args = ["--nproc-per-node", "1", "--device", "cpu", "--master-port", "0",
-                    "--max-restarts", "100000", "--log-dir", log_dir, "--run-id", "loop",
+                    "--max-restarts", "100000", "--max-same-failures", "0", "--log-dir", log_dir,
+                    "--run-id", "loop",
                     "--no-python", FALSE]
             with gltest.Job(args) as job:
                 # restart 1 at once, restart 2 after 1 s, 3 after 2 s; then the 4 s wait.
@@ -78,7 +82,8 @@ class RestartBackoff(unittest.TestCase):
         with gltest.TempDir() as tmp:
             log_dir = os.path.join(tmp, "logs")
             args = ["--nproc-per-node", "1", "--device", "cpu", "--master-port", "0",
-                    "--max-restarts", "20", "--restart-backoff", "off", "--log-dir", log_dir,
+                    "--max-restarts", "20", "--max-same-failures", "0", "--restart-backoff", "off",
+                    "--log-dir", log_dir,
                     "--run-id", "fast", "--no-python", FALSE]
             with gltest.Job(args) as job:
                 self.assertEqual(job.wait(timeout=120), 1, job.stderr)
@@ -133,7 +138,8 @@ class RestartBackoffNodes(unittest.TestCase):
 
         def node(i):
             args = ["--nproc-per-node", "1", "--device", "cpu", "--grace-period", "5",
-                    "--max-restarts", "10", "--rdzv-timeout", "60", "--run-id", "loopnodes",
+                    "--max-restarts", "10", "--max-same-failures", "0", "--rdzv-timeout", "60",
+                    "--run-id", "loopnodes",
                     "--no-python", FALSE]
             job = gltest.NodeJob(hosts, i, 2, 29500, args, tag)
             self.addCleanup(job.__exit__, None, None, None)

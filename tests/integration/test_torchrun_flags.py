@@ -131,6 +131,58 @@ EFFECTS = {
 
 FLAGS_2_11 = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data",
                           "torchrun_2_11_flags.txt")
+POSITIONALS_2_11 = os.path.join(os.path.dirname(FLAGS_2_11), "torchrun_2_11_positionals.txt")
+
+# Where a "--" can stand, and what torchrun makes of each: "X" is the script (a real file),
+# "M" a module.  Each runs through the parsers below and through gculaunch.
+DASH_CASES = [
+    ["X", "--", "--depth=24"],
+    ["-m", "M", "--", "--depth=24"],
+    ["--", "X", "--", "a"],
+    ["X", "a", "--", "b"],
+    ["--", "X", "a"],
+    ["X", "--"],
+    ["X", "--", "--"],
+    ["X", "a", "--", "--", "b"],
+    ["--nnodes", "1", "--", "X", "--", "a"],
+    ["X", "--", "a", "--", "b"],
+    ["--", "--", "X"],
+    ["--", "-m", "M"],
+    ["-m", "--", "M", "--", "x"],
+    ["X", "--nnodes", "2", "--", "y"],
+    ["--standalone", "X", "--", "--standalone"],
+]
+
+# Runs in a torch's interpreter: argv[1] the cases, argv[2] either "live" (torch's own parser)
+# or a JSON [flags, positionals] to build torch 2.11's parser from the kept declarations.
+# Prints [[training_script, training_script_args, module], ...] and the parser's positionals.
+DASH_DUMP = r"""
+import argparse, contextlib, io, json, sys
+cases = json.loads(sys.argv[1])
+if sys.argv[2] == "live":
+    import torch.distributed.run as run
+    parser = run.get_args_parser()
+else:
+    flags, positionals = json.loads(sys.argv[2])
+    parser = argparse.ArgumentParser()
+    for flag in flags:
+        parser.add_argument(*flag["strings"], **({} if flag["takes_value"] else
+                                                  {"action": "store_true"}))
+    for dest, nargs in positionals:
+        parser.add_argument(dest, **({"nargs": argparse.REMAINDER} if nargs == "REMAINDER"
+                                     else {}))
+results = []
+for case in cases:
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            ns = parser.parse_args(case)
+        results.append([ns.training_script, ns.training_script_args, bool(ns.module)])
+    except SystemExit:
+        results.append(None)
+positionals = [[a.dest, "REMAINDER" if a.nargs == argparse.REMAINDER else str(a.nargs)]
+               for a in parser._actions if not a.option_strings]
+print(json.dumps({"results": results, "positionals": positionals}))
+"""
 
 
 def read_flag_list(path):
@@ -166,6 +218,92 @@ def read_parsers(python_cmds):
             raise RuntimeError("could not read torchrun's parser of %s:\n%s" % (name, err[-3000:]))
         parsers[name] = json.loads(out)
     return parsers
+
+
+def read_positionals(path):
+    """torch 2.11's positional arguments as kept in tests/data: [[dest, nargs], ...]."""
+    with open(path) as f:
+        return [line.split() for line in f if line.strip() and not line.startswith("#")]
+
+
+def dash_results(python_cmd, cases, declaration="live"):
+    out = subprocess.run(list(python_cmd) + ["-c", DASH_DUMP, json.dumps(cases), declaration],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError("could not run the parser in %s:\n%s" % (python_cmd, out.stderr[-3000:]))
+    return json.loads(out.stdout)
+
+
+class TorchrunDashes(unittest.TestCase):
+    """`--` anywhere on the command line goes where torchrun's argparse puts it (issue 38)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = gltest.TempDir()
+        cls.script = os.path.join(cls.tmp.path, "x.py")
+        with open(cls.script, "w") as f:
+            f.write("print('hello')\n")
+        cls.cases = [[cls.script if w == "X" else "scripts.base_train" if w == "M" else w
+                      for w in case] for case in DASH_CASES]
+        python2 = gltest.torch2_python()
+        kept = json.dumps([read_flag_list(FLAGS_2_11), read_positionals(POSITIONALS_2_11)])
+        cls.parsers = {
+            "torch 1.13": dash_results([gltest.PYTHON], cls.cases),
+            "torch 2.6": dash_results(python2, cls.cases),
+            # torch 2.11's declarations under both Pythons (argparse's "--" rules are Python's)
+            "torch 2.11 (kept), Python 3.11": dash_results([gltest.PYTHON], cls.cases, kept),
+            "torch 2.11 (kept), Python 3.13": dash_results(python2, cls.cases, kept),
+        }
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)
+
+    def test_the_kept_positionals_are_the_live_parsers(self):
+        kept = read_positionals(POSITIONALS_2_11)
+        self.assertEqual(kept, [["training_script", "None"], ["training_script_args", "REMAINDER"]])
+        for name, parsed in self.parsers.items():
+            self.assertEqual(parsed["positionals"], kept, name)
+
+    def test_every_position_of_dashes_as_argparse(self):
+        checked = 0
+        for i, case in enumerate(self.cases):
+            expected = {name: parsed["results"][i] for name, parsed in self.parsers.items()}
+            # The parsers agree (else gculaunch could follow only one of them).
+            self.assertEqual(len({json.dumps(v) for v in expected.values()}), 1,
+                             "%s: %s" % (case, expected))
+            script, script_args, module = expected["torch 1.13"]
+            with self.subTest(case=case):
+                args = [gltest.require_binary(), "--dry-run", "--format", "json", "--device",
+                        "cpu", "--python", gltest.PYTHON] + case
+                out = gltest.run(args, gltest.tagged_env(gltest.new_tag()), timeout=30)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                argv = json.loads(out.stdout)["ranks"][0]["argv"]
+                self.assertEqual(argv[:2], [gltest.PYTHON, "-u"])
+                self.assertEqual(argv[2:], (["-m"] if module else []) + [script] + script_args)
+                checked += 1
+        self.assertEqual(checked, len(DASH_CASES))
+
+    def test_a_module_parsing_its_own_flags_after_dashes(self):
+        # nanochat's speedrun: torchrun --standalone --nproc_per_node=8 -m scripts.base_train --
+        # --depth=24; the module's argparse sees ['--depth=24'].
+        work = os.path.join(self.tmp.path, "work")
+        os.makedirs(os.path.join(work, "scripts"), exist_ok=True)
+        with open(os.path.join(work, "scripts", "__init__.py"), "w"):
+            pass
+        with open(os.path.join(work, "scripts", "base_train.py"), "w") as f:
+            f.write("import argparse, os\n"
+                    "parser = argparse.ArgumentParser()\n"
+                    "parser.add_argument('--depth', type=int, required=True)\n"
+                    "args = parser.parse_args()\n"
+                    "print('rank %s depth %d' % (os.environ['RANK'], args.depth))\n")
+        with gltest.Job(["--standalone", "--nproc_per_node=2", "--device", "cpu", "--python",
+                         gltest.PYTHON, "-m", "scripts.base_train", "--", "--depth=24"],
+                        cwd=work) as job:
+            code = job.wait(timeout=120)
+        self.assertEqual(code, 0, job.stderr)
+        for rank in (0, 1):
+            self.assertIn("[rank%d]: rank %d depth 24" % (rank, rank), job.stdout)
 
 
 class TorchrunFlags(unittest.TestCase):

@@ -269,8 +269,8 @@ void EtcdAgentBoard::ReportDone(int epoch, Done done) {
   Write(job::DoneKey(epoch, node_), "1", std::move(done));
 }
 
-void EtcdAgentBoard::ReportReaped(int epoch, Done done) {
-  Write(job::ReapedKey(epoch, node_), "1", std::move(done));
+void EtcdAgentBoard::ReportReaped(int epoch, const std::string& report, Done done) {
+  Write(job::ReapedKey(epoch, node_), report, std::move(done));
 }
 
 void EtcdAgentBoard::SayBye(int seq, int exit_code, Done done) {
@@ -435,9 +435,9 @@ void EtcdCoordinatorBoard::WatchDone(int epoch, int node, Fired fired) {
                 [fired = std::move(fired)](const std::string&) { fired(); });
 }
 
-void EtcdCoordinatorBoard::WatchReaped(int epoch, int node, Fired fired) {
+void EtcdCoordinatorBoard::WatchReaped(int epoch, int node, Text report) {
   keys_.WaitKey(job::ReapedKey(epoch, node),
-                [fired = std::move(fired)](const std::string&) { fired(); });
+                [report = std::move(report)](const std::string& value) { report(value); });
 }
 
 void EtcdCoordinatorBoard::WatchBye(int node, int seq, std::function<void(int)> exit_code) {

@@ -389,6 +389,101 @@ TEST_CASE("coordinator policy: node 0 backs off a crash loop for the whole job",
   CHECK(off.epoch == 3);
 }
 
+TEST_CASE("coordinator policy: node 0 ends the loop for the job on the same failure",
+          "[coordinator_policy]") {
+  CoordinatorConfig config;
+  config.nnodes = 3;
+  config.max_restarts = 9;
+  config.node0 = Reg(0);
+  config.rdzv_timeout_s = 60;
+  config.streak = StreakConfig{3, "", 10};
+  const std::string sig = "exit code 7: KeyError: 'lr'";
+  const AttemptReport failed{sig, std::nullopt};
+  // Epoch e fails on node 1 at once; every node reaps, node 1 with the signature.
+  auto epoch = [&](int e, double ran_s, const AttemptReport& report, bool restarts) {
+    std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> steps = {
+        {CE::Marker(MarkerForTest(K::kRankFailed, e, 1, 7), ran_s), kNothing},
+        {CE::Reaped(e, 0), kNothing},
+        {CE::Reaped(e, 1, report), kNothing},
+        {CE::Reaped(e, 2), kNothing}};
+    const std::string next = std::to_string(e + 1);
+    steps.back().second =
+        restarts ? std::vector<std::string>{"BeginAttempt(" + next + ")",
+                                            "PublishPlan(" + next + ")", "WatchEpoch(" + next + ")"}
+                 : std::vector<std::string>{"PublishAbort(" + next + ")"};
+    return steps;
+  };
+  std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> steps = Gathered();
+  for (int e = 0; e < 3; ++e) steps = Concat(steps, epoch(e, 0.5, failed, true));
+  steps = Concat(steps, epoch(3, 0.5, failed, false));
+  CoordinatorState state;
+  std::optional<StopMarker> abort;
+  int i = 0;
+  for (const auto& [event, expected] : steps) {
+    INFO("step " << i++);
+    CoordinatorStep step = Step(state, config, event);
+    CHECK(Names(step.actions) == expected);
+    for (const CoordinatorAction& a : step.actions) {
+      if (a.plan.abort) abort = a.plan.abort;
+    }
+    state = step.state;
+  }
+  REQUIRE(abort);
+  CHECK(abort->kind == K::kSameFailure);
+  CHECK(abort->epoch == 4);
+  CHECK_FALSE(abort->restartable);
+  CHECK(Describe(*abort) ==
+        "the same failure 4 times in a row: " + sig + "; not restarting (--max-same-failures)");
+  CHECK(ExitCodeFor(*abort, 0) == 7);
+  CHECK(ExitCodeFor(*abort, 2) == 7);
+  CHECK(KindName(abort->kind) == "same_failure");
+  CHECK(state.phase == CoordinatorState::Phase::kFinishing);
+
+  // A failure that differs each time, or slow attempts: every restart is used.
+  for (int variant = 0; variant < 2; ++variant) {
+    INFO((variant == 0 ? "different failures" : "slow attempts"));
+    std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> go = Gathered();
+    for (int e = 0; e < 5; ++e) {
+      const AttemptReport report{variant == 0 ? sig + std::to_string(e) : sig, std::nullopt};
+      go = Concat(go, epoch(e, variant == 0 ? 0.5 : 30, report, true));
+    }
+    CoordinatorState s;
+    for (const auto& [event, expected] : go) {
+      CoordinatorStep step = Step(s, config, event);
+      CHECK(Names(step.actions) == expected);
+      s = step.state;
+    }
+    CHECK(s.epoch == 5);
+  }
+
+  // --progress-file: the highest number any node read; it stops rising, the job ends.
+  config.streak = StreakConfig{2, "ckpt/step", 10};
+  std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> progress = Gathered();
+  const std::vector<std::vector<std::optional<std::int64_t>>> numbers = {
+      {std::nullopt, 10, std::nullopt}, {30, 10, std::nullopt}, {30, 20, 5}, {30, 30, 30}};
+  for (int e = 0; e < 4; ++e) {
+    std::vector<std::pair<CoordinatorEvent, std::vector<std::string>>> ep =
+        epoch(e, 600, AttemptReport{"exit code 7: e" + std::to_string(e), numbers[e][1]}, e < 3);
+    ep[1].first = CE::Reaped(e, 0, AttemptReport{"", numbers[e][0]});
+    ep[3].first = CE::Reaped(e, 2, AttemptReport{"", numbers[e][2]});
+    progress = Concat(progress, ep);
+  }
+  CoordinatorState p;
+  abort.reset();
+  for (const auto& [event, expected] : progress) {
+    CoordinatorStep step = Step(p, config, event);
+    CHECK(Names(step.actions) == expected);
+    for (const CoordinatorAction& a : step.actions) {
+      if (a.plan.abort) abort = a.plan.abort;
+    }
+    p = step.state;
+  }
+  REQUIRE(abort);
+  CHECK(Describe(*abort) ==
+        "the progress file ckpt/step did not advance in 3 failed attempts in a row (no number "
+        "above 30); not restarting (--max-same-failures, --progress-file)");
+}
+
 TEST_CASE("coordinator policy: node lists for messages", "[coordinator_policy]") {
   CHECK(JoinNodes({}).empty());
   CHECK(JoinNodes({3}) == "3");

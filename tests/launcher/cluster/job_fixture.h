@@ -50,7 +50,7 @@ class FakeRanks : public JobControl {
     if (!running) return;
     running = false;
     boost::asio::post(io_, [this] {
-      if (agent != nullptr) agent->AttemptDrained(false);
+      if (agent != nullptr) agent->AttemptDrained(false, {});
     });
   }
   void JobExit(int code) override {
@@ -72,7 +72,7 @@ class FakeRanks : public JobControl {
       if (agent == nullptr) return;
       agent->LocalStop(report);
       boost::asio::post(io_, [this] {
-        if (agent != nullptr) agent->AttemptDrained(false);
+        if (agent != nullptr) agent->AttemptDrained(false, {});
       });
     });
   }
@@ -80,7 +80,7 @@ class FakeRanks : public JobControl {
   void Succeed() {
     running = false;
     boost::asio::post(io_, [this] {
-      if (agent != nullptr) agent->AttemptDrained(true);
+      if (agent != nullptr) agent->AttemptDrained(true, {});
     });
   }
   bool Called(const std::string& call) const {

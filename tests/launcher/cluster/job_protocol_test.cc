@@ -78,6 +78,35 @@ TEST_CASE("job protocol: registrations, markers and plans round-trip", "[job_pro
   CHECK(*abort_back == abort);
 }
 
+TEST_CASE("job protocol: reaped reports and the same-failure abort round-trip", "[job_protocol]") {
+  const AttemptReport report{"exit code 1: KeyError: 'l\xc3\xa9' \"x\"", 1200};
+  auto back = DecodeReport(Encode(report));
+  REQUIRE(back.ok());
+  CHECK(*back == report);
+  auto none = DecodeReport(Encode(AttemptReport{}));
+  REQUIRE(none.ok());
+  CHECK(*none == AttemptReport{});
+  // An older gculaunch reports "1": an empty report.
+  auto old = DecodeReport("1");
+  REQUIRE(old.ok());
+  CHECK(*old == AttemptReport{});
+  CHECK(DecodeReport(R"({"signature": 3, "progress": null})").error().what ==
+        "reaped report field 'signature': expected text");
+  CHECK(DecodeReport(R"({"signature": "", "progress": 1.5})").error().what ==
+        "reaped report field 'progress': expected a whole number or null");
+
+  StopMarker same = Failed();
+  same.kind = StopMarker::Kind::kSameFailure;
+  same.restartable = false;
+  same.what = "the same failure 4 times in a row: exit code 7; not restarting";
+  auto marker = DecodeMarker(Encode(same));
+  REQUIRE(marker.ok());
+  CHECK(*marker == same);
+  CHECK_FALSE(Restartable(same, 100));
+  CHECK(ExitCodeFor(same, 0) == same.exit_code);
+  CHECK(Describe(same) == same.what);
+}
+
 TEST_CASE("job protocol: global ranks in node-rank order, heterogeneous nproc", "[job_protocol]") {
   // Registrations arrive in any order; node 1 has 2 ranks, node 0 one, node 2 three.
   const JobPlan plan = MakePlanForTest({Reg(2, 3), Reg(0, 1), Reg(1, 2)}, 0, 0);

@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
+#include "base/text.h"
+#include "launcher/frontend/cli_apply.h"
+
 namespace gculaunch {
 namespace {
 
@@ -70,6 +73,9 @@ const std::vector<ValueCase>& ValueCases() {
        [](const CliOptions& o) {
          return o.restart_backoff == RestartBackoff{0.5, 30};
        }},
+      {"max-same-failures", "5", [](const CliOptions& o) { return o.max_same_failures == 5; }},
+      {"progress-file", "ckpt/step",
+       [](const CliOptions& o) { return o.progress_file == "ckpt/step"; }},
       {"monitor-interval", "0.5", [](const CliOptions& o) { return o.monitor_interval == 0.5; }},
       {"role", "trainer", [](const CliOptions& o) { return o.role == "trainer"; }},
       {"python", "/opt/py/bin/python3",
@@ -103,6 +109,10 @@ const std::vector<ValueCase>& ValueCases() {
       {"cpu-affinity", "numa",
        [](const CliOptions& o) { return o.cpu_affinity == CpuAffinity::kNuma; }},
       {"progress-interval", "2.5", [](const CliOptions& o) { return o.progress_interval == 2.5; }},
+      {"log-line-prefix-template", "[${role_name}-r${rank}]:",
+       [](const CliOptions& o) {
+         return o.log_line_prefix_template == std::string("[${role_name}-r${rank}]:");
+       }},
       // metrics (docs/operations.md)
       {"metrics-port", "9464", [](const CliOptions& o) { return o.metrics_port == 9464; }},
       {"metrics-addr", "0.0.0.0",
@@ -371,6 +381,35 @@ TEST_CASE("cli: everything from SCRIPT on goes to the script untouched", "[cli]"
   CHECK(module.script_args == std::vector<std::string>{"--lr", "0.1"});
 }
 
+TEST_CASE("cli: the first -- goes where torchrun's argparse drops it", "[cli]") {
+  // (tests/integration/test_torchrun_flags.py runs the same table through torch's parsers.)
+  struct Case {
+    std::vector<std::string> args;
+    std::string script;
+    std::vector<std::string> script_args;
+  };
+  const Case cases[] = {
+      {{"x.py", "--", "--depth=24"}, "x.py", {"--depth=24"}},
+      {{"-m", "scripts.base_train", "--", "--depth=24"}, "scripts.base_train", {"--depth=24"}},
+      {{"--", "x.py", "--", "a"}, "x.py", {"--", "a"}},
+      {{"x.py", "a", "--", "b"}, "x.py", {"a", "--", "b"}},
+      {{"x.py", "--"}, "x.py", {}},
+      {{"x.py", "--", "--"}, "x.py", {"--"}},
+      {{"x.py", "--", "a", "--", "b"}, "x.py", {"a", "--", "b"}},
+      {{"--nnodes", "1", "--", "x.py", "--", "a"}, "x.py", {"--", "a"}},
+      {{"--", "--", "x.py"}, "--", {"x.py"}},
+      {{"--", "-m", "mod"}, "-m", {"mod"}},
+  };
+  for (const Case& c : cases) {
+    INFO(Join(c.args, " "));
+    const CliOptions o = Parse(c.args);
+    CHECK(o.script == c.script);
+    CHECK(o.script_args == c.script_args);
+  }
+  CHECK(Parse({"-m", "mod", "--", "x"}).module);
+  CHECK_FALSE(Parse({"--", "-m", "mod"}).module);
+}
+
 TEST_CASE("cli: value shapes", "[cli]") {
   using K = NprocPerNode::Kind;
   CHECK(Parse({"--nproc-per-node", "auto", "x"}).nproc_per_node->kind == K::kAuto);
@@ -503,11 +542,6 @@ TEST_CASE("cli: exact one-line errors for bad input", "[cli]") {
        "gculaunch: --rdzv-backend 'zookeeper': not supported (gculaunch accepts static and "
        "c10d, which behave the same, and etcd or etcd-v2, its etcd v3 rendezvous) (fix: use "
        "--rdzv-backend static or drop it)"},
-      {{"--rdzv-conf", "timeout=900,colour=red", "x.py"},
-       "gculaunch: --rdzv-conf: unknown key 'colour' (fix: accepted "
-       "keys: timeout, join_timeout, last_call_timeout, close_timeout, read_timeout, is_host; "
-       "with --rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, password, "
-       "password_file, lease_ttl (docs/etcd.md))"},
       {{"--rdzv-conf", "protocol=ftp", "x.py"},
        "gculaunch: --rdzv-conf 'protocol=ftp': 'protocol' expects http or https (fix: e.g. "
        "--rdzv-conf protocol=https)"},
@@ -631,6 +665,32 @@ TEST_CASE("cli: every duration is at most 1e7 s, with a message naming the flag"
   CHECK(Parse({"--restart-backoff", "1:1e7", "x.py"}).restart_backoff == RestartBackoff{1, 1e7});
 }
 
+TEST_CASE("cli: --rdzv-conf keys that are not gculaunch's are kept, and warned about by name",
+          "[cli]") {
+  // torchrun hands every key to its backend, which ignores those it does not know.
+  const CliOptions o = Parse({"--rdzv-conf", "timeout=900,overlap_timeout=600,colour=red", "x.py"});
+  CHECK(o.rdzv_conf.at("overlap_timeout") == "600");
+  CHECK(cli_flags::UnknownRdzvConfKeys(o) ==
+        "--rdzv-conf: keys colour, overlap_timeout are not gculaunch's and ignored, as torchrun's "
+        "rendezvous ignores keys it does not know");
+  CHECK(cli_flags::UnknownRdzvConfKeys(Parse({"--rdzv-conf", "timeout=900", "x.py"})).empty());
+  // A misspelt key is guessed at; its value (maybe a password) is never shown.
+  for (const std::string value : {"pasword=S3cretPW", "user=root,lease_tll=5,password=S3cretPW"}) {
+    const CliOptions typo = Parse({"--rdzv-conf", value, "x.py"});
+    const std::string warning = cli_flags::UnknownRdzvConfKeys(typo);
+    INFO(warning);
+    CHECK(warning.find("S3c") == std::string::npos);
+    CHECK(warning.find(" for ") != std::string::npos);
+  }
+  CHECK(cli_flags::UnknownRdzvConfKeys(Parse({"--rdzv-conf", "pasword=S3cretPW", "x.py"})) ==
+        "--rdzv-conf: key pasword is not gculaunch's and ignored, as torchrun's rendezvous "
+        "ignores keys it does not know (a misspelling? pasword for password)");
+  // A known key keeps its check.
+  CHECK(ParseError({"--rdzv-conf", "overlap_timeout=600,timeout=abc", "x.py"}) ==
+        "gculaunch: --rdzv-conf 'timeout=abc': 'timeout' expects seconds (fix: e.g. --rdzv-conf "
+        "timeout=900)");
+}
+
 TEST_CASE("cli: a --rdzv-conf error quotes only its item, never the password", "[cli]") {
   struct Case {
     std::string value;
@@ -642,11 +702,6 @@ TEST_CASE("cli: a --rdzv-conf error quotes only its item, never the password", "
        "gculaunch: --rdzv-conf: an item after password= is not one of the keys: a misspelt key, "
        "or a password holding ',' (fix: check the key names (--help lists them); put a password "
        "holding ',' in password_file=PATH or in GCULAUNCH_ETCD_PASSWORD)"},
-      {"user=root,lease_tll=5,password=S3cretPW",
-       "gculaunch: --rdzv-conf: unknown key 'lease_tll' (fix: accepted keys: timeout, "
-       "join_timeout, last_call_timeout, close_timeout, read_timeout, is_host; with "
-       "--rdzv-backend etcd also protocol, cacert, cert, key, etcd_prefix, user, password, "
-       "password_file, lease_ttl (docs/etcd.md))"},
       {"user=root,password=S3cretPW,timeout=abc",
        "gculaunch: --rdzv-conf 'timeout=abc': 'timeout' expects seconds (fix: e.g. --rdzv-conf "
        "timeout=900)"},
@@ -667,12 +722,6 @@ TEST_CASE("cli: a --rdzv-conf error quotes only its item, never the password", "
        "holding ',' in password_file=PATH or in GCULAUNCH_ETCD_PASSWORD)"},
       {"user=root,password=S3c,ret=PW,lease_ttl=5", ""},
       {"user=root,password=S3c,=retPW", ""},
-      {"pasword=S3cretPW",
-       "gculaunch: --rdzv-conf: unknown key 'pasword' (fix: accepted keys: "
-       "timeout, join_timeout, last_call_timeout, close_timeout, "
-       "read_timeout, is_host; with --rdzv-backend etcd also protocol, "
-       "cacert, cert, key, etcd_prefix, user, password, password_file, "
-       "lease_ttl (docs/etcd.md))"},
   };
   for (const Case& c : cases) {
     INFO(c.value);
@@ -740,6 +789,22 @@ TEST_CASE("cli: --restart-backoff INITIAL:MAX, 0 or off", "[cli]") {
     CHECK(ParseError({"--restart-backoff", bad, "x.py"}) ==
           "gculaunch: --restart-backoff '" + std::string(bad) + "': " + problem);
   }
+}
+
+TEST_CASE("cli: --max-same-failures N and --progress-file PATH", "[cli]") {
+  CHECK(Parse({"--max-same-failures", "0", "x.py"}).max_same_failures == 0);
+  CHECK(Parse({"--max_same_failures", "7", "x.py"}).max_same_failures == 7);
+  CHECK(Parse({"x.py"}, EnvMap{{"PET_MAX_SAME_FAILURES", "2"}}).max_same_failures == 2);
+  CHECK(Parse({"x.py"}, EnvMap{{"PET_PROGRESS_FILE", "/ckpt/step"}}).progress_file == "/ckpt/step");
+  CHECK_FALSE(Parse({"x.py"}).max_same_failures.has_value());
+  for (const char* bad : {"-1", "x", "1.5", "1000001"}) {
+    INFO(bad);
+    CHECK(ParseError({"--max-same-failures", bad, "x.py"})
+              .starts_with("gculaunch: --max-same-failures '" + std::string(bad) + "': "));
+  }
+  CHECK(ParseError({"--max-same-failures", "x", "x.py"}) ==
+        "gculaunch: --max-same-failures 'x': expected a number >= 0 (fix: e.g. "
+        "--max-same-failures 3)");
 }
 
 TEST_CASE("cli: control characters in values cannot break the one-line message", "[cli]") {

@@ -69,7 +69,9 @@ TEST_CASE("dry run: JSON has exactly the documented shape and the ranks' values"
     const auto& rank = json["ranks"][local_rank];
     std::vector<std::string> rank_keys;
     for (const auto& item : rank.items()) rank_keys.push_back(item.key());
-    CHECK(rank_keys == std::vector<std::string>{"local_rank", "rank", "argv", "env"});
+    CHECK(rank_keys ==
+          std::vector<std::string>{"local_rank", "rank", "argv", "console_prefix", "env"});
+    CHECK(rank["console_prefix"] == "[rank" + std::to_string(2 + local_rank) + "]: ");
     CHECK(rank["local_rank"] == local_rank);
     CHECK(rank["rank"] == 2 + local_rank);
     CHECK(rank["argv"].get<std::vector<std::string>>() ==

@@ -262,7 +262,10 @@ TEST_CASE("launch spec: --virtual-local-rank is --bind rank, --numa-binding is -
   CHECK(plain.bind == DeviceBind::kAll);
   LaunchSpec virt = f.Spec({"--virtual-local-rank", "x.py"});
   CHECK(virt.bind == DeviceBind::kRank);
-  CHECK(Notes(virt).find("--virtual-local-rank is done as --bind rank") != std::string::npos);
+  CHECK(virt.virtual_local_rank);
+  // --device cpu (auto found no card): only LOCAL_RANK changes, and a note says so.
+  CHECK(Notes(virt).find("--virtual-local-rank with device cpu: every rank gets LOCAL_RANK=0; "
+                         "there is no card to hide") != std::string::npos);
   CHECK(f.Err({"--virtual-local-rank", "--bind", "all", "x.py"}) ==
         "gculaunch: --virtual-local-rank and --bind all conflict: a virtual local rank sees only "
         "its own card (fix: drop one of them)");
@@ -271,6 +274,29 @@ TEST_CASE("launch spec: --virtual-local-rank is --bind rank, --numa-binding is -
   LaunchSpec both = f.Spec({"--numa-binding", "node", "--cpu-affinity", "none", "x.py"});
   CHECK(both.cpu_affinity == CpuAffinity::kNone);
   CHECK(HasNote(both, "--numa-binding node is ignored: --cpu-affinity decides the CPU binding"));
+}
+
+TEST_CASE("launch spec: --virtual-local-rank on a card pool: LOCAL_RANK=0, one card each",
+          "[launch_spec]") {
+  Fixture f;
+  f.env.Set("TOPS_VISIBLE_DEVICES", "4,6");  // torch maps the local rank through this list
+  const LaunchSpec spec =
+      f.Spec({"--device", "gcu", "--nproc-per-node", "2", "--virtual-local-rank", "x.py"});
+  CHECK(Notes(spec).find("--virtual-local-rank: every rank gets LOCAL_RANK=0 and sees only its "
+                         "own card, the pool's entry for its local rank, in TOPS_VISIBLE_DEVICES "
+                         "and ENFLAME_VISIBLE_DEVICES") != std::string::npos);
+  for (int local_rank = 0; local_rank < 2; ++local_rank) {
+    const EnvMap env = BuildRankEnv(spec, f.env, local_rank, 0, DryRunRuntime(spec));
+    CHECK(env.Get("LOCAL_RANK") == "0");
+    CHECK(env.Get("RANK") == std::to_string(local_rank));
+    CHECK(env.Get("TOPS_VISIBLE_DEVICES") == (local_rank == 0 ? "4" : "6"));
+    CHECK(env.Get("GCULAUNCH_DEVICE_INDEX") == "0");
+  }
+  // More ranks than listed cards: torch raises; gculaunch refuses in one line.
+  CHECK(f.Err({"--device", "gcu", "--nproc-per-node", "3", "--virtual-local-rank", "x.py"}) ==
+        "gculaunch: --virtual-local-rank: 3 ranks need 3 cards but the pool has 2 "
+        "(TOPS_VISIBLE_DEVICES=4,6) (fix: use --nproc-per-node 2 or fewer, or give the pool more "
+        "cards)");
 }
 
 TEST_CASE("launch spec: PYTHONFAULTHANDLER and the progress interval", "[launch_spec]") {
@@ -363,6 +389,28 @@ TEST_CASE("launch spec: conflicting topology flags", "[launch_spec]") {
   CHECK(f.Err({"--standalone", "x.py"}) ==
         "gculaunch: --standalone runs a single node but PET_NNODES is 3 (fix: drop "
         "--standalone, or use --nnodes 1)");
+}
+
+TEST_CASE("launch spec: --max-same-failures and --progress-file", "[launch_spec]") {
+  Fixture f;
+  LaunchSpec s = f.Spec({"x.py"});
+  CHECK(s.max_same_failures == 3);
+  CHECK(s.progress_file.empty());
+  s = f.Spec({"--max-same-failures", "0", "x.py"});
+  CHECK(s.max_same_failures == 0);
+  s = f.Spec({"--progress-file", "ckpt/step", "--max-same-failures", "2", "x.py"});
+  CHECK(s.max_same_failures == 2);
+  CHECK(s.progress_file == "ckpt/step");
+  CHECK(HasNote(s,
+                "--progress-file ckpt/step: read after each failed attempt; 2 failed attempts in "
+                "a row without a higher number there stop the restarts (--max-same-failures)"));
+  CHECK(f.Err({"--progress-file", "p", "--max-same-failures", "0", "x.py"}) ==
+        "gculaunch: --progress-file needs --max-same-failures N, but --max-same-failures is 0 "
+        "(off) (fix: drop --max-same-failures 0 (the default is 3), or drop --progress-file)");
+  f.env.Set("PET_MAX_SAME_FAILURES", "0");
+  CHECK(f.Err({"--progress-file", "p", "x.py"}) ==
+        "gculaunch: --progress-file needs --max-same-failures N, but PET_MAX_SAME_FAILURES is 0 "
+        "(off) (fix: drop --max-same-failures 0 (the default is 3), or drop --progress-file)");
 }
 
 TEST_CASE("launch spec: --device auto picks the first profile with device files", "[launch_spec]") {

@@ -250,6 +250,26 @@ TEST_CASE("rank env: argv substitutes ${local_rank} after argv(0), as torchrun d
                                  "$LOCAL_RANK", "${other}"});
 }
 
+TEST_CASE("rank env: the console prefix, default or torch's template", "[rank_env]") {
+  LaunchSpec spec = GcuSpec();  // ranks 4..7
+  spec.role = "trainer";
+  CHECK(ConsolePrefix(spec, 2) == "[rank6]: ");
+  // Python's Template(...).safe_substitute(role_name=, rank=, local_rank=), as torch calls it
+  // (each expected value is what Python 3.11 gives).
+  const std::pair<std::string, std::string> cases[] = {
+      {"[${role_name}-r${rank}]:", "[trainer-r6]:"},
+      {"$rank|${local_rank}|$$|${rankx}|$rank_x|$rank.x|${ rank}|$",
+       "6|2|$|${rankx}|$rank_x|6.x|${ rank}|$"},
+      {"no placeholder: ", "no placeholder: "},
+      {"${RANK}$Rank", "${RANK}$Rank"},
+  };
+  for (const auto& [tmpl, expected] : cases) {
+    INFO(tmpl);
+    spec.log_line_prefix_template = tmpl;
+    CHECK(ConsolePrefix(spec, 2) == expected);
+  }
+}
+
 TEST_CASE("rank env: error files and the launch's runtime values", "[rank_env]") {
   CHECK(RankErrorFile({"1", "r", "/d"}, 2, 5) == "/d/attempt_2/5/error.json");
 

@@ -102,6 +102,16 @@ TEST_CASE("ranks torch: the probe's output", "[ranks_torch]") {
   CHECK(none->version_file.empty());
   CHECK_FALSE(none->version_text.has_value());
 
+  CHECK(none->executable.empty());
+
+  // The interpreter itself, behind a shim, and pyenv's choice as it saw them.
+  const auto shimmed = ParseTorchProbeOutput(
+      "gculaunch-torch-probe: {\"version_file\": null, \"version_text\": null, \"checks\": [], "
+      "\"executable\": \"/p/versions/3.11.7/bin/python3\", \"pyenv_version\": \"3.11.7\"}\n");
+  REQUIRE(shimmed.has_value());
+  CHECK(shimmed->executable == "/p/versions/3.11.7/bin/python3");
+  CHECK(shimmed->pyenv_version == "3.11.7");
+
   CHECK_FALSE(ParseTorchProbeOutput("").has_value());
   CHECK_FALSE(ParseTorchProbeOutput("gculaunch-torch-probe: {not json}\n").has_value());
   CHECK_FALSE(ParseTorchProbeOutput("gculaunch-torch-probe: {\"checks\": []}\n").has_value());
@@ -124,6 +134,9 @@ TEST_CASE("ranks torch: the probe runs the ranks' interpreter beside their scrip
   spec.python = "/opt/venv/bin/python";
   CHECK(TorchProbeArgv(spec) ==
         Vars{"/opt/venv/bin/python", "-c", kTorchProbeSource, "script", "run0/t.py"});
+  // The ranks run a shim's interpreter: the probe asks the shim again.
+  spec.interpreter_shim = "/p/shims/python";
+  CHECK(TorchProbeArgv(spec)[0] == "/p/shims/python");
   spec.python.clear();  // --no-python
   spec.argv = {"./train.sh"};
   CHECK(TorchProbeArgv(spec).empty());

@@ -69,6 +69,24 @@ TEST_CASE("file timer: the table", "[file_timer]") {
   CHECK(table.TakeExpired(250).empty());
 }
 
+TEST_CASE("file timer: the table holds at most kMaxTimers, renewals and releases still apply",
+          "[file_timer]") {
+  FileTimerTable table;
+  for (size_t i = 0; i < FileTimerTable::kMaxTimers; ++i) {
+    REQUIRE(table.Apply(Timer(10, "scope" + std::to_string(i), 100, 9)));
+  }
+  CHECK_FALSE(table.Apply(Timer(10, "one-more", 100, 9)));
+  CHECK_FALSE(table.Apply(Timer(11, "a", 50, 9)));
+  CHECK(table.size() == FileTimerTable::kMaxTimers);
+  CHECK(table.Apply(Timer(10, "scope0", 40, 15)));  // a renewal needs no new slot
+  CHECK(table.Apply(Timer(10, "scope1", -1, 0)));   // a release frees one
+  CHECK(table.Apply(Timer(11, "a", 50, 9)));
+  const auto expired = table.TakeExpired(45);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired.at(10).scope_id == "scope0");
+  CHECK(expired.at(10).signal == 15);
+}
+
 TEST_CASE("file timer: served on a real FIFO", "[file_timer]") {
   testing::TempDir tmp;
   const std::string path = tmp.path() + "/watchdog_timer";

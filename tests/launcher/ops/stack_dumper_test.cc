@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "launcher/sys/proc_signals.h"
@@ -118,6 +119,43 @@ TEST_CASE("stack dumper: a hooked process is dumped and keeps running, others ar
   REQUIRE(again[0].ok);
   CHECK(again[0].text.rfind("Current thread", 0) == 0);
   CHECK(again[0].text.size() == dumps[0].text.size());
+}
+
+TEST_CASE("stack dumper: a dump is cut at kMaxDumpBytes, a linked file is not used",
+          "[stack_dumper]") {
+  TempDir tmp;
+  const int sig = SIGRTMIN + 10;
+  const std::string file = tmp.Write("stacks.txt");
+  // A rank whose "dump" is 2 MiB: what it appends is kept up to 1 MiB, with a note.
+  const std::string script =
+      "import signal, time\n"
+      "def dump(signum, frame):\n"
+      "    with open('" +
+      file +
+      "', 'a') as out:\n"
+      "        out.write('x' * (2 << 20))\n"
+      "signal.signal(" +
+      std::to_string(sig) +
+      ", dump)\n"
+      "time.sleep(60)\n";
+  Child python({"/usr/bin/python3", "-c", script});
+  REQUIRE(WaitCatches(python.pid(), sig));
+  const auto dumps = RunDump({StackTarget{0, 0, python.pid(), file, sig, ""}});
+  REQUIRE(dumps.size() == 1);
+  REQUIRE(dumps[0].ok);
+  const std::string note = "\n[gculaunch: the dump is cut at 1 MiB]\n";
+  CHECK(dumps[0].text.size() == kMaxDumpBytes + note.size());
+  CHECK(dumps[0].text.substr(kMaxDumpBytes) == note);
+
+  // The hook's file replaced by a link (to a file that would grow): never signalled.
+  const std::string link = tmp.File("linked.txt");
+  std::filesystem::create_symlink(file, link);
+  CHECK(FileSize(link) == -1);
+  const auto linked = RunDump({StackTarget{0, 0, python.pid(), link, sig, ""}});
+  CHECK_FALSE(linked[0].ok);
+  CHECK(linked[0].why == "the hook's file " + link +
+                             " is missing or not a regular file of the job's user; not signalled");
+  CHECK(FileSize(file) == static_cast<long long>(2u << 20));  // no second dump was asked for
 }
 
 TEST_CASE("stack dumper: requests are served one after the other", "[stack_dumper]") {

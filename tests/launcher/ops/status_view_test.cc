@@ -77,6 +77,23 @@ TEST_CASE("status JSON lists ranks with their samples and node 0's nodes", "[sta
         std::string::npos);
 }
 
+TEST_CASE("status shows the readiness /readyz answers", "[status_view]") {
+  JobStatus status([] { return 10.0; });
+  status.On(JobEvent::Launch({{"run_id", "r"}, {"nproc_per_node", 1}}));
+  StatusInput in;
+  in.job = &status.snapshot();
+  in.now = 10;
+  CHECK(StatusJson(in)["ready"].is_null());
+  in.readiness = Readiness{false, "the ranks are starting"};
+  const nlohmann::json doc = StatusJson(in);
+  CHECK(doc["ready"] == false);
+  CHECK(doc["ready_reason"] == "the ranks are starting");
+  CHECK_THAT(StatusText(doc), Catch::Contains("\nnot ready: the ranks are starting\n"));
+  in.readiness = Readiness{true, "1 local rank of epoch 0 running"};
+  CHECK_THAT(StatusText(StatusJson(in)),
+             Catch::Contains("\nready: 1 local rank of epoch 0 running\n"));
+}
+
 TEST_CASE("status text of a document with missing fields shows dashes", "[status_view]") {
   const std::string text = StatusText(nlohmann::json::object());
   CHECK(text.find("run -, node - of -") == 0);

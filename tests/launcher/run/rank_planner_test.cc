@@ -125,7 +125,13 @@ TEST_CASE("RankPlanner: console routing, filter, redirects, stdin", "[job]") {
   CHECK_FALSE(r[1].stderr_to_console);
   CHECK_FALSE(r[2].stdout_to_console);  // redirected to its file
   CHECK(r[2].stderr_to_console);
-  CHECK_FALSE(r[0].stdout_log.empty());  // --redirects without --log-dir: files all the same
+  // --redirects without --log-dir: torchrun's rule, only the redirected streams are filed, so
+  // ranks it maps to 0 keep no copy of their output.
+  CHECK(r[0].stdout_log.empty());
+  CHECK(r[0].stderr_log.empty());
+  CHECK(r[1].stdout_log.empty());
+  CHECK(r[2].stdout_log == "attempt_0/2/stdout.log");
+  CHECK(r[2].stderr_log.empty());
   CHECK(r[0].inherit_stdin);
   CHECK(r[0].take_terminal);
   CHECK_FALSE(r[1].inherit_stdin);
@@ -156,7 +162,9 @@ TEST_CASE("RankPlanner: torchrun's --tee rule, a stream is shown unless redirect
     INFO("-r " << c.redirects << " -t " << c.tee);
     CHECK((*plan)[0].stdout_to_console == c.out);
     CHECK((*plan)[0].stderr_to_console == c.err);
-    CHECK_FALSE((*plan)[0].stdout_log.empty());
+    CHECK_FALSE((*plan)[0].stdout_log.empty());  // every case redirects or tees stdout
+    const bool err_filed = ((spec.redirects.all | spec.tee.all) & StdStreams::kStderr) != 0;
+    CHECK((*plan)[0].stderr_log.empty() == !err_filed);
   }
   // Per local rank: "0:1,1:2" teed over redirects 3.
   LaunchSpec spec = Spec("");

@@ -371,6 +371,108 @@ TEST_CASE("restart policy: a crash loop backs off (--restart-backoff)", "[restar
   }
 }
 
+TEST_CASE("restart policy: the same failure stops the loop (--max-same-failures)",
+          "[restart_policy]") {
+  const StreakConfig streak{3, "", 10};
+  const PolicyConfig config{2, 100, false, MakeBackoff(0, 0), streak};
+  const std::string sig = "exit code 3: KeyError: 'lr'";
+  auto drained = [](double ran_s, std::string signature) {
+    return E::AttemptDrained(ran_s, AttemptReport{std::move(signature), std::nullopt});
+  };
+  const std::vector<Row> rows = {
+      {"4 quick attempts failing the same: no 4th restart, the rank's exit code",
+       config,
+       {{kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(3)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::Exit(3)}}},
+       Phase::kFinished},
+      {"failing differently each time keeps every restart",
+       config,
+       {{kFail1, kTeardownTerm},
+        {drained(0.2, "exit code 3: a"), {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, "exit code 3: b"), {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, "exit code 3: c"), {A::StartAttempt(3)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, "exit code 3: d"), {A::StartAttempt(4)}}},
+       Phase::kRunning},
+      {"slow attempts failing the same keep their restarts",
+       config,
+       {{kFail1, kTeardownTerm},
+        {drained(30, sig), {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {drained(30, sig), {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {drained(30, sig), {A::StartAttempt(3)}},
+        {kFail1, kTeardownTerm},
+        {drained(30, sig), {A::StartAttempt(4)}}},
+       Phase::kRunning},
+      {"a hang restart in between starts over",
+       config,
+       {{kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(2)}},
+        {E::Hang(true), kTeardownTerm},
+        {drained(0.2, ""), {A::StartAttempt(3)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(4)}}},
+       Phase::kRunning},
+      {"with the back-off on, the stop comes instead of the 4th restart's wait",
+       PolicyConfig{2, 100, false, DefaultBackoffForTest(), streak},
+       {{kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartAttempt(1)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartBackoff(2, 1)}},
+        {E::BackoffExpired(), {A::StartAttempt(2)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::StartBackoff(3, 2)}},
+        {E::BackoffExpired(), {A::StartAttempt(3)}},
+        {kFail1, kTeardownTerm},
+        {drained(0.2, sig), {A::Exit(3)}}},
+       Phase::kFinished},
+      {"job mode: the node only reports (node 0's coordinator decides)",
+       PolicyConfig{2, 100, true, MakeBackoff(0, 0), streak},
+       {{E::JobStart(0), {A::StartAttempt(0)}},
+        {kFail1, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
+        {drained(0.2, sig), {A::NotifyDrained()}},
+        {E::JobStart(1), {A::StartAttempt(1)}},
+        {kFail1, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
+        {drained(0.2, sig), {A::NotifyDrained()}}},
+       Phase::kWaitingForJob},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    PolicyState state = InitialState(row.config);
+    for (size_t i = 0; i < row.steps.size(); ++i) {
+      const auto& [event, expected] = row.steps[i];
+      PolicyStep step = Step(state, row.config, event);
+      INFO("step " << i << ": got " << Describe(step.actions) << ", expected "
+                   << Describe(expected));
+      CHECK(step.actions == expected);
+      state = step.state;
+    }
+    CHECK(PhaseNameForTest(state.phase) == PhaseNameForTest(row.final_phase));
+  }
+  // The stop says why, and keeps the failure's cause and exit.
+  PolicyState state;
+  for (int i = 0; i < 4; ++i) {
+    state = Step(state, config, kFail1).state;
+    state = Step(state, config, drained(0.2, sig)).state;
+  }
+  CHECK(state.phase == Phase::kFinished);
+  CHECK(state.cause == StopCause::kRankFailed);
+  CHECK(ExitCodeFor(state) == 3);
+  CHECK(state.loop_stop ==
+        "the same failure 4 times in a row: " + sig + "; not restarting (--max-same-failures)");
+}
+
 TEST_CASE("restart policy: the wait before an attempt stays in its state", "[restart_policy]") {
   const PolicyConfig config{1, 10, false, DefaultBackoffForTest()};
   PolicyState state;

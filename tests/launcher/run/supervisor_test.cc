@@ -395,7 +395,7 @@ class ScriptedJob : public JobLink {
   void LocalStop(const LocalStopReport& r) override {
     events.push_back("stop rank " + std::to_string(r.rank) + ": " + r.what);
   }
-  void AttemptDrained(bool success) override {
+  void AttemptDrained(bool success, const AttemptReport&) override {
     events.push_back(success ? "drained ok" : "drained failed");
     if (!success && restarts_left-- > 0) {
       supervisor->JobStart(++epoch);

@@ -135,4 +135,135 @@ TEST_CASE("bounded read: a regular file of at most 1 MiB, nothing else", "[safe_
   }
 }
 
+// ---- files a rank can create or replace ----
+
+namespace {
+
+sys::RankFileRules OwnRules(size_t limit = sys::kMaxReadFileBytes) {
+  sys::RankFileRules rules;
+  rules.owner = ::geteuid();
+  rules.limit = limit;
+  return rules;
+}
+
+}  // namespace
+
+TEST_CASE("rank file: the job's user's regular file is read once, with its mtime", "[safe_files]") {
+  TempDir tmp;
+  const std::string path = tmp.Write("error.json", "{\"message\": \"boom\"}");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  auto read = sys::ReadRankFile(path, OwnRules());
+  REQUIRE(read.ok());
+  CHECK(read->found);
+  CHECK(read->text == "{\"message\": \"boom\"}");
+  CHECK_FALSE(read->cut);
+  CHECK(read->mtime_ns ==
+        static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+}
+
+TEST_CASE("rank file: nothing at the path is not an error", "[safe_files]") {
+  TempDir tmp;
+  auto read = sys::ReadRankFile(tmp.File("error.json"), OwnRules());
+  REQUIRE(read.ok());
+  CHECK_FALSE(read->found);
+  CHECK(read->text.empty());
+}
+
+TEST_CASE("rank file: links, FIFOs, devices, directories and other owners are refused",
+          "[safe_files]") {
+  TempDir tmp;
+  const std::string path = tmp.File("error.json");
+  std::string why;
+  sys::RankFileRules rules = OwnRules();
+  SECTION("a link to a regular file the user may read") {
+    std::filesystem::create_symlink(tmp.Write("readable.json", "{}"), path);
+    why = "is a symbolic link (gculaunch does not follow one there)";
+  }
+  SECTION("a link to /dev/zero") {
+    std::filesystem::create_symlink("/dev/zero", path);
+    why = "is a symbolic link (gculaunch does not follow one there)";
+  }
+  SECTION("a dangling link") {
+    std::filesystem::create_symlink(tmp.File("nowhere"), path);
+    why = "is a symbolic link (gculaunch does not follow one there)";
+  }
+  SECTION("a FIFO without a writer: refused at once, not waited for") {
+    testing::MakeFifo(path);
+    why = "is a FIFO, not a regular file";
+  }
+  SECTION("a directory") {
+    std::filesystem::create_directory(path);
+    why = "is a directory, not a regular file";
+  }
+  SECTION("a regular file of another user") {
+    tmp.Write("error.json", "{}");
+    rules.owner = ::geteuid() + 1;
+    why = "is owned by uid " + std::to_string(::geteuid()) + ", not by the job's user (uid " +
+          std::to_string(::geteuid() + 1) + ")";
+  }
+  auto read = sys::ReadRankFile(path, rules);
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().what == "'" + path + "' " + why);
+}
+
+TEST_CASE("rank file: a device named directly is refused, not read", "[safe_files]") {
+  sys::RankFileRules rules;
+  rules.owner = 0;  // /dev/zero is root's: only its kind refuses it
+  auto read = sys::ReadRankFile("/dev/zero", rules);
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().what == "'/dev/zero' is a character device, not a regular file");
+}
+
+TEST_CASE("rank file: a larger file is cut at the limit and says so, an offset skips",
+          "[safe_files]") {
+  TempDir tmp;
+  const std::string path = tmp.Write("dump.txt", "0123456789");
+  SECTION("exactly the limit is whole") {
+    auto read = sys::ReadRankFile(path, OwnRules(10));
+    REQUIRE(read.ok());
+    CHECK(read->text == "0123456789");
+    CHECK_FALSE(read->cut);
+  }
+  SECTION("one byte more is cut") {
+    auto read = sys::ReadRankFile(path, OwnRules(9));
+    REQUIRE(read.ok());
+    CHECK(read->text == "012345678");
+    CHECK(read->cut);
+  }
+  SECTION("from an offset") {
+    sys::RankFileRules rules = OwnRules(3);
+    rules.offset = 4;
+    auto read = sys::ReadRankFile(path, rules);
+    REQUIRE(read.ok());
+    CHECK(read->text == "456");
+    CHECK(read->cut);
+  }
+  SECTION("a 300 MB sparse file: only the limit and one byte are read") {
+    const std::string big = tmp.File("big.json");
+    std::filesystem::resize_file(tmp.Write("big.json", "{"), 300u << 20);
+    auto read = sys::ReadRankFile(big, OwnRules());
+    REQUIRE(read.ok());
+    CHECK(read->text.size() == sys::kMaxReadFileBytes);
+    CHECK(read->cut);
+  }
+}
+
+TEST_CASE("rank file stat: the job's user's regular files only, never through a link",
+          "[safe_files]") {
+  TempDir tmp;
+  const std::string file = tmp.Write("heartbeat", "12345");
+  auto st = sys::StatRankFile(file, ::geteuid());
+  REQUIRE(st);
+  CHECK(st->size == 5);
+  CHECK(st->mtime_ns > 0);
+  CHECK_FALSE(sys::StatRankFile(file, ::geteuid() + 1));
+  CHECK_FALSE(sys::StatRankFile(tmp.File("missing"), ::geteuid()));
+  std::filesystem::create_symlink(file, tmp.File("link"));
+  CHECK_FALSE(sys::StatRankFile(tmp.File("link"), ::geteuid()));
+  testing::MakeFifo(tmp.File("fifo"));
+  CHECK_FALSE(sys::StatRankFile(tmp.File("fifo"), ::geteuid()));
+  CHECK_FALSE(sys::StatRankFile(tmp.path(), ::geteuid()));
+}
+
 }  // namespace gculaunch
