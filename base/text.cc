@@ -8,6 +8,7 @@
 namespace gculaunch {
 
 bool IsEnvName(const std::string& name) {
+  // POSIX's portable names: a shell cannot export a name with a leading digit or other bytes.
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   return std::all_of(name.begin(), name.end(),
                      [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; });
@@ -58,6 +59,7 @@ std::string JoinAnd(const std::vector<std::string>& items) {
 
 std::vector<std::string> Split(std::string_view text, char sep) {
   std::vector<std::string> parts;
+  // An empty text has no parts, not one empty part: "" as a list means "none".
   if (text.empty()) return parts;
   std::size_t begin = 0;
   for (;;) {
@@ -86,8 +88,8 @@ std::string Plural(long long count, std::string_view noun) {
 }
 
 std::string Seconds(std::chrono::duration<double> duration, int decimals) {
-  char buf[48];
-  if (decimals < 0) {
+  char buf[48];        // snprintf, not a stream: no locale may put a comma into a message's number
+  if (decimals < 0) {  // %g: "2 s", "0.5 s", as the user wrote it
     std::snprintf(buf, sizeof buf, "%g s", duration.count());
   } else {
     std::snprintf(buf, sizeof buf, "%.*f s", decimals, duration.count());
@@ -98,6 +100,8 @@ std::string Seconds(std::chrono::duration<double> duration, int decimals) {
 std::optional<long long> ParseInteger(std::string_view text) {
   long long value = 0;
   const char* end = text.data() + text.size();
+  // from_chars, not strtoll: no locale, no leading spaces or '+', and the whole text must be
+  // the number, so "10s" is an error rather than 10.
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return value;

@@ -10,7 +10,9 @@
 #   launcher/sys/                           sys         (processes, signals, /proc, /dev, files)
 #   launcher/run/                           run         (one node's attempt: supervise, output, summary)
 #   launcher/ops/                           ops         (operations: events, status, metrics, hangs)
-#   launcher/cluster/                       cluster     (several nodes: agents, coordinator, protocol)
+#   launcher/cluster/etcd/                  cluster_etcd (the etcd backend's node, boards, seat)
+#   launcher/cluster/ (the rest)            cluster     (several nodes: agents, coordinator, protocol,
+#                                                        the built-in store's backend, the backends' table)
 #   launcher/check/                         check       (`gculaunch check`)
 #   launcher/app/                           app         (entry points and the job's assembly)
 #   tests/, bench/                          tests       (may use everything)
@@ -43,12 +45,15 @@ set(GCULAUNCH_LAYER_ALLOW_run
 set(GCULAUNCH_LAYER_ALLOW_ops
     base codec rendezvous frontend sys run ops std posix asio beast spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_cluster
-    base codec rendezvous etcd frontend sys run ops cluster std posix asio spdlog json)
+    base codec rendezvous frontend sys run ops cluster std posix asio spdlog json)
+set(GCULAUNCH_LAYER_ALLOW_cluster_etcd
+    base codec rendezvous etcd frontend sys run ops cluster cluster_etcd std posix asio spdlog json)
 set(GCULAUNCH_LAYER_ALLOW_check      base etcd frontend sys check std posix asio json)
 set(GCULAUNCH_LAYER_ALLOW_app
-    base codec rendezvous etcd frontend sys run ops cluster check app std posix asio spdlog json cli11)
+    base codec rendezvous etcd frontend sys run ops cluster cluster_etcd check app
+    std posix asio spdlog json cli11)
 set(GCULAUNCH_LAYER_ALLOW_tests
-    base codec rendezvous etcd frontend sys run ops cluster check app tests
+    base codec rendezvous etcd frontend sys run ops cluster cluster_etcd check app tests
     std posix asio process beast boost openssl spdlog yaml cli11 json catch2)
 
 # The layer of a project file, from its path relative to the source root; "" if none.
@@ -62,6 +67,8 @@ function(gculaunch_layer_of_path path out)
     set(layer codec)
   elseif(path MATCHES "^rendezvous/")
     set(layer rendezvous)
+  elseif(path MATCHES "^launcher/cluster/etcd/")
+    set(layer cluster_etcd)
   elseif(path MATCHES "^launcher/(frontend|sys|run|ops|cluster|check|app)/")
     set(layer ${CMAKE_MATCH_1})
   elseif(path MATCHES "^(tests|bench)/")

@@ -393,7 +393,7 @@ Client::Task<Status> Client::LeaseRevoke(std::int64_t id) {
   co_return OkStatus();
 }
 
-Client::Task<Result<std::int64_t>> Client::Compact(std::int64_t revision) {
+Client::Task<Result<std::int64_t>> Client::CompactForTest(std::int64_t revision) {
   auto reply = co_await Call(*state_, "/v3/kv/compaction", CompactBody(revision),
                              "compaction to " + std::to_string(revision));
   if (!reply.ok()) co_return reply.error();

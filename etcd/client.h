@@ -164,7 +164,8 @@ class Client {
   Task<Status> LeaseRevoke(std::int64_t id);
 
   /// Drops history before `revision` (POST /v3/kv/compaction); returns the store's revision.
-  Task<Result<std::int64_t>> Compact(std::int64_t revision);
+  /// The tests compact to prove that a watch lists again; gculaunch never compacts.
+  Task<Result<std::int64_t>> CompactForTest(std::int64_t revision);
   /// GET /version of the current endpoint (fail-over as for every request).
   Task<Result<VersionInfo>> Version();
   /// Opens a watch stream and waits for etcd to confirm it.

@@ -16,6 +16,7 @@ int Base64Value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
   if (c >= 'a' && c <= 'z') return c - 'a' + 26;
   if (c >= '0' && c <= '9') return c - '0' + 52;
+  // The URL-safe alphabet too: the decoder accepts what any protobuf JSON writer may send.
   if (c == '+' || c == '-') return 62;
   if (c == '/' || c == '_') return 63;
   return -1;
@@ -30,7 +31,7 @@ Error Malformed(std::string_view call, const std::string& why) {
 Result<json> ParseObject(std::string_view body, std::string_view call) {
   json doc = json::parse(body.begin(), body.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
-    std::string start(body.substr(0, 80));
+    std::string start(body.substr(0, 80));  // enough to recognise a proxy's HTML page
     return Malformed(call, "not a JSON object: '" + start + "'");
   }
   return doc;
@@ -52,6 +53,7 @@ Result<std::int64_t> Int(const json& obj, const char* field, std::string_view ca
                    std::string("field '") + field + "' is not a 64-bit integer: " + it->dump());
 }
 
+// Absent is false: protobuf's JSON leaves out fields at their default.
 bool Bool(const json& obj, const char* field) {
   auto it = obj.find(field);
   return it != obj.end() && it->is_boolean() && it->get<bool>();
@@ -74,6 +76,8 @@ Result<std::string> Bytes(const json& obj, const char* field, std::string_view c
   return decoded;
 }
 
+// An absent object reads as an empty one, whose fields then take their defaults, as protobuf
+// means it.
 const json& Member(const json& obj, const char* field) {
   static const json kEmpty = json::object();
   auto it = obj.find(field);
@@ -159,6 +163,7 @@ const char* OpName(CompareOp op) {
 json CompareJson(const Compare& c) {
   json out{
       {"key", Base64Encode(c.key)}, {"target", TargetName(c.target)}, {"result", OpName(c.op)}};
+  // int64 as a JSON string, protobuf's mapping: a JSON number loses precision above 2^53.
   const std::string number = std::to_string(c.number);
   switch (c.target) {
     case CompareTarget::kVersion:
@@ -217,7 +222,7 @@ Result<ResponseOp> ResponseOpFrom(const json& item) {
     if (!range.ok()) return range.error();
     out.kind = RequestOp::Kind::kRange;
     out.range = std::move(*range);
-  } else if (auto put = item.find("response_put"); put != item.end()) {
+  } else if (auto put = item.find("response_put"); put != item.end()) {  // may be {} or null
     out.kind = RequestOp::Kind::kPut;
   } else if (auto del = item.find("response_delete_range"); del != item.end() && del->is_object()) {
     auto deleted = Int(*del, "deleted", "txn");
@@ -232,6 +237,7 @@ Result<ResponseOp> ResponseOpFrom(const json& item) {
 
 Result<Event> EventFrom(const json& item) {
   Event out;
+  // PUT is the enum's default, which the gateway leaves out.
   out.type = String(item, "type") == "DELETE" ? Event::Type::kDelete : Event::Type::kPut;
   auto kv = ParseKv(Member(item, "kv"), "watch");
   if (!kv.ok()) return kv.error();
@@ -267,6 +273,8 @@ std::string Base64Encode(std::string_view bytes) {
 }
 
 Result<std::string> Base64Decode(std::string_view text) {
+  // Padding is optional on input (some writers leave it out); the bit count below still
+  // catches a truncated text.
   while (!text.empty() && text.back() == '=') text.remove_suffix(1);
   std::string out;
   out.reserve(text.size() * 3 / 4);
@@ -289,6 +297,8 @@ Result<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
+// etcd's range end for "every key that starts with prefix": the prefix with its last byte
+// that can be raised raised by one; "\0" (every key) when no byte can be.
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {
@@ -302,6 +312,7 @@ std::string PrefixEnd(std::string_view prefix) {
   return std::string(1, '\0');
 }
 
+// A key that does not exist has create_revision 0: the one test for absence etcd offers.
 Compare Compare::Missing(std::string key) {
   return Compare{std::move(key), CompareTarget::kCreateRevision, CompareOp::kEqual, 0, ""};
 }
@@ -441,6 +452,7 @@ Result<Lease> ParseLeaseGrant(std::string_view body) {
   if (!id.ok()) return id.error();
   auto ttl = Int(*doc, "TTL", "lease grant");
   if (!ttl.ok()) return ttl.error();
+  // Lease 0 means "no lease" to etcd: keys put with it would not expire with this process.
   if (*id == 0) return Malformed("lease grant", "no lease ID");
   return Lease{*id, *ttl};
 }
@@ -474,6 +486,7 @@ Result<std::string> ParseAuthenticate(std::string_view body) {
 Result<WatchMessage> ParseWatchLine(std::string_view line) {
   auto doc = ParseObject(line, "watch");
   if (!doc.ok()) return doc.error();
+  // An error arrives as a line of the stream, not as an HTTP status: the stream is already 200.
   if (auto error = ParseGatewayError(line)) {
     return Error{
         "etcd ended the watch: " + error->message + " (code " + std::to_string(error->code) + ")",
@@ -507,6 +520,7 @@ Result<VersionInfo> ParseVersion(std::string_view body) {
   auto doc = ParseObject(body, "version");
   if (!doc.ok()) return doc.error();
   VersionInfo out{String(*doc, "etcdserver"), String(*doc, "etcdcluster")};
+  // Any HTTP server answers /version; only etcd names its server version.
   if (out.server.empty()) return Malformed("version", "no 'etcdserver' field");
   return out;
 }

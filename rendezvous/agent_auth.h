@@ -10,7 +10,7 @@
 //
 // A wrong proof closes the connection (the protocol has no error reply).  The secret never
 // crosses the wire, and a proof is good for the one nonce it answers.  HMAC and the random
-// bytes are OpenSSL's (libcrypto, linked statically as for the etcd client's TLS).
+// bytes are OpenSSL's (libcrypto, linked statically, as it is for TLS elsewhere).
 //
 // Thread safety: pure functions (OpenSSL's RAND_bytes is thread safe).
 #pragma once

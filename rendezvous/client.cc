@@ -53,6 +53,8 @@ tcp::socket OpenSocket(const asio::any_io_executor& ex, const tcp& protocol,
 void Configure(tcp::socket& socket, const ClientOptions& o) {
   const int fd = socket.native_handle();
   const int one = 1;
+  // Every request is one small write that waits for its reply: Nagle would delay each by
+  // the peer's delayed ACK.
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (!o.keepalive) return;
   SetTcpKeepAlive(
@@ -85,6 +87,7 @@ std::chrono::milliseconds BackoffDelay(int retry, const ClientOptions& options,
     base *= 2;
   }
   base = std::min(base, static_cast<double>(options.max_backoff.count()));
+  // Jitter, so that the nodes of a job that lost their store together do not retry in step.
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
   return std::chrono::milliseconds(static_cast<std::int64_t>(base * jitter(rng)));
 }
@@ -118,6 +121,7 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
   const auto start = Clock::now();
   const auto deadline = start + options.connect_timeout;
   std::mt19937_64 rng(options.jitter_seed != 0 ? options.jitter_seed : std::random_device{}());
+  // torch's own choice of nonce; any value the server must echo would do.
   if (options.ping_nonce == 0) options.ping_nonce = static_cast<std::uint32_t>(::getpid());
   const std::string where = Endpoint(options.host, options.port);
   tcp::resolver resolver(ex);
@@ -126,6 +130,8 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
   while (true) {
     ++attempts;
     boost::system::error_code ec;
+    // Resolved again on every attempt: a store that comes back may come back at another
+    // address (a rescheduled pod keeps its name, not its IP).
     auto endpoints =
         co_await resolver.async_resolve(options.host, std::to_string(options.port), Nothrow(ec));
     if (ec) {
@@ -144,7 +150,8 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
         boost::system::error_code timer_ec;
         auto done = co_await (socket.async_connect(entry.endpoint(), Nothrow(ec)) ||
                               timer.async_wait(Nothrow(timer_ec)));
-        if (done.index() == 1) {
+        if (done.index() ==
+            1) {  // this attempt's time is up: back off, do not try the next address
           last_error = "connect timed out";
           break;
         }
@@ -240,7 +247,7 @@ Client::Task<Status> Client::Send(Request request) {
 
 Client::Task<boost::system::error_code> Client::Fill(std::size_t n) {
   if (rend_ - rpos_ >= n) co_return boost::system::error_code();
-  if (rpos_ > 0) {
+  if (rpos_ > 0) {  // keep the unread bytes at the front, so the buffer only grows for big replies
     std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);
     rend_ -= rpos_;
     rpos_ = 0;
@@ -272,6 +279,7 @@ Client::Task<Result<std::int64_t>> Client::ReadI64(Op op) {
 Client::Task<Result<std::string>> Client::ReadBlob(Op op) {
   if (auto ec = co_await Fill(8)) co_return Failed(op, ec.message());
   const std::uint64_t size = LoadU64(reinterpret_cast<const std::uint8_t*>(&rbuf_[rpos_]));
+  // A length beyond what any server may send is a broken or hostile peer: never allocate it.
   if (size > kDefaultMaxRequestSize) {
     co_return Failed(op, "reply of " + std::to_string(size) + " bytes is implausible");
   }
@@ -338,6 +346,8 @@ Client::Task<Result<bool>> Client::Wait(std::vector<std::string> keys,
     }
     co_return true;
   }
+  // torch 1.x's protocol has no CANCEL_WAIT: the STOP_WAITING byte could still come later
+  // and be read as another reply, so the connection cannot be used again.
   if (options_.dialect == Dialect::kV1) {
     co_return Failed(Op::kWait, "timed out after " + std::to_string(timeout.count()) +
                                     " ms, and a torch 1.x-dialect connection cannot cancel a "
@@ -381,6 +391,8 @@ Client::Task<Result<std::int64_t>> Client::NumKeys() {
   co_return co_await ReadI64(Op::kGetNumKeys);
 }
 
+// MULTI_GET, MULTI_SET and PING complete the client's set of TCPStore operations for the
+// tests and benchmarks that drive the store; gculaunch itself uses none of them.
 Client::Task<Result<std::vector<std::string>>> Client::MultiGet(std::vector<std::string> keys) {
   const std::size_t n = keys.size();
   Request r = Make(Op::kMultiGet, std::move(keys));
@@ -399,6 +411,7 @@ Client::Task<Result<std::vector<std::string>>> Client::MultiGet(std::vector<std:
 
 Client::Task<Status> Client::MultiSet(std::vector<std::string> keys,
                                       std::vector<std::string> values) {
+  // The request carries one count for both lists (key-value pairs): they must pair up.
   if (keys.size() != values.size()) {
     co_return Error{"MULTI_SET with " + std::to_string(keys.size()) + " keys and " +
                         std::to_string(values.size()) + " values",

@@ -17,12 +17,16 @@ std::string Hex8(std::uint8_t code) {
   return buf;
 }
 
+// An empty value for a missing element: the encoder writes what a well-formed request would,
+// never reads past a caller's short list.
 std::string_view At(const std::vector<std::string>& v, std::size_t i) {
   return i < v.size() ? std::string_view(v[i]) : std::string_view();
 }
 
 }  // namespace
 
+// Printable ASCII as is, every other byte escaped, and at most 80 of them: a hostile client's
+// key cannot put a terminal escape or a megabyte into gculaunch's log.
 std::string QuoteForLog(std::string_view bytes) {
   constexpr std::size_t kMax = 80;
   std::string out = "\"";
@@ -46,7 +50,7 @@ std::string Describe(const Request& request) {
   if (!request.keys.empty()) {
     out += " [";
     for (std::size_t i = 0; i < request.keys.size(); ++i) {
-      if (i == 8) {
+      if (i == 8) {  // a WAIT on thousands of keys stays one readable line
         out += ", ... " + std::to_string(request.keys.size()) + " keys";
         break;
       }
@@ -78,6 +82,7 @@ bool Decoder::mid_request() const { return in_request_ || preamble_parsed_ < pre
 
 void Decoder::TrimRequest() {
   constexpr std::size_t kKeep = 4096;  // small strings keep their buffers for the next request
+  // One large request must not pin its memory for the connection's whole life.
   auto trim = [](std::vector<std::string>& list) {
     if (list.size() > 64) {
       std::vector<std::string>().swap(list);
@@ -91,6 +96,8 @@ void Decoder::TrimRequest() {
   trim(request_.values);
 }
 
+// What a half-received request holds, its blob's spare capacity included: the server's memory
+// budget counts what is allocated, not only what arrived.
 std::size_t Decoder::buffered() const {
   if (!in_request_) return 0;
   const std::size_t spare =
@@ -99,6 +106,8 @@ std::size_t Decoder::buffered() const {
 }
 
 Decoder::Step Decoder::Decode(std::span<const std::uint8_t> input) {
+  // After one malformed byte nothing later can be trusted to start a request: the connection
+  // is done.
   if (dead_) return {Status::kMalformed, 0};
   std::size_t used = 0;
   if (!dialect_) {
@@ -145,6 +154,8 @@ Decoder::Status Decoder::Parse(const std::uint8_t* data, std::size_t size, std::
       ++parsed_;
       status = StartRequest(code);
     } else if (field_ == Field::kBytes) {
+      // A blob is copied as it arrives, never waited for whole: its size was checked against
+      // the limits before the first byte.
       const std::size_t take =
           static_cast<std::size_t>(std::min<std::uint64_t>(blob_left_, size - used));
       blob_->append(reinterpret_cast<const char*>(data + used), take);
@@ -172,6 +183,8 @@ Decoder::Status Decoder::StartRequest(std::uint8_t code) {
     return Fail(field_offset_, "unknown query code " + Hex8(code) + " (" +
                                    std::string(DialectName(*dialect_)) + " dialect)");
   }
+  // VALIDATE only opens a connection, and a torch 2.x connection must open with it: anything
+  // else is not torch's client, and is refused before it can touch a key.
   if (row->op == Op::kValidate && requests_ > 0) {
     return Fail(field_offset_, "VALIDATE is only allowed as the first message of a connection");
   }
@@ -180,6 +193,7 @@ Decoder::Status Decoder::StartRequest(std::uint8_t code) {
                 "a torch 2.x connection must open with VALIDATE, not " + std::string(row->name));
   }
   request_.op = row->op;
+  // clear(), not a new Request: the strings keep their buffers (TrimRequest bounds them).
   request_.keys.clear();
   request_.values.clear();
   request_.delta = 0;
@@ -260,6 +274,7 @@ Decoder::Status Decoder::FixedFieldDone() {
   switch (field_) {
     case Field::kCount: {
       const std::uint64_t n = LoadU64(fixed_);
+      // Checked before any key is read, so a huge count costs nothing but this line.
       if (n > limits_.max_keys_per_request) {
         return Fail(field_offset_, std::string(OpName(request_.op)) + " with " + std::to_string(n) +
                                        " keys exceeds the limit of " +
@@ -310,6 +325,8 @@ Decoder::Status Decoder::BlobLengthDone(bool is_key, std::uint64_t length) {
             (is_key ? " (" + std::to_string(limits_.max_key_size) + " and the client's '/' prefix)"
                     : std::string()));
   }
+  // Subtracted, not added: request_bytes_ never exceeds the limit, and length + request_bytes_
+  // could wrap around for a hostile length.
   if (length > limits_.max_request_size - request_bytes_) {
     return Fail(field_offset_, std::string(OpName(request_.op)) + " request of more than " +
                                    std::to_string(limits_.max_request_size) +
@@ -337,6 +354,7 @@ Decoder::Status Decoder::Fail(std::uint64_t offset, std::string reason) {
 
 void AppendU8(std::string& out, std::uint8_t value) { out.push_back(static_cast<char>(value)); }
 
+// Little-endian byte by byte, whatever the host's order: the wire is torch's x86 layout.
 void AppendU32(std::string& out, std::uint32_t value) {
   char buf[4];
   for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((value >> (8 * i)) & 0xFF);
@@ -360,6 +378,8 @@ void AppendBlob(std::string& out, std::string_view bytes) {
 
 // ---- ValueLedger and Reply ----
 
+// A value shared by many replies (every rank's GET of one key) counts once: the ledger counts
+// bytes per distinct value, not per reply.
 void ValueLedger::Pin(const std::string* value) {
   if (pins_[value]++ == 0) bytes_ += value->size();
 }
@@ -425,6 +445,8 @@ void Reply::Append(std::string_view bytes) {
 
 void Reply::AppendValue(const SharedValue& value) {
   if (!value || value->empty()) return;
+  // Small values are copied (a pointer and a pin cost more than the bytes); big ones are
+  // shared with the store, so that a thousand GETs of one blob hold one copy.
   if (value->size() <= kCopyUpTo) {
     Append(*value);
     return;
@@ -488,7 +510,7 @@ void Reply::Consume(std::size_t n) {
   if (head_ == pieces_.size()) {
     pieces_.clear();  // keeps the capacity: the next reply needs no allocation
     head_ = 0;
-  } else if (head_ >= 64 && head_ * 2 >= pieces_.size()) {
+  } else if (head_ >= 64 && head_ * 2 >= pieces_.size()) {  // compact only when it pays
     pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
   }

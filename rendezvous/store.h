@@ -114,7 +114,8 @@ class Store {
   void Open(ConnId id, Scope scope = Scope::kAttempt);
   /// Forgets a connection and its parked WAIT and watches.  Unknown ids are ignored.
   void Close(ConnId id);
-  bool IsOpen(ConnId id) const { return conns_.count(id) != 0; }
+  /// Whether connection `id` is open (the tests' view; the store itself never asks).
+  bool IsOpenForTest(ConnId id) const { return conns_.count(id) != 0; }
   /// True for a node agent's connection (see the file comment).
   bool IsAgentForTest(ConnId id) const;
 

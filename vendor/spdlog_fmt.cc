@@ -16,6 +16,7 @@
 #include <spdlog/common-inl.h>
 #include <spdlog/details/backtracer-inl.h>
 #include <spdlog/details/console_globals.h>
+#include <spdlog/details/file_helper-inl.h>
 #include <spdlog/details/log_msg-inl.h>
 #include <spdlog/details/log_msg_buffer-inl.h>
 #include <spdlog/details/null_mutex.h>
@@ -26,6 +27,7 @@
 #include <spdlog/pattern_formatter-inl.h>
 #include <spdlog/sinks/ansicolor_sink-inl.h>
 #include <spdlog/sinks/base_sink-inl.h>
+#include <spdlog/sinks/basic_file_sink-inl.h>
 #include <spdlog/sinks/sink-inl.h>
 #include <spdlog/sinks/stdout_color_sinks-inl.h>
 #include <spdlog/sinks/stdout_sinks-inl.h>
@@ -48,6 +50,9 @@ template auto decimal_point_impl(locale_ref) -> wchar_t;
 // spdlog: the sinks' class templates, for the mutex types gculaunch's sinks use.
 template class spdlog::sinks::base_sink<std::mutex>;
 template class spdlog::sinks::base_sink<spdlog::details::null_mutex>;
+// The scale harness (bench/scale) logs each simulated node to a file.
+template class spdlog::sinks::basic_file_sink<std::mutex>;
+template class spdlog::sinks::basic_file_sink<spdlog::details::null_mutex>;
 template class spdlog::sinks::stdout_sink_base<spdlog::details::console_mutex>;
 template class spdlog::sinks::stdout_sink_base<spdlog::details::console_nullmutex>;
 template class spdlog::sinks::stdout_sink<spdlog::details::console_mutex>;

@@ -115,7 +115,7 @@ void SimNode::JobStop() {
   running_ = false;
   boost::asio::post(io_, [this, incarnation = incarnation_] {
     if (cluster_ && incarnation == incarnation_)
-      cluster_->agent().AttemptDrained(false, AttemptReport{});
+      cluster_->job_link()->AttemptDrained(false, AttemptReport{});
   });
 }
 
@@ -124,7 +124,7 @@ void SimNode::JobExit(int exit_code) {
   running_ = false;
   hooks_.NodeExited(spec_.node_rank, exit_code);
   boost::asio::post(io_, [this, exit_code, incarnation = incarnation_] {
-    if (cluster_ && incarnation == incarnation_) cluster_->agent().Finished(exit_code);
+    if (cluster_ && incarnation == incarnation_) cluster_->job_link()->Finished(exit_code);
   });
 }
 
@@ -140,10 +140,10 @@ void SimNode::FailRank() {
   report.what = "exit code 1";
   boost::asio::post(io_, [this, report, incarnation = incarnation_] {
     if (!cluster_ || incarnation != incarnation_) return;
-    cluster_->agent().LocalStop(report);
+    cluster_->job_link()->LocalStop(report);
     boost::asio::post(io_, [this, incarnation] {
       if (cluster_ && incarnation == incarnation_)
-        cluster_->agent().AttemptDrained(false, AttemptReport{});
+        cluster_->job_link()->AttemptDrained(false, AttemptReport{});
     });
   });
 }

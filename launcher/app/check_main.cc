@@ -5,12 +5,13 @@
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "base/exit_codes.h"
 #include "launcher/check/etcd_check.h"
 #include "launcher/check/net_probe.h"
 #include "launcher/check/preflight.h"
-#include "launcher/cluster/etcd_options.h"
+#include "launcher/cluster/etcd/etcd_options.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/device_profile.h"
 #include "launcher/frontend/launch_spec.h"
@@ -109,10 +110,10 @@ int CheckMain(const std::vector<std::string>& args, const EnvMap& env) {
   PreflightSettings settings;
   settings.interpreter_source = InterpreterSource(options, env);
   CheckReport report = RunPreflight(*spec, env, {probe, files, runner, net}, settings);
-  if (spec->etcd) {
+  if (const auto* etcd = std::get_if<EtcdSettings>(&spec->rdzv)) {
     const std::string probe_name = sys::HostName() + "-" + std::to_string(::getpid());
-    const auto client_options = MakeEtcdClientOptions(*spec->etcd);
-    for (CheckItem& item : CheckEtcd(client_options, *spec->etcd, probe_name)) {
+    const auto client_options = MakeEtcdClientOptions(*etcd);
+    for (CheckItem& item : CheckEtcd(client_options, *etcd, probe_name)) {
       report.items.push_back(std::move(item));
     }
   }

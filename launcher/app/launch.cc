@@ -14,6 +14,8 @@
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "launcher/cluster/cluster_node.h"
+#include "launcher/cluster/store_board.h"
+#include "launcher/cluster/store_host.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/python_shim.h"
 #include "launcher/frontend/stack_hook.h"
@@ -98,7 +100,7 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.events = events;
   config.policy.nranks = spec.nproc_per_node;
   config.policy.max_restarts = spec.max_restarts;
-  config.policy.job = RunsAsCluster(spec);  // an agent decides restarts
+  config.policy.agent_decides = RunsAsCluster(spec);  // an agent decides restarts
   config.policy.backoff = MakeBackoff(spec.restart_backoff.initial_s, spec.restart_backoff.max_s);
   config.policy.streak = StreakConfig{spec.max_same_failures, spec.progress_file};
   config.progress_file = spec.progress_file;
@@ -122,7 +124,8 @@ std::string InitUnknown(const LaunchSpec& spec, bool hosts_store) {
   if (spec.store_mode == StoreMode::kRank0)
     return "rank 0 hosts the ranks' store (--no-agent-store)";
   if (!hosts_store) {
-    return spec.etcd ? "the ranks' store is on the job's leader" : "the ranks' store is on node 0";
+    return CapabilitiesOf(spec.rdzv).elected_leader ? "the ranks' store is on the job's leader"
+                                                    : "the ranks' store is on node 0";
   }
   return "";
 }
@@ -182,6 +185,7 @@ struct Launch::Loop {
   sys::ChildWatcher watcher;
   sys::Spawner spawner;
   std::optional<StandbyPool> standbys;  ///< --warm-ranks
+  /// Readiness waits for the other nodes before the first epoch (readiness.h).
   const bool multinode;
   const bool rank0_terminal;  ///< rank 0 reads gculaunch's terminal (--stdin rank0)
   /// Why init_process_group cannot be seen from here (readiness.h); empty: the store shows it.
@@ -191,8 +195,9 @@ struct Launch::Loop {
   JobStatus status;                     ///< `gculaunch status`, /metrics
   std::unique_ptr<EventLog> event_log;  ///< "<run log dir>/events.jsonl"
   const SupervisorConfig config;
-  /// The coordinator's connection hooks; the store is built before the coordinator.
-  std::shared_ptr<ConnectionHooks> hooks = std::make_shared<ConnectionHooks>();
+  /// The coordinator's connection hooks (null when nothing needs them); the store is built
+  /// before the coordinator.
+  std::shared_ptr<ConnectionHooks> hooks;
   /// --metrics-port: the store's counters (when this node hosts the store).
   std::shared_ptr<rendezvous::StoreMetrics> store_metrics;
   std::optional<AgentStore> store;             ///< when this node hosts the store
@@ -206,7 +211,8 @@ Launch::Loop::Loop(Launch& launch)
       rank0_terminal(launch.spec_.stdin_mode == StdinMode::kRank0 && sys::OwnsTerminal()),
       init_unknown(InitUnknown(launch.spec_, launch.store_socket_.has_value())),
       planner(launch.spec_, launch.env_, launch.runtime_, rank0_terminal, launch.log_dir_),
-      config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)) {
+      config(MakeSupervisorConfig(launch.spec_, launch.options_, &events)),
+      hooks(MakeConnectionHooks(launch.spec_)) {
   launch.sink_.Attach(&writer, console_err);
   writer.set_warnings(console_err);  // a log file that cannot be written (a full disk)
   spawner.set_child_open_files(launch.open_files_.before);
@@ -232,7 +238,7 @@ Launch::Loop::Loop(Launch& launch)
   }
   if (launch.metrics_socket_) store_metrics = std::make_shared<rendezvous::StoreMetrics>();
   if (launch.store_socket_) {
-    auto options = multinode ? ConnectionHooks::Options(hooks) : rendezvous::ServerOptions{};
+    auto options = ConnectionHooks::Options(hooks);
     options.metrics = store_metrics;
     options.max_connections = launch.StoreConnectionCap();
     options.connection_cap_hint = launch.StoreConnectionCapHint();
@@ -616,21 +622,17 @@ int Launch::RunLoop() {
   Loop loop(*this);
   loop.events.On(JobEvent::Launch(LaunchFields()));
   // Declared after the Loop and so destroyed before it: its parts use the Loop's objects.
-  std::unique_ptr<ClusterNode> cluster;
-  if (loop.multinode) {
-    auto made = MakeClusterNode(spec_, runtime_,
-                                ClusterNodeContext{.io = loop.io,
-                                                   .planner = loop.planner,
-                                                   .store = loop.store ? &*loop.store : nullptr,
-                                                   .hooks = loop.hooks.get(),
-                                                   .events = &loop.events,
-                                                   .log = log_});
-    if (!made.ok()) {
-      log_.error("{} (fix: {})", made.error().what, made.error().hint);
-      CloseLoop(loop);
-      return exit_code::kUsage;
-    }
-    cluster = std::move(*made);
+  auto cluster = MakeClusterNode(spec_, runtime_,
+                                 ClusterNodeContext{.io = loop.io,
+                                                    .planner = loop.planner,
+                                                    .store = loop.store ? &*loop.store : nullptr,
+                                                    .hooks = loop.hooks.get(),
+                                                    .events = &loop.events,
+                                                    .log = log_});
+  if (!cluster.ok()) {
+    log_.error("{} (fix: {})", cluster.error().what, cluster.error().hint);
+    CloseLoop(loop);
+    return exit_code::kUsage;
   }
   // The ranks' interpreter, run once for the cache (sys::TorchProbe), starts once the ranks
   // had time to start: even at the lowest priority a pyenv shim's twenty-odd shell processes
@@ -641,13 +643,13 @@ int Launch::RunLoop() {
       if (!ec) probe->Begin();
     });
   }
-  const int code = Supervise(loop, cluster.get());
+  const int code = Supervise(loop, **cluster);
   probe_start.cancel();
   CloseLoop(loop);
   return code;
 }
 
-int Launch::Supervise(Loop& loop, ClusterNode* cluster) {
+int Launch::Supervise(Loop& loop, ClusterNode& cluster) {
   WorkerGroupDeps deps{loop.io,
                        loop.spawner,
                        loop.watcher,
@@ -660,31 +662,23 @@ int Launch::Supervise(Loop& loop, ClusterNode* cluster) {
                        SecondsToMillis(spec_.progress_interval_s)};
   deps.standbys = loop.standbys ? &*loop.standbys : nullptr;
   Supervisor supervisor(std::move(deps), log_, loop.config, loop.planner,
-                        loop.store && !loop.multinode ? &*loop.store : nullptr,
-                        cluster != nullptr ? &cluster->agent() : nullptr);
-  if (cluster != nullptr) cluster->Start(supervisor);
+                        cluster.attempt_observer(), cluster.job_link());
+  cluster.Start(supervisor);
   loop.supervisor = &supervisor;
   boost::asio::steady_timer guardian_timer(loop.io);
   WatchGuardian(guardian_timer);
   StackDumper dumper(loop.io, StackDumper::Options{});
-  const JobStacks stacks = MakeJobStacks(cluster, supervisor, dumper);
+  const JobStacks stacks = cluster.ShareStacks(DumpThisNode(supervisor, dumper));
   std::unique_ptr<ControlSocket> control = ListenForControl(loop, stacks);
   std::unique_ptr<FileTimerServer> file_timer = ServeFileTimer(loop, supervisor);
-  std::optional<HangWatch> hang;  ///< a single node's; a cluster's is the ClusterNode's
   if (spec_.hang_timeout_s > 0) {
-    HangWatchConfig config{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang, log_dir_,
-                           &loop.events};
-    if (cluster != nullptr) {
-      cluster->WatchHangs(supervisor, stacks, HangOutput{loop.writer, loop.console_err}, config);
-    } else {
-      hang.emplace(loop.io, supervisor, dumper, loop.writer, loop.console_err, log_,
-                   std::move(config));
-      hang->Start();
-    }
+    cluster.WatchHangs(supervisor, stacks, HangWatchDeps{dumper, loop.writer, loop.console_err},
+                       HangWatchConfig{spec_.hang_timeout_s, spec_.hang_grace_s, spec_.on_hang,
+                                       log_dir_, &loop.events});
   }
   const JobOutcome outcome = supervisor.Run();
   guardian_timer.cancel();
-  if (cluster != nullptr) cluster->Finish(ByeBound(loop));
+  cluster.Finish(ByeBound(loop));
   if (loop.store) loop.store->Stop();
   if (loop.metrics) loop.metrics->Stop();
   loop.supervisor = nullptr;
@@ -733,25 +727,20 @@ std::unique_ptr<FileTimerServer> Launch::ServeFileTimer(Loop& loop, Supervisor& 
   return std::move(*server);
 }
 
-// This node's stacks; in a job of several nodes the ClusterNode adds the other nodes' where
-// this node gathers them (cluster_node.h).
-Launch::JobStacks Launch::MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor,
-                                        StackDumper& dumper) {
+// This node's stacks, as `gculaunch stacks` and a hang report title them; the ClusterNode adds
+// the other nodes' where this node gathers them (cluster_node.h).
+ClusterNode::LocalStacks Launch::DumpThisNode(Supervisor& supervisor, StackDumper& dumper) const {
   const std::string title = "stacks of run " + runtime_.run_id + ", node " +
                             std::to_string(spec_.node_rank) + " (" + sys::HostName() +
                             "), gculaunch pid " + std::to_string(::getpid());
   const int node_rank = spec_.node_rank;
-  auto local = [&supervisor, &dumper, title, node_rank](std::function<void(NodeStacks)> done) {
+  return [&supervisor, &dumper, title, node_rank](std::function<void(NodeStacks)> done) {
     std::vector<StackTarget> targets;
     if (supervisor.group() != nullptr) targets = supervisor.group()->StackTargets();
     dumper.Dump(std::move(targets),
                 [done = std::move(done), title, node_rank](std::vector<StackDump> dumps) {
                   done(NodeStacks{node_rank, title, std::move(dumps), ""});
                 });
-  };
-  if (cluster != nullptr) return cluster->ShareStacks(std::move(local));
-  return [local](std::function<void(std::vector<NodeStacks>)> done) {
-    local([done = std::move(done)](NodeStacks own) { done({std::move(own)}); });
   };
 }
 
@@ -823,12 +812,12 @@ std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) {
 
 // ---- exit summary ----
 
-void Launch::Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outcome) {
+void Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome) {
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
   // The count includes the ranks' last output, unless a console that does not drain holds it.
   (void)loop.writer.WaitDrained(std::chrono::seconds(2));
   in.log_bytes_dropped = loop.writer.log_bytes_dropped();
-  if (cluster != nullptr) DescribeJobEnd(cluster->agent(), in);
+  cluster.DescribeJobEnd(in);
   const ExitSummary summary = BuildExitSummary(in);
   loop.events.On(JobEvent::Stop(outcome.exit_code, OutcomeName(in)));
   for (const std::string& line : summary.text) {
@@ -879,32 +868,11 @@ void Launch::Teardown() {
   }
 }
 
-namespace {
-
-// Node rank at rendezvous, store host inferred: when the endpoint's port is taken on this host
-// (a second launcher of the job here, e.g. hostNetwork pods), this one joins as a client, as
-// torchrun does; the coordinator then checks that the listener is this job's (the run id).
-// A port taken for another reason fails the same way later, naming the port.  The socket is
-// closed again at once: the launch binds it after the guardian is forked.
-LaunchSpec JoinIfPortTaken(LaunchSpec spec) {
-  if (!spec.store_host_inferred || !spec.store_host.value_or(false) || !HostsAgentStore(spec)) {
-    return spec;
-  }
-  int bind_errno = 0;
-  if (BindStorePort(spec, &bind_errno).ok() || bind_errno != EADDRINUSE) return spec;
-  return JoinAsClient(spec, "port " + std::to_string(spec.agent_port) +
-                                " on this host is in use: joining the store there as a client, "
-                                "as torchrun does");
-}
-
-}  // namespace
-
 int RunLaunch(const LaunchSpec& spec, const EnvMap& env, spdlog::logger& log, LogSink& sink,
               const LaunchOptions& options) {
-  if (std::optional<LaunchSpec> decided = DecideStoreHost(spec)) {
-    return Launch(JoinIfPortTaken(std::move(*decided)), env, log, sink, options).Run();
-  }
-  return Launch(spec, env, log, sink, options).Run();
+  // Who hosts the store is decided once, before the launch binds anything (store_host.h).
+  const LaunchSpec decided = DecideStoreHost(spec, ThisHostFacts(true));
+  return Launch(decided, env, log, sink, options).Run();
 }
 
 }  // namespace gculaunch

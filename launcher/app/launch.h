@@ -11,15 +11,19 @@
 //                       event loop a second later: LaunchOptions::torch_probe, sys::TorchProbe)
 //   2. StartGuardian    the guardian forked (still single-threaded, no socket yet)
 //   3. ChooseAtLaunch   launch-time choices: run id, the store's port bound (or a free port
-//                       picked), the scratch directory for error files, the ranks' runtime
-//                       values, the layout line, the Python shim written
+//                       picked), the scratch directory for error files, the run's log
+//                       directory, the ranks' runtime values, the layout line, and the site
+//                       directories the ranks load (--python-shim, --stack-dumps,
+//                       --warm-ranks) written
 //   4. Loop (built by its constructor): the event loop and what lives on it: io_context,
-//                       output writer thread, ChildWatcher, Spawner, RankPlanner, the
-//                       Supervisor's settings, the agent store
-//   5. ClusterNode      several nodes only: MakeClusterNode (launcher/cluster/cluster_node.h)
-//                       makes this node's place in the job, on the built-in store or on etcd
-//   6. Supervise        the Supervisor runs the ranks to their end; with several nodes the
-//                       ClusterNode's Finish then waits (bounded) until every node said bye
+//                       output writer thread, ChildWatcher, Spawner, the warm standbys,
+//                       RankPlanner, the event hub with the status and the event log, the
+//                       Supervisor's settings, the store's connection hooks, the agent
+//                       store, the metrics server
+//   5. ClusterNode      MakeClusterNode (launcher/cluster/cluster_node.h) makes this node's
+//                       place: a single node's, or a node of a job on its rendezvous backend
+//   6. Supervise        the Supervisor runs the ranks to their end; the ClusterNode's Finish
+//                       then waits (bounded, several nodes) until every node said bye
 //   7. Report           the exit summary: stderr text, --summary-json, the parent launcher's
 //                       TORCHELASTIC_ERROR_FILE
 //   8. CloseLoop        the terminal reclaimed, the log sink detached, the console drained
@@ -117,16 +121,17 @@ class Launch {
   void LogLayout();
   nlohmann::json LaunchFields() const;
   int RunLoop();
-  /// `cluster`: this node's place in a job of several nodes; null for a single node.
-  int Supervise(Loop& loop, ClusterNode* cluster);
+  /// `cluster`: this node's place (launcher/cluster/cluster_node.h), a single node's too.
+  int Supervise(Loop& loop, ClusterNode& cluster);
   std::unique_ptr<FileTimerServer> ServeFileTimer(Loop& loop, Supervisor& supervisor);
   /// Calls back with the job's stacks: this node's part, and on the node that gathers them
   /// every other node's (launcher/cluster/cluster_node.h).
   using JobStacks = ClusterNode::JobStacks;
-  JobStacks MakeJobStacks(ClusterNode* cluster, Supervisor& supervisor, StackDumper& dumper);
+  /// Dumps this node's ranks, as `gculaunch stacks` shows them.
+  ClusterNode::LocalStacks DumpThisNode(Supervisor& supervisor, StackDumper& dumper) const;
   std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, JobStacks stacks);
   static std::chrono::steady_clock::time_point ByeBound(const Loop& loop);
-  void Report(Loop& loop, const ClusterNode* cluster, const JobOutcome& outcome);
+  void Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome);
   void CloseLoop(Loop& loop);
   void Teardown();
 

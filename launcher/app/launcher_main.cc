@@ -10,7 +10,7 @@
 
 #include "base/exit_codes.h"
 #include "launcher/app/launch.h"
-#include "launcher/cluster/cluster_node.h"
+#include "launcher/cluster/store_host.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/launch_spec.h"
@@ -71,8 +71,9 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     // The dry run waits for the probe and shows what a launch would now use (the probe's
     // answer, once cached).
     UseRanksPython(*spec, env, ranks_python.Finish());
-    // Node ranks at rendezvous: the layout line says whether this node would host the store.
-    if (std::optional<LaunchSpec> decided = DecideStoreHost(*spec)) spec->layout = decided->layout;
+    // Node ranks at rendezvous: the layout line says whether this node would host the store
+    // (the dry run binds no port, so it does not see another launcher holding it).
+    spec->layout = DecideStoreHost(*spec, ThisHostFacts(false)).layout;
     WriteStdout(RenderDryRun(*spec, env));
     return exit_code::kSuccess;
   }

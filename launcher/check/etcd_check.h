@@ -26,7 +26,7 @@
 namespace gculaunch {
 
 /// Runs the checks above; `probe_name` names the probe key ("host-1234").  `options` are the
-/// client's options as MakeEtcdClientOptions (launcher/cluster/etcd_options.h) made them from
+/// client's options as MakeEtcdClientOptions (launcher/cluster/etcd/etcd_options.h) made them from
 /// `settings`; app/ passes them in, because the check layer may not include the cluster layer.
 /// An Error there (an endpoint that cannot be parsed) is the check's one finding.
 std::vector<CheckItem> CheckEtcd(const Result<etcd::ClientOptions>& options,

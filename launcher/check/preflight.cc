@@ -154,7 +154,7 @@ class Preflight {
     Library();
     if (python_ok) PythonSide();
     // etcd: the store's host is elected per epoch; the app layer checks the etcd endpoints.
-    if (!spec_.etcd) Network();
+    if (!CapabilitiesOf(spec_.rdzv).elected_leader) Network();
     Interface();
     return std::move(report_);
   }
@@ -643,6 +643,6 @@ std::string RenderCheckJson(const CheckReport& report) {
   return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-const char* PythonProbeSource() { return kProbeSource; }
+const char* PythonProbeSourceForTest() { return kProbeSource; }
 
 }  // namespace gculaunch

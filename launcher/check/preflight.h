@@ -92,6 +92,6 @@ std::string RenderCheckJson(const CheckReport& report);
 /// The Python source of the probe.  Run as `python -c SOURCE BACKEND MODULE`; it
 /// prints one line "GCULAUNCH_PROBE {json}" with python, torch / torch_error,
 /// module / module_error / module_devices, backend_ok / backend_error.
-const char* PythonProbeSource();
+const char* PythonProbeSourceForTest();
 
 }  // namespace gculaunch

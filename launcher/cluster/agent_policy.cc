@@ -29,8 +29,8 @@ AgentEvent AgentEvent::SupervisorFinished(int exit_code) {
   e.exit_code = exit_code;
   return e;
 }
-AgentEvent AgentEvent::MasterLost(std::string what) {
-  AgentEvent e{Kind::kMasterLost};
+AgentEvent AgentEvent::Node0Lost(std::string what) {
+  AgentEvent e{Kind::kNode0Lost};
   e.what = std::move(what);
   return e;
 }
@@ -96,7 +96,7 @@ void Rejoin(AgentStep& step) {
   s.stopping = false;
   s.drained = false;
   s.marker_published = false;
-  s.master_lost = false;
+  s.node0_lost = false;
   s.marker.reset();
   s.returning = true;
   step.actions.push_back(Act(AK::kJoin, s.last_epoch));
@@ -119,7 +119,7 @@ void Verdict(AgentStep& step, const AgentConfig& config) {
     Leave(step, ExitCodeFor(*s.marker, config.node_rank));
     return;
   }
-  if (s.master_lost || LostMe(*s.marker, config)) {
+  if (s.node0_lost || LostMe(*s.marker, config)) {
     Rejoin(step);
     return;
   }
@@ -156,7 +156,7 @@ void OnPlan(AgentStep& step, const AgentConfig& config, const JobPlan& plan) {
   s.stopping = false;
   s.drained = false;
   s.marker_published = false;
-  s.master_lost = false;
+  s.node0_lost = false;
   s.marker.reset();
   AgentAction start = Act(AK::kStartRanks, s.epoch);
   start.plan = plan;
@@ -169,7 +169,7 @@ void OnLocalStop(AgentStep& step, const AgentConfig& config, const LocalStopRepo
   if (s.phase != APhase::kRunning || s.drained) return;
   s.stopping = true;
   if (stop.cause == StopCause::kSignal) s.signalled_code = stop.exit_code;
-  if (!s.marker && !s.marker_published && !s.master_lost) {
+  if (!s.marker && !s.marker_published && !s.node0_lost) {
     AgentAction publish = Act(AK::kPublishMarker, s.epoch);
     publish.marker = MarkerFor(stop, s.epoch, s.restarts, config.node_rank);
     step.actions.push_back(std::move(publish));
@@ -207,7 +207,7 @@ void OnDrained(AgentStep& step, const AgentConfig& config, bool success) {
 
 void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_code) {
   AgentState& s = step.state;
-  if (s.phase == APhase::kRunning && !s.marker && !s.marker_published && !s.master_lost) {
+  if (s.phase == APhase::kRunning && !s.marker && !s.marker_published && !s.node0_lost) {
     // The node leaves on its own (a signal during the drain, ranks that SIGKILL could
     // not stop): the others must not wait for it.
     AgentAction publish = Act(AK::kPublishMarker, s.epoch);
@@ -222,7 +222,7 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
     s.marker_published = true;
   }
   // A node that is not admitted (joining) is no member now: nobody to say bye to.
-  const bool member = s.phase != APhase::kJoining && !s.master_lost;
+  const bool member = s.phase != APhase::kJoining && !s.node0_lost;
   s.phase = APhase::kDone;
   s.exit_code = exit_code;
   if (member) {
@@ -240,7 +240,7 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
 void TellReturn(AgentStep& step, const AgentConfig& config, const std::string& what) {
   if (step.state.returning) return;
   const std::string limit = std::to_string(config.rdzv_timeout_s);
-  if (config.elected_leader) {  // etcd: the what names the leader and the cause
+  if (config.elected_leader) {  // the what names the leader and the cause
     Log(step, AgentAction::Level::kWarn,
         what + "; this node joins the job again under the next leader (at most " + limit +
             " s, --rdzv-timeout)");
@@ -251,7 +251,7 @@ void TellReturn(AgentStep& step, const AgentConfig& config, const std::string& w
   }
 }
 
-void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string& what) {
+void OnNode0Lost(AgentStep& step, const AgentConfig& config, const std::string& what) {
   AgentState& s = step.state;
   switch (s.phase) {
     case APhase::kJoining:
@@ -272,7 +272,7 @@ void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string&
     case APhase::kDone:
       return;
   }
-  s.master_lost = true;
+  s.node0_lost = true;
   if (s.marker) {
     // A restart was already decided: the next epoch needs node 0 back.  A final verdict
     // needs no master for its teardown.
@@ -287,8 +287,7 @@ void OnMasterLost(AgentStep& step, const AgentConfig& config, const std::string&
   lost.epoch = s.epoch;
   lost.restarts = s.restarts;
   lost.node = 0;
-  lost.host = config.master_host;
-  lost.addr = config.master_addr;
+  lost.addr = config.node0_name;
   lost.what = what;
   step.actions.push_back(MarkerLog(lost, config));
   MarkerKnown(step, config, lost);
@@ -303,12 +302,12 @@ void OnRejoinDeadline(AgentStep& step, const AgentConfig& config, const std::str
   lost.kind = StopMarker::Kind::kNodeLost;
   lost.epoch = s.last_epoch;
   lost.node = 0;
-  lost.addr = config.master_addr;
+  lost.addr = config.node0_name;
   lost.restartable = false;
   lost.what = "it did not come back within " + std::to_string(config.rdzv_timeout_s) +
               " s (--rdzv-timeout); " + what;
   s.marker = lost;
-  s.master_lost = true;
+  s.node0_lost = true;
   Log(step, AgentAction::Level::kError,
       Describe(lost) + "; this node stops (exit code " + std::to_string(exit_code::kNodeLost) +
           ")");
@@ -343,8 +342,8 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
     case AgentEvent::Kind::kSupervisorFinished:
       OnSupervisorFinished(step, config, event.exit_code);
       break;
-    case AgentEvent::Kind::kMasterLost:
-      OnMasterLost(step, config, event.what);
+    case AgentEvent::Kind::kNode0Lost:
+      OnNode0Lost(step, config, event.what);
       break;
     case AgentEvent::Kind::kRejoinDeadline:
       OnRejoinDeadline(step, config, event.what);
@@ -403,7 +402,7 @@ AgentAction RestartLog(const StopMarker& m, const AgentConfig& config) {
     return Say(Level::kWarn, what + "; every node restarts its ranks (" + restart + ")");
   }
   if (config.elected_leader && m.kind == StopMarker::Kind::kNodeLost && m.node == 0) {
-    // etcd: this node lost the term's leader, or etcd itself.
+    // An elected leader: this node lost the term's leader, or the backend itself.
     return Say(Level::kWarn, what +
                                  "; this node stops its ranks and joins the job again under the "
                                  "next leader (at most " +
@@ -414,7 +413,8 @@ AgentAction RestartLog(const StopMarker& m, const AgentConfig& config) {
                                  std::to_string(config.min_nodes) + " node(s) remain (" + restart +
                                  ")");
   }
-  // A fixed size; with node ranks at rendezvous (etcd, c10d without node ranks: MIN = MAX)
+  // A fixed size; with node ranks at rendezvous (an elected leader, c10d without node ranks:
+  // MIN = MAX)
   // any node may take the lost one's place.
   return Say(Level::kWarn,
              what + "; every node stops its ranks and waits up to " + limit + " s for it " +

@@ -1,6 +1,6 @@
 // AgentPolicy: one node's decisions in a multi-node job, as a pure state machine.
 //
-//   AgentStep(state, config, event) -> {state, actions}  every node, for its own ranks
+//   job::Step(state, config, event) -> AgentStep {state, actions}  every node, for its ranks
 //
 // Its counterpart on node 0 is the coordinator's machine (coordinator_policy.h).  No Asio, no
 // clock, no store: the executor (node_agent.h) turns what the job board (job_board.h) and the
@@ -22,7 +22,7 @@
 //                                         when node 0 is gone or the marker says this node
 //                                         was lost, Join again (-> kJoining)
 //                                         otherwise:   ExitRanks(code) -> kLeaving
-//   node 0 lost (MasterLost)           -> a node_lost marker of its own; Join again once the
+//   node 0 lost (Node0Lost)           -> a node_lost marker of its own; Join again once the
 //                                         ranks are gone (while the budget allows); the first
 //                                         loss of a return is logged once
 //   joining again took too long        -> node 0 did not come back: Log, ExitRanks(4)
@@ -45,13 +45,14 @@ struct AgentConfig {
   int node_rank = 0;
   int max_restarts = 0;
   int rdzv_timeout_s = 900;  ///< how long the job waits for a lost node (messages)
-  std::string master_host;   ///< for a lost master's marker ("node 0 (MASTER_ADDR)")
-  std::string master_addr;
+  /// How a lost node 0's marker names it ("node 0 (MASTER_ADDR)"): MASTER_ADDR, or where the
+  /// leader is elected the backend's words for it (RdzvCapabilities::leader_name).
+  std::string node0_name;
   int nnodes = 1;  ///< --nnodes (elastic: MAX), for messages
   /// Elastic: MIN; 0: a fixed size.  With MIN < MAX a lost node's job re-forms without it.
   int min_nodes = 0;
-  /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host, and any
-  /// node may take a lost one's place; the messages say so.
+  /// An elected leader (RdzvCapabilities): "node 0" is the leader of the term, not a fixed host,
+  /// and any node may take a lost one's place; the messages say so.
   bool elected_leader = false;
   bool shrinks() const { return min_nodes > 0 && min_nodes < nnodes; }
 };
@@ -71,7 +72,7 @@ struct AgentState {
   bool stopping = false;  ///< the ranks of `epoch` were told to stop, or stop by themselves
   bool drained = false;   ///< every rank of `epoch` is gone
   bool marker_published = false;
-  bool master_lost = false;          ///< node 0's store went away during `epoch`
+  bool node0_lost = false;           ///< node 0's store went away during `epoch`
   std::optional<StopMarker> marker;  ///< the marker of `epoch` once read
   /// A teardown signal stopped this node: it leaves with this code, whatever the marker says.
   std::optional<int> signalled_code;
@@ -90,7 +91,7 @@ struct AgentEvent {
     kLocalStop,           ///< the Supervisor began a local teardown: `stop`
     kDrained,             ///< the ranks drained; `success`: all exited 0
     kSupervisorFinished,  ///< the Supervisor finished with `exit_code`
-    kMasterLost,          ///< the master's store is gone: `what` (non-master nodes)
+    kNode0Lost,           ///< node 0's store is gone: `what` (the other nodes)
     /// Joining again, node 0 could not be reached within --rdzv-timeout of the loss: `what`
     /// (the last connection error).
     kRejoinDeadline,
@@ -109,7 +110,7 @@ struct AgentEvent {
   static AgentEvent LocalStop(LocalStopReport stop);
   static AgentEvent Drained(bool success);
   static AgentEvent SupervisorFinished(int exit_code);
-  static AgentEvent MasterLost(std::string what);
+  static AgentEvent Node0Lost(std::string what);
   static AgentEvent RejoinDeadline(std::string what);
 };
 

@@ -1,24 +1,29 @@
-// ClusterNode: this gculaunch's place in a job of several nodes, whichever backend keeps the
-// job's rendezvous.  A launch (launcher/app/launch.h) talks to this interface alone; it never
-// asks which backend it has.
+// ClusterNode: this gculaunch's place in the job, whichever rendezvous backend keeps it, and a
+// single node's trivial one.  A launch (launcher/app/launch.h) talks to this interface alone;
+// it never asks which kind it has, or whether there are other nodes.
 //
+//   SingleNode        one node (single_node.h): its Supervisor decides its restarts and
+//                     switches the store's key space itself; its hang watch is the node's own
 //   StoreClusterNode  the built-in store (store_cluster_node.h): node 0 hosts the agent store,
 //                     its coordinator and the board on it; the other nodes reach it over TCP
-//   EtcdClusterNode   --rdzv-backend etcd (etcd_cluster_node.h): every node holds a lease and
-//                     campaigns; the term's leader serves the ranks' store and coordinates
+//   a backend's node  each other rendezvous backend's, in its folder (rdzv_backends.h)
 //
-// MakeClusterNode picks one from the LaunchSpec.  Every node has a NodeAgent (node_agent.h),
-// the Supervisor's JobLink.  What a launch does with a ClusterNode, in this order:
-//   1. agent()        given to the Supervisor as its JobLink
-//   2. Start(ranks)   the agent gets the ranks and joins the job (node 0's coordinator starts)
-//   3. ShareStacks    `gculaunch stacks` for the job: the node that coordinates gathers every
-//                     node's stacks, the others answer its requests (dump_exchange.h)
-//   4. WatchHangs     --hang-timeout across nodes: the coordinating node decides for the job
-//                     (JobHangWatch), the others report their ranks' progress to it
-//   5. Finish         after the ranks' last attempt: the hang watch stops, this node waits
-//                     (bounded) until every node said bye, leaves the job, and stops
-//                     answering stack requests
-//   6. DescribeJobEnd the job-wide part of the exit summary, from the agent
+// MakeClusterNode picks one from the LaunchSpec: SingleNode unless RunsAsCluster, else the
+// backend's, through the backends' table (rdzv_backends.h).  What a launch does with it, in
+// this order:
+//   1. job_link(),      given to the Supervisor: its agent (the node decides restarts with the
+//      attempt_observer()  job), or the store whose key space it switches (a single node)
+//   2. Start(ranks)     a node of a job: the agent gets the ranks and joins the job (node 0's
+//                       coordinator starts)
+//   3. ShareStacks      `gculaunch stacks`: the node that coordinates gathers every node's
+//                       stacks, the others answer its requests (dump_exchange.h)
+//   4. WatchHangs       --hang-timeout: a single node's HangWatch, or across nodes the
+//                       coordinating node decides for the job (JobHangWatch) and the others
+//                       report their ranks' progress to it
+//   5. Finish           after the ranks' last attempt: the hang watch stops; a node of a job
+//                       waits (bounded) until every node said bye, leaves the job, and stops
+//                       answering stack requests
+//   6. DescribeJobEnd   the job-wide part of the exit summary
 //
 // Lifetime: the objects in ClusterNodeContext outlive the ClusterNode; the Supervisor and the
 // stack dumper given to steps 3 and 4 live until Finish returns.
@@ -31,21 +36,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "base/error.h"
-#include "launcher/cluster/agent_link.h"
-#include "launcher/cluster/coordinator.h"
-#include "launcher/cluster/dump_exchange.h"
-#include "launcher/cluster/hang_exchange.h"
-#include "launcher/cluster/node_agent.h"
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/rank_env.h"
 #include "launcher/ops/hang_watch.h"
+#include "launcher/ops/stack_dumper.h"
 #include "launcher/ops/stack_report.h"
-#include "launcher/run/agent_store.h"
-#include "launcher/run/exit_summary.h"
 #include "launcher/run/job_events.h"
 #include "launcher/run/output_writer.h"
 #include "launcher/run/rank_planner.h"
@@ -53,46 +51,27 @@
 
 namespace gculaunch {
 
-/// Whether the spec's job has several nodes (or may have: elastic, etcd): a ClusterNode and a
-/// NodeAgent that decides restarts.
-bool RunsAsCluster(const LaunchSpec& spec);
-
-/// A job whose node ranks are assigned at rendezvous (elastic, or c10d without node ranks) on
-/// the built-in store decides here which node hosts the store, as torchrun's c10d rendezvous
-/// does: the node the rendezvous endpoint names (it becomes node 0, the others node 1 until
-/// the coordinator numbers them).  The layout line says which, and by which rule
-/// (MatchThisHost).  nullopt: the spec decided already (node ranks given, etcd, --rdzv-conf
-/// is_host).
-std::optional<LaunchSpec> DecideStoreHost(const LaunchSpec& spec);
-
-/// `spec` (store host inferred) as a client of the store another launcher on this host
-/// serves: torchrun's retry when the endpoint's port is taken.  `why` goes in the layout line.
-LaunchSpec JoinAsClient(const LaunchSpec& spec, const std::string& why);
-
-/// What the multi-node pieces are made of, from the spec (docs/multinode.md).
-struct ClusterNodeSettings {
-  NodeAgentSettings agent;
-  RemoteLinkOptions remote;         ///< the built-in store's other nodes: node 0's store
-  CoordinatorSettings coordinator;  ///< node 0's, or on etcd each term's leader's
-};
-
-/// The settings for `spec`, with a fresh incarnation (the job tells a restarted node from its
-/// old self by it) and this run's id.
-ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRuntime& runtime);
+class AgentStore;        // launcher/run/agent_store.h
+class NodeAgent;         // node_agent.h
+struct ConnectionHooks;  // store_board.h
+struct SummaryInput;     // launcher/run/exit_summary.h
 
 /// What a ClusterNode borrows from the launch's event loop.
 struct ClusterNodeContext {
   boost::asio::io_context& io;
   RankPlanner& planner;
   AgentStore* store = nullptr;  ///< the agent store, when this node hosts it
-  /// The store's connection hooks; node 0's board becomes their target until Finish.
+  /// The store's connection hooks (MakeConnectionHooks); node 0's board becomes their target
+  /// until Finish.
   ConnectionHooks* hooks = nullptr;
   JobEvents* events = NoJobEvents();
   spdlog::logger& log;
 };
 
-/// Where a node's hang watch writes (the console, through the launch's writer).
-struct HangOutput {
+/// What a hang watch borrows: the stack dumper of this node's ranks, and the console (through
+/// the launch's writer) its reports go to.
+struct HangWatchDeps {
+  StackDumper& dumper;
   OutputWriter& writer;
   TargetPtr console;
 };
@@ -100,38 +79,51 @@ struct HangOutput {
 class ClusterNode {
  public:
   /// Dumps this node's ranks and calls back with its part.
-  using LocalStacks = DumpResponder::LocalDump;
+  using LocalStacks = std::function<void(std::function<void(NodeStacks)> done)>;
   /// Calls back with the job's stacks, this node's first.
-  using JobStacks = JobHangWatch::Gather;
+  using JobStacks = std::function<void(std::function<void(std::vector<NodeStacks>)> done)>;
 
   virtual ~ClusterNode() = default;
 
-  virtual NodeAgent& agent() = 0;
-  virtual const NodeAgent& agent() const = 0;
+  /// The Supervisor's JobLink (see step 1); null on a single node.
+  virtual JobLink* job_link() = 0;
+  /// The Supervisor's AttemptObserver (see step 1); null on a node of a job, whose
+  /// coordinator switches the store's key space.
+  virtual AttemptObserver* attempt_observer() = 0;
   /// Hands `ranks` (the Supervisor; any JobControl in tests) to the agent and joins the job.
   virtual void Start(JobControl& ranks) = 0;
   /// The job's stacks built on this node's `local` ones (see step 3 above).
   virtual JobStacks ShareStacks(LocalStacks local) = 0;
-  /// Starts this node's part of the job's hang watch (see step 4 above).
-  virtual void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangOutput& output,
-                          const HangWatchConfig& config) = 0;
+  /// Starts this node's part of the hang watch (see step 4 above).  A backend without the
+  /// hang_watch capability (rdzv_backend.h) keeps this default, which does nothing: the front
+  /// end refuses --hang-timeout for it, so it is never called.
+  virtual void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangWatchDeps& deps,
+                          const HangWatchConfig& config);
   /// Ends this node's part (see step 5 above), running the io_context at most until `bound`
   /// or a teardown signal.
   virtual void Finish(std::chrono::steady_clock::time_point bound) = 0;
+  /// The job-wide part of the exit summary: why the job ended, as every node tells it
+  /// (nothing on a single node).
+  virtual void DescribeJobEnd(SummaryInput& in) const = 0;
 
  protected:
   /// Runs `io` until `finished()`, `bound`, or SIGINT/SIGTERM/SIGQUIT: the Supervisor no
   /// longer listens, so a teardown signal ends the wait at once.
   static void WaitUntil(boost::asio::io_context& io, std::chrono::steady_clock::time_point bound,
                         const std::function<bool()>& finished);
+  /// The job's stacks where this node gathers no other node's: its own part alone.
+  static JobStacks OwnStacksOnly(LocalStacks local);
+  /// DescribeJobEnd of a node whose NodeAgent took part in the job.
+  static void DescribeAgentJobEnd(const NodeAgent& agent, SummaryInput& in);
 };
 
-/// The job-wide part of the exit summary: why the job ended, as every node tells it.
-void DescribeJobEnd(const NodeAgent& agent, SummaryInput& in);
+/// The store's connection hooks for `spec`, made before the store (which the board they feed
+/// needs): a job on the built-in store's node 0 has them; null otherwise.
+std::shared_ptr<ConnectionHooks> MakeConnectionHooks(const LaunchSpec& spec);
 
-/// This node's ClusterNode for `spec` (RunsAsCluster): on etcd an EtcdClusterNode, else a
-/// StoreClusterNode.  An Error, with its fix, when etcd's settings cannot make a client or this
-/// node's address towards etcd cannot be found.
+/// This node's ClusterNode for `spec`: a SingleNode unless RunsAsCluster(spec), else its
+/// backend's (rdzv_backends.h).  An Error, with its fix, when the backend's settings cannot
+/// make a client or this node's address towards the backend cannot be found.
 Result<std::unique_ptr<ClusterNode>> MakeClusterNode(const LaunchSpec& spec,
                                                      const RankRuntime& runtime,
                                                      const ClusterNodeContext& context);

@@ -30,17 +30,6 @@ Coordinator::Coordinator(boost::asio::io_context& io, CoordinatorBoard& board,
 
 Coordinator::~Coordinator() { board_.OnHangUp(nullptr); }
 
-rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
-  rendezvous::ServerOptions options;
-  options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
-    if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
-  };
-  options.connection_observer = [hooks](rendezvous::ConnId id, const std::string& why) {
-    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id, why);
-  };
-  return options;
-}
-
 std::vector<int> Coordinator::OtherMembers() const {
   std::vector<int> nodes;
   if (!state_.order.empty()) {
@@ -63,7 +52,7 @@ void Coordinator::Start() {
     if (finished() || board_.SaidBye(node, seq)) return;  // it said bye first
     Dispatch(CoordinatorEvent::NodeSilent(node, seq, why));
   }));
-  board_.PublishJobInfo(job::Encode(settings_.config.master));
+  board_.PublishJobInfo(job::Encode(settings_.config.node0));
   if (settings_.config.elastic()) {
     WatchJoins(0, 1);  // the store host: this node
     WatchIds(1);
@@ -213,8 +202,8 @@ void Coordinator::Dispatch(const CoordinatorEvent& event) {
 // Heartbeats, byes and deadlines follow the members the policy keeps.
 void Coordinator::Track() {
   const auto now = Clock::now();
-  if (auto master = state_.members.find(0); master != state_.members.end() && !info_complete_) {
-    board_.PublishJobInfo(job::Encode(master->second.reg));  // now with node 0's address
+  if (auto node0 = state_.members.find(0); node0 != state_.members.end() && !info_complete_) {
+    board_.PublishJobInfo(job::Encode(node0->second.reg));  // now with node 0's address
     info_complete_ = true;
   }
   for (const auto& [node, m] : state_.members) {

@@ -58,14 +58,6 @@ struct CoordinatorSettings {
   JobEvents* events = NoJobEvents();  ///< nodes joining, lost and back (launcher/run/job_events.h)
 };
 
-/// The store's hooks for the board.  The store is built before the board (which needs the
-/// store), so the hooks forward to whatever `target` is set to later.
-struct ConnectionHooks {
-  StoreCoordinatorBoard* target = nullptr;
-  /// Server options whose observers forward to `hooks->target`.
-  static rendezvous::ServerOptions Options(const std::shared_ptr<ConnectionHooks>& hooks);
-};
-
 class Coordinator {
  public:
   Coordinator(boost::asio::io_context& io, CoordinatorBoard& board, CoordinatorSettings settings,

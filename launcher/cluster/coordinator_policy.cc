@@ -304,8 +304,8 @@ void MaybeStart(CoordinatorStep& step, const CoordinatorConfig& config) {
     StopMarker m;
     m.kind = StopMarker::Kind::kNodeLost;
     m.node = 0;
-    m.host = config.master.host;
-    m.addr = config.master.addr;
+    m.host = config.node0.host;
+    m.addr = config.node0.addr;
     m.what = std::string(config.elected_leader ? "a new leader took over" : "it came back") +
              ", but the job has used all " + std::to_string(config.max_restarts) + " restart(s)";
     AbortAll(step, first, std::move(m));
@@ -527,8 +527,8 @@ void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
   CoordinatorState& s = step.state;
   const int node = reg.node_rank;
   // Node 0's own registration (with its address) once it is in, for the messages.
-  const NodeRegistration& master = s.members.count(0) != 0 ? s.members.at(0).reg : config.master;
-  if (auto id = CheckIdentity(reg, master); !id.ok()) {
+  const NodeRegistration& node0 = s.members.count(0) != 0 ? s.members.at(0).reg : config.node0;
+  if (auto id = CheckIdentity(reg, node0); !id.ok()) {
     Refuse(step, node, seq, id.error());
     return;
   }
@@ -542,7 +542,7 @@ void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
   }
   auto cur = s.members.find(node);
   if (cur != s.members.end() && !cur->second.away && !Occupied(step, config, seq, reg)) return;
-  if (auto fits = CheckRegistration(reg, master); !fits.ok()) {
+  if (auto fits = CheckRegistration(reg, node0); !fits.ok()) {
     if (s.phase == CPhase::kGathering && !s.ran && s.adopted < 0 && reg.last_epoch < 0) {
       // A misconfigured member at the start ends the job on every node (exit code 2).
       s.members[node] = Member{reg, seq};

@@ -1,6 +1,6 @@
 // CoordinatorPolicy: node 0's job-wide decisions in a multi-node job, as a pure state machine.
 //
-//   CoordinatorStep(state, config, event) -> {state, actions}  node 0 only, for the job
+//   job::Step(state, config, event) -> CoordinatorStep {state, actions}  node 0, for the job
 //
 // Its counterpart on every node is the agent's machine (agent_policy.h).  No Asio, no clock,
 // no store: the executor (coordinator.h) turns what the job board (job_board.h) and the timers
@@ -42,14 +42,14 @@ namespace gculaunch::job {
 struct CoordinatorConfig {
   int nnodes = 1;  ///< fixed size: the node count; elastic: MAX
   /// elastic: MIN (<= nnodes); 0: a fixed-size job.  MIN = MAX is a fixed size on the elastic
-  /// path (drawn ids, node ranks per plan): every job on etcd.
+  /// path (drawn ids, node ranks per plan): every job whose leader is elected.
   int min_nodes = 0;
   int max_restarts = 0;
-  NodeRegistration master;   ///< node 0's own registration: the reference for the others
+  NodeRegistration node0;    ///< node 0's own registration: the reference for the others
   int rdzv_timeout_s = 900;  ///< for the "did not join" / "did not come back" messages
   int last_call_s = 30;      ///< elastic: --rdzv-conf last_call_timeout, for messages
-  /// A job on etcd: "node 0" is the leader elected for the term, not a fixed host; the
-  /// messages of a takeover say so.
+  /// An elected leader (RdzvCapabilities): "node 0" is the leader of the term, not a fixed host;
+  /// the messages of a takeover say so.
   bool elected_leader = false;
   /// Node ranks at rendezvous on the built-in store: why this node hosts the store
   /// (MatchThisHost, --rdzv-conf is_host), for the "waiting for nodes" lines; empty: not said.

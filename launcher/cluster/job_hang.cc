@@ -1,22 +1,35 @@
 #include "launcher/cluster/job_hang.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/duration.h"
 #include "base/exit_codes.h"
 
 namespace gculaunch::job {
 
 using nlohmann::json;
 
+std::chrono::milliseconds HangCheckPeriod(double timeout_s) {
+  // A tenth of the timeout keeps a report's staleness small against it; the bounds keep a
+  // short timeout from flooding the store and a long one from reporting too rarely to notice
+  // a node that stopped reporting.
+  return std::clamp(SecondsToMillis(timeout_s / 10), std::chrono::milliseconds(100),
+                    std::chrono::milliseconds(500));
+}
+
 namespace {
 
 constexpr const char* kWhat = "progress report";
 
+// A report another node wrote that this one cannot read is a version mismatch between the
+// nodes (the field names are this file's), hence the hint.
 Error FieldError(const std::string& field, const std::string& problem) {
   return Error{std::string(kWhat) + " field '" + field + "': " + problem,
                "run the same gculaunch version on every node"};
 }
 
+// null, not a number: a rank without output or heartbeat yet is not "silent for 0 s".
 json Age(const std::optional<double>& age) { return age ? json(*age) : json(nullptr); }
 
 // An age: a non-negative number, or null.
@@ -52,6 +65,7 @@ Result<RankProgress> RankFrom(const json& doc) {
   if (!beat.ok()) return beat.error();
   auto since = AgeFrom(doc, "since_start");
   if (!since.ok()) return since.error();
+  // A running rank always has a start: null here would let a rank escape the grace rule.
   if (!*since) return FieldError("since_start", "expected a number >= 0");
   r.output_age_s = *output;
   r.heartbeat_age_s = *beat;
@@ -59,6 +73,7 @@ Result<RankProgress> RankFrom(const json& doc) {
   return r;
 }
 
+// Ages grow while a report waits to be read; an unknown age stays unknown.
 void Older(std::optional<double>& age, double by) {
   if (age) *age += by;
 }
@@ -120,6 +135,8 @@ JobHangCheck CheckJobHang(int epoch, const std::vector<RankProgress>& own,
   JobHangCheck check;
   check.ranks = own;
   for (const SeenProgress& seen : others) {
+    // A report of another epoch says nothing about the ranks of this one (they may still be
+    // starting): such a node counts as not reported, and no verdict is made without it.
     if (!seen.report || seen.report->epoch != epoch) {
       check.unreported.push_back(seen.node);
       continue;
@@ -145,12 +162,14 @@ StopMarker HangMarker(int epoch, int restarts, const std::string& why,
   m.restartable = restart;
   m.what = why;
   std::vector<StackDump> all;
+  // The majority is the whole job's, so that a rank is odd against every node's ranks, not
+  // only its own node's; then each odd rank is found again in its node's part.
   for (const NodeStacks& part : parts) all.insert(all.end(), part.dumps.begin(), part.dumps.end());
   for (const int rank : OddRanks(all)) {
     for (const NodeStacks& part : parts) {
       for (const StackDump& d : part.dumps) {
         if (d.rank != rank) continue;
-        if (m.rank < 0) {
+        if (m.rank < 0) {  // the marker names the first odd rank; its text names them all
           m.rank = d.rank;
           m.local_rank = d.local_rank;
           m.node = part.node_rank;

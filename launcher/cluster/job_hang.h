@@ -22,6 +22,7 @@
 // Thread safety: pure functions over values.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,10 @@
 #include "launcher/ops/stack_report.h"
 
 namespace gculaunch::job {
+
+/// The period of the progress reports and of node 0's checks for a --hang-timeout: a tenth
+/// of it, between 100 and 500 ms.
+std::chrono::milliseconds HangCheckPeriod(double timeout_s);
 
 /// One node's progress report (job/progress/<k>).
 struct NodeProgress {

@@ -34,6 +34,8 @@ std::string HeartbeatKey(int node, int seq) {
 std::string ByeKey(int node, int seq) {
   return "job/bye/" + std::to_string(node) + "/" + std::to_string(seq);
 }
+// Under gculaunch/ on the wire: the ranks' own keys share the store and must never collide
+// with the job's.
 std::string KeyForSocket(const std::string& key) { return "gculaunch/" + key; }
 
 namespace {
@@ -60,6 +62,7 @@ Result<int> IntField(const json& doc, const char* what, const char* field, int m
     return FieldError(what, field, "expected a whole number");
   }
   const auto value = it->get<long long>();
+  // The upper bound keeps any sum or count of these numbers far from int overflow.
   if (value < min || value > (1LL << 30)) {
     return FieldError(what, field, "expected a number >= " + std::to_string(min));
   }
@@ -98,6 +101,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   StopMarker m;
   auto kind = TextField(doc, what, "kind");
   if (!kind.ok()) return kind.error();
+  // Decoded by name, through the encoder's own KindName, so that the two never drift apart.
   bool known = false;
   for (auto k :
        {StopMarker::Kind::kRankFailed, StopMarker::Kind::kNodeLost, StopMarker::Kind::kNodeLeft,
@@ -110,7 +114,7 @@ Result<StopMarker> MarkerFrom(const json& doc) {
   }
   if (!known) return FieldError(what, "kind", "unknown kind '" + *kind + "'");
   auto epoch = IntField(doc, what, "epoch", 0);
-  auto restarts = OptIntField(doc, what, "restarts", -1, -1);
+  auto restarts = OptIntField(doc, what, "restarts", -1, -1);  // -1: an older writer's
   auto node = IntField(doc, what, "node", -1);
   auto rank = IntField(doc, what, "rank", -1);
   auto local_rank = IntField(doc, what, "local_rank", -1);
@@ -165,6 +169,8 @@ std::string KindName(StopMarker::Kind kind) {
   return "?";
 }
 
+// error_handler_t::replace throughout: a host name or a message may hold bytes that are not
+// UTF-8, and the job must still be able to say it.
 std::string Encode(const NodeRegistration& r) {
   return json{{"node_rank", r.node_rank},
               {"nnodes", r.nnodes},
@@ -239,7 +245,7 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   r.last_epoch = *last_epoch;
   r.min_nodes = *min_nodes;
   r.last_restarts = *last_restarts;
-  if (doc->contains("hang")) {
+  if (doc->contains("hang")) {  // absent: a version before --hang-timeout, which agrees
     auto hang = TextField(*doc, what, "hang");
     if (!hang.ok()) return hang.error();
     r.hang = *hang;
@@ -288,6 +294,7 @@ Result<JobPlan> DecodePlan(std::string_view text) {
   for (const Result<int>* f : {&epoch, &world, &port, &restarts}) {
     if (!f->ok()) return f->error();
   }
+  // Every rank of the epoch would get this MASTER_PORT: a wrong one must stop here.
   if (*port > 65535) return FieldError(what, "ranks_port", "expected a port 0-65535");
   plan.epoch = *epoch;
   plan.restarts = *restarts;
@@ -325,6 +332,8 @@ Result<JobPlan> DecodePlan(std::string_view text) {
     auto addr = TextField(n, what, "addr");
     if (!host.ok()) return host.error();
     if (!addr.ok()) return addr.error();
+    // The ranks' RANK values come from these offsets: a gap or an overlap would give two ranks
+    // one RANK, so the plan must be exactly 0, 1, ... with contiguous offsets.
     if (*rank != static_cast<int>(plan.nodes.size()) || *offset != next_offset) {
       return FieldError(what, "nodes", "node ranks or rank offsets are out of order");
     }
@@ -337,6 +346,7 @@ Result<JobPlan> DecodePlan(std::string_view text) {
     next_offset += node.nproc;
     plan.nodes.push_back(std::move(node));
   }
+  // An abort plan carries no ranks to start, so its sizes need not add up.
   if (!plan.abort && next_offset != plan.world_size) {
     return FieldError(what, "world_size", "is not the sum of the nodes' nproc");
   }
@@ -350,6 +360,8 @@ JobPlan MakePlanForTest(std::vector<NodeRegistration> regs, int epoch, int ranks
   return MakeOrderedPlan(regs, epoch, ranks_port);
 }
 
+// Node ranks follow the order given (the coordinator's join order), not the registrations'
+// own node ranks: an elastic job renumbers its nodes every epoch.
 JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port) {
   JobPlan plan;
   plan.epoch = epoch;
@@ -364,46 +376,49 @@ JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, in
   return plan;
 }
 
-Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master) {
-  if (reg.run_id == master.run_id) return OkStatus();
+// The run id first: a node of another job that reached this store by a wrong MASTER_ADDR is
+// told so, rather than that its sizes differ.
+Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& node0) {
+  if (reg.run_id == node0.run_id) return OkStatus();
   return Error{NodeName(reg.node_rank, reg.host, reg.addr) + " belongs to job '" + reg.run_id +
-                   "' but the job at this MASTER_ADDR:MASTER_PORT is '" + master.run_id + "'",
+                   "' but the job at this MASTER_ADDR:MASTER_PORT is '" + node0.run_id + "'",
                "give every node of a job the same run id (--rdzv-id, or the platform's job "
                "name) and every job its own MASTER_ADDR:MASTER_PORT"};
 }
 
-Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master) {
+Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& node0) {
   const std::string who = NodeName(reg.node_rank, reg.host, reg.addr);
-  const std::string master_name = NodeName(master.node_rank, master.host, master.addr);
+  const std::string node0_name = NodeName(node0.node_rank, node0.host, node0.addr);
   const auto low = [](const NodeRegistration& r) { return Elastic(r) ? r.min_nodes : r.nnodes; };
-  if (reg.nnodes != master.nnodes || low(reg) != low(master)) {
+  if (reg.nnodes != node0.nnodes || low(reg) != low(node0)) {
     const auto count = [](const NodeRegistration& r) {
       return Elastic(r) ? std::to_string(r.min_nodes) + ":" + std::to_string(r.nnodes)
                         : std::to_string(r.nnodes);
     };
     return Error{
-        who + " expects " + count(reg) + " nodes but " + master_name + " expects " + count(master),
+        who + " expects " + count(reg) + " nodes but " + node0_name + " expects " + count(node0),
         "give every node the same number of nodes (WORLD_SIZE, --nnodes)"};
   }
-  if (Elastic(reg) != Elastic(master)) {
+  if (Elastic(reg) != Elastic(node0)) {
     const auto how = [](const NodeRegistration& r) {
       return Elastic(r) ? std::string("has its node rank assigned at rendezvous")
                         : "was given node rank " + std::to_string(r.node_rank);
     };
-    return Error{who + " " + how(reg) + " but " + master_name + " " + how(master),
+    return Error{who + " " + how(reg) + " but " + node0_name + " " + how(node0),
                  "give every node a node rank (RANK / --node-rank), or none"};
   }
-  if (!Elastic(master) && (reg.node_rank < 0 || reg.node_rank >= master.nnodes)) {
-    return Error{who + " has a node rank outside 0.." + std::to_string(master.nnodes - 1),
+  if (!Elastic(node0) && (reg.node_rank < 0 || reg.node_rank >= node0.nnodes)) {
+    return Error{who + " has a node rank outside 0.." + std::to_string(node0.nnodes - 1),
                  "check RANK / --node-rank on that node"};
   }
-  if (reg.max_restarts != master.max_restarts) {
+  if (reg.max_restarts != node0.max_restarts) {
     return Error{who + " allows " + std::to_string(reg.max_restarts) + " restarts but " +
-                     master_name + " allows " + std::to_string(master.max_restarts),
+                     node0_name + " allows " + std::to_string(node0.max_restarts),
                  "give every node the same --max-restarts"};
   }
-  if (!reg.hang.empty() && !master.hang.empty() && reg.hang != master.hang) {
-    return Error{who + " runs with " + reg.hang + " but " + master_name + " with " + master.hang,
+  // Empty: a version that does not say; only two stated settings can disagree.
+  if (!reg.hang.empty() && !node0.hang.empty() && reg.hang != node0.hang) {
+    return Error{who + " runs with " + reg.hang + " but " + node0_name + " with " + node0.hang,
                  "give every node the same --hang-timeout and --on-hang"};
   }
   return OkStatus();
@@ -426,6 +441,7 @@ int ExitCodeFor(const StopMarker& marker, int self) {
     case StopMarker::Kind::kSameFailure:
       return marker.exit_code;
     case StopMarker::Kind::kNodeLeft:
+      // The node that left exits with its own code; for the others it is a lost node.
       return marker.node == self ? marker.exit_code : exit_code::kNodeLost;
     case StopMarker::Kind::kNodeLost:
       return exit_code::kNodeLost;
@@ -452,6 +468,7 @@ std::string Describe(const StopMarker& m) {
   const std::string node = NodeName(m.node, m.host, m.addr);
   switch (m.kind) {
     case StopMarker::Kind::kRankFailed:
+      // rank -1: the node could not start any rank, so none is named.
       if (m.rank < 0) return "the ranks on " + node + " could not be started: " + m.what;
       return "rank " + std::to_string(m.rank) + " (local rank " + std::to_string(m.local_rank) +
              ") on " + node + (m.restartable ? " failed with " : " could not be started: ") +

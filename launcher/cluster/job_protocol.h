@@ -1,7 +1,7 @@
-// The node agents' protocol: the keys they use in the master's store and the messages those
+// The node agents' protocol: the keys they use in node 0's store and the messages those
 // keys hold, as pure values with a JSON codec.  No I/O; docs/multinode.md tells the story.
 //
-// All keys live in the store's launcher namespace.  In-process users on the master name
+// All keys live in the store's launcher namespace.  In-process users on node 0 name
 // them as below; socket clients (the other nodes) put "gculaunch/" in front (KeyForSocket).
 //
 //   job/joinseq/<k>     counter (ADD 1): the number s of node k's next join request
@@ -76,17 +76,18 @@ std::string KeyForSocket(const std::string& key);
 
 /// What a node tells the job when it arrives.
 struct NodeRegistration {
-  int node_rank = 0;     ///< fixed size: the node rank; elastic: the node id (0: the store host)
-  int nnodes = 1;        ///< fixed size: the node count; elastic: MAX
-  int min_nodes = 0;     ///< elastic: MIN (<= nnodes; = nnodes: fixed size on etcd); 0: fixed size
-  int nproc = 1;         ///< ranks on this node
+  int node_rank = 0;  ///< fixed size: the node rank; elastic: the node id (0: the store host)
+  int nnodes = 1;     ///< fixed size: the node count; elastic: MAX
+  int min_nodes =
+      0;          ///< elastic: MIN (<= nnodes; = nnodes: fixed size, elected leader); 0: fixed size
+  int nproc = 1;  ///< ranks on this node
   int max_restarts = 0;  ///< must agree job-wide
   /// --hang-timeout and --on-hang as text ("--hang-timeout 3 s, --on-hang stop", or "no
   /// --hang-timeout"): must agree job-wide; "" (an older gculaunch): not compared.
   std::string hang;
   std::string run_id;       ///< the job's identity: a node with another one is a stranger
   std::string host;         ///< gethostname(), for messages only
-  std::string addr;         ///< numeric address that routes to the master (net_address.h)
+  std::string addr;         ///< numeric address that routes to node 0 (net_address.h)
   int pid = 0;              ///< the node's gculaunch, for messages
   std::string incarnation;  ///< fresh per gculaunch start: tells a restarted node from the old
   int last_epoch = -1;      ///< the last epoch this gculaunch ran ranks in; -1: none yet
@@ -98,7 +99,7 @@ struct NodeRegistration {
 struct StopMarker {
   enum class Kind {
     kRankFailed,  ///< a rank exited non-zero or died of a signal (or could not start)
-    kNodeLost,    ///< a node stopped heartbeating, or the master's store vanished
+    kNodeLost,    ///< a node stopped heartbeating, or node 0's store vanished
     kNodeLeft,    ///< a node's gculaunch was stopped (signal) or gave up (stuck ranks)
     kSuccess,     ///< every node's ranks exited 0
     kJobError,    ///< the job cannot run: nodes disagree, or nodes never joined
@@ -172,7 +173,7 @@ JobPlan MakePlanForTest(std::vector<NodeRegistration> regs, int epoch, int ranks
 JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port);
 
 /// Whether the job `reg` belongs to takes the elastic path (--nnodes MIN:MAX with MIN < MAX, or
-/// any job on etcd, where MIN = MAX is a fixed size).
+/// any job whose leader is elected, where MIN = MAX is a fixed size).
 inline bool Elastic(const NodeRegistration& reg) {
   return reg.min_nodes > 0 && reg.min_nodes <= reg.nnodes;
 }
@@ -181,12 +182,12 @@ inline bool Elastic(const NodeRegistration& reg) {
 inline int RestartsOf(const StopMarker& m) { return m.restarts >= 0 ? m.restarts : m.epoch; }
 inline int RestartsOf(const JobPlan& p) { return p.restarts >= 0 ? p.restarts : p.epoch; }
 
-/// Whether `reg` belongs to the job node 0 (`master`) runs: the same run id.  The error
+/// Whether `reg` belongs to the job node 0 (`node0`) runs: the same run id.  The error
 /// names both jobs and the fix.
-Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& master);
+Status CheckIdentity(const NodeRegistration& reg, const NodeRegistration& node0);
 /// Whether `reg`, a member of the job, fits it: same nnodes and max restarts, node rank in
 /// range.  The error names both sides and the fix.
-Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& master);
+Status CheckRegistration(const NodeRegistration& reg, const NodeRegistration& node0);
 
 /// Whether the job re-forms after `marker` ended its epoch: a node joined (free), or a rank
 /// failure that a restart can help, a node lost or a node that left, a hang with --on-hang

@@ -66,8 +66,6 @@ void PeerSilence::Record(Duration gap) {
   in_window_ = 0;
 }
 
-Duration PeerSilence::longest_gap() const { return std::max(window_max_, previous_max_); }
-
 Duration PeerSilence::Bound(const SilenceRule& rule) const {
   const Duration ceiling = rule.ceiling;
   const Duration floor = std::min<Duration>(rule.floor, ceiling);

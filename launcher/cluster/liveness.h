@@ -2,7 +2,7 @@
 // pure arithmetic over instants that the caller reads from the monotonic clock.
 //
 // Evidence of death never comes through here: the executors act on it at once (a connection
-// closed or reset, TCP keepalive or TCP_USER_TIMEOUT giving up on a peer host, a bye, an etcd
+// closed or reset, TCP keepalive or TCP_USER_TIMEOUT giving up on a peer host, a bye, a backend
 // lease that ended).  What is left is silence over a connection that is still up: a peer that
 // is stopped, starved of CPU or wedged, and this process itself being late.  It is judged so:
 //
@@ -26,6 +26,7 @@
 // Thread safety: plain values.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -88,7 +89,7 @@ class PeerSilence {
   /// How long the peer has been silent, in this process's own running time.
   LiveClock::duration Silent(LiveClock::time_point now, LiveClock::duration lag) const;
   /// The longest gap of the last two windows.
-  LiveClock::duration longest_gap() const;
+  LiveClock::duration longest_gap() const { return std::max(window_max_, previous_max_); }
   /// `multiple` times longest_gap(), within [floor, ceiling] (a floor above the ceiling
   /// gives the ceiling).
   LiveClock::duration Bound(const SilenceRule& rule) const;

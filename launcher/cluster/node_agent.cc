@@ -60,7 +60,7 @@ void NodeAgent::Join() {
     deadline -= std::chrono::duration_cast<std::chrono::milliseconds>(now - *lost_since_);
     deadline = std::max(deadline, std::chrono::milliseconds(1));
   }
-  if (settings_.is_master) {
+  if (settings_.is_node0) {
     // Node 0 has no connection to the store: the route towards MASTER_ADDR names the
     // interface the other nodes reach it on.
     auto addr = RouteAddressTo(settings_.master_addr, settings_.agent_port);
@@ -100,14 +100,14 @@ void NodeAgent::SendJoin(const std::string& addr) {
   settings_.registration.last_restarts = state_.last_epoch >= 0 ? state_.restarts : -1;
   board_.ReadJobInfo(Current([this](Result<std::string> text) {
     if (!text.ok()) {
-      Dispatch(AgentEvent::MasterLost(text.error().what));
+      Dispatch(AgentEvent::Node0Lost(text.error().what));
       return;
     }
-    auto master = job::DecodeRegistration(*text);
-    if (!text->empty() && master.ok()) {
-      Status fits = job::CheckIdentity(settings_.registration, *master);
-      if (fits.ok() && settings_.registration.node_rank >= master->nnodes) {
-        fits = job::CheckRegistration(settings_.registration, *master);
+    auto node0 = job::DecodeRegistration(*text);
+    if (!text->empty() && node0.ok()) {
+      Status fits = job::CheckIdentity(settings_.registration, *node0);
+      if (fits.ok() && settings_.registration.node_rank >= node0->nnodes) {
+        fits = job::CheckRegistration(settings_.registration, *node0);
       }
       if (!fits.ok()) {
         Refused(fits.error());
@@ -130,11 +130,11 @@ void NodeAgent::Refused(const Error& why) {
 }
 
 void NodeAgent::SendJoinRequest() {
-  if (job::Elastic(settings_.registration) && !settings_.is_master) {
+  if (job::Elastic(settings_.registration) && !settings_.is_node0) {
     // Elastic: every join request gets a fresh node id; the node rank comes with the plan.
     board_.TakeId(Current([this](Result<int> id) {
       if (!id.ok()) {
-        Dispatch(AgentEvent::MasterLost(id.error().what));
+        Dispatch(AgentEvent::Node0Lost(id.error().what));
         return;
       }
       settings_.config.node_rank = *id;
@@ -149,7 +149,7 @@ void NodeAgent::SendJoinRequest() {
 void NodeAgent::SendRegistration() {
   board_.Join(job::Encode(settings_.registration), Current([this](Result<int> seq) {
                 if (!seq.ok()) {
-                  Dispatch(AgentEvent::MasterLost(seq.error().what));
+                  Dispatch(AgentEvent::Node0Lost(seq.error().what));
                   return;
                 }
                 const int node = settings_.config.node_rank;
@@ -165,13 +165,13 @@ void NodeAgent::SendRegistration() {
                             node, settings_.registration.addr, state_.last_epoch);
                 }
                 board_.Beat(*seq, Current([this](std::string what) {
-                  Dispatch(AgentEvent::MasterLost(std::move(what)));
+                  Dispatch(AgentEvent::Node0Lost(std::move(what)));
                 }));
                 ArmProgress();
                 const int request = *seq;
                 board_.WaitAdmission(request, Current([this, request](Result<std::string> text) {
                                        if (!text.ok()) {
-                                         Dispatch(AgentEvent::MasterLost(text.error().what));
+                                         Dispatch(AgentEvent::Node0Lost(text.error().what));
                                          return;
                                        }
                                        seq_ = request;
@@ -203,7 +203,7 @@ void NodeAgent::Admitted(Result<std::string> text) {
 
 // While a node other than 0 waits for the others: one line every progress_period.
 void NodeAgent::ArmProgress() {
-  if (settings_.is_master) return;
+  if (settings_.is_node0) return;
   progress_timer_.expires_after(settings_.progress_period);
   progress_timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
     const auto waiting = [this] {
@@ -244,7 +244,7 @@ void NodeAgent::Dispatch(const AgentEvent& event) {
   const bool told = std::any_of(step.actions.begin(), step.actions.end(), [](const AgentAction& a) {
     return a.kind == AgentAction::Kind::kLog;
   });
-  if (event.kind == AgentEvent::Kind::kMasterLost && told) {
+  if (event.kind == AgentEvent::Kind::kNode0Lost && told) {
     settings_.events->On(JobEvent::NodeLoss(0, event.what));
   }
   for (const AgentAction& action : step.actions) Execute(action);
@@ -286,7 +286,11 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   layout.nnodes = static_cast<int>(plan.nodes.size());
   layout.restarts = job::RestartsOf(plan);
   layout.ranks_port = port;
-  if (settings_.ranks_follow_plan && !plan.nodes.empty()) layout.master_addr = plan.nodes[0].addr;
+  // An elected leader: the ranks' store is wherever the plan's node rank 0 runs, so
+  // MASTER_ADDR is that node's address (MASTER_PORT the plan's ranks port).
+  if (settings_.config.elected_leader && !plan.nodes.empty()) {
+    layout.master_addr = plan.nodes[0].addr;
+  }
   planner_.ApplyLayout(layout);
   if (job::Elastic(settings_.registration)) LogElasticLayout(plan, *mine);
   const std::string ranks = mine->nproc == 1
@@ -347,7 +351,7 @@ void NodeAgent::WaitPlan(int epoch) {
   ArmProgress();
   board_.WaitPlan(epoch, Current([this, epoch](Result<std::string> text) {
                     if (!text.ok()) {
-                      Dispatch(AgentEvent::MasterLost(text.error().what));
+                      Dispatch(AgentEvent::Node0Lost(text.error().what));
                       return;
                     }
                     auto plan = job::DecodePlan(*text);
@@ -361,12 +365,12 @@ void NodeAgent::WatchMarker(int epoch) {
   board_.WaitMarker(
       epoch, Current([this](Result<std::string> text) {
         if (!text.ok()) {
-          Dispatch(AgentEvent::MasterLost(text.error().what));
+          Dispatch(AgentEvent::Node0Lost(text.error().what));
           return;
         }
         auto marker = job::DecodeMarker(*text);
         if (!marker.ok()) {
-          Dispatch(AgentEvent::MasterLost("unreadable stop marker: " + marker.error().what));
+          Dispatch(AgentEvent::Node0Lost("unreadable stop marker: " + marker.error().what));
           return;
         }
         stop_seen_ = Clock::now();
@@ -378,7 +382,7 @@ void NodeAgent::WatchMarker(int epoch) {
 void NodeAgent::Execute(const AgentAction& action) {
   using K = AgentAction::Kind;
   auto lost_on_error = Current([this](const Status& s) {
-    if (!s.ok()) Dispatch(AgentEvent::MasterLost(s.error().what));
+    if (!s.ok()) Dispatch(AgentEvent::Node0Lost(s.error().what));
   });
   switch (action.kind) {
     case K::kJoin:

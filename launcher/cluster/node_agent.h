@@ -45,15 +45,12 @@ struct NodeAgentSettings {
   job::AgentConfig config;  ///< node rank, max restarts, the master's name
   job::NodeRegistration
       registration;         ///< what this node registers (addr: --local-addr, else filled at join)
-  bool is_master = false;   ///< node 0: in-process board, route address via UDP
+  bool is_node0 = false;    ///< node 0: in-process board, route address via UDP
   std::string master_addr;  ///< MASTER_ADDR as given
   int agent_port = 0;       ///< the port the agents meet on
   /// MASTER_PORT for the ranks when the plan leaves it to the node (agent store: the
   /// agent port; --no-agent-store --worker-port: that port).
   std::string ranks_port;
-  /// The ranks' store is wherever the plan's node rank 0 runs (a job on etcd: the term's
-  /// leader): MASTER_ADDR = that node's address, MASTER_PORT = the plan's ranks port.
-  bool ranks_follow_plan = false;
   std::chrono::milliseconds progress_period{10000};
   /// How long a first join, or a join after node 0 went away, may wait for node 0.
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
@@ -80,7 +77,7 @@ class NodeAgent : public JobLink {
   /// Why joining failed (master unreachable), if it did.
   const std::optional<Error>& join_error() const { return join_error_; }
   const job::AgentState& state() const { return state_; }
-  /// Ends this node before it joined: the job's store (or etcd) could not be reached.  Logs
+  /// Ends this node before it joined: the job's store (or its backend) could not be reached.  Logs
   /// `error`, keeps it as join_error() and exits the ranks' job with `code`.
   void JoinFailed(Error error, int code);
 

@@ -2,7 +2,15 @@
 
 #include <utility>
 
+#include "launcher/cluster/rdzv_backends.h"
+#include "launcher/run/agent_store.h"
+
 namespace gculaunch {
+
+ClusterNodeMade MakeStoreClusterNode(const LaunchSpec& spec, const ClusterNodeSettings& settings,
+                                     const ClusterNodeContext& context) {
+  return std::unique_ptr<ClusterNode>(std::make_unique<StoreClusterNode>(spec, settings, context));
+}
 
 StoreClusterNode::StoreClusterNode(const LaunchSpec& spec, const ClusterNodeSettings& settings,
                                    const ClusterNodeContext& context)
@@ -36,9 +44,7 @@ ClusterNode::JobStacks StoreClusterNode::ShareStacks(LocalStacks local) {
   if (!coordinator_board_) {
     dump_responder_.emplace(io_, *agent_board_, local);
     dump_responder_->Start();
-    return [local](std::function<void(std::vector<NodeStacks>)> done) {
-      local([done = std::move(done)](NodeStacks own) { done({std::move(own)}); });
-    };
+    return OwnStacksOnly(std::move(local));
   }
   dump_gatherer_.emplace(io_, *coordinator_board_);
   DumpGatherer* gatherer = &*dump_gatherer_;
@@ -56,10 +62,10 @@ ClusterNode::JobStacks StoreClusterNode::ShareStacks(LocalStacks local) {
 }
 
 void StoreClusterNode::WatchHangs(Supervisor& supervisor, JobStacks stacks,
-                                  const HangOutput& output, const HangWatchConfig& config) {
+                                  const HangWatchDeps& deps, const HangWatchConfig& config) {
   if (coordinator_board_) {
     job_hang_.emplace(io_, *coordinator_board_, *coordinator_, supervisor, std::move(stacks),
-                      output.writer, output.console, log_, config);
+                      deps.writer, deps.console, log_, config);
     job_hang_->Start();
     return;
   }

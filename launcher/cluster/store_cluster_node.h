@@ -15,8 +15,15 @@
 
 #include <optional>
 
+#include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/cluster_node.h"
-#include "launcher/cluster/job_board.h"
+#include "launcher/cluster/cluster_settings.h"
+#include "launcher/cluster/coordinator.h"
+#include "launcher/cluster/dump_exchange.h"
+#include "launcher/cluster/job_hang_watch.h"
+#include "launcher/cluster/node_agent.h"
+#include "launcher/cluster/progress_reporter.h"
+#include "launcher/cluster/store_board.h"
 
 namespace gculaunch {
 
@@ -28,13 +35,14 @@ class StoreClusterNode : public ClusterNode {
   StoreClusterNode(const StoreClusterNode&) = delete;
   StoreClusterNode& operator=(const StoreClusterNode&) = delete;
 
-  NodeAgent& agent() override { return *agent_; }
-  const NodeAgent& agent() const override { return *agent_; }
+  JobLink* job_link() override { return &*agent_; }
+  AttemptObserver* attempt_observer() override { return nullptr; }
   void Start(JobControl& ranks) override;
   JobStacks ShareStacks(LocalStacks local) override;
-  void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangOutput& output,
+  void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangWatchDeps& deps,
                   const HangWatchConfig& config) override;
   void Finish(std::chrono::steady_clock::time_point bound) override;
+  void DescribeJobEnd(SummaryInput& in) const override { DescribeAgentJobEnd(*agent_, in); }
 
  private:
   boost::asio::io_context& io_;

@@ -142,111 +142,151 @@ std::vector<std::vector<int>> SplitCpusFairly(const std::vector<int>& cpus, int 
   return out;
 }
 
+namespace {
+
+// Local ranks that share a CPU set, split among them at the end (SplitGroups).
+class RankGroups {
+ public:
+  explicit RankGroups(AffinityPlan& plan) : plan_(plan) {}
+
+  /// Local rank `rank` joins group `key` (a NUMA node, or -1 for "all CPUs"), whose CPUs are
+  /// `cpus`; `where` is what its line says.
+  void Add(int key, const std::vector<int>& cpus, const std::string& where, int rank) {
+    Group& group = groups_[key];
+    if (group.ranks.empty()) group.cpus = cpus;
+    group.ranks.push_back(rank);
+    plan_.rank_where[static_cast<size_t>(rank)] = where;
+  }
+
+  /// Every group's CPUs split fairly among its ranks, with a note per NUMA node.
+  void SplitGroups(const DeviceProbe& probe) {
+    for (auto& [key, group] : groups_) {
+      const auto parts = SplitCpusFairly(group.cpus, static_cast<int>(group.ranks.size()), probe);
+      for (size_t i = 0; i < group.ranks.size(); ++i) {
+        plan_.rank_cpus[static_cast<size_t>(group.ranks[i])] = parts[i];
+      }
+      if (key >= 0) {
+        plan_.notes.push_back("--cpu-affinity numa: local ranks " + JoinInts(group.ranks, ",") +
+                              " on NUMA node " + std::to_string(key) + " (CPUs " +
+                              FormatCpuList(group.cpus) + ")");
+      }
+    }
+  }
+
+  AffinityPlan& plan() { return plan_; }
+
+ private:
+  struct Group {
+    std::vector<int> cpus;
+    std::vector<int> ranks;
+  };
+  AffinityPlan& plan_;
+  std::map<int, Group> groups_;
+};
+
+// What --cpu-affinity numa looks at: the NUMA nodes and the CPUs gculaunch may use.
+struct NumaView {
+  std::map<int, std::vector<int>> nodes;
+  std::vector<int> allowed;
+  std::string all;  ///< "all 16 CPUs 0-15", for the lines
+
+  std::vector<int> CpusOf(int node) const {
+    auto it = nodes.find(node);
+    return it == nodes.end() ? std::vector<int>{} : Intersect(it->second, allowed);
+  }
+};
+
+// No cards: ranks in blocks over the nodes that have CPUs for gculaunch.
+void PlaceWithoutCards(int nproc, const NumaView& numa, RankGroups& groups) {
+  std::vector<int> usable;
+  for (const auto& [node, cpus] : numa.nodes) {
+    if (!numa.CpusOf(node).empty()) usable.push_back(node);
+  }
+  if (usable.empty()) {
+    groups.plan().notes.push_back(
+        "--cpu-affinity numa: no NUMA nodes in /sys/devices/system/node; "
+        "the ranks share " +
+        numa.all + " as with spread");
+    for (int rank = 0; rank < nproc; ++rank) groups.Add(-1, numa.allowed, numa.all, rank);
+    return;
+  }
+  for (int rank = 0; rank < nproc; ++rank) {
+    const int node = usable[static_cast<size_t>(rank) * usable.size() / static_cast<size_t>(nproc)];
+    groups.Add(node, numa.CpusOf(node), "NUMA node " + std::to_string(node), rank);
+  }
+}
+
+// Each rank on its card's NUMA node; a rank whose card's node is unknown, or has no CPU
+// gculaunch may use, shares every CPU (one note names those cards).
+void PlaceByCards(int nproc, const std::vector<std::optional<DeviceFile>>& rank_cards,
+                  const NumaView& numa, const DeviceProbe& probe, RankGroups& groups) {
+  std::vector<std::string> unknown;
+  for (int rank = 0; rank < nproc; ++rank) {
+    const auto& card = static_cast<size_t>(rank) < rank_cards.size()
+                           ? rank_cards[static_cast<size_t>(rank)]
+                           : std::nullopt;
+    std::optional<int> node;
+    if (card) node = CardNumaNode(*card, probe);
+    std::vector<int> cpus = node ? numa.CpusOf(*node) : std::vector<int>{};
+    if (node && cpus.empty()) {
+      groups.plan().notes.push_back("--cpu-affinity numa: NUMA node " + std::to_string(*node) +
+                                    " of " + card->path +
+                                    " has no CPU gculaunch may use (cpuset); "
+                                    "its ranks use " +
+                                    numa.all);
+      node.reset();
+    }
+    if (!node) {
+      if (card) unknown.push_back(card->path);
+      groups.Add(-1, numa.allowed,
+                 numa.all + (card ? " (NUMA node of " + card->path + " unknown)" : ""), rank);
+      continue;
+    }
+    groups.Add(*node, cpus, "NUMA node " + std::to_string(*node) + ", card " + card->path, rank);
+  }
+  if (unknown.empty()) return;
+  std::sort(unknown.begin(), unknown.end());
+  unknown.erase(std::unique(unknown.begin(), unknown.end()), unknown.end());
+  std::string list;
+  for (const std::string& path : unknown) list += (list.empty() ? "" : " ") + path;
+  groups.plan().notes.push_back("--cpu-affinity numa: no NUMA node found for " + list +
+                                " (numa_node missing or -1 in sysfs); those ranks share " +
+                                numa.all);
+}
+
+}  // namespace
+
 Result<AffinityPlan> PlanCpuAffinity(CpuAffinity mode, int nproc,
                                      const std::vector<std::optional<DeviceFile>>& rank_cards,
                                      const DeviceProbe& probe) {
   AffinityPlan plan;
   if (mode == CpuAffinity::kNone || nproc <= 0) return plan;
-  const std::vector<int> allowed = probe.AllowedCpus();
-  if (allowed.empty()) {
+  NumaView numa;
+  numa.allowed = probe.AllowedCpus();
+  if (numa.allowed.empty()) {
     return Error{"--cpu-affinity " + std::string(CpuAffinityName(mode)) +
                      ": gculaunch may run on no CPU at all (empty affinity mask)",
                  "use --cpu-affinity none"};
   }
   plan.rank_cpus.resize(static_cast<size_t>(nproc));
   plan.rank_where.resize(static_cast<size_t>(nproc));
-  const std::string all =
-      "all " + std::to_string(allowed.size()) + " CPUs " + FormatCpuList(allowed);
-
-  // Groups of local ranks that share a CPU set (split among them at the end).
-  struct Group {
-    std::vector<int> cpus;
-    std::vector<int> ranks;
-  };
-  std::map<int, Group> groups;  // key: NUMA node, or -1 for "all CPUs"
-  auto add = [&](int key, const std::vector<int>& cpus, const std::string& where, int rank) {
-    Group& group = groups[key];
-    if (group.ranks.empty()) group.cpus = cpus;
-    group.ranks.push_back(rank);
-    plan.rank_where[static_cast<size_t>(rank)] = where;
-  };
-
+  numa.all = "all " + std::to_string(numa.allowed.size()) + " CPUs " + FormatCpuList(numa.allowed);
+  RankGroups groups(plan);
   if (mode == CpuAffinity::kSpread) {
-    for (int rank = 0; rank < nproc; ++rank) add(-1, allowed, "spread over " + all, rank);
+    for (int rank = 0; rank < nproc; ++rank) {
+      groups.Add(-1, numa.allowed, "spread over " + numa.all, rank);
+    }
   } else {
-    const std::map<int, std::vector<int>> nodes = NumaNodes(probe);
-    auto node_cpus = [&](int node) {
-      auto it = nodes.find(node);
-      return it == nodes.end() ? std::vector<int>{} : Intersect(it->second, allowed);
-    };
+    numa.nodes = NumaNodes(probe);
     const bool any_card = std::any_of(rank_cards.begin(), rank_cards.end(),
                                       [](const auto& card) { return card.has_value(); });
-    if (!any_card) {
-      // No cards: ranks in blocks over the nodes that have CPUs for us.
-      std::vector<int> usable;
-      for (const auto& [node, cpus] : nodes) {
-        if (!node_cpus(node).empty()) usable.push_back(node);
-      }
-      if (usable.empty()) {
-        plan.notes.push_back(
-            "--cpu-affinity numa: no NUMA nodes in /sys/devices/system/node; "
-            "the ranks share " +
-            all + " as with spread");
-        for (int rank = 0; rank < nproc; ++rank) add(-1, allowed, all, rank);
-      } else {
-        for (int rank = 0; rank < nproc; ++rank) {
-          const int node =
-              usable[static_cast<size_t>(rank) * usable.size() / static_cast<size_t>(nproc)];
-          add(node, node_cpus(node), "NUMA node " + std::to_string(node), rank);
-        }
-      }
+    if (any_card) {
+      PlaceByCards(nproc, rank_cards, numa, probe, groups);
     } else {
-      std::vector<std::string> unknown;
-      for (int rank = 0; rank < nproc; ++rank) {
-        const auto& card = static_cast<size_t>(rank) < rank_cards.size()
-                               ? rank_cards[static_cast<size_t>(rank)]
-                               : std::nullopt;
-        std::optional<int> node;
-        if (card) node = CardNumaNode(*card, probe);
-        std::vector<int> cpus = node ? node_cpus(*node) : std::vector<int>{};
-        if (node && cpus.empty()) {
-          plan.notes.push_back("--cpu-affinity numa: NUMA node " + std::to_string(*node) + " of " +
-                               card->path +
-                               " has no CPU gculaunch may use (cpuset); "
-                               "its ranks use " +
-                               all);
-          node.reset();
-        }
-        if (!node) {
-          if (card) unknown.push_back(card->path);
-          add(-1, allowed, all + (card ? " (NUMA node of " + card->path + " unknown)" : ""), rank);
-          continue;
-        }
-        add(*node, cpus, "NUMA node " + std::to_string(*node) + ", card " + card->path, rank);
-      }
-      if (!unknown.empty()) {
-        std::sort(unknown.begin(), unknown.end());
-        unknown.erase(std::unique(unknown.begin(), unknown.end()), unknown.end());
-        std::string list;
-        for (const std::string& path : unknown) list += (list.empty() ? "" : " ") + path;
-        plan.notes.push_back("--cpu-affinity numa: no NUMA node found for " + list +
-                             " (numa_node missing or -1 in sysfs); those ranks share " + all);
-      }
+      PlaceWithoutCards(nproc, numa, groups);
     }
   }
-
-  for (auto& [key, group] : groups) {
-    const auto parts = SplitCpusFairly(group.cpus, static_cast<int>(group.ranks.size()), probe);
-    for (size_t i = 0; i < group.ranks.size(); ++i) {
-      const auto rank = static_cast<size_t>(group.ranks[i]);
-      plan.rank_cpus[rank] = parts[i];
-    }
-    if (key >= 0) {
-      plan.notes.push_back("--cpu-affinity numa: local ranks " + JoinInts(group.ranks, ",") +
-                           " on NUMA node " + std::to_string(key) + " (CPUs " +
-                           FormatCpuList(group.cpus) + ")");
-    }
-  }
+  groups.SplitGroups(probe);
   return plan;
 }
 

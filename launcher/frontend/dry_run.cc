@@ -221,7 +221,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
     out["master_port"] = kPortPlaceholder;
   }
   if (spec.metrics_port) out["metrics"] = MetricsUrl(spec);
-  if (spec.etcd) out["etcd"] = EtcdJson(*spec.etcd);
+  if (const auto* etcd = std::get_if<EtcdSettings>(&spec.rdzv)) out["etcd"] = EtcdJson(*etcd);
   if (!spec.job_secret.empty()) out["job_secret"] = SecretText(spec);
   if (!spec.store_allow.empty()) out["store_allow"] = AllowList(spec);
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) out["log_dir"] = logs;
@@ -263,7 +263,9 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
       Comment("gculaunch dry run: " + std::to_string(spec.nproc_per_node) + " ranks on node " +
               std::to_string(spec.node_rank) + ", world size " + std::to_string(spec.world_size));
   if (!spec.layout.empty()) out += Comment(spec.layout);
-  if (spec.etcd) out += Comment("etcd: " + spec.etcd->Describe());
+  if (const auto* etcd = std::get_if<EtcdSettings>(&spec.rdzv)) {
+    out += Comment("etcd: " + etcd->Describe());
+  }
   if (!spec.job_secret.empty()) out += Comment("job secret: " + SecretText(spec));
   if (!spec.store_allow.empty()) out += Comment("store allows: " + Join(AllowList(spec), ", "));
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
@@ -295,7 +297,9 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   for (const std::string& warning : spec.warnings) out += "warning: " + warning + "\n";
   out += "  store:   " + spec.master_addr + ":" + MasterPortText(spec) + ", hosted by " +
          (spec.store_mode == StoreMode::kAgent ? "gculaunch" : "rank 0") + "\n";
-  if (spec.etcd) out += "  etcd:    " + spec.etcd->Describe() + "\n";
+  if (const auto* etcd = std::get_if<EtcdSettings>(&spec.rdzv)) {
+    out += "  etcd:    " + etcd->Describe() + "\n";
+  }
   if (!spec.job_secret.empty()) out += "  secret:  " + SecretText(spec) + "\n";
   if (!spec.store_allow.empty()) out += "  allow:   " + Join(AllowList(spec), ", ") + "\n";
   if (spec.metrics_port) out += "  metrics: " + MetricsUrl(spec) + "\n";

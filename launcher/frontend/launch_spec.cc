@@ -112,6 +112,10 @@ Result<LaunchSpec> MakeLaunchSpec(const CliOptions& options, const EnvMap& env,
   return BuildSpec(*merged, env, probe, files, platform);
 }
 
+bool RunsAsCluster(const LaunchSpec& spec) {
+  return spec.nnodes > 1 || CapabilitiesOf(spec.rdzv).elected_leader;
+}
+
 std::string RunLogRoot(const LaunchSpec& spec, const std::string& run_id) {
   if (!spec.log_dir.empty()) return spec.log_dir + "/" + run_id + "_<random>";
   if (!WantsLogFiles(spec)) return "";

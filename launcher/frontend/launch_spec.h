@@ -31,10 +31,10 @@
 #include "base/error.h"
 #include "launcher/frontend/cpu_affinity.h"
 #include "launcher/frontend/device_profile.h"
-#include "launcher/frontend/etcd_settings.h"
 #include "launcher/frontend/file_access.h"
 #include "launcher/frontend/platform.h"
 #include "launcher/frontend/ranks_torch.h"
+#include "launcher/frontend/rdzv_backend.h"
 #include "launcher/frontend/types.h"
 
 namespace gculaunch {
@@ -99,9 +99,10 @@ struct LaunchSpec {
   std::map<std::string, std::string> rdzv_conf;
   /// --rdzv-backend as given ("static" when not given).
   std::string rdzv_backend = "static";
-  /// --rdzv-backend etcd (or etcd-v2): the job's rendezvous in etcd (etcd_settings.h); the
-  /// ranks' store is then hosted by each epoch's leader, not by --rdzv-endpoint.
-  std::optional<EtcdSettings> etcd;
+  /// The backend that keeps the job's rendezvous, with its settings (rdzv_backend.h): the
+  /// built-in store, or etcd (etcd_settings.h; the ranks' store is then hosted by each
+  /// epoch's leader, not by --rdzv-endpoint).  What it can do: CapabilitiesOf(rdzv).
+  RdzvBackend rdzv;
   /// Multi-node: the port node 0's gculaunch serves the node agents on (MASTER_PORT as
   /// read).  With the agent store the ranks use it too (master_port == agent_port); with
   /// --no-agent-store the ranks get --worker-port, or a port node 0 picks per restart
@@ -242,6 +243,11 @@ struct LaunchSpec {
   /// prints each as a warning; the dry run shows them after the layout line.
   std::vector<std::string> warnings;
 };
+
+/// Whether a launch of `spec` is a node of a job of several nodes: more than one node, or a
+/// backend whose elected leader every node meets even alone (RdzvCapabilities).  Such a node
+/// has a NodeAgent that decides restarts with the job (launcher/cluster/cluster_node.h).
+bool RunsAsCluster(const LaunchSpec& spec);
 
 /// "layout: 2 nodes x 8 ranks, node 1, master node0:29500 (from WORLD_SIZE=2 (nodes), RANK=1,
 /// MASTER_ADDR, MASTER_PORT)"; "(defaults)" when nothing was given.  An IPv6 master is written

@@ -50,10 +50,11 @@ class SpecBuilder {
   // ---- nodes, rendezvous, master and the store's ports (spec_topology.cc) ----
   Status Topology();
   Status Rendezvous();
+  Status BackendCan() const;
   Status Master();
   void StandaloneMaster();
   void EndpointMaster();
-  Status EtcdMaster();
+  Status ElectedMaster();
   Status FlagsMaster();
   Status StorePorts();
   void RankAtRendezvous(bool rank_given);

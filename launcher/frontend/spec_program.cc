@@ -154,11 +154,11 @@ Status SpecBuilder::Hangs() {
     }
   }
   if (!o_.hang_timeout) return OkStatus();
-  if (IsEtcdBackend(o_.rdzv_backend.value_or("")) && !o_.standalone) {
-    // The job-wide hang watch runs next to the store host's coordinator; on etcd that is
-    // each term's leader, which does not carry it yet (docs/etcd.md, "When etcd itself
-    // fails, and what is not there yet").
-    return Error{o_.Source("hang-timeout") + " is not available with --rdzv-backend etcd yet",
+  if (const RdzvCapabilities& can = CapabilitiesOf(spec_.rdzv); !can.hang_watch) {
+    // The job-wide hang watch runs next to the store host's coordinator, which this backend
+    // does not carry yet (rdzv_backend.cc says why).
+    return Error{o_.Source("hang-timeout") + " is not available with --rdzv-backend " +
+                     std::string(can.name) + " yet",
                  "drop --hang-timeout, or use --rdzv-backend c10d for this job"};
   }
   spec_.hang_timeout_s = *o_.hang_timeout;
@@ -213,7 +213,7 @@ void SpecBuilder::WarmRanks() {
          "starts); every rank starts cold");
     return;
   }
-  if (spec_.max_restarts == 0 && spec_.nnodes == 1 && !spec_.etcd) {
+  if (spec_.max_restarts == 0 && !RunsAsCluster(spec_)) {
     Note("--warm-ranks with --max-restarts 0 on one node: no restart, so no standby is started");
     return;
   }
@@ -431,10 +431,9 @@ Status SpecBuilder::StoreAccess() {
     source = kJobSecretFileEnv;
   }
   if (path.empty()) return OkStatus();
-  if (spec_.etcd) {
-    Note(source +
-         ": not used with --rdzv-backend etcd: the job's keys live in etcd, whose "
-         "own authentication (user and password, TLS) protects them (docs/etcd.md)");
+  if (const RdzvCapabilities& can = CapabilitiesOf(spec_.rdzv); !can.job_secret) {
+    Note(source + ": not used with --rdzv-backend " + std::string(can.name) + ": " +
+         std::string(can.keys_protected_by));
     return OkStatus();
   }
   auto text = files_.ReadTextFile(path);

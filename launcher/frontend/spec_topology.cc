@@ -69,11 +69,11 @@ std::string FormatLayout(const LaunchSpec& spec) {
   std::string line = "layout: " + Plural(spec.nnodes, "node") + " x " +
                      Plural(spec.nproc_per_node, "rank") + ", node " +
                      std::to_string(spec.node_rank) + ", master " + host + ":" + port;
-  if (spec.etcd) {
+  if (const auto* etcd = std::get_if<EtcdSettings>(&spec.rdzv)) {
     // Every node is alike: the leader of each term hosts the ranks' store (docs/etcd.md).
     line = "layout: " + count + " x " + Plural(spec.nproc_per_node, "rank") +
-           ", rendezvous in etcd at " + Join(spec.etcd->endpoints, ",") + " under " +
-           spec.etcd->key_prefix + ", node rank assigned at rendezvous, the leader of each term " +
+           ", rendezvous in etcd at " + Join(etcd->endpoints, ",") + " under " + etcd->key_prefix +
+           ", node rank assigned at rendezvous, the leader of each term " +
            "hosts the ranks' store on port " + port;
   } else if (spec.node_rank_at_rendezvous()) {
     // Node ranks come from the rendezvous: each epoch's layout line names them.
@@ -164,13 +164,13 @@ Status SpecBuilder::Rendezvous() {
   if (IsEtcdBackend(spec_.rdzv_backend)) {
     auto etcd = MakeEtcdSettings(o_, spec_.run_id, files_, env_.GetOr(kEtcdPasswordEnv, ""));
     if (!etcd.ok()) return etcd.error();
-    spec_.etcd = std::move(*etcd);
+    spec_.rdzv = std::move(*etcd);
     if (spec_.rdzv_backend == "etcd-v2") {
       Note(
           "--rdzv-backend etcd-v2 is gculaunch's etcd backend: it speaks etcd's v3 API, so "
           "etcd needs no --enable-v2");
     }
-    return OkStatus();
+    return BackendCan();
   }
   for (const auto& [key, value] : o_.rdzv_conf) {
     if (!IsEtcdConfKey(key)) continue;
@@ -183,13 +183,24 @@ Status SpecBuilder::Rendezvous() {
                      "': a list of endpoints (or a URL) is only for --rdzv-backend etcd",
                  "give one HOST:PORT, e.g. --rdzv-endpoint node0:29400"};
   }
+  return BackendCan();
+}
+
+// What the chosen backend cannot do (its row of rdzv_backend.h) and the topology asks for.
+Status SpecBuilder::BackendCan() const {
+  const RdzvCapabilities& can = CapabilitiesOf(spec_.rdzv);
+  if (spec_.elastic() && !can.elastic) {
+    return Error{
+        from_.nnodes + ": --rdzv-backend " + std::string(can.name) + " cannot grow or shrink a job",
+        "give a fixed --nnodes N, or use --rdzv-backend c10d for an elastic job"};
+  }
   return OkStatus();
 }
 
 // Where the store is: MASTER_ADDR and MASTER_PORT, from --standalone, --rdzv-endpoint,
 // --master-addr/--master-port, the platform or the defaults.
 Status SpecBuilder::Master() {
-  if (spec_.etcd) return EtcdMaster();
+  if (CapabilitiesOf(spec_.rdzv).elected_leader) return ElectedMaster();
   const bool addr_given = o_.master_addr.has_value();
   const bool port_given = o_.master_port.has_value();
   if (o_.rdzv_endpoint && (addr_given || port_given) && !o_.standalone) {
@@ -245,9 +256,9 @@ void SpecBuilder::EndpointMaster() {
   }
 }
 
-// etcd: --rdzv-endpoint names etcd; each epoch's leader hosts the ranks' store, on
-// MASTER_PORT (from the flags, the platform or the default).
-Status SpecBuilder::EtcdMaster() {
+// A backend with an elected leader (etcd): --rdzv-endpoint names the backend; each epoch's
+// leader hosts the ranks' store, on MASTER_PORT (from the flags, the platform or the default).
+Status SpecBuilder::ElectedMaster() {
   const int nnodes = spec_.nnodes;
   spec_.nnodes = 1;  // no "needs the store's address": the leader's is found in etcd
   Status ok = FlagsMaster();

@@ -46,7 +46,7 @@ struct HangWatchConfig {
   JobEvents* events = NoJobEvents();  ///< hears a `hang` event per hang (launcher/run/job_events.h)
 };
 
-/// What a single node's HangWatch and node 0's JobHangWatch (launcher/cluster/hang_exchange.h)
+/// What a single node's HangWatch and node 0's JobHangWatch (launcher/cluster/job_hang_watch.h)
 /// both do once a hang's stacks are in: the `hang` event (of `epoch`, with the odd ranks of
 /// `dumps`), `report` on the console and in <report_dir>/hang_<number>.txt.
 void PublishHangReport(const HangWatchConfig& config, int number, int epoch,

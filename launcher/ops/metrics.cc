@@ -12,13 +12,15 @@ namespace {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// The exposition format's spellings of the special values; whole numbers without a fraction
+// or an exponent, as people read them (a byte count of 1e+09 is hard to compare).
 std::string Number(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   char text[40];
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
     std::snprintf(text, sizeof text, "%.0f", v);
-  } else {
+  } else {  // nine digits: microseconds of a duration of hours survive
     std::snprintf(text, sizeof text, "%.9g", v);
   }
   return text;
@@ -62,6 +64,8 @@ class Writer {
   std::string out_;
 };
 
+// Only _sum and _count, no quantiles: a scraper computes rates and means from them, and
+// quantiles over a whole run would hide the recent attempts.
 void Summary(Writer& w, const std::string& name, std::string_view help, const DurationStats& d) {
   w.Family(name, "summary", help);
   w.Sample(name + "_sum", {}, d.sum_s);
@@ -70,6 +74,8 @@ void Summary(Writer& w, const std::string& name, std::string_view help, const Du
 
 void JobFamilies(Writer& w, const MetricsInput& in) {
   const JobSnapshot& j = *in.job;
+  // The identity as labels of a constant 1, the usual "info" metric: joined onto the other
+  // families by a query, instead of repeating the labels on each.
   w.Family("gculaunch_job_info", "gauge", "Identity of this gculaunch (always 1).");
   w.Sample("gculaunch_job_info",
            {{"run_id", j.run_id},
@@ -88,6 +94,7 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
     ready += s.ready ? 1 : 0;
     pss += s.pss_bytes.value_or(0);
   }
+  // Both states always, 0 included: a series that vanishes reads as "no data", not as none.
   w.Sample("gculaunch_standbys", {{"state", "importing"}},
            static_cast<double>(in.standbys.size()) - ready);
   w.Sample("gculaunch_standbys", {{"state", "ready"}}, ready);
@@ -99,6 +106,7 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
            "Rank exits on this node by exit code (128+N for a death by signal N).");
   for (const auto& [code, count] : j.exits_by_code) {
     Labels labels{{"exit_code", std::to_string(code)}};
+    // 128+N is how a shell reports a death by signal N; the name spares the reader the sum.
     if (code > 128 && code < 128 + 65) labels.emplace_back("signal", SignalName(code - 128));
     w.Sample("gculaunch_rank_exits_total", labels, count);
   }
@@ -171,6 +179,7 @@ void StoreFamilies(Writer& w, const MetricsInput& in) {
       w.Sample(h + "_bucket", {{"op", name}, {"le", Number(rendezvous::StoreMetrics::kBuckets[i])}},
                static_cast<double>(stats.buckets[i]));
     }
+    // The +Inf bucket is the count: the format requires it, and every request falls in it.
     w.Sample(h + "_bucket", {{"op", name}, {"le", "+Inf"}}, static_cast<double>(stats.count));
     w.Sample(h + "_sum", {{"op", name}}, stats.sum_s);
     w.Sample(h + "_count", {{"op", name}}, static_cast<double>(stats.count));
@@ -179,6 +188,8 @@ void StoreFamilies(Writer& w, const MetricsInput& in) {
 
 }  // namespace
 
+// The three escapes the text format defines; a run id or host name with a quote must not end
+// the label early and corrupt every sample after it.
 std::string EscapeLabelValue(const std::string& value) {
   std::string out;
   out.reserve(value.size());

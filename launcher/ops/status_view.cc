@@ -9,14 +9,18 @@ namespace gculaunch {
 
 namespace {
 
+// Milliseconds are all a person or a script needs; more digits only make the JSON noisy.
 double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
 nlohmann::json RankJson(const StatusInput& in, const RankStatus& r) {
   nlohmann::json j = {{"rank", r.rank}, {"local_rank", r.local_rank}, {"pid", r.pid}};
   auto proc = in.procs.find(r.pid);
+  // Not reaped yet but gone from /proc (or unreadable): "exiting", with no /proc numbers, so
+  // that a stale sample is never shown as a live rank's.
   const bool alive = r.running() && proc != in.procs.end() && proc->second.alive;
   if (r.exit) {
     j["state"] = "exited";
+    // Exactly one of exit_code and signal is set, the other null: no 128+N to decode.
     j["exit_code"] = r.exit->kind == WorkerExit::Kind::kExited ? nlohmann::json(r.exit->value)
                                                                : nlohmann::json();
     j["signal"] = r.exit->kind == WorkerExit::Kind::kSignaled
@@ -30,6 +34,7 @@ nlohmann::json RankJson(const StatusInput& in, const RankStatus& r) {
     const sys::ProcSample& p = proc->second;
     j["proc_state"] = std::string(1, p.state);
     j["cpu_s"] = Round3(p.cpu_s);
+    // Over the rank's whole life, not the last second: one sample needs no earlier one.
     j["cpu_percent"] = p.uptime_s > 0 ? Round3(100.0 * p.cpu_s / p.uptime_s) : 0.0;
     j["rss_bytes"] = p.rss_bytes;
   } else {
@@ -53,10 +58,12 @@ nlohmann::json NodeJson(const StatusInput& in, const NodeStatus& n) {
   j["last_heartbeat_s"] = n.last_heartbeat > 0
                               ? nlohmann::json(Round3(std::max(0.0, in.now - n.last_heartbeat)))
                               : nlohmann::json();
-  if (!n.present) j["lost_reason"] = n.lost_reason;
+  if (!n.present) j["lost_reason"] = n.lost_reason;  // only a lost node has one
   return j;
 }
 
+// The text view reads the JSON view (StatusJson), so both always show the same values; "-"
+// for what is unknown, as ps and top show it.
 std::string Cell(const nlohmann::json& v, int decimals = 1) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
@@ -99,7 +106,7 @@ std::string Megabytes(const nlohmann::json& bytes) {
 nlohmann::ordered_json StatusJson(const StatusInput& in) {
   const JobSnapshot& s = *in.job;
   nlohmann::ordered_json j;
-  j["schema"] = kStatusSchema;
+  j["schema"] = kStatusSchema;  // first, so that a reader can refuse a format it does not know
   j["run_id"] = s.run_id;
   j["node_rank"] = s.node_rank;
   j["nnodes"] = s.nnodes;
@@ -161,6 +168,8 @@ std::string StatusText(const nlohmann::json& st) {
   }
   std::vector<std::vector<std::string>> ranks = {
       {"RANK", "LOCAL", "PID", "STATE", "CPU%", "CPU_S", "RSS_MB", "UPTIME_S", "LAST_OUTPUT_S"}};
+  // value(), not []: the text view also reads the answer of another gculaunch version, which
+  // may lack a field.
   for (const auto& r : st.value("ranks", nlohmann::json::array())) {
     std::string state = Cell(r.value("state", nlohmann::json()));
     if (state == "exited") {

@@ -9,8 +9,9 @@
 namespace gculaunch {
 
 bool HostsAgentStore(const LaunchSpec& spec) {
-  // On etcd, the leader of each term serves the ranks' store (launcher/cluster/etcd_seat.h).
-  if (spec.etcd) return false;
+  // With an elected leader the leader of each term serves the ranks' store, wherever it
+  // runs (the backend's seat in launcher/cluster/).
+  if (CapabilitiesOf(spec.rdzv).elected_leader) return false;
   // In a multi-node job node 0 always hosts it: the node agents meet there, whoever hosts
   // the ranks' store.
   return spec.node_rank == 0 && (spec.store_mode == StoreMode::kAgent || spec.nnodes > 1);

@@ -4,6 +4,7 @@ namespace gculaunch {
 
 namespace {
 
+// The listener of whoever has none, so that no emitter tests a pointer before each event.
 class Ignore final : public JobEvents {
  public:
   void On(const JobEvent&) override {}
@@ -39,6 +40,7 @@ JobEvent JobEvent::RankStart(int epoch, int rank, int local_rank, pid_t pid) {
 }
 
 JobEvent JobEvent::RankExit(int epoch, int rank, int local_rank, pid_t pid, WorkerExit exit) {
+  // The same fields as the rank's start: a reader pairs the two by epoch, rank and pid.
   JobEvent e = RankStart(epoch, rank, local_rank, pid);
   e.kind = Kind::kRankExit;
   e.exit = exit;
@@ -49,7 +51,7 @@ JobEvent JobEvent::Restart(int restarts, int max_restarts, std::string reason,
                            double since_stop_s) {
   JobEvent e;
   e.kind = Kind::kRestart;
-  e.epoch = restarts;
+  e.epoch = restarts;  // restart n starts epoch n: the restart count is the epoch's number
   e.restarts = restarts;
   e.max_restarts = max_restarts;
   e.reason = std::move(reason);
@@ -60,7 +62,7 @@ JobEvent JobEvent::Restart(int restarts, int max_restarts, std::string reason,
 JobEvent JobEvent::Backoff(int restarts, double backoff_s, std::string reason) {
   JobEvent e;
   e.kind = Kind::kBackoff;
-  e.epoch = restarts;
+  e.epoch = restarts;  // the epoch that waits for the back-off, as in Restart
   e.restarts = restarts;
   e.backoff_s = backoff_s;
   e.reason = std::move(reason);
@@ -126,7 +128,7 @@ const char* EventName(JobEvent::Kind kind) {
     case K::kLaunch:
       return "launch";
     case K::kRendezvous:
-      return "rendezvous_complete";
+      return "rendezvous_complete";  // torchelastic's event name, which dashboards know
     case K::kRankStart:
       return "rank_start";
     case K::kRankExit:
@@ -148,7 +150,7 @@ const char* EventName(JobEvent::Kind kind) {
     case K::kStop:
       return "stop";
   }
-  return "unknown";
+  return "unknown";  // not reached: every kind has a case; g++ wants a return after the switch
 }
 
 JobEvents* NoJobEvents() {
@@ -160,6 +162,8 @@ void JobEventHub::Add(JobEvents* listener) {
   if (listener != nullptr) listeners_.push_back(listener);
 }
 
+// In the order of Add: the launch adds the status first, so that whoever reads an event's
+// line in events.jsonl and then asks `gculaunch status` finds that event there too.
 void JobEventHub::On(const JobEvent& event) {
   for (JobEvents* listener : listeners_) listener->On(event);
 }

@@ -5,7 +5,7 @@
 
 namespace gculaunch {
 
-BackoffConfig DefaultBackoff() { return MakeBackoff(1, 60); }
+BackoffConfig DefaultBackoffForTest() { return MakeBackoff(1, 60); }
 
 BackoffConfig MakeBackoff(double initial_s, double max_s) {
   BackoffConfig config;
@@ -33,7 +33,7 @@ BackoffStep NextBackoff(const BackoffState& state, const BackoffConfig& config, 
   return step;
 }
 
-std::string DescribeBackoff(const BackoffConfig& config) {
+std::string DescribeBackoffForTest(const BackoffConfig& config) {
   if (!config.enabled()) return "off";
   char text[64];
   std::snprintf(text, sizeof text, "%g:%g", config.initial_s, config.max_s);

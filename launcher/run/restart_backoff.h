@@ -35,7 +35,7 @@ struct BackoffConfig {
 };
 
 /// The defaults of --restart-backoff: 1:60.
-BackoffConfig DefaultBackoff();
+BackoffConfig DefaultBackoffForTest();
 /// --restart-backoff INITIAL:MAX as a config (initial_s 0: off), the thresholds fixed.
 BackoffConfig MakeBackoff(double initial_s, double max_s);
 
@@ -53,6 +53,6 @@ struct BackoffStep {
 BackoffStep NextBackoff(const BackoffState& state, const BackoffConfig& config, double ran_s);
 
 /// "1:60", or "off": the setting as --restart-backoff takes it (logs, notes).
-std::string DescribeBackoff(const BackoffConfig& config);
+std::string DescribeBackoffForTest(const BackoffConfig& config);
 
 }  // namespace gculaunch

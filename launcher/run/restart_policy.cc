@@ -58,7 +58,7 @@ void BeginStop(PolicyStep& step, const PolicyConfig& config, StopCause cause, in
   step.state.cause = cause;
   step.actions.push_back(PolicyAction::SignalGroups(sig));
   step.actions.push_back(PolicyAction::StartGraceTimer());
-  if (config.job && cause != StopCause::kSuccess && cause != StopCause::kJob) {
+  if (config.agent_decides && cause != StopCause::kSuccess && cause != StopCause::kJob) {
     step.actions.push_back(PolicyAction::NotifyStop());
   }
 }
@@ -74,7 +74,7 @@ void Escalate(PolicyStep& step) {
 void Drained(PolicyStep& step, const PolicyConfig& config, double ran_s,
              const AttemptReport& report) {
   PolicyState& s = step.state;
-  if (config.job) {
+  if (config.agent_decides) {
     if (s.cause == StopCause::kSignal) {  // a signalled node leaves the job
       s.phase = Phase::kFinished;
       step.actions.push_back(PolicyAction::Exit(ExitCodeFor(s)));
@@ -154,7 +154,7 @@ void OnSignal(PolicyStep& step, const PolicyConfig& config, const PolicyEvent& e
 
 PolicyState InitialState(const PolicyConfig& config) {
   PolicyState state;
-  if (config.job) state.phase = Phase::kWaitingForJob;
+  if (config.agent_decides) state.phase = Phase::kWaitingForJob;
   return state;
 }
 
@@ -224,7 +224,8 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
       break;
 
     case Kind::kHang:
-      if (s.phase != Phase::kRunning || config.job) break;  // several nodes: not yet (spec)
+      if (s.phase != Phase::kRunning || config.agent_decides)
+        break;  // several nodes: not yet (spec)
       s.hang_restart = event.restart;
       BeginStop(step, config, StopCause::kHang, SIGTERM);
       break;
@@ -238,7 +239,7 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
   return step;
 }
 
-std::string PhaseName(Phase phase) {
+std::string PhaseNameForTest(Phase phase) {
   switch (phase) {
     case Phase::kRunning:
       return "running";

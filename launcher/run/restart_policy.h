@@ -81,7 +81,8 @@ enum class StopCause {
 struct PolicyConfig {
   int nranks = 1;        ///< ranks per attempt on this node
   int max_restarts = 0;  ///< --max-restarts (job mode: enforced job-wide, not here)
-  bool job = false;      ///< job mode (see the file comment)
+  /// Job mode (see the file comment): a node agent decides restarts with the other nodes.
+  bool agent_decides = false;
   /// --restart-backoff (job mode: the coordinator's, not this); default off here, 1:60 from
   /// the launch spec.
   BackoffConfig backoff;
@@ -222,7 +223,7 @@ PolicyStep Step(const PolicyState& state, const PolicyConfig& config, const Poli
 int ExitCodeFor(const PolicyState& state);
 
 /// "running", "stopping", ... for logs and tests.
-std::string PhaseName(PolicyState::Phase phase);
+std::string PhaseNameForTest(PolicyState::Phase phase);
 std::string ActionName(const PolicyAction& action);
 
 }  // namespace gculaunch

@@ -23,7 +23,7 @@ Supervisor::Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const Supervis
       config_(config),
       planner_(planner),
       observer_(observer),
-      job_(config.policy.job ? job : nullptr),
+      job_(config.policy.agent_decides ? job : nullptr),
       state_(InitialState(config.policy)),
       signals_(deps_.io),
       grace_timer_(deps_.io),
@@ -46,7 +46,7 @@ JobOutcome Supervisor::Run() {
   }
   ArmSignals();
   outcome_.start_time = UnixNow();
-  if (!config_.policy.job) {
+  if (!config_.policy.agent_decides) {
     StartAttempt(0);
   } else if (deps_.standbys != nullptr) {
     // Job mode: the job sends JobStart(0) after the rendezvous; the standbys import while
@@ -240,7 +240,7 @@ void Supervisor::Execute(const PolicyAction& action) {
       ArmTimer(kill_timer_, config_.kill_wait, PolicyEvent::KillWaitExpired());
       break;
     case A::kStartAttempt:
-      if (!config_.policy.job) AnnounceRestart(action);  // the job logs its restarts
+      if (!config_.policy.agent_decides) AnnounceRestart(action);  // the job logs its restarts
       StartAttempt(action.restart_count);
       break;
     case A::kStartBackoff:
@@ -481,8 +481,8 @@ void Supervisor::CancelTimers() {
 void Supervisor::Finish(int exit_code) {
   finished_ = true;
   // A program that could not be started: 126 or 127 as the shell says (the spawner knows).
-  if (!config_.policy.job && state_.cause == StopCause::kSpawnFailed && outcome_.start_error &&
-      outcome_.start_error->exit_code != 0) {
+  if (!config_.policy.agent_decides && state_.cause == StopCause::kSpawnFailed &&
+      outcome_.start_error && outcome_.start_error->exit_code != 0) {
     exit_code = outcome_.start_error->exit_code;
   }
   outcome_.exit_code = exit_code;

@@ -121,7 +121,7 @@ struct JobOutcome {
 
 class Supervisor : public JobControl {
  public:
-  /// `job` is required in job mode (config.policy.job) and ignored otherwise.
+  /// `job` is required in job mode (config.policy.agent_decides) and ignored otherwise.
   Supervisor(WorkerGroupDeps deps, spdlog::logger& log, const SupervisorConfig& config,
              AttemptPlanner& planner, AttemptObserver* observer, JobLink* job = nullptr);
   ~Supervisor() override;

@@ -9,7 +9,7 @@
 // How: Start() forks a child that executes gculaunch's own binary
 // (/proc/self/exe) in guardian mode, with the short argv
 // {"gculaunch-guard", kGuardianFlag} and an empty environment: nothing of
-// the launch's command line or environment (an etcd password, say) is in the
+// the launch's command line or environment (a password, say) is in the
 // process that outlives a kill -9.  Where /proc/self/exe cannot be executed,
 // the first guardian is a plain fork (gculaunch is still single-threaded
 // then).  The guardian

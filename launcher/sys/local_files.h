@@ -1,5 +1,6 @@
-// LocalFileAccess: the real FileAccess (launch_spec.h): executables found as execvp finds
-// them (sys::ResolveProgram), text files and directory listings read from the file system.
+// LocalFileAccess: the real FileAccess (launcher/frontend/file_access.h): executables found as
+// execvp finds them (sys::ResolveProgram), text files and directory listings read from the file
+// system.
 //
 // Thread safety: no state.
 #pragma once
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/frontend/launch_spec.h"
+#include "launcher/frontend/file_access.h"
 
 namespace gculaunch {
 

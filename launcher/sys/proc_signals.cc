@@ -14,6 +14,7 @@ std::optional<unsigned long long> ParseStatusMask(std::string_view status, std::
     if (end == std::string_view::npos) end = status.size();
     const std::string_view line = status.substr(at, end - at);
     at = end + 1;
+    // The whole field name and its colon: "SigCgt" must not match a line "SigCgtX:".
     if (line.size() <= field.size() || line.substr(0, field.size()) != field ||
         line[field.size()] != ':') {
       continue;
@@ -22,6 +23,8 @@ std::optional<unsigned long long> ParseStatusMask(std::string_view status, std::
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
       value.remove_prefix(1);
     }
+    // 64 signals are 16 hex digits; a longer value would overflow the mask, so it is not read
+    // as a mask at all (no partial answer about a signal).
     if (value.empty() || value.size() > 16) return std::nullopt;
     unsigned long long mask = 0;
     for (const char c : value) {
@@ -43,11 +46,14 @@ std::optional<unsigned long long> ParseStatusMask(std::string_view status, std::
 }
 
 bool MaskHas(unsigned long long mask, int sig) {
+  // Bit 0 is signal 1: the kernel prints sigset_t's first word, where signal n is bit n-1.
   return ((mask >> static_cast<unsigned>(sig - 1)) & 1ULL) != 0;
 }
 
 Result<bool> CatchesSignal(pid_t pid, int sig) {
   const std::string path = "/proc/" + std::to_string(pid) + "/status";
+  // The whole text goes to ParseStatusMask, which stays pure so that tests feed it made-up
+  // status files.
   std::ifstream file(path);
   if (!file) {
     const int err = errno;

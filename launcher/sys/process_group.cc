@@ -247,7 +247,7 @@ Result<std::set<pid_t>> LiveGroups(const std::set<pid_t>& pgids) {
   return live;
 }
 
-bool GroupAlive(pid_t pgid) {
+bool GroupAliveForTest(pid_t pgid) {
   if (pgid <= 1) return false;
   auto live = LiveGroups({pgid});
   return !live.ok() || live->count(pgid) != 0;

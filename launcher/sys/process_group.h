@@ -72,7 +72,7 @@ std::vector<ProcInfo> GroupMembers(pid_t pgid, int* scan_error = nullptr);
 Result<std::set<pid_t>> LiveGroups(const std::set<pid_t>& pgids);
 
 /// True while group `pgid` has a member that is not a zombie, or when /proc cannot tell.
-bool GroupAlive(pid_t pgid);
+bool GroupAliveForTest(pid_t pgid);
 
 /// Keeps `count` descriptors open (on /dev/null) for LiveGroups to release when
 /// the descriptor table is full.  Call once at start; later calls change the count.

@@ -83,7 +83,7 @@ echo "layers: ok: ${#files[@]} files of base/, rendezvous/, etcd/, launcher/, te
 tree=$work/tree
 # Copies of the real headers the includes below name: a quoted include must name a file.
 for header in base/error.h rendezvous/server.h etcd/gateway.h launcher/frontend/cli.h \
-  launcher/cluster/coordinator.h; do
+  launcher/cluster/coordinator.h launcher/cluster/etcd/etcd_seat.h; do
   mkdir -p "$tree/$(dirname "$header")"
   cp -- "$src/$header" "$tree/$header"
 done
@@ -109,7 +109,14 @@ put launcher/cluster/ok.cc <<'EOF'
 #include "launcher/cluster/coordinator.h"
 #include "rendezvous/server.h"
 EOF
-run_check "$tree" "$tree/launcher/frontend/ok.cc" "$tree/launcher/cluster/ok.cc"
+put launcher/cluster/etcd/ok.cc <<'EOF'
+// A backend's folder uses the rest of the cluster layer and its own client.
+#include "etcd/gateway.h"
+#include "launcher/cluster/coordinator.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
+EOF
+run_check "$tree" "$tree/launcher/frontend/ok.cc" "$tree/launcher/cluster/ok.cc" \
+  "$tree/launcher/cluster/etcd/ok.cc"
 ((status == 0)) || die "files with allowed includes fail the check: $out"
 echo "layers: ok: files with allowed includes pass"
 
@@ -166,6 +173,17 @@ put launcher/run/w.cc <<'EOF'
 EOF
 expect_failure "launcher/cluster/ in launcher/run/" launcher/run/w.cc \
   "launcher/run/w.cc:2: layer 'run' may not include launcher/cluster/coordinator.h (cluster); it may include: $(allowed run)"
+
+put launcher/cluster/t.cc <<'EOF'
+// Outside its folder the cluster layer reaches a backend through the backends' table only.
+#include "launcher/cluster/coordinator.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
+#include "etcd/gateway.h"
+EOF
+expect_failure "a backend's folder and its client in the rest of launcher/cluster/" \
+  launcher/cluster/t.cc \
+  "launcher/cluster/t.cc:3: layer 'cluster' may not include launcher/cluster/etcd/etcd_seat.h (cluster_etcd); it may include: $(allowed cluster)" \
+  "launcher/cluster/t.cc:4: layer 'cluster' may not include etcd/gateway.h (etcd); it may include: $(allowed cluster)"
 
 # ---- 3. includes and files the matrix does not know ----
 put launcher/run/v.cc <<'EOF'

@@ -281,7 +281,7 @@ TEST_CASE("a watch resuming below the compacted revision reports the compaction"
     REQUIRE(done9.ok());
     auto last = co_await client.Put("/c/3", "c");
     REQUIRE(last.ok());
-    auto compacted = co_await client.Compact(last->revision);
+    auto compacted = co_await client.CompactForTest(last->revision);
     REQUIRE(compacted.ok());
     auto batch = co_await watch.Next();
     REQUIRE(batch.ok());

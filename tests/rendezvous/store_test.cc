@@ -147,7 +147,7 @@ TEST_CASE("ADD on a value that is not a number closes that connection only", "[s
     REQUIRE(h.closed.count(a) == 1);
     CHECK_THAT(h.closed[a], Catch::Contains("is not a number"));
     CHECK_THAT(h.closed[a], Catch::Contains("/key_not_a_number"));
-    CHECK_FALSE(h.store.IsOpen(a));
+    CHECK_FALSE(h.store.IsOpenForTest(a));
     CHECK(h.Do(b, Get("/key_not_a_number")) == Blob(bad));  // key unchanged
     CHECK(h.closed.count(b) == 0);
   }
@@ -440,8 +440,8 @@ TEST_CASE("attempts: a new attempt drops old connections and keys", "[store][att
   REQUIRE(dropped.ok());
   CHECK(*dropped == std::vector<ConnId>{old_v1, old_v2});
   CHECK(h.store.attempt() == 1);
-  CHECK_FALSE(h.store.IsOpen(old_v1));
-  CHECK(h.store.IsOpen(agent));
+  CHECK_FALSE(h.store.IsOpenForTest(old_v1));
+  CHECK(h.store.IsOpenForTest(agent));
 
   // A dead rank's late bytes: refused, and they change nothing.
   CHECK(h.Do(old_v2, Set("/default_pg/0//cpu//0/0", "poison")).empty());
@@ -486,7 +486,7 @@ TEST_CASE("attempts: node agents' socket connections survive a new attempt", "[s
   auto dropped = h.store.BeginAttempt(1);
   REQUIRE(dropped.ok());
   CHECK(*dropped == std::vector<ConnId>{rank, mixed, unkeyed});
-  CHECK(h.store.IsOpen(agent));
+  CHECK(h.store.IsOpenForTest(agent));
   const ConnId launcher = h.Open(Scope::kLauncher);
   h.Do(launcher, Set("job/stop/1", "marker"));
   CHECK(h.Take(agent) == kStop);

@@ -156,8 +156,8 @@ TEST_CASE("preflight: the probe runs the job's interpreter with rank 0's environ
   const CheckReport report =
       f.Run({"--device", "gcu", "--nproc-per-node", "8", "--env", "ECCL_DEBUG=INFO"});
   REQUIRE(f.runner.calls == 1);
-  CHECK(f.runner.argv == std::vector<std::string>{"/usr/bin/python3", "-c", PythonProbeSource(),
-                                                  "eccl", "torch_gcu"});
+  CHECK(f.runner.argv == std::vector<std::string>{"/usr/bin/python3", "-c",
+                                                  PythonProbeSourceForTest(), "eccl", "torch_gcu"});
   CHECK(f.runner.timeout_s == 20);
   CHECK(f.runner.env.GetOr("TOPS_VISIBLE_DEVICES", "") == "0,1,2,3,4,5,6,7");
   CHECK(f.runner.env.GetOr("RANK", "") == "0");

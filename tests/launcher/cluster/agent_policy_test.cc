@@ -155,9 +155,9 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        0,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
+        {AE::Node0Lost("EOF"), {"StopRanks(0)"}},
         {AE::Drained(false), {"ExitRanks(4)"}},
-        {AE::MasterLost("again"), kNothing}},
+        {AE::Node0Lost("again"), kNothing}},
        P::kLeaving,
        4},
       {"the master lost while waiting for the next epoch: join again, reporting epoch 0",
@@ -166,8 +166,8 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
         {AE::Drained(false), {"ReportReaped(0)", "WaitPlan(1)"}},
-        {AE::MasterLost("EOF"), {"Join(0)"}},
-        {AE::MasterLost("refused"), {"Join(0)"}},  // still away: try again
+        {AE::Node0Lost("EOF"), {"Join(0)"}},
+        {AE::Node0Lost("refused"), {"Join(0)"}},  // still away: try again
         {AE::Plan(Plan(1)), kStart1}},
        P::kRunning,
        -1},
@@ -184,9 +184,9 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        2,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
+        {AE::Node0Lost("EOF"), {"StopRanks(0)"}},
         {AE::LocalStop(RankFailed(1)), kNothing},  // its ranks lost their peers: no marker
-        {AE::MasterLost("again"), kNothing},
+        {AE::Node0Lost("again"), kNothing},
         {AE::Drained(false), {"Join(0)"}},
         {AE::Plan(Plan(1)), kStart1}},  // the new node 0 admits it at epoch 0 + 1
        P::kRunning,
@@ -209,7 +209,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
         {AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), {"StopRanks(0)"}},
-        {AE::MasterLost("EOF"), kNothing},
+        {AE::Node0Lost("EOF"), kNothing},
         {AE::Drained(false), {"ExitRanks(9)"}}},
        P::kLeaving,
        9},
@@ -246,11 +246,11 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
        1,
        {{AE::Start(), {"Join(-1)"}},
         {AE::Plan(Plan(0)), kStart0},
-        {AE::MasterLost("EOF"), {"StopRanks(0)"}},
+        {AE::Node0Lost("EOF"), {"StopRanks(0)"}},
         {AE::Drained(false), {"Join(0)"}},
-        {AE::MasterLost("refused"), {"Join(0)"}},
+        {AE::Node0Lost("refused"), {"Join(0)"}},
         {AE::RejoinDeadline("could not reach 198.18.0.1:29400"), {"ExitRanks(4)"}},
-        {AE::MasterLost("late"), kNothing},
+        {AE::Node0Lost("late"), kNothing},
         {AE::SupervisorFinished(4), {"Finish(4)"}}},
        P::kDone,
        4},
@@ -295,7 +295,7 @@ TEST_CASE("agent policy: the table of event sequences", "[agent_policy]") {
 TEST_CASE("agent policy: the marker names its rank, a lost master names node 0", "[agent_policy]") {
   AgentConfig config;
   config.node_rank = 1;
-  config.master_addr = "198.18.0.1";
+  config.node0_name = "198.18.0.1";
   AgentState s;
   s = Step(s, config, AE::Start()).state;
   s = Step(s, config, AE::Plan(Plan(0))).state;
@@ -312,7 +312,7 @@ TEST_CASE("agent policy: the marker names its rank, a lost master names node 0",
   spawn.cause = StopCause::kSpawnFailed;
   CHECK_FALSE(Step(s, config, AE::LocalStop(spawn)).actions[0].marker.restartable);
 
-  AgentStep lost = Step(s, config, AE::MasterLost("the connection broke"));
+  AgentStep lost = Step(s, config, AE::Node0Lost("the connection broke"));
   REQUIRE(lost.state.marker.has_value());
   CHECK(Describe(*lost.state.marker) == "node 0 (198.18.0.1) was lost: the connection broke");
 }
@@ -417,7 +417,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        0,
        false,
-       then({AE::MasterLost("EOF"), AE::Drained(false), AE::MasterLost("refused"),
+       then({AE::Node0Lost("EOF"), AE::Drained(false), AE::Node0Lost("refused"),
              AE::RejoinDeadline("could not reach 198.18.0.1:29400")}),
        {"Log[warn: node 0 (198.18.0.1) was lost: EOF; every node stops its ranks and waits up to "
         "60 s for it to come back" +
@@ -428,7 +428,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        3,
        true,
-       then({AE::MasterLost("the leader's lease expired")}),
+       then({AE::Node0Lost("the leader's lease expired")}),
        {"Log[warn: node 0 (198.18.0.1) was lost: the leader's lease expired; this node stops "
         "its ranks and joins the job again under the next leader (at most 60 s, --rdzv-timeout; "
         "restart 1 of 1)]"}},
@@ -436,14 +436,14 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        0,
        0,
        false,
-       then({AE::MasterLost("EOF")}),
+       then({AE::Node0Lost("EOF")}),
        {"Log[error: node 0 (198.18.0.1) was lost: EOF; every node stops (exit code 4)]"}},
       {"node 0's store gone while waiting for a plan: told once per return",
        1,
        0,
        false,
        then({AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
-             AE::MasterLost("EOF"), AE::MasterLost("refused")}),
+             AE::Node0Lost("EOF"), AE::Node0Lost("refused")}),
        {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
         "its ranks" +
             kRestart + "]",
@@ -454,7 +454,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        3,
        true,
        then({AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
-             AE::MasterLost("the leader's lease expired"), AE::MasterLost("refused")}),
+             AE::Node0Lost("the leader's lease expired"), AE::Node0Lost("refused")}),
        {"Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
         "its ranks" +
             kRestart + "]",
@@ -464,9 +464,9 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
        1,
        0,
        false,
-       {AE::Start(), AE::MasterLost("EOF"), AE::MasterLost("refused"), AE::Plan(Plan(0)),
+       {AE::Start(), AE::Node0Lost("EOF"), AE::Node0Lost("refused"), AE::Plan(Plan(0)),
         AE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 9)), AE::Drained(false),
-        AE::MasterLost("EOF")},
+        AE::Node0Lost("EOF")},
        {"Log[warn: node 0's store went away (EOF); this node joins again when it is back (at "
         "most 60 s, --rdzv-timeout)]",
         "Log[warn: rank 2 (local rank 0) on node 0 failed with exit code 9; every node restarts "
@@ -493,7 +493,7 @@ TEST_CASE("agent policy: the table of log lines, worded where the outcome is dec
       AgentConfig config;
       config.node_rank = 1;
       config.max_restarts = row.max_restarts;
-      config.master_addr = "198.18.0.1";
+      config.node0_name = "198.18.0.1";
       config.rdzv_timeout_s = 60;
       config.nnodes = 3;
       config.min_nodes = row.min_nodes;

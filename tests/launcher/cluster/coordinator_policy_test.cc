@@ -250,7 +250,7 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
       CoordinatorConfig config;
       config.nnodes = 3;
       config.max_restarts = 1;
-      config.master = Reg(0);
+      config.node0 = Reg(0);
       config.rdzv_timeout_s = 60;
       CoordinatorState state;
       int i = 0;
@@ -269,7 +269,7 @@ TEST_CASE("coordinator policy: the plans and aborts carry the details", "[coordi
   CoordinatorConfig config;
   config.nnodes = 3;
   config.max_restarts = 1;
-  config.master = Reg(0);
+  config.node0 = Reg(0);
   config.rdzv_timeout_s = 60;
   CoordinatorState s;
   s = Step(s, config, CE::Join(1, Reg(0))).state;
@@ -316,9 +316,9 @@ TEST_CASE("coordinator policy: node 0 backs off a crash loop for the whole job",
   CoordinatorConfig config;
   config.nnodes = 3;
   config.max_restarts = 5;
-  config.master = Reg(0);
+  config.node0 = Reg(0);
   config.rdzv_timeout_s = 60;
-  config.backoff = DefaultBackoff();
+  config.backoff = DefaultBackoffForTest();
   const std::vector<std::string> kGo1 = {"BeginAttempt(1)", "PublishPlan(1)", "WatchEpoch(1)"};
   const std::vector<std::string> kGo2 = {"BeginAttempt(2)", "PublishPlan(2)", "WatchEpoch(2)"};
   const std::vector<std::string> kGo3 = {"BeginAttempt(3)", "PublishPlan(3)", "WatchEpoch(3)"};
@@ -394,7 +394,7 @@ TEST_CASE("coordinator policy: node 0 ends the loop for the job on the same fail
   CoordinatorConfig config;
   config.nnodes = 3;
   config.max_restarts = 9;
-  config.master = Reg(0);
+  config.node0 = Reg(0);
   config.rdzv_timeout_s = 60;
   config.streak = StreakConfig{3, "", 10};
   const std::string sig = "exit code 7: KeyError: 'lr'";
@@ -506,7 +506,7 @@ TEST_CASE("coordinator policy: an elastic job starts at the last call, grows and
     r.max_restarts = 3;
     return r;
   };
-  config.master = reg(0);
+  config.node0 = reg(0);
   const auto ids = [](const JobPlan& plan) {
     std::vector<int> out;
     for (const PlanNode& n : plan.nodes) out.push_back(n.id);
@@ -584,7 +584,7 @@ TEST_CASE("coordinator policy: an elastic job with MIN present starts at the joi
     r.max_restarts = 3;
     return r;
   };
-  config.master = reg(0);
+  config.node0 = reg(0);
   CoordinatorState s;
   s = Step(s, config, CE::Join(1, reg(0))).state;
   s = Step(s, config, CE::Join(1, reg(1))).state;
@@ -619,7 +619,7 @@ TEST_CASE("coordinator policy: MIN = MAX is a fixed size on the elastic path",
     r.min_nodes = 3;
     return r;
   };
-  config.master = reg(0);
+  config.node0 = reg(0);
   CHECK(config.elastic());
   CHECK(Elastic(reg(1)));
   CoordinatorState s;
@@ -645,7 +645,7 @@ TEST_CASE("coordinator policy: c10d without node ranks keeps ranks and refuses b
     r.max_restarts = 2;
     return r;
   };
-  config.master = reg(0);
+  config.node0 = reg(0);
   REQUIRE(config.fixed_at_rendezvous());
   const auto ids = [](const JobPlan& plan) {
     std::vector<int> out;
@@ -709,7 +709,7 @@ TEST_CASE("coordinator policy: on etcd a new leader takes over in its own words"
     r.min_nodes = 3;
     return r;
   };
-  config.master = reg(0, -1);
+  config.node0 = reg(0, -1);
   CoordinatorState s;
   s = Step(s, config, CE::Join(1, reg(1, 0))).state;
   s = Step(s, config, CE::Join(1, reg(2, 0))).state;

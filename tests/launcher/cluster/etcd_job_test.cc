@@ -1,4 +1,4 @@
-// The job protocol on etcd (launcher/cluster/etcd_board.h, etcd_seat.h) as a launch runs it:
+// The job protocol on etcd (launcher/cluster/etcd/etcd_board.h, etcd_seat.h) as a launch runs it:
 // one EtcdClusterNode (etcd_cluster_node.h: member, seat, board, agent) per "process" with
 // FakeRanks, all in this test's io_context, against Debian's etcd (tests/support/etcd_server.h)
 // with a 2 s lease.  The last cases test the node's lease grant: back-off while etcd cannot be
@@ -9,9 +9,9 @@
 #include <cstdlib>
 
 #include "base/exit_codes.h"
-#include "launcher/cluster/etcd_board.h"
-#include "launcher/cluster/etcd_cluster_node.h"
-#include "launcher/cluster/etcd_seat.h"
+#include "launcher/cluster/etcd/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_cluster_node.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
 #include "tests/launcher/cluster/job_fixture.h"
 #include "tests/support/etcd_server.h"
 
@@ -70,7 +70,7 @@ struct EtcdJob {
     s.seat.coordinator.config.nnodes = nnodes;
     s.seat.coordinator.config.min_nodes = min_nodes;
     s.seat.coordinator.config.max_restarts = max_restarts;
-    s.seat.coordinator.config.master = reg;
+    s.seat.coordinator.config.node0 = reg;
     s.seat.coordinator.config.rdzv_timeout_s = 60;
     s.seat.coordinator.config.elected_leader = true;
     s.seat.coordinator.rdzv_timeout = std::chrono::seconds(60);
@@ -85,7 +85,6 @@ struct EtcdJob {
     s.agent.config.elected_leader = true;
     s.agent.rdzv_timeout = std::chrono::seconds(60);
     s.agent.registration = reg;
-    s.agent.ranks_follow_plan = true;
     s.agent.ranks_port = "1";  // never used: every plan names the leader's ranks port
     s.agent.progress_period = std::chrono::milliseconds(200);
     s.identity = EtcdIdentity{reg.host, reg.pid, reg.incarnation};

@@ -23,6 +23,7 @@
 #include "launcher/cluster/agent_link.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/node_agent.h"
+#include "launcher/cluster/store_board.h"
 #include "launcher/run/rank_planner.h"
 #include "rendezvous/listener.h"
 #include "rendezvous/server.h"
@@ -109,7 +110,7 @@ struct JobFixture {
     server.emplace(io, std::move(*socket), ConnectionHooks::Options(hooks), log);
     settings.config.nnodes = node_count;
     settings.config.max_restarts = restarts;
-    settings.config.master = Registration(0, 1);
+    settings.config.node0 = Registration(0, 1);
     settings.config.rdzv_timeout_s = 60;
     settings.rdzv_timeout = std::chrono::seconds(60);
     settings.heartbeat_check = std::chrono::milliseconds(20);
@@ -160,13 +161,13 @@ struct JobFixture {
     NodeAgentSettings s;
     s.config.node_rank = registered_as >= 0 ? registered_as : node;
     s.config.max_restarts = max_restarts;
-    s.config.master_addr = "127.0.0.1";
+    s.config.node0_name = "127.0.0.1";
     s.registration = Registration(s.config.node_rank, nproc);
     s.registration.pid = 1000 + node;  // a node claiming another's rank differs in pid
     s.registration.incarnation = "inc" + std::to_string(node) + "." + std::to_string(nodes.size());
     s.config.rdzv_timeout_s = 60;
     s.rdzv_timeout = std::chrono::seconds(60);
-    s.is_master = node == 0;
+    s.is_node0 = node == 0;
     s.master_addr = "127.0.0.1";
     s.agent_port = server->port();
     s.ranks_port = std::to_string(server->port());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "launcher/frontend/cli.h"
@@ -12,6 +13,9 @@
 
 namespace gculaunch {
 namespace {
+
+// The spec's etcd settings, null when its backend is not etcd.
+const EtcdSettings* EtcdOf(const LaunchSpec& spec) { return std::get_if<EtcdSettings>(&spec.rdzv); }
 
 using testing::FakeDeviceProbe;
 using testing::FakeFileAccess;
@@ -38,8 +42,8 @@ struct Fixture {
   EtcdSettings Etcd(std::vector<std::string> args) {
     args.insert(args.begin(), {"--rdzv-backend", "etcd", "--rdzv-id", "job-7"});
     LaunchSpec spec = Spec(args);
-    REQUIRE(spec.etcd);
-    return *spec.etcd;
+    REQUIRE(EtcdOf(spec));
+    return *EtcdOf(spec);
   }
   std::string Err(const std::vector<std::string>& args) {
     auto spec = Make(args);
@@ -56,8 +60,8 @@ TEST_CASE("etcd settings: the defaults", "[etcd_settings]") {
   Fixture f;
   LaunchSpec spec = f.Spec(
       {"--rdzv-backend", "etcd", "--rdzv-endpoint", "e1", "--rdzv-id", "job-7", "--nnodes", "2"});
-  REQUIRE(spec.etcd);
-  const EtcdSettings& s = *spec.etcd;
+  REQUIRE(EtcdOf(spec));
+  const EtcdSettings& s = *EtcdOf(spec);
   CHECK(spec.rdzv_backend == "etcd");
   CHECK(s.backend == "etcd");
   CHECK(s.endpoints == std::vector<std::string>{"e1:2379"});
@@ -87,10 +91,10 @@ TEST_CASE("etcd settings: the lease TTL follows --node-timeout and never exceeds
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
-  CHECK(f.Spec(with({"--node-timeout", "60"})).etcd->lease_ttl_s == 30);
-  CHECK(f.Spec(with({"--node-timeout", "3"})).etcd->lease_ttl_s == 2);
-  CHECK(f.Spec(with({"--rdzv-conf", "lease_ttl=30"})).etcd->lease_ttl_s == 30);
-  CHECK(f.Spec(with({"--node-timeout", "8", "--rdzv-conf", "lease_ttl=5"})).etcd->lease_ttl_s == 5);
+  CHECK(f.Etcd(with({"--node-timeout", "60"})).lease_ttl_s == 30);
+  CHECK(f.Etcd(with({"--node-timeout", "3"})).lease_ttl_s == 2);
+  CHECK(f.Etcd(with({"--rdzv-conf", "lease_ttl=30"})).lease_ttl_s == 30);
+  CHECK(f.Etcd(with({"--node-timeout", "8", "--rdzv-conf", "lease_ttl=5"})).lease_ttl_s == 5);
   CHECK(f.Err(with({"--rdzv-conf", "lease_ttl=40"})) ==
         "gculaunch: --rdzv-conf lease_ttl=40 is longer than --node-timeout 30 s: etcd would "
         "keep a silent node longer than the job allows (fix: give lease_ttl at most "
@@ -101,9 +105,9 @@ TEST_CASE("etcd settings: etcd-v2 is the same backend, with a note", "[etcd_sett
   Fixture f;
   LaunchSpec spec =
       f.Spec({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "e1:2379", "--run-id", "j"});
-  REQUIRE(spec.etcd);
-  CHECK(spec.etcd->backend == "etcd-v2");
-  CHECK(spec.etcd->key_prefix == "/gculaunch/j/");
+  REQUIRE(EtcdOf(spec));
+  CHECK(EtcdOf(spec)->backend == "etcd-v2");
+  CHECK(EtcdOf(spec)->key_prefix == "/gculaunch/j/");
   CHECK(std::any_of(spec.notes.begin(), spec.notes.end(), [](const std::string& note) {
     return note.find("speaks etcd's v3 API, so etcd needs no --enable-v2") != std::string::npos;
   }));
@@ -257,8 +261,8 @@ TEST_CASE("etcd settings: a password in PET_RDZV_CONF stays out of the dry run's
   f.env.Set("PET_RDZV_CONF", "user=alice,password=S3cretPW,lease_ttl=5");
   LaunchSpec spec = f.Spec(
       {"--rdzv-backend", "etcd", "--rdzv-id", "job-7", "--rdzv-endpoint", "e1", "--dry-run"});
-  REQUIRE(spec.etcd);
-  CHECK(spec.etcd->password == "S3cretPW");
+  REQUIRE(EtcdOf(spec));
+  CHECK(EtcdOf(spec)->password == "S3cretPW");
   for (DryRunFormat format : {DryRunFormat::kTable, DryRunFormat::kEnv, DryRunFormat::kJson}) {
     CHECK(RenderDryRun(spec, f.env, format).find("S3cretPW") == std::string::npos);
   }
@@ -277,7 +281,7 @@ TEST_CASE("etcd settings: etcd's keys and lists belong to the etcd backend", "[e
         "for --rdzv-backend etcd (fix: give one HOST:PORT, e.g. --rdzv-endpoint node0:29400)");
   // --standalone wins, as in torchrun: the etcd settings are not even checked.
   LaunchSpec standalone = f.Spec({"--standalone", "--rdzv-backend", "etcd"});
-  CHECK_FALSE(standalone.etcd);
+  CHECK_FALSE(EtcdOf(standalone));
   CHECK(std::any_of(standalone.notes.begin(), standalone.notes.end(), [](const std::string& n) {
     return n.find("is ignored with --standalone") != std::string::npos;
   }));

@@ -17,7 +17,7 @@ struct Row {
 };
 
 TEST_CASE("restart backoff: table of attempt run times and waits", "[restart_backoff]") {
-  const BackoffConfig defaults = DefaultBackoff();
+  const BackoffConfig defaults = DefaultBackoffForTest();
   const std::vector<Row> rows = {
       {"a crash loop: the first restart at once, then 1, 2, 4, ... capped at 60",
        defaults,
@@ -72,9 +72,9 @@ TEST_CASE("restart backoff: a very long crash loop stays at MAX", "[restart_back
 }
 
 TEST_CASE("restart backoff: the setting as --restart-backoff spells it", "[restart_backoff]") {
-  CHECK(DescribeBackoff(DefaultBackoff()) == "1:60");
-  CHECK(DescribeBackoff(MakeBackoff(0.5, 30)) == "0.5:30");
-  CHECK(DescribeBackoff(MakeBackoff(0, 0)) == "off");
+  CHECK(DescribeBackoffForTest(DefaultBackoffForTest()) == "1:60");
+  CHECK(DescribeBackoffForTest(MakeBackoff(0.5, 30)) == "0.5:30");
+  CHECK(DescribeBackoffForTest(MakeBackoff(0, 0)) == "off");
   CHECK_FALSE(BackoffConfig{}.enabled());
 }
 

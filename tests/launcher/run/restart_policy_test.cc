@@ -165,7 +165,7 @@ TEST_CASE("restart policy: table of event sequences", "[restart_policy]") {
       CHECK(step.actions == expected);
       state = step.state;
     }
-    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+    CHECK(PhaseNameForTest(state.phase) == PhaseNameForTest(row.final_phase));
   }
 }
 
@@ -248,7 +248,7 @@ TEST_CASE("restart policy: job mode (multi-node) asks the job", "[restart_policy
       CHECK(step.actions == expected);
       state = step.state;
     }
-    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+    CHECK(PhaseNameForTest(state.phase) == PhaseNameForTest(row.final_phase));
   }
   CHECK(InitialState(PolicyConfig{2, 1, false}).phase == Phase::kRunning);
 }
@@ -268,7 +268,7 @@ TEST_CASE("restart policy: a restart resets the attempt and counts it", "[restar
 }
 
 TEST_CASE("restart policy: a crash loop backs off (--restart-backoff)", "[restart_policy]") {
-  const PolicyConfig backoff{2, 100, false, DefaultBackoff()};
+  const PolicyConfig backoff{2, 100, false, DefaultBackoffForTest()};
   const PolicyConfig off{2, 100, false, MakeBackoff(0, 0)};
   const E quick = E::AttemptDrained(0.1);
   const E long_run = E::AttemptDrained(120);
@@ -337,7 +337,7 @@ TEST_CASE("restart policy: a crash loop backs off (--restart-backoff)", "[restar
         {expired, kNone}},
        Phase::kRunning},
       {"the last restart backs off too, then the failure's exit code",
-       PolicyConfig{2, 2, false, DefaultBackoff()},
+       PolicyConfig{2, 2, false, DefaultBackoffForTest()},
        {{kFail1, kTeardownTerm},
         {quick, {A::StartAttempt(1)}},
         {kFail1, kTeardownTerm},
@@ -347,7 +347,7 @@ TEST_CASE("restart policy: a crash loop backs off (--restart-backoff)", "[restar
         {quick, {A::Exit(3)}}},
        Phase::kFinished},
       {"job mode never backs off by itself (node 0's coordinator decides)",
-       PolicyConfig{2, 100, true, DefaultBackoff()},
+       PolicyConfig{2, 100, true, DefaultBackoffForTest()},
        {{E::JobStart(0), {A::StartAttempt(0)}},
         {kFail1, {A::SignalGroups(SIGTERM), A::StartGraceTimer(), A::NotifyStop()}},
         {quick, {A::NotifyDrained()}},
@@ -367,7 +367,7 @@ TEST_CASE("restart policy: a crash loop backs off (--restart-backoff)", "[restar
       CHECK(step.actions == expected);
       state = step.state;
     }
-    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+    CHECK(PhaseNameForTest(state.phase) == PhaseNameForTest(row.final_phase));
   }
 }
 
@@ -425,7 +425,7 @@ TEST_CASE("restart policy: the same failure stops the loop (--max-same-failures)
         {drained(0.2, sig), {A::StartAttempt(4)}}},
        Phase::kRunning},
       {"with the back-off on, the stop comes instead of the 4th restart's wait",
-       PolicyConfig{2, 100, false, DefaultBackoff(), streak},
+       PolicyConfig{2, 100, false, DefaultBackoffForTest(), streak},
        {{kFail1, kTeardownTerm},
         {drained(0.2, sig), {A::StartAttempt(1)}},
         {kFail1, kTeardownTerm},
@@ -458,7 +458,7 @@ TEST_CASE("restart policy: the same failure stops the loop (--max-same-failures)
       CHECK(step.actions == expected);
       state = step.state;
     }
-    CHECK(PhaseName(state.phase) == PhaseName(row.final_phase));
+    CHECK(PhaseNameForTest(state.phase) == PhaseNameForTest(row.final_phase));
   }
   // The stop says why, and keeps the failure's cause and exit.
   PolicyState state;
@@ -474,7 +474,7 @@ TEST_CASE("restart policy: the same failure stops the loop (--max-same-failures)
 }
 
 TEST_CASE("restart policy: the wait before an attempt stays in its state", "[restart_policy]") {
-  const PolicyConfig config{1, 10, false, DefaultBackoff()};
+  const PolicyConfig config{1, 10, false, DefaultBackoffForTest()};
   PolicyState state;
   for (int i = 0; i < 2; ++i) {
     state = Step(state, config, kFail1).state;

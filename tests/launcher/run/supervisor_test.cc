@@ -41,8 +41,8 @@ class CheckingObserver : public AttemptObserver {
     const pid_t rank = std::stoi(testing::ReadFile(pid_file));
     const pid_t grandchild = std::stoi(testing::ReadFile(grandchild_file));
     checked = true;
-    leftovers_seen =
-        testing::ProcessAlive(rank) || testing::ProcessAlive(grandchild) || sys::GroupAlive(rank);
+    leftovers_seen = testing::ProcessAlive(rank) || testing::ProcessAlive(grandchild) ||
+                     sys::GroupAliveForTest(rank);
   }
   std::string pid_file, grandchild_file;
   std::vector<int> attempts;
@@ -380,7 +380,7 @@ TEST_CASE("supervisor: after success, processes left in a rank's group are stopp
   CHECK(outcome.exit_code == 0);
   const pid_t pid = std::stoi(testing::ReadFile(grandchild));
   CHECK_FALSE(testing::ProcessAlive(pid));
-  CHECK_FALSE(sys::GroupAlive(outcome.records[0].pid));
+  CHECK_FALSE(sys::GroupAliveForTest(outcome.records[0].pid));
 }
 
 }  // namespace gculaunch
@@ -421,7 +421,7 @@ TEST_CASE("supervisor: job mode reports to the job and restarts only on its go",
   job.restarts_left = 1;
   SupervisorConfig config;
   config.policy.nranks = 2;
-  config.policy.job = true;
+  config.policy.agent_decides = true;
   FunctionPlanner planner([&](int attempt) -> Result<std::vector<RankLaunch>> {
     if (attempt == 0) {
       return std::vector<RankLaunch>{f.Rank(0, {"pause"}), f.Rank(1, {"exit", "3"})};
@@ -451,7 +451,7 @@ TEST_CASE("supervisor: job mode stops the ranks when the job says so", "[supervi
   job.final_code = 7;
   SupervisorConfig config;
   config.policy.nranks = 2;
-  config.policy.job = true;
+  config.policy.agent_decides = true;
   FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
     return std::vector<RankLaunch>{f.Rank(0, {"pause"}), f.Rank(1, {"pause"})};
   });
@@ -481,7 +481,7 @@ TEST_CASE("supervisor: job mode, a signal before the job starts ends the node at
   Fixture f;
   ScriptedJob job;
   SupervisorConfig config;
-  config.policy.job = true;
+  config.policy.agent_decides = true;
   FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
     return std::vector<RankLaunch>{f.Rank(0, {"pause"})};
   });

@@ -74,10 +74,10 @@ TEST_CASE("guardian kills recorded groups when gculaunch goes away without 'done
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
   WaitGone(grandchild);
-  CHECK_FALSE(GroupAlive(leader));
+  CHECK_FALSE(GroupAliveForTest(leader));
 
   // The group the guardian was told about as gone is untouched.
-  CHECK(GroupAlive(other));
+  CHECK(GroupAliveForTest(other));
   SignalGroup(other, SIGKILL);
   REQUIRE(::waitpid(other, &status, 0) == other);
   WaitGone(other_grandchild);
@@ -89,7 +89,7 @@ TEST_CASE("guardian leaves groups alone after 'done'", "[guardian]") {
   auto [leader, grandchild] = StartGroup();
   guardian->GroupStarted(leader, ProcessStartTime(leader));
   guardian->Done();  // reaps the guardian: it has exited when this returns
-  CHECK(GroupAlive(leader));
+  CHECK(GroupAliveForTest(leader));
   CHECK(testing::ProcessAlive(grandchild));
   SignalGroup(leader, SIGKILL);
   int status = 0;
@@ -207,7 +207,7 @@ TEST_CASE("guardian leaves a group alone whose number belongs to another process
   REQUIRE(::waitpid(rank, &status, 0) == rank);
   CHECK(WTERMSIG(status) == SIGKILL);
   WaitGone(rank_child);
-  CHECK(GroupAlive(stranger));  // untouched
+  CHECK(GroupAliveForTest(stranger));  // untouched
   CHECK(testing::ReadFile(log).find("left process group " + std::to_string(stranger) + " alone") !=
         std::string::npos);
   SignalGroup(stranger, SIGKILL);
@@ -238,7 +238,7 @@ TEST_CASE("a killed guardian is replaced and the new one is given every live gro
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].find("was killed by SIGKILL") != std::string::npos);
   CHECK(lines[0].find("started a new one") != std::string::npos);
-  CHECK(GroupAlive(leader));  // losing a guardian kills nothing
+  CHECK(GroupAliveForTest(leader));  // losing a guardian kills nothing
 
   REQUIRE(guardian->Abandon());  // the new guardian knows the group and the directory
   int status = 0;

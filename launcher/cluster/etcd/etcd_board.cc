@@ -1,4 +1,4 @@
-#include "launcher/cluster/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_board.h"
 
 #include <boost/asio/post.hpp>
 #include <cstdlib>

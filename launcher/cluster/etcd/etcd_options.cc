@@ -1,4 +1,4 @@
-#include "launcher/cluster/etcd_options.h"
+#include "launcher/cluster/etcd/etcd_options.h"
 
 #include <string>
 #include <utility>

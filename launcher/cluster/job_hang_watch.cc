@@ -1,4 +1,4 @@
-#include "launcher/cluster/hang_exchange.h"
+#include "launcher/cluster/job_hang_watch.h"
 
 #include <algorithm>
 
@@ -9,50 +9,6 @@
 namespace gculaunch {
 
 using Clock = std::chrono::steady_clock;
-
-std::chrono::milliseconds HangCheckPeriod(double timeout_s) {
-  return std::clamp(SecondsToMillis(timeout_s / 10), std::chrono::milliseconds(100),
-                    std::chrono::milliseconds(500));
-}
-
-// ----------------------------------- ProgressReporter -----------------------------------
-
-ProgressReporter::ProgressReporter(boost::asio::io_context& io, AgentBoard& board,
-                                   const Supervisor& supervisor, int node, double timeout_s)
-    : board_(board),
-      supervisor_(supervisor),
-      node_(node),
-      timeout_s_(timeout_s),
-      period_(HangCheckPeriod(timeout_s)),
-      timer_(io) {}
-
-void ProgressReporter::Start() { Arm(); }
-
-void ProgressReporter::Arm() {
-  timer_.expires_after(period_);
-  timer_.async_wait(lifetime_.Wrap([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    Report();
-    Arm();
-  }));
-}
-
-void ProgressReporter::Report() {
-  const WorkerGroup* group = supervisor_.group();
-  if (busy_ || group == nullptr || supervisor_.phase() != PolicyState::Phase::kRunning) return;
-  job::NodeProgress report;
-  report.node = node_;
-  report.epoch = group->restart_count();
-  report.seq = ++seq_;
-  report.timeout_s = timeout_s_;
-  report.ranks = group->Progress();
-  busy_ = true;
-  // A failed write means node 0 is gone: the agent hears of it through its own requests.
-  board_.PublishProgress(job::Encode(report),
-                         lifetime_.Wrap([this](const Status&) { busy_ = false; }));
-}
-
-// ------------------------------------- JobHangWatch -------------------------------------
 
 JobHangWatch::JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board,
                            const Coordinator& coordinator, Supervisor& supervisor, Gather gather,
@@ -66,7 +22,7 @@ JobHangWatch::JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board,
       console_(std::move(console)),
       log_(log),
       config_(std::move(config)),
-      period_(HangCheckPeriod(config_.timeout_s)),
+      period_(job::HangCheckPeriod(config_.timeout_s)),
       timer_(io) {}
 
 void JobHangWatch::Start() { Arm(); }

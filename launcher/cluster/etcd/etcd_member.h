@@ -1,18 +1,12 @@
-// The two pieces every process of a job on etcd shares (docs/etcd.md, "Job rendezvous on
-// etcd"):
+// EtcdMember: this process's etcd client and its one lease, which every piece of a job on
+// etcd shares (docs/etcd.md, "Job rendezvous on etcd").  The lease is granted at Start() and
+// kept alive every TTL/3; listeners hear when it ends (etcd says it expired, or no keepalive
+// got through for a whole TTL), after which a fresh lease is granted.  It also runs the
+// requests of the boards and the seat (callbacks on the io_context, never inline) and the
+// counters (compare-and-swap on the key's mod_revision, bounded retries).
 //
-//   EtcdMember  this process's etcd client and its one lease: granted at Start(), kept alive
-//               every TTL/3; listeners hear when it ends (etcd says it expired, or no
-//               keepalive got through for a whole TTL), after which a fresh lease is granted.
-//               It also runs the requests of the boards and the seat (callbacks on the
-//               io_context, never inline) and the counters (compare-and-swap on the key's
-//               mod_revision, bounded retries).
-//   EtcdMirror  a local copy of every key under one prefix: GetPrefix, then a watch from the
-//               listing's revision + 1 (a compaction lists again). "Key appears" waits and
-//               every change are served from it, so nothing polls etcd.
-//
-// Lifetime: the member outlives its mirrors, boards and seat.  Destroying the member stops
-// the keepalive without revoking the lease (its keys go when the TTL ends, like a killed
+// Lifetime: the member outlives its mirrors (etcd_mirror.h), boards and seat.  Destroying it
+// stops the keepalive without revoking the lease (its keys go when the TTL ends, like a killed
 // process's); Revoke() ends it at once.
 // Thread safety: the io_context's thread only.
 #pragma once
@@ -20,10 +14,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,38 +93,6 @@ class EtcdMember {
   int next_listener_ = 1;
   boost::asio::steady_timer keepalive_timer_;
   LifetimeGuard lifetime_;  ///< last member: expires first
-};
-
-class EtcdMirror {
- public:
-  /// Keys are reported relative to `prefix` (the key `prefix` itself is "").
-  using Changed = std::function<void(const etcd::Event& event, const std::string& key)>;
-
-  EtcdMirror(EtcdMember& member, std::string prefix);
-  ~EtcdMirror();
-  EtcdMirror(const EtcdMirror&) = delete;
-  EtcdMirror& operator=(const EtcdMirror&) = delete;
-
-  /// Lists the prefix and starts watching; `ready` once the first listing is in.
-  void Start(std::function<void(Status)> ready);
-  /// No more callbacks after this.
-  void Stop();
-
-  std::optional<std::string> Get(const std::string& key) const;
-  const etcd::KeyValue* Find(const std::string& key) const;
-  /// `found(value)` once `key` exists (posted when it already does).
-  void WaitKey(const std::string& key, std::function<void(std::string)> found);
-  /// After every change the watch applied (puts and deletes).
-  void OnChange(Changed changed);
-  /// The watch failed for good (etcd unreachable longer than the watch's reconnect time).
-  void OnBroken(std::function<void(std::string)> broken);
-
-  struct Shared;  // the copy, shared with the watch's coroutine (etcd_mirror.cc)
-
- private:
-  EtcdMember& member_;
-  std::string prefix_;
-  std::shared_ptr<Shared> shared_;
 };
 
 }  // namespace gculaunch

@@ -1,4 +1,4 @@
-#include "launcher/cluster/job_board.h"
+#include "launcher/cluster/store_board.h"
 
 #include <cstdlib>
 #include <string_view>
@@ -268,6 +268,20 @@ void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id, const std::st
   } else {
     hung_up_(node, seq, "its connection broke (" + why + ")");
   }
+}
+
+// ----------------------------------- ConnectionHooks -----------------------------------
+
+rendezvous::ServerOptions ConnectionHooks::Options(const std::shared_ptr<ConnectionHooks>& hooks) {
+  rendezvous::ServerOptions options;
+  if (!hooks) return options;  // no board to feed: a single node, or not the store's host
+  options.request_observer = [hooks](rendezvous::ConnId id, const rendezvous::Request& r) {
+    if (hooks->target != nullptr) hooks->target->OnRequest(id, r);
+  };
+  options.connection_observer = [hooks](rendezvous::ConnId id, const std::string& why) {
+    if (hooks->target != nullptr) hooks->target->OnConnectionEnd(id, why);
+  };
+  return options;
 }
 
 }  // namespace gculaunch

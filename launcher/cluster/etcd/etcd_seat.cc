@@ -1,4 +1,4 @@
-#include "launcher/cluster/etcd_seat.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
 
 #include <boost/asio/post.hpp>
 #include <cstdlib>
@@ -138,7 +138,7 @@ void EtcdSeat::Won(int term, std::int64_t guard) {
       return;
     }
     CoordinatorSettings s = settings_.coordinator;
-    s.config.master.node_rank = 0;
+    s.config.node0.node_rank = 0;
     s.ranks_port = store_->server().port();
     coordinator_ = std::make_unique<Coordinator>(member_.io(), *board_, s, log_);
     coordinator_->Start();

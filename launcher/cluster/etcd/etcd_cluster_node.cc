@@ -1,4 +1,4 @@
-#include "launcher/cluster/etcd_cluster_node.h"
+#include "launcher/cluster/etcd/etcd_cluster_node.h"
 
 #include <algorithm>
 #include <memory>
@@ -7,7 +7,9 @@
 
 #include "base/exit_codes.h"
 #include "base/text.h"
+#include "launcher/cluster/etcd/etcd_options.h"
 #include "launcher/cluster/net_address.h"
+#include "launcher/cluster/rdzv_backends.h"
 
 namespace gculaunch {
 
@@ -25,6 +27,30 @@ std::string JoinEndpoints(const etcd::ClientOptions& options) {
 }
 
 }  // namespace
+
+// Every node campaigns; the term's leader serves the ranks' store on MASTER_PORT and runs the
+// coordinator (docs/etcd.md, "Job rendezvous on etcd").
+ClusterNodeMade MakeEtcdClusterNode(const EtcdSettings& etcd, const LaunchSpec& spec,
+                                    const ClusterNodeSettings& settings,
+                                    const ClusterNodeContext& context) {
+  auto options = MakeEtcdClientOptions(etcd);
+  if (!options.ok()) return options.error();
+  EtcdClusterNodeSettings s;
+  s.seat.coordinator = settings.coordinator;
+  s.seat.ranks_host = "";  // every interface, IPv4 and IPv6
+  s.seat.ranks_port = static_cast<std::uint16_t>(spec.agent_port);
+  s.agent = settings.agent;
+  const job::NodeRegistration& reg = settings.agent.registration;
+  s.identity = EtcdIdentity{reg.host, reg.pid, reg.incarnation};
+  s.key_prefix = etcd.key_prefix;
+  s.lease_ttl = std::chrono::seconds(etcd.lease_ttl_s);
+  s.local_addr = spec.local_addr;
+  s.rdzv_timeout = settings.agent.rdzv_timeout;
+  auto node = EtcdClusterNode::Make(context.io, std::move(*options), std::move(s), context.planner,
+                                    context.log);
+  if (!node.ok()) return node.error();
+  return std::unique_ptr<ClusterNode>(std::move(*node));
+}
 
 Result<std::unique_ptr<EtcdClusterNode>> EtcdClusterNode::Make(boost::asio::io_context& io,
                                                                etcd::ClientOptions options,
@@ -65,7 +91,6 @@ EtcdClusterNode::EtcdClusterNode(boost::asio::io_context& io, etcd::ClientOption
 
 // Each part before what it uses: the agent's and the exchanges' boards, the seat's member.
 EtcdClusterNode::~EtcdClusterNode() {
-  progress_.reset();
   dump_responder_.reset();
   agent_.reset();
   board_.reset();
@@ -151,19 +176,10 @@ void EtcdClusterNode::Retry(const Error& error) {
 ClusterNode::JobStacks EtcdClusterNode::ShareStacks(LocalStacks local) {
   dump_responder_.emplace(io_, *board_, local);
   dump_responder_->Start();
-  return [local](std::function<void(std::vector<NodeStacks>)> done) {
-    local([done = std::move(done)](NodeStacks own) { done({std::move(own)}); });
-  };
-}
-
-void EtcdClusterNode::WatchHangs(Supervisor& supervisor, JobStacks /*stacks*/,
-                                 const HangOutput& /*output*/, const HangWatchConfig& config) {
-  progress_.emplace(io_, *board_, supervisor, settings_.agent.config.node_rank, config.timeout_s);
-  progress_->Start();
+  return OwnStacksOnly(std::move(local));
 }
 
 void EtcdClusterNode::Finish(std::chrono::steady_clock::time_point bound) {
-  progress_.reset();
   WaitUntil(io_, bound, [this] { return Done(); });
   if (!Done()) log_.warn("leaving the job on etcd although not every node said bye");
   Leave();

@@ -27,8 +27,9 @@
 #include <string>
 #include <utility>
 
-#include "launcher/cluster/etcd_mirror.h"
+#include "launcher/cluster/etcd/etcd_mirror.h"
 #include "launcher/cluster/job_board.h"
+#include "launcher/run/supervisor.h"
 
 namespace gculaunch {
 

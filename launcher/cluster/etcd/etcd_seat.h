@@ -28,13 +28,13 @@
 #include <string>
 
 #include "launcher/cluster/coordinator.h"
-#include "launcher/cluster/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_board.h"
 #include "launcher/run/agent_store.h"
 
 namespace gculaunch {
 
 struct EtcdSeatSettings {
-  /// The coordinator a leader runs.  config.master: this node's registration (the seat makes
+  /// The coordinator a leader runs.  config.node0: this node's registration (the seat makes
   /// it node 0); ranks_port is set to the ranks' store's port.
   CoordinatorSettings coordinator;
   std::string ranks_host = "0.0.0.0";  ///< where the ranks' store listens

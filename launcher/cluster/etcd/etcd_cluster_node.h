@@ -13,8 +13,9 @@
 // a password: waiting changes nothing), the agent's join fails with one line naming every
 // endpoint (exit 4, or the refusal's own code).
 //
-// Every node reports its ranks' progress and answers stack requests on its agent board, as the
-// built-in store's other nodes do.  Finish waits until this process may leave: its agent
+// Every node answers stack requests on its agent board, as the built-in store's other nodes
+// do; no node gathers them, and there is no job-wide hang watch (the capability row of etcd,
+// launcher/frontend/rdzv_backend.cc).  Finish waits until this process may leave: its agent
 // finished, and, if it leads the job, its coordinator finished and the job's keys are removed.
 // Then it revokes the lease (bounded), so that the other nodes see this node gone at once
 // instead of after the TTL.  Destroying the node without Finish is what a killed process does:
@@ -38,8 +39,11 @@
 #include "base/lifetime.h"
 #include "etcd/client.h"
 #include "launcher/cluster/cluster_node.h"
-#include "launcher/cluster/etcd_board.h"
-#include "launcher/cluster/etcd_seat.h"
+#include "launcher/cluster/dump_exchange.h"
+#include "launcher/cluster/etcd/etcd_board.h"
+#include "launcher/cluster/etcd/etcd_member.h"
+#include "launcher/cluster/etcd/etcd_seat.h"
+#include "launcher/cluster/node_agent.h"
 
 namespace gculaunch {
 
@@ -66,13 +70,14 @@ class EtcdClusterNode : public ClusterNode {
   EtcdClusterNode(const EtcdClusterNode&) = delete;
   EtcdClusterNode& operator=(const EtcdClusterNode&) = delete;
 
-  NodeAgent& agent() override { return *agent_; }
-  const NodeAgent& agent() const override { return *agent_; }
+  NodeAgent& agent() { return *agent_; }
+  const NodeAgent& agent() const { return *agent_; }
+  JobLink* job_link() override { return agent_.get(); }
+  AttemptObserver* attempt_observer() override { return nullptr; }
   void Start(JobControl& ranks) override;
   JobStacks ShareStacks(LocalStacks local) override;
-  void WatchHangs(Supervisor& supervisor, JobStacks stacks, const HangOutput& output,
-                  const HangWatchConfig& config) override;
   void Finish(std::chrono::steady_clock::time_point bound) override;
+  void DescribeJobEnd(SummaryInput& in) const override { DescribeAgentJobEnd(*agent_, in); }
 
   const EtcdSeat& seat() const { return *seat_; }
   EtcdSeat& seat() { return *seat_; }
@@ -101,7 +106,6 @@ class EtcdClusterNode : public ClusterNode {
   std::unique_ptr<EtcdAgentBoard> board_;
   std::unique_ptr<NodeAgent> agent_;
   std::optional<DumpResponder> dump_responder_;
-  std::optional<ProgressReporter> progress_;
   boost::asio::steady_timer retry_timer_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_progress_;
