@@ -34,6 +34,7 @@ Result<std::unique_ptr<ClusterNode>> MakeClusterNode(const LaunchSpec& spec,
   return MakeBackendNode(spec, settings, context);
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the overrides keep `stacks`
 void ClusterNode::WatchHangs(Supervisor& /*supervisor*/, JobStacks /*stacks*/,
                              const HangWatchDeps& /*deps*/, const HangWatchConfig& /*config*/) {}
 

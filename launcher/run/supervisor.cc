@@ -462,7 +462,7 @@ void Supervisor::Drained() {
 }
 
 void Supervisor::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds after,
-                          PolicyEvent event) {
+                          const PolicyEvent& event) {
   timer.expires_after(after);
   timer.async_wait(
       lifetime_.Wrap([this, gen = generation_, event](const boost::system::error_code& ec) {

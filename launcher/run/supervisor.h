@@ -155,7 +155,7 @@ class Supervisor : public JobControl {
   void ScheduleDrainCheck();
   void DrainCheck();
   void ArmTimer(boost::asio::steady_timer& timer, std::chrono::milliseconds after,
-                PolicyEvent event);
+                const PolicyEvent& event);
   void CancelTimers();
   void Finish(int exit_code);
   void PrepareStandbys(int restart_count, const std::vector<RankLaunch>* plan);

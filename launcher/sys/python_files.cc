@@ -139,7 +139,7 @@ std::optional<std::string> PyenvVersionName(const Shim& shim, const EnvMap& env,
 std::string VersionOfName(const std::string& name) {
   const std::string prefix = "python";
   if (name.rfind(prefix, 0) != 0) return "";
-  const std::string rest = name.substr(prefix.size());
+  std::string rest = name.substr(prefix.size());
   const size_t dot = rest.find('.');
   if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) return "";
   for (size_t i = 0; i < rest.size(); ++i) {
