@@ -15,6 +15,7 @@ directory during others.
 """
 import os
 import shutil
+import stat
 import subprocess
 import time
 import unittest
@@ -100,7 +101,13 @@ class TorchCacheRace(unittest.TestCase):
                     codes.append(done.returncode)
                     # root's own directory: the attacker cannot replace it; the next launch
                     # must race again.
-                    if os.path.isdir(link) and not os.path.islink(link):
+                    # One lstat: isdir() then islink() raced with the flipper (a link seen by
+                    # the first call was gone by the second, and rmtree found nothing).
+                    try:
+                        is_roots_dir = stat.S_ISDIR(os.lstat(link).st_mode)
+                    except FileNotFoundError:
+                        is_roots_dir = False
+                    if is_roots_dir:
                         made_by_root += 1
                         shutil.rmtree(link)
             finally:
