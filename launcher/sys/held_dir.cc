@@ -9,7 +9,6 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include "launcher/sys/safe_files.h"
@@ -30,15 +29,6 @@ std::vector<std::string> Components(const std::string& rel) {
     parts.push_back(name);
   }
   return parts;
-}
-
-std::string RandomSuffix() {
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::random_device random;
-  std::uniform_int_distribution<size_t> pick(0, sizeof kChars - 2);
-  std::string out;
-  for (int i = 0; i < 6; ++i) out += kChars[pick(random)];
-  return out;
 }
 
 int OpenDirAt(int dirfd, const std::string& name) {
@@ -116,7 +106,7 @@ Result<HeldDir> HeldDir::Open(const std::string& path) {
 
 Result<HeldDir> HeldDir::MakeUniqueChild(const std::string& prefix) const {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::string name = prefix + RandomSuffix();
+    const std::string name = prefix + RandomName(6);
     if (::mkdirat(fd(), name.c_str(), 0700) != 0) {
       if (errno == EEXIST) continue;
       return SysError("cannot create a directory in " + path_, errno);
@@ -162,23 +152,7 @@ Result<UniqueFd> HeldDir::OpenFile(const std::string& rel, int flags, mode_t mod
 Status HeldDir::WriteFile(const std::string& rel, std::string_view text, mode_t mode) const {
   auto parent = ParentOf(rel);
   if (!parent.ok()) return parent.error();
-  const UniqueFd& dir = parent->dir;
-  const std::string& name = parent->name;
-  const std::string temp = "." + name + "." + RandomSuffix();
-  UniqueFd file(::openat(dir.get(), temp.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!file.valid()) return SysError("cannot write " + PathOf(rel), errno);
-  Status written = WriteAll(file.get(), text);
-  if (written.ok() && ::fchmod(file.get(), mode) != 0) written = Error{std::strerror(errno), ""};
-  if (written.ok() && ::close(file.Release()) != 0) written = Error{std::strerror(errno), ""};
-  if (written.ok() && ::renameat(dir.get(), temp.c_str(), dir.get(), name.c_str()) != 0) {
-    written = Error{std::strerror(errno), ""};
-  }
-  if (!written.ok()) {
-    ::unlinkat(dir.get(), temp.c_str(), 0);
-    return Error{"cannot write " + PathOf(rel) + ": " + written.error().what, ""};
-  }
-  return OkStatus();
+  return ReplaceFileAt(parent->dir.get(), parent->name, text, mode, PathOf(rel));
 }
 
 std::string HeldDir::PathOf(const std::string& rel) const {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "launcher/sys/unique_fd.h"
 
@@ -147,6 +148,34 @@ Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) 
                  "check the path, its permissions and the free space"};
   }
   return OkStatus();
+}
+
+Status ReplaceFileAt(int dirfd, const std::string& name, std::string_view text, mode_t mode,
+                     const std::string& shown) {
+  const std::string temp = "." + name + "." + RandomName(8);
+  UniqueFd file(
+      ::openat(dirfd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!file.valid()) return SysError("cannot write " + shown, errno);
+  Status written = WriteAll(file.get(), text);
+  if (written.ok() && ::fchmod(file.get(), mode) != 0) written = Error{std::strerror(errno), ""};
+  if (written.ok() && ::close(file.Release()) != 0) written = Error{std::strerror(errno), ""};
+  if (written.ok() && ::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
+    written = Error{std::strerror(errno), ""};
+  }
+  if (!written.ok()) {
+    ::unlinkat(dirfd, temp.c_str(), 0);
+    return Error{"cannot write " + shown + ": " + written.error().what, ""};
+  }
+  return OkStatus();
+}
+
+std::string RandomName(int chars) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device random;
+  std::uniform_int_distribution<size_t> pick(0, sizeof kChars - 2);
+  std::string out;
+  for (int i = 0; i < chars; ++i) out += kChars[pick(random)];
+  return out;
 }
 
 Status WriteSiteDir(const std::string& flag, const std::string& dir,

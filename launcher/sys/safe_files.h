@@ -29,6 +29,16 @@ Status WriteAll(int fd, std::string_view text);
 /// error names `path` and the reason; the temporary file is removed on failure.
 Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode = 0644);
 
+/// ReplaceFile relative to a held directory: `name` in `dirfd` gets `text` whole, through a
+/// temporary ".<name>.<random>" opened with O_CREAT | O_EXCL | O_NOFOLLOW (never a file or
+/// link someone planted) and renamed over `name` (a link there is replaced, never followed).
+/// The error reads "cannot write <shown>: <reason>"; the temporary file is removed on failure.
+Status ReplaceFileAt(int dirfd, const std::string& name, std::string_view text, mode_t mode,
+                     const std::string& shown);
+
+/// `chars` random letters and digits, for names that must not be guessed.
+std::string RandomName(int chars);
+
 /// Creates `dir` (and its parents) and writes `files` (name, text) into it with ReplaceFile,
 /// readable by the ranks: the Python shim and the stack-dump hook.  The error starts with
 /// `flag` and names the file and the reason.

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <random>
 #include <sstream>
 
 #include "base/text.h"
@@ -46,15 +45,6 @@ std::optional<std::string> Unhex(std::string_view hex) {
 
 bool IsEntryName(const std::string& name) {
   return name.size() == 16 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
-
-std::string RandomSuffix() {
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::random_device random;
-  std::uniform_int_distribution<size_t> pick(0, sizeof kChars - 2);
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += kChars[pick(random)];
-  return out;
 }
 
 // One "name hex" line of an entry into `entry`; false for a line that is not one.
@@ -334,18 +324,10 @@ std::optional<TorchCacheEntry> TorchCacheDir::Read(const std::string& key) const
 
 Status TorchCacheDir::Write(const TorchCacheEntry& entry) const {
   const std::string name = FileName(entry.key);
-  const std::string temp = "." + name + "." + RandomSuffix();
-  UniqueFd file(::openat(fd_->get(), temp.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!file.valid()) return SysError("cannot write " + path_ + "/" + name, errno);
-  Status written = WriteAll(file.get(), FormatTorchCacheEntry(entry));
-  if (written.ok() && ::close(file.Release()) != 0) written = Error{std::strerror(errno), ""};
-  if (written.ok() && ::renameat(fd_->get(), temp.c_str(), fd_->get(), name.c_str()) != 0) {
-    written = Error{std::strerror(errno), ""};
-  }
-  if (!written.ok()) {
-    ::unlinkat(fd_->get(), temp.c_str(), 0);
-    return Error{"cannot write " + path_ + "/" + name + ": " + written.error().what, ""};
+  if (Status written =
+          ReplaceFileAt(fd_->get(), name, FormatTorchCacheEntry(entry), 0600, path_ + "/" + name);
+      !written.ok()) {
+    return written;
   }
   Prune(kMaxEntries);
   return OkStatus();
