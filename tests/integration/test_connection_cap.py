@@ -75,7 +75,7 @@ class ConnectionCapHint(unittest.TestCase):
             job.wait_for(lambda out, err: "may open up to" in err, timeout=30,
                          what="the open-file warning")
             job.signal(signal.SIGTERM)
-            job.wait(timeout=60)
+            self.assertEqual(job.wait(timeout=30), 128 + signal.SIGTERM, job.stderr)
             err = job.stderr
         line = [l for l in err.splitlines() if "may open up to" in l][0]
         found = re.search(r"the store can hold (\d+) connections under the open-file limit 256, "
