@@ -415,6 +415,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       AppendBlob(session.output(), auth.proven ? kAuthOk : "");
       return;
     }
+    if (request.op == Op::kGet && key.starts_with(kNode0ProofPrefix)) {
+      ProveNodeZero(session, key.substr(kNode0ProofPrefix.size()));
+      return;
+    }
     if (request.op == Op::kSet && key == kAuthProofKey && request.values.size() == 1) {
       if (options_.agent_secret.empty()) return;  // nothing to prove; the agent saw no nonce
       const std::string nonce = std::exchange(auth.nonce, "");
@@ -431,6 +435,22 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     }
     session.CloseAfterFlush(Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
                             " are reserved for the node agents' proof of the job secret");
+  }
+
+  // GET gculaunch/auth/node0-proof/<agent nonce>: this node's proof that it holds the secret,
+  // over the agent's nonce ("" without a secret: the agent then knows node 0 has none).
+  void ProveNodeZero(Session& session, std::string_view agent_nonce) {
+    if (options_.agent_secret.empty()) {
+      AppendBlob(session.output(), "");
+      return;
+    }
+    if (!IsAgentNonce(agent_nonce)) {
+      session.CloseAfterFlush(
+          "it asked for node 0's proof of the job secret over a nonce that is not 32 to 128 "
+          "lower-case hex digits");
+      return;
+    }
+    AppendBlob(session.output(), NodeZeroProof(options_.agent_secret, agent_nonce));
   }
 
   // A request answered at once is measured now; a parked one when its reply is delivered.
