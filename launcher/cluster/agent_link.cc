@@ -214,12 +214,15 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   Status CheckListenerOwner(int fd) const {
     const std::string port = std::to_string(options_.port);
     auto owner = sys::PeerSocketOwner(fd);
-    if (!owner.ok() || !owner->has_value()) {
+    if (!owner.ok() || !owner->has_value() || **owner == sys::kNoOwner) {
+      std::string why = "the server end of the connection is closing";
+      if (!owner.ok()) {
+        why = owner.error().what;
+      } else if (!owner->has_value()) {
+        why = "the server end of the connection is not in this network namespace";
+      }
       return Error{"cannot tell which user serves the store's port " + port + " on this host (" +
-                       (owner.ok() ? std::string("the server end of the connection is not in "
-                                                 "this network namespace")
-                                   : owner.error().what) +
-                       "): this node does not join a store whose owner it cannot check",
+                       why + "): this node does not join a store whose owner it cannot check",
                    "start the launcher of the endpoint's host first, or say which node hosts "
                    "the store with --rdzv-conf is_host=true|false",
                    exit_code::kUsage};

@@ -100,9 +100,7 @@ Result<std::optional<uid_t>> ReadAnswer(const std::array<char, 8192>& buffer, ss
   // not full sockets: the kernel reports uid 0 for them, which must not read as root.
   if (msg->idiag_state == kTimeWait || msg->idiag_state == kSynRecv ||
       msg->idiag_state == kNewSynRecv) {
-    return Error{"the socket is closing or not yet accepted (TCP state " +
-                     std::to_string(msg->idiag_state) + "): the kernel keeps no owner for it",
-                 "try again with a connection that is established"};
+    return std::optional<uid_t>(kNoOwner);
   }
   return std::optional<uid_t>(msg->idiag_uid);
 }
@@ -153,7 +151,7 @@ Result<std::optional<uid_t>> PeerSocketOwner(int fd) {
   return TcpSocketOwner(peer, self);
 }
 
-bool IsJobUserOrRoot(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+bool IsJobUserOrRoot(uid_t uid) { return uid != kNoOwner && (uid == 0 || uid == ::geteuid()); }
 
 bool IsForeignLocalPeer(int fd) {
   auto owner = PeerSocketOwner(fd);

@@ -11,7 +11,7 @@
 // the kernel reports: the user that created the socket, or for an accepted socket the user of
 // the process that accepted it (until then, the listener's).  An end that is closing
 // (TIME_WAIT, or FIN_WAIT2 once its owner closed it) or a request not yet established has no
-// owner the kernel keeps (it reports uid 0): that is an error, never "root".
+// owner the kernel keeps (it reports uid 0): the look-up says kNoOwner, never "root".
 //
 // Only what this host's network namespace holds can be found: the peer of a connection from
 // another host (or another namespace) is "elsewhere", not an error.
@@ -29,6 +29,9 @@
 
 namespace gculaunch::sys {
 
+/// The "uid" of a socket that is closing or not yet established (no owner is kept for it).
+inline constexpr uid_t kNoOwner = static_cast<uid_t>(-1);
+
 /// The uid of the TCP socket whose own address is `self` and whose peer is `peer` (IPv4 or
 /// IPv6, v4-mapped or not); nullopt when this host has no such socket.  An error when the
 /// kernel could not be asked (no netlink, say), naming why.
@@ -45,8 +48,9 @@ Result<std::optional<uid_t>> PeerSocketOwner(int fd);
 bool IsJobUserOrRoot(uid_t uid);
 
 /// Whether the peer of the connected TCP socket `fd` is a socket of this host owned by
-/// another user than the job's and root.  False when the peer is elsewhere, and when the
-/// look-up failed (a peer that cannot be told is not blamed).
+/// another user than the job's and root, or one already closed by its owner (kNoOwner:
+/// closing our end loses nothing of the job's).  False when the peer is elsewhere, and when
+/// the look-up failed (a peer that cannot be told is not blamed).
 bool IsForeignLocalPeer(int fd);
 
 }  // namespace gculaunch::sys

@@ -285,7 +285,7 @@ class Strangers(unittest.TestCase):
                 err = victim.stderr
             self.assertIsNone(attacker.proc.poll(), attacker.stderr)
         self.assertEqual(code, 2, err)
-        self.assertRegex(err, r"gculaunch: the master node at 127\.0\.0\.1:%d failed to prove "
+        self.assertRegex(err, r"gculaunch: error: the master node at 127\.0\.0\.1:%d failed to prove "
                               r"that it holds the job secret: .* \(fix: give every node the "
                               r"same secret file" % port)
         self.assertEqual(self.ran(0), [])  # root's rank never ran
@@ -299,7 +299,7 @@ class Strangers(unittest.TestCase):
                 err = victim.stderr
             self.assertIsNone(attacker.proc.poll(), attacker.stderr)
         self.assertEqual(code, 2, err)
-        self.assertRegex(err, r"gculaunch: the store's port %d on this host is held by uid "
+        self.assertRegex(err, r"gculaunch: error: the store's port %d on this host is held by uid "
                               r"65534, not by this job's user \(uid 0\) or root: this node does "
                               r"not join another user's store \(fix: stop uid 65534's process "
                               r"on port %d" % (port, port))
