@@ -122,6 +122,12 @@ Result<std::optional<uid_t>> AskKernel(const DiagEnd& self, const DiagEnd& peer)
   return ReadAnswer(buffer, n);
 }
 
+// A loopback address: a socket with one is always in this network namespace.
+bool IsLoopback(const DiagEnd& end) {
+  if (end.family == AF_INET) return (ntohl(end.addr[0]) >> 24) == 127;
+  return end.addr[0] == 0 && end.addr[1] == 0 && end.addr[2] == 0 && ntohl(end.addr[3]) == 1;
+}
+
 }  // namespace
 
 Result<std::optional<uid_t>> TcpSocketOwner(const sockaddr_storage& self,
@@ -134,7 +140,10 @@ Result<std::optional<uid_t>> TcpSocketOwner(const sockaddr_storage& self,
         "both IPv6",
         "this is a bug in gculaunch; please report it"};
   }
-  return AskKernel(s, p);
+  auto owner = AskKernel(s, p);
+  // Not found on loopback: it was here, and is gone (reset, or closed and expired).
+  if (owner.ok() && !owner->has_value() && IsLoopback(s)) return std::optional<uid_t>(kNoOwner);
+  return owner;
 }
 
 Result<std::optional<uid_t>> PeerSocketOwner(int fd) {

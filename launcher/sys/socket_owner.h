@@ -29,11 +29,13 @@
 
 namespace gculaunch::sys {
 
-/// The "uid" of a socket that is closing or not yet established (no owner is kept for it).
+/// The "uid" of a socket that is closing or not yet established (no owner is kept for it),
+/// or of a loopback socket that is gone.
 inline constexpr uid_t kNoOwner = static_cast<uid_t>(-1);
 
 /// The uid of the TCP socket whose own address is `self` and whose peer is `peer` (IPv4 or
-/// IPv6, v4-mapped or not); nullopt when this host has no such socket.  An error when the
+/// IPv6, v4-mapped or not); nullopt when this host has no such socket (kNoOwner when its
+/// address is a loopback one: such a socket can only have been here).  An error when the
 /// kernel could not be asked (no netlink, say), naming why.
 Result<std::optional<uid_t>> TcpSocketOwner(const sockaddr_storage& self,
                                             const sockaddr_storage& peer);

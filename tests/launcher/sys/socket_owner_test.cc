@@ -107,12 +107,21 @@ TEST_CASE("socket owner: a 4-tuple no socket has is not found", "[socket_owner]"
   for (auto* ss : {&self, &peer}) {
     auto& in = reinterpret_cast<sockaddr_in&>(*ss);
     in.sin_family = AF_INET;
-    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    in.sin_port = htons(1);  // nobody connects from port 1 to port 1
+    in.sin_addr.s_addr = htonl(0xC6120063);  // 198.18.0.99: no address of this host
+    in.sin_port = htons(1);                  // nobody connects from port 1 to port 1
   }
   auto owner = TcpSocketOwner(self, peer);
   REQUIRE(owner.ok());
   CHECK_FALSE(owner->has_value());
+  // On loopback the socket can only have been here: it is gone, and owned by nobody.
+  for (auto* ss : {&self, &peer}) {
+    reinterpret_cast<sockaddr_in&>(*ss).sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  owner = TcpSocketOwner(self, peer);
+  REQUIRE(owner.ok());
+  REQUIRE(owner->has_value());
+  CHECK(**owner == kNoOwner);
+  CHECK_FALSE(IsJobUserOrRoot(kNoOwner));
 }
 
 TEST_CASE("socket owner: ends of different families are an error", "[socket_owner]") {
