@@ -96,9 +96,10 @@ Result<std::optional<uid_t>> ReadAnswer(const std::array<char, 8192>& buffer, ss
     return AskFailed("an answer of an unexpected type");
   }
   const auto* msg = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
-  // A closed end kept for TIME_WAIT (or FIN_WAIT2 after close) and a half-open request are
-  // not full sockets: the kernel reports uid 0 for them, which must not read as root.
-  if (msg->idiag_state == kTimeWait || msg->idiag_state == kSynRecv ||
+  // A socket no process holds any more has no file (inode 0): one its owner closed (an
+  // orphan, or a TIME_WAIT entry, which the kernel reports in its FIN_WAIT2 or TIME_WAIT
+  // substate with uid 0), or a request not yet accepted.  uid 0 must not read as root.
+  if (msg->idiag_inode == 0 || msg->idiag_state == kTimeWait || msg->idiag_state == kSynRecv ||
       msg->idiag_state == kNewSynRecv) {
     return std::optional<uid_t>(kNoOwner);
   }

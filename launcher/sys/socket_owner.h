@@ -9,9 +9,9 @@
 // connection served by a dual-stack (IPv6) socket is found too: the kernel looks a v4-mapped
 // 4-tuple up among the IPv4 connections, where such sockets are hashed.  The uid is the one
 // the kernel reports: the user that created the socket, or for an accepted socket the user of
-// the process that accepted it (until then, the listener's).  An end that is closing
-// (TIME_WAIT, or FIN_WAIT2 once its owner closed it) or a request not yet established has no
-// owner the kernel keeps (it reports uid 0): the look-up says kNoOwner, never "root".
+// the process that accepted it.  An end that no process holds (closed by its owner: an orphan
+// or a TIME_WAIT entry, which the kernel reports with uid 0; or not yet accepted) has no
+// owner: the look-up says kNoOwner, never "root".
 //
 // Only what this host's network namespace holds can be found: the peer of a connection from
 // another host (or another namespace) is "elsewhere", not an error.
@@ -29,8 +29,8 @@
 
 namespace gculaunch::sys {
 
-/// The "uid" of a socket that is closing or not yet established (no owner is kept for it),
-/// or of a loopback socket that is gone.
+/// The "uid" of a socket no process holds (closed by its owner, or not yet accepted), or of a
+/// loopback socket that is gone.
 inline constexpr uid_t kNoOwner = static_cast<uid_t>(-1);
 
 /// The uid of the TCP socket whose own address is `self` and whose peer is `peer` (IPv4 or
