@@ -41,6 +41,7 @@
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
 #include "launcher/sys/safe_files.h"
+#include "launcher/sys/socket_owner.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
 #include "launcher/sys/worker_exit.h"
@@ -247,6 +248,8 @@ Launch::Loop::Loop(Launch& launch)
       options.limits.max_buffered = *launch.spec_.store_max_buffered;
     options.agent_secret = launch.spec_.job_secret;
     options.allow = launch.spec_.store_allow;
+    // The cap is the job's: at it, other local users' connections go first (server.h).
+    options.foreign_peer = sys::IsForeignLocalPeer;
     store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
     launch.WarnIfStoreTooSmall();
     store->server().Set("run_id", launch.runtime_.run_id);

@@ -62,6 +62,10 @@ struct LaunchSpec {
   /// store_host was inferred from the endpoint's host (not given): a second launcher of the
   /// job on the endpoint's host joins as a client when the port is taken, as torchrun does.
   bool store_host_inferred = false;
+  /// Inferred, and the store's port was taken on the endpoint's own host, so this node joins
+  /// that listener as a client: the listener must then be the job's user's or root's
+  /// (checked on each connection to it, launcher/cluster/agent_link.h).
+  bool store_listener_here = false;
   /// Elastic: --rdzv-conf last_call_timeout (seconds, torchrun's default 30).
   double last_call_s = 30;
   int node_rank = 0;       ///< GROUP_RANK
