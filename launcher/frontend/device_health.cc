@@ -1,7 +1,6 @@
 #include "launcher/frontend/device_health.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <map>
 #include <utility>
@@ -10,19 +9,6 @@
 
 namespace gculaunch {
 namespace {
-
-std::string Trim(const std::string& s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b])) != 0) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])) != 0) --e;
-  return s.substr(b, e - b);
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -38,14 +24,9 @@ std::vector<std::string> SplitLines(const std::string& text) {
 }
 
 std::vector<std::string> SplitCommas(const std::string& line) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    out.push_back(Trim(line.substr(start, comma == std::string::npos ? comma : comma - start)));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
+  std::vector<std::string> out = Split(line, ',');
+  for (std::string& value : out) value = Trim(value);
+  return out;
 }
 
 std::string FirstLine(const std::string& text) {
@@ -65,11 +46,10 @@ std::optional<bool> Breaks(const std::string& rule, const std::string& value) {
   static const std::string kAbove = "above ";
   if (rule.rfind(kAbove, 0) != 0) return Lower(value) == Lower(rule);
   const std::string limit = rule.substr(kAbove.size());
-  if (value.empty() || value.size() > 18 ||
-      !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return std::stoll(value) > std::stoll(limit);
+  const auto number = ParseInteger(value);
+  const auto bound = ParseInteger(limit);
+  if (!number || !bound) return std::nullopt;
+  return *number > *bound;
 }
 
 // Each card's findings, by card, in the order the cards first appear.
@@ -353,18 +333,6 @@ HealthRow JudgeHealthCommand(const std::string& command, const HealthRun& run,
   row.verdict = HealthVerdict::kUnhealthy;
   row.cards = cards;
   return row;
-}
-
-std::string HealthVerdictName(HealthVerdict verdict) {
-  switch (verdict) {
-    case HealthVerdict::kHealthy:
-      return "healthy";
-    case HealthVerdict::kUnhealthy:
-      return "UNHEALTHY";
-    case HealthVerdict::kNotChecked:
-      return "not checked";
-  }
-  return "?";
 }
 
 }  // namespace gculaunch

@@ -93,7 +93,4 @@ std::vector<HealthRow> JudgeBuiltinHealth(const DeviceProfile& profile, const De
 HealthRow JudgeHealthCommand(const std::string& command, const HealthRun& run,
                              const std::vector<std::string>& cards);
 
-/// "healthy", "UNHEALTHY", "not checked".
-std::string HealthVerdictName(HealthVerdict verdict);
-
 }  // namespace gculaunch

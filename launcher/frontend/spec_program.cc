@@ -563,8 +563,8 @@ Status SpecBuilder::Health() {
     const std::string& tool = spec_.profile.health->tool;
     spec_.health_tool_path = files_.FindExecutable(tool, path).value_or("");
     Note(spec_.health_tool_path.empty()
-             ? "health checks: " + tool + " is not installed (not on PATH): the cards' " +
-                   "device files and driver are checked before every attempt"
+             ? "health checks: the cards' device files and driver before every attempt (" + tool +
+                   ": not on PATH, not checked)"
              : "health checks: " + spec_.health_tool_path + " before every attempt (" +
                    std::to_string(spec_.profile.health->fields.size()) +
                    " field(s) of the device profile), with the device files and driver");

@@ -71,7 +71,6 @@ class HealthRunner {
   void Cancel();
   /// A check is under way.
   bool busy() const { return static_cast<bool>(done_); }
-  const HealthPlan& plan() const { return plan_; }
 
  private:
   struct Pending;

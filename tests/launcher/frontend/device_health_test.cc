@@ -86,7 +86,7 @@ TEST_CASE("device health: Yes/No remap fields", "[device_health]") {
         "card 2: row remapping failed (remapped_rows.failure = Yes)");
 }
 
-TEST_CASE("device health: [N/A] and [Not Supported] are not checked, never unhealthy",
+TEST_CASE("device health: N/A and Not Supported values are not checked, never unhealthy",
           "[device_health]") {
   const HealthRow row = JudgeFull(Exited(0, Data("mig_na.csv")), {"0", "1"});
   CHECK(row.verdict == HealthVerdict::kHealthy);
@@ -127,7 +127,7 @@ TEST_CASE("device health: a lost GPU makes the cards without a row unhealthy", "
                          0) == 0);
 }
 
-TEST_CASE("device health: a hung tool makes every card unhealthy; a missing one is not checked",
+TEST_CASE("device health: a hung tool makes every card unhealthy, a missing one is not checked",
           "[device_health]") {
   HealthRun hung;
   hung.kind = HealthRun::Kind::kTimedOut;
@@ -204,7 +204,7 @@ TEST_CASE("device health: the profile's health section is parsed strictly", "[de
     return p.error().Format();
   };
   CHECK(error("health:\n  tool: smi\n  args: ['-q']\n  fields: [{name: a, unhealthy: 'Yes'}]\n") ==
-        "x.yaml:3: 'health.args' must contain {fields} (fix: write the query argument with "
+        "x.yaml:4: 'health.args' must contain {fields} (fix: write the query argument with "
         "{fields}, e.g. '--query-gpu={fields}')");
   CHECK(error("health:\n  tool: smi\n  args: ['{fields}']\n  fields: [{name: a, unhealthy: "
               "above x}]\n") ==
