@@ -61,14 +61,20 @@ exit 0
 
 
 def read(path):
-    with open(path) as f:
-        return float(f.read())
+    """The time in `path`; None when the rank was stopped (by rank 0's failure) before it
+    wrote one."""
+    try:
+        with open(path) as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def latencies(out, restarts, nproc):
     lat = []
     for a in range(restarts):
-        first = min(read(os.path.join(out, "start.%d.%d" % (a + 1, r))) for r in range(nproc))
+        starts = [read(os.path.join(out, "start.%d.%d" % (a + 1, r))) for r in range(nproc)]
+        first = min(t for t in starts if t is not None)  # rank 0 always writes before failing
         lat.append(first - read(os.path.join(out, "fail.%d" % a)))
     return lat
 
@@ -77,7 +83,8 @@ def run_one(gculaunch, work, config, restarts, nproc):
     out = tempfile.mkdtemp(dir=work)
     env = dict(os.environ, PATH=os.path.join(work, "bin") + ":" + os.environ.get("PATH", ""))
     cmd = [gculaunch, "--standalone", "--master-port", "0", "--nproc-per-node", str(nproc),
-           "--max-restarts", str(restarts), "--restart-backoff", "off", "--no-python"]
+           "--max-restarts", str(restarts), "--restart-backoff", "off", "--max-same-failures", "0",
+           "--no-python"]
     if config == "none":
         cmd += ["--device", "cpu"]
     else:
