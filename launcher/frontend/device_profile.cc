@@ -283,12 +283,9 @@ Status ReadTopLevel(const ProfileReader& reader, const YAML::Node& root, DeviceP
       if (Status ok = ReadDevices(reader, value, p); !ok.ok()) return ok;
       continue;
     }
-    if (key == "env") {
-      if (Status ok = ReadEnv(reader, value, p); !ok.ok()) return ok;
-      continue;
-    }
-    if (key == "health") {
-      if (Status ok = ReadHealth(reader, value, p); !ok.ok()) return ok;
+    if (key == "env" || key == "health") {
+      const Status ok = key == "env" ? ReadEnv(reader, value, p) : ReadHealth(reader, value, p);
+      if (!ok.ok()) return ok;
       continue;
     }
     if (key == "aliases" || key == "visible_env") {

@@ -204,18 +204,22 @@ TEST_CASE("device health: the profile's health section is parsed strictly", "[de
     return p.error().Format();
   };
   CHECK(error("health:\n  tool: smi\n  args: ['-q']\n  fields: [{name: a, unhealthy: 'Yes'}]\n") ==
-        "x.yaml:4: 'health.args' must contain {fields} (fix: write the query argument with "
+        "gculaunch: x.yaml:4: 'health.args' must contain {fields} (fix: write the query argument "
+        "with "
         "{fields}, e.g. '--query-gpu={fields}')");
   CHECK(error("health:\n  tool: smi\n  args: ['{fields}']\n  fields: [{name: a, unhealthy: "
               "above x}]\n") ==
-        "x.yaml:6: 'unhealthy: above x' is not 'above N' (fix: write unhealthy: 'above 0' (a "
+        "gculaunch: x.yaml:6: 'unhealthy: above x' is not 'above N' (fix: write unhealthy: 'above "
+        "0' (a "
         "whole number), or the exact bad value)");
   CHECK(error("health:\n  tool: /bin/smi\n  args: ['{fields}']\n  fields: [{name: a, "
               "unhealthy: 'Yes'}]\n") ==
-        "x.yaml:4: 'health.tool' must be a program name, not a path (fix: write the name (it "
+        "gculaunch: x.yaml:4: 'health.tool' must be a program name, not a path (fix: write the "
+        "name (it "
         "is looked up on PATH))");
   CHECK(error("health:\n  tol: smi\n") ==
-        "x.yaml:4: unknown key 'health.tol' (fix: known keys under health: tool, args, index, "
+        "gculaunch: x.yaml:4: unknown key 'health.tol' (fix: known keys under health: tool, args, "
+        "index, "
         "fields, lost, timeout)");
 }
 
