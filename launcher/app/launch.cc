@@ -260,6 +260,7 @@ Launch::Loop::Loop(Launch& launch)
     options.agent_secret = launch.spec_.job_secret;
     options.allow = launch.spec_.store_allow;
     store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
+    launch.WarnIfStoreTooSmall();
     store->server().Set("run_id", launch.runtime_.run_id);
     // --warm-ranks: the standbys compete for the CPU only once every rank is past its start.
     if (standbys) {
@@ -436,6 +437,33 @@ std::string Launch::StoreConnectionCapHint() const {
   if (StoreConnectionCap() >= kMaxStoreConnections) return "";
   const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
   return "raise `ulimit -n` (now " + std::to_string(limit) + ")";
+}
+
+// A store that will have to refuse the job's own ranks is known before the first rank starts,
+// so it is said then, once, with the number to set, rather than as refusals in the middle of
+// init_process_group.  What the job may open: torch 1.13's ranks keep two connections each (the
+// client and its WAIT callback), later torch one; every node's agent one more, and a margin for
+// `gculaunch status`, probes and reconnects.  The world size is the largest the job can reach.
+void Launch::WarnIfStoreTooSmall() const {
+  const std::uint64_t need = 2 * static_cast<std::uint64_t>(spec_.world_size) +
+                             static_cast<std::uint64_t>(spec_.nnodes) + 16;
+  const std::uint64_t cap = StoreConnectionCap();
+  if (cap >= need) return;
+  const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
+  if (need > kMaxStoreConnections) {
+    log_.warn(
+        "the store serves at most {} connections, and a job of {} ranks on {} nodes may open up "
+        "to {} (fix: split the job's store traffic, or expect refused connections at start-up)",
+        kMaxStoreConnections, spec_.world_size, spec_.nnodes, need);
+    return;
+  }
+  const std::uint64_t set = limit + (need - cap);
+  log_.warn(
+      "the store can hold {} connections under the open-file limit {}, and a job of {} ranks on "
+      "{} nodes may open up to {} (fix: raise the hard open-file limit of node 0 to at least {}: "
+      "`ulimit -Hn {}` before gculaunch, LimitNOFILE= in a systemd unit, or the container's "
+      "nofile ulimit)",
+      cap, limit, spec_.world_size, spec_.nnodes, need, set, set);
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).

@@ -470,6 +470,10 @@ void Supervisor::OnSignal(int sig) {
         ++teardown_signals_;
         log_.warn("received {} while waiting to restart the ranks: no restart, exiting",
                   SignalName(sig));
+      } else if (state_.phase == Phase::kWaitingForJob) {
+        ++teardown_signals_;
+        log_.warn("received {} while no rank runs (waiting for the job): exiting",
+                  SignalName(sig));
       } else if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {
         log_.warn("received {}: forwarding it to every rank, SIGKILL after {}", SignalName(sig),
                   Seconds(config_.grace, -1));
