@@ -284,7 +284,7 @@ Status ReadTopLevel(const ProfileReader& reader, const YAML::Node& root, DeviceP
       continue;
     }
     if (key == "env" || key == "health") {
-      const Status ok = key == "env" ? ReadEnv(reader, value, p) : ReadHealth(reader, value, p);
+      Status ok = key == "env" ? ReadEnv(reader, value, p) : ReadHealth(reader, value, p);
       if (!ok.ok()) return ok;
       continue;
     }
