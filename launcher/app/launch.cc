@@ -36,8 +36,10 @@
 #include "launcher/run/rank_output.h"
 #include "launcher/run/rank_planner.h"
 #include "launcher/sys/child_watcher.h"
+#include "launcher/sys/device_probe.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
+#include "launcher/sys/health_runner.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
 #include "launcher/sys/safe_files.h"
@@ -114,6 +116,16 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.catch_hup = !sys::SignalIgnored(SIGHUP);
   config.extra_stop_signals = spec.extra_stop_signals;
   return config;
+}
+
+// The health gate before every attempt (health_runner.h); null when there is nothing to check
+// (a profile without cards, no tool, no --health-check).
+std::unique_ptr<HealthRunner> MakeHealthRunner(const LaunchSpec& spec, const EnvMap& env,
+                                               boost::asio::io_context& io,
+                                               const DeviceProbe& probe) {
+  std::optional<HealthPlan> plan = HealthPlanFor(spec, env);
+  if (!plan) return nullptr;
+  return std::make_unique<HealthRunner>(io, std::move(*plan), probe);
 }
 
 // Why this node cannot see the ranks pass init_process_group ("" when it can): only the node
@@ -692,8 +704,12 @@ int Launch::Supervise(Loop& loop, ClusterNode& cluster) {
                        std::chrono::milliseconds(250),
                        SecondsToMillis(spec_.progress_interval_s)};
   deps.standbys = loop.standbys ? &*loop.standbys : nullptr;
-  Supervisor supervisor(std::move(deps), log_, loop.config, loop.planner,
-                        cluster.attempt_observer(), cluster.job_link());
+  const FileSystemDeviceProbe probe(spec_.sysroot);
+  const std::unique_ptr<HealthRunner> health = MakeHealthRunner(spec_, env_, loop.io, probe);
+  SupervisorConfig config = loop.config;
+  config.health = health.get();
+  Supervisor supervisor(std::move(deps), log_, config, loop.planner, cluster.attempt_observer(),
+                        cluster.job_link());
   cluster.Start(supervisor);
   loop.supervisor = &supervisor;
   boost::asio::steady_timer guardian_timer(loop.io);

@@ -185,6 +185,14 @@ struct LaunchSpec {
   std::vector<std::vector<int>> rank_cpus;
   std::vector<std::string> rank_cpus_where;
 
+  // ---- health gate (launcher/frontend/device_health.h) ----
+  /// The profile's health tool (profile.health) found on PATH; empty: none, or not installed.
+  std::string health_tool_path;
+  std::string health_check;            ///< --health-check as found (a path); empty: none
+  std::string health_check_name;       ///< --health-check as given
+  double health_check_timeout_s = 30;  ///< --health-check-timeout
+  std::string sysroot = "/";           ///< --sysroot: where the gate looks for /dev and /sys
+
   // ---- environment ----
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)
   std::string omp_num_threads_default;  ///< set when the user has no OMP_NUM_THREADS; empty: none

@@ -91,6 +91,7 @@ class SpecBuilder {
   Status StoreAccess();
   Status Extras();
   Status LoopStop();
+  Status Health();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;
