@@ -82,6 +82,7 @@ struct JobSnapshot {
   int node_losses = 0;
   std::optional<int> exit_code;  ///< once the job stopped
   std::string stop_reason;
+  std::optional<Outcome> outcome;  ///< once the job stopped (base/outcome.h)
 
   int RanksRunning() const;
   int NodesPresent() const;
