@@ -91,6 +91,8 @@ class SpecBuilder {
   Status StoreAccess();
   Status Extras();
   Status LoopStop();
+  Status ExitCodes();
+  Status ExitBarrier();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;
