@@ -13,6 +13,7 @@
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
+#include "base/outcome.h"
 #include "launcher/cluster/cluster_node.h"
 #include "launcher/cluster/store_board.h"
 #include "launcher/cluster/store_host.h"
@@ -46,6 +47,7 @@
 #include "launcher/sys/socket_owner.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
+#include "launcher/sys/termination_log.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
@@ -356,11 +358,16 @@ int Launch::Run() {
   SetUpProcess();
   if (auto script = CheckScript(spec_); !script.ok()) {
     PrintError(script.error());
-    return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
+    // 127 not found, 126 unreadable, as the shell says.
+    return EarlyExit(Outcome::kSpawnFailed, script.error().exit_code, script.error().Format());
   }
   log_.debug("ranks' torch: {}", DescribeRanksTorch(spec_.ranks_torch));
   StartGuardian();
-  if (!ChooseAtLaunch()) return exit_code::kUsage;
+  if (!ChooseAtLaunch()) {
+    return EarlyExit(Outcome::kUsage, exit_code::kUsage,
+                     "the launch could not be prepared (store port, metrics port, scratch or "
+                     "log directory): gculaunch's stderr has the line");
+  }
   const int code = RunLoop();
   ConfirmTorchProbe();
   Teardown();
@@ -675,7 +682,7 @@ int Launch::RunLoop() {
   if (!cluster.ok()) {
     log_.error("{} (fix: {})", cluster.error().what, cluster.error().hint);
     CloseLoop(loop);
-    return exit_code::kUsage;
+    return EarlyExit(Outcome::kUsage, exit_code::kUsage, cluster.error().Format());
   }
   // The ranks' interpreter, run once for the cache (sys::TorchProbe), starts once the ranks
   // had time to start: even at the lowest priority a pyenv shim's twenty-odd shell processes
@@ -727,13 +734,14 @@ int Launch::Supervise(Loop& loop, ClusterNode& cluster) {
   guardian_timer.cancel();
   cluster.Finish(ByeBound(loop));
   if (loop.store) loop.store->Stop();
-  if (loop.metrics) loop.metrics->Stop();
   loop.supervisor = nullptr;
   // Dismissed standbys: their groups must be gone too before the guardian hears "done".
   const bool standbys_gone = !loop.standbys || loop.standbys->Drain(kStandbyDrainBound);
   all_groups_empty_ = outcome.groups_empty && outcome.stuck.empty() && standbys_gone;
-  Report(loop, cluster, outcome);
-  return outcome.exit_code;
+  const int code = Report(loop, cluster, outcome);
+  // After the report: a scrape in between sees the outcome (gculaunch_outcome).
+  if (loop.metrics) loop.metrics->Stop();
+  return code;
 }
 
 // TORCHELASTIC_ENABLE_FILE_TIMER=1 (file_timer.h).  An expired timer's signal goes only to a
@@ -852,21 +860,42 @@ std::unique_ptr<ControlSocket> Launch::ListenForControl(Loop& loop, JobStacks st
 
 // How long a node waits after its ranks' end for the other nodes to say bye: a node stuck in
 // its teardown has the grace period and the kill wait, and a margin.
-std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) {
+std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) const {
+  if (spec_.exit_barrier_timeout_s) {  // --exit-barrier-timeout (torch's name for this wait)
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(*spec_.exit_barrier_timeout_s));
+  }
   return std::chrono::steady_clock::now() + loop.config.grace + loop.config.kill_wait +
          std::chrono::seconds(30);
 }
 
 // ---- exit summary ----
 
-void Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome) {
+int Launch::EarlyExit(Outcome outcome, int rank_code, const std::string& line) {
+  const int code = SchemeExitCode(spec_.exit_scheme, outcome, rank_code);
+  WriteTermination(EarlyTerminationMessage(outcome, code, line));
+  return code;
+}
+
+// --termination-log (sys/termination_log.h); a failure costs a warning, never the exit code.
+void Launch::WriteTermination(const std::string& text) {
+  const std::string path = sys::ChooseTerminationLog(spec_.termination_log);
+  if (path.empty()) return;
+  if (Status written = sys::WriteTerminationLog(path, text); !written.ok()) {
+    log_.warn("{} (fix: {})", written.error().what, written.error().hint);
+  }
+}
+
+int Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome) {
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
+  in.exit_scheme = spec_.exit_scheme;
   // The count includes the ranks' last output, unless a console that does not drain holds it.
   (void)loop.writer.WaitDrained(std::chrono::seconds(2));
   in.log_bytes_dropped = loop.writer.log_bytes_dropped();
   cluster.DescribeJobEnd(in);
   const ExitSummary summary = BuildExitSummary(in);
-  loop.events.On(JobEvent::Stop(outcome.exit_code, OutcomeName(in)));
+  loop.events.On(JobEvent::Stop(summary.exit_code, summary.outcome, outcome.exit_code));
   for (const std::string& line : summary.text) {
     loop.writer.Urgent(loop.console_err, "gculaunch: " + line + "\n");
   }
@@ -885,6 +914,8 @@ void Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& ou
       log_.warn("TORCHELASTIC_ERROR_FILE: {}", w.error().what);
     }
   }
+  WriteTermination(summary.termination_message);
+  return summary.exit_code;
 }
 
 void Launch::CloseLoop(Loop& loop) {

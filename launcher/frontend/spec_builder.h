@@ -92,6 +92,8 @@ class SpecBuilder {
   Status Extras();
   Status LoopStop();
   Status Health();
+  Status ExitCodes();
+  Status ExitBarrier();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;

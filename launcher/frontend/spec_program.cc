@@ -586,4 +586,46 @@ Status SpecBuilder::Health() {
   return OkStatus();
 }
 
+// --exit-codes and --termination-log: what the platform sees at the end (base/outcome.h;
+// README.md, "Exit codes"; docs/kubernetes.md).  The first step: a bad scheme is reported
+// before anything else.
+Status SpecBuilder::ExitCodes() {
+  spec_.exit_scheme = o_.exit_codes.value_or(ExitScheme::kRank);
+  const std::string own = env_.GetOr("GCULAUNCH_EXIT_CODES", "");
+  if (!o_.exit_codes && !own.empty()) {
+    auto scheme = ExitSchemeNamed(own);
+    if (!scheme) {
+      return Error{"GCULAUNCH_EXIT_CODES '" + own + "': expected rank or classes",
+                   "e.g. GCULAUNCH_EXIT_CODES=classes"};
+    }
+    spec_.exit_scheme = *scheme;
+  }
+  spec_.termination_log = o_.termination_log.value_or("");
+  return OkStatus();
+}
+
+// --exit-barrier-timeout (TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT): node 0's wait for the other
+// nodes' bye at exit.  After the topology: one node has no such wait.
+Status SpecBuilder::ExitBarrier() {
+  spec_.exit_barrier_timeout_s = o_.exit_barrier_timeout;
+  const std::string torch = env_.GetOr("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "");
+  if (!spec_.exit_barrier_timeout_s && !torch.empty()) {
+    char* end = nullptr;
+    const double seconds = std::strtod(torch.c_str(), &end);
+    if (end == torch.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
+      return Error{
+          "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT '" + torch + "': expected seconds (a number >= 0)",
+          "e.g. TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT=300, or unset it"};
+    }
+    spec_.exit_barrier_timeout_s = seconds;
+  }
+  if (spec_.exit_barrier_timeout_s && !RunsAsCluster(spec_)) {
+    Note(
+        "--exit-barrier-timeout (TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT): one node has no exit "
+        "barrier (nothing waits for other "
+        "nodes at exit); it applies to node 0 of a job of several nodes");
+  }
+  return OkStatus();
+}
+
 }  // namespace gculaunch

@@ -86,6 +86,7 @@ struct JobSnapshot {
   /// steps aside.  Empty: healthy, or not checked yet.
   std::vector<std::string> unhealthy_cards;
   std::string unhealthy;
+  std::optional<Outcome> outcome;  ///< once the job stopped (base/outcome.h)
 
   int RanksRunning() const;
   int NodesPresent() const;
