@@ -1,6 +1,6 @@
 // The upstream protocol: how a node's store proxy (proxy.h) carries its own ranks' TCPStore
 // connections to node 0's store over one TCP connection (docs/tcpstore-protocol.md, section
-// 10).  Both ends are gculaunch; no torch process ever speaks it.
+// 12).  Both ends are gculaunch; no torch process ever speaks it.
 //
 // Why frames with stream ids: a TCPStore reply carries no request label, which is why torch
 // gives every rank its own connection: one rank's blocking WAIT must not stall another's GET.

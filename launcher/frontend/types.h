@@ -51,6 +51,7 @@ struct StdStreams {
 /// (rank_env.h) makes them.
 struct RankRuntime {
   std::string master_port;  ///< MASTER_PORT as exported
+  std::string master_addr;  ///< MASTER_ADDR as exported when not spec.master_addr (a proxy)
   std::string run_id;       ///< TORCHELASTIC_RUN_ID
   /// gculaunch's private directory for every file a rank opens by name: error files
   /// (<root>/attempt_<n>/<local_rank>/error.json), stacks and heartbeat files, the hook and
