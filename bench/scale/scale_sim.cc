@@ -7,8 +7,9 @@
 //       Node k meets node 0 at 127.0.<k/4096>.1 (node 0 listens on every address), so that
 //       no destination is reached by more agent connections than one source address has
 //       ports.  With --store-proxy among the flags, every node gets the real store proxy
-//       (rendezvous/proxy.h) on its own source address, and its ranks connect there.  Prints {"event": "prepared", ...} once every node is built, then obeys one
-//       command per line on stdin:
+//       (rendezvous/proxy.h) on its own source address, and its ranks connect there.
+//       Prints {"event": "prepared", ...} once every node is built, then obeys one command
+//       per line on stdin:
 //         go          every node joins the job
 //         fail K      node K's local rank 0 exits 1
 //         kill K      node K's gculaunch is SIGKILLed (ranks and connections gone)
@@ -37,7 +38,6 @@ extern char** environ;
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <map>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/signal_set.hpp>
