@@ -116,6 +116,14 @@ std::string MasterPortText(const LaunchSpec& spec) {
   return spec.master_port != 0 ? std::to_string(spec.master_port) : kPortPlaceholder;
 }
 
+// Where this node's ranks' store traffic goes: "" when straight to the store.
+std::string StoreTraffic(const LaunchSpec& spec) {
+  if (!ProxiesStore(spec)) return "";
+  return "through this node's store proxy (" + std::string(kProxyAddress) + ":" +
+         kProxyPortPlaceholder + ") to node 0's store at " + spec.master_addr + ":" +
+         MasterPortText(spec) + ", over one connection";
+}
+
 // --metrics-port: where /metrics is served (port 0: the one chosen at launch).
 std::string MetricsUrl(const LaunchSpec& spec) {
   const std::string& a = spec.metrics_addr;
@@ -257,14 +265,6 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   }
   // replace: a variable holding invalid UTF-8 must not make dump() throw.
   return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
-// Where this node's ranks' store traffic goes: "" when straight to the store.
-std::string StoreTraffic(const LaunchSpec& spec) {
-  if (!ProxiesStore(spec)) return "";
-  return "through this node's store proxy (" + std::string(kProxyAddress) + ":" +
-         kProxyPortPlaceholder + ") to node 0's store at " + spec.master_addr + ":" +
-         MasterPortText(spec) + ", over one connection";
 }
 
 std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
