@@ -295,10 +295,11 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
     if (lost_ || stopped_) return;
     lost_ = true;
     if (options_.on_lost) asio::post(io_, [f = options_.on_lost, why] { f(why); });
-    log_.error(
-        "store proxy: {}; closing the {} rank connections it carried and its port {} (the "
-        "ranks fail as against a lost store)",
-        why, sessions_.size(), port_);
+    // Without rank connections (node 0 ended the job first, say) nothing fails with it.
+    log_.log(sessions_.empty() ? spdlog::level::info : spdlog::level::err,
+             "store proxy: {}; closing the {} rank connections it carried and its port {} (the "
+             "ranks fail as against a lost store)",
+             why, sessions_.size(), port_);
     CloseAll();
   }
 
