@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/scale.py - the control plane at scale: thousands of simulated nodes on one machine.
 
-  python3 -m bench.scale --nodes N --ranks-per-node R [--torch 1.13|2.x] [--json] ...
+  python3 -m bench.scale --nodes N --ranks-per-node R [--torch 1.13|2.x] [--store-proxy]
+                        [--json] ...
 
 Node 0 is the real gculaunch (its store, coordinator and agent, with R simulated ranks as
 processes: `scale_sim rank`).  Nodes 1..N-1 are simulated by `scale_sim nodes` (bench/scale/):
@@ -12,7 +13,9 @@ torch rank of an NCCL job does at start-up (bench/scale/sim_rank.h): connect (tw
 1.13), ADD init/, the store barrier of init_process_group, the unique id published by rank 0
 and waited for by every other rank.  The ranks of node k connect from their own source
 address 127.64.x.y (one address has about 28k ephemeral ports towards one store port), the
-agents meet node 0 at 127.0.<k/4096>.1.
+agents meet node 0 at 127.0.<k/4096>.1.  With --store-proxy every simulated node also runs
+gculaunch's store proxy (rendezvous/proxy.h) on its source address and its ranks connect
+there, so node 0 sees one upstream connection per node besides the agents'.
 
 Measured, in this order (each phase bounded by --phase seconds):
   rendezvous_s       node 0 started -> every node started its ranks (the plan reached all)

@@ -274,6 +274,10 @@ Result<RankRoute> StartProxies(asio::io_context& io, const std::vector<LaunchSpe
   for (const LaunchSpec& spec : specs) {
     const std::string address = direct.source(spec.node_rank);
     auto listener = rendezvous::ListenSocket::Bind(address, 0);
+    // Node 0 binds its store port on every address after this: a proxy must not hold it.
+    if (listener.ok() && listener->port() == spec.master_port) {
+      listener = rendezvous::ListenSocket::Bind(address, 0);  // bound before the first closes
+    }
     if (!listener.ok()) return listener.error();
     (*ports)[spec.node_rank] = listener->port();
     rendezvous::ProxyOptions options;
