@@ -5,7 +5,9 @@ each non-zero node's store proxy, on two and on three hosts.  Node 0's rank 0 re
 test asserts from gculaunch_store_connections_total that node 0 saw a few connections per node,
 not one per rank: each non-zero node runs more ranks than that bound allows.  The ranks of a
 proxied node get MASTER_ADDR=127.0.0.1 and the proxy's port; node 0's ranks keep node 0's
-address.  Also: the dry run names the route and the hazard, and --store-proxy with
+address.  The same with torch 2.6 from the trixie root on two hosts; a proxied rank's failure
+with --max-restarts 1 (node 0's new attempt closes the old streams, attempt 1 all-reduces through
+the same proxy).  Also: the dry run names the route and the hazard, and --store-proxy with
 --no-agent-store is one line, exit 2.
 """
 import json
@@ -32,14 +34,17 @@ world = dist.get_world_size()
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 assert t.item() == world * (world + 1) / 2, (t.item(), world)
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+if os.environ.get("FAIL_RANK") == str(rank) and attempt == 0:
+    sys.exit(7)
 dist.barrier()
-if rank == 0:
+if rank == 0 and attempt == 0:
     with urllib.request.urlopen(os.environ["METRICS_URL"], timeout=30) as reply:
         text = reply.read().decode()
     with open(os.path.join(work, "metrics.txt"), "w") as f:
         f.write(text)
 dist.barrier()
-print("rank %d of %d sum %.0f" % (rank, world, t.item()), flush=True)
+print("attempt %d rank %d of %d sum %.0f" % (attempt, rank, world, t.item()), flush=True)
 dist.destroy_process_group()
 '''
 
@@ -87,7 +92,8 @@ class StoreProxy(unittest.TestCase):
         world = 1 + OTHER_NPROC * (nnodes - 1)
         out = "".join(j.stdout for j in jobs)
         for rank in range(world):
-            self.assertIn("rank %d of %d sum %d" % (rank, world, world * (world + 1) // 2), out)
+            self.assertIn("attempt 0 rank %d of %d sum %d" % (rank, world, world * (world + 1) // 2),
+                          out)
         # Node 0's ranks reach its store directly; every other node's through its proxy.
         self.assertEqual(self.env_of(0)["MASTER_ADDR"], hosts.addr(0))
         self.assertEqual(self.env_of(0)["MASTER_PORT"], str(PORT))
@@ -134,6 +140,21 @@ class StoreProxy(unittest.TestCase):
         gltest.write_no_libuv_sitecustomize(self.work)
         self.run_job(2, python=path,
                      extra_env={"PYTHONPATH": self.work, "GLTEST_TCPSTORE_NO_LIBUV": "1"})
+
+    def test_restart_through_the_proxy(self):
+        # Rank 2 (node 1, proxied) fails in attempt 0: node 0's new attempt closes the old
+        # streams, and attempt 1's ranks all-reduce through the same proxy.
+        hosts = self.hosts(2)
+        env = {"FAIL_RANK": "2"}
+        jobs = [self.node(hosts, 0, 2, 1, ["--max-restarts", "1"], extra_env=env),
+                self.node(hosts, 1, 2, 2, ["--max-restarts", "1"], extra_env=env)]
+        codes = [job.wait(timeout=300) for job in jobs]
+        self.assertEqual(codes, [0, 0], [j.stderr for j in jobs])
+        out = "".join(j.stdout for j in jobs)
+        for rank in range(3):
+            self.assertIn("attempt 1 rank %d of 3 sum 6" % rank, out)
+        self.assertIn("over one connection", jobs[1].stderr)
+        self.assertEqual(jobs[1].stderr.count("store proxy: the ranks' store connections"), 1)
 
     def test_dry_run_names_the_route_and_the_hazard(self):
         env = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "198.18.0.1",
