@@ -51,7 +51,6 @@ struct StdStreams {
 /// (rank_env.h) makes them.
 struct RankRuntime {
   std::string master_port;  ///< MASTER_PORT as exported
-  std::string master_addr;  ///< MASTER_ADDR as exported when not spec.master_addr (a proxy)
   std::string run_id;       ///< TORCHELASTIC_RUN_ID
   /// gculaunch's private directory for every file a rank opens by name: error files
   /// (<root>/attempt_<n>/<local_rank>/error.json), stacks and heartbeat files, the hook and
@@ -62,6 +61,9 @@ struct RankRuntime {
   /// reports), as shown; empty without log files.  gculaunch reaches it by descriptor only.
   std::string log_root;
   std::string launcher_pid;  ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
+  /// MASTER_ADDR as exported when it is not spec.master_addr: this node's store proxy
+  /// (--store-proxy); empty otherwise.  Last, so that {port, run_id, root} still reads as before.
+  std::string master_addr;
 };
 
 }  // namespace gculaunch
