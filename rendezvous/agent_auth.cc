@@ -21,16 +21,8 @@ std::string Hex(const unsigned char* bytes, std::size_t size) {
   return out;
 }
 
-}  // namespace
-
-std::string NewAuthNonce() {
-  std::array<unsigned char, 32> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) return "";
-  return Hex(bytes.data(), bytes.size());
-}
-
-std::string AuthProof(std::string_view secret, std::string_view nonce) {
-  std::string message(kAuthContext);
+std::string Mac(std::string_view secret, std::string_view context, std::string_view nonce) {
+  std::string message(context);
   message += nonce;
   std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
   unsigned int size = 0;
@@ -42,11 +34,42 @@ std::string AuthProof(std::string_view secret, std::string_view nonce) {
   return Hex(mac.data(), size);
 }
 
-bool VerifyAuthProof(std::string_view secret, std::string_view nonce, std::string_view proof) {
-  if (nonce.empty()) return false;
-  const std::string expected = AuthProof(secret, nonce);
+bool SameMac(const std::string& expected, std::string_view proof) {
   if (expected.empty() || proof.size() != expected.size()) return false;
   return CRYPTO_memcmp(expected.data(), proof.data(), expected.size()) == 0;
+}
+
+}  // namespace
+
+std::string NewAuthNonce() {
+  std::array<unsigned char, 32> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) return "";
+  return Hex(bytes.data(), bytes.size());
+}
+
+std::string AuthProof(std::string_view secret, std::string_view nonce) {
+  return Mac(secret, kAuthContext, nonce);
+}
+
+bool VerifyAuthProof(std::string_view secret, std::string_view nonce, std::string_view proof) {
+  return !nonce.empty() && SameMac(AuthProof(secret, nonce), proof);
+}
+
+std::string NodeZeroProof(std::string_view secret, std::string_view agent_nonce) {
+  return Mac(secret, kNode0Context, agent_nonce);
+}
+
+bool VerifyNodeZeroProof(std::string_view secret, std::string_view agent_nonce,
+                         std::string_view proof) {
+  return !agent_nonce.empty() && SameMac(NodeZeroProof(secret, agent_nonce), proof);
+}
+
+bool IsAgentNonce(std::string_view nonce) {
+  if (nonce.size() < 32 || nonce.size() > 128) return false;
+  for (char c : nonce) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 }  // namespace gculaunch::rendezvous

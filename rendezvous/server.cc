@@ -12,7 +12,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "rendezvous/agent_auth.h"
@@ -209,9 +211,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       victim->Close();
       store_.Close(id);
       sessions_.erase(id);
-      parked_.erase(id);
-      auth_.erase(id);
-      DropUpstream(id);
+      Forget(id);
     }
     shedding_ = false;
   }
@@ -221,9 +221,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     const ConnId id = session.id();
     store_.Close(id);
     sessions_.erase(id);
-    parked_.erase(id);
-    auth_.erase(id);
-    DropUpstream(id);
+    Forget(id);
     if (options_.connection_observer && !stopped_) {
       asio::post(io_, [observer = options_.connection_observer, id, why = session.error()] {
         observer(id, why);
@@ -250,8 +248,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       if (it == sessions_.end()) continue;
       it->second->Close();
       sessions_.erase(it);
-      parked_.erase(id);
-      auth_.erase(id);
+      Forget(id);
       ++closed;
     }
     const int backlog = DrainBacklog();
@@ -357,6 +354,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     bool proven = false;  ///< the connection proved the secret
   };
   std::unordered_map<ConnId, Auth> auth_;
+  /// At the cap (foreign_peer): the connections whose owner was looked up, and of those the
+  /// ones of another local user than the job's and root, oldest (lowest id) first.
+  std::unordered_set<ConnId> classified_;
+  std::set<ConnId> foreign_;
   bool stopped_ = false;
   bool shortage_logged_ = false;
   bool shedding_ = false;  ///< OnOverBudget is running
@@ -613,6 +614,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       AppendBlob(session.output(), auth.proven ? kAuthOk : "");
       return;
     }
+    if (request.op == Op::kGet && key.starts_with(kNode0ProofPrefix)) {
+      ProveNodeZero(session, key.substr(kNode0ProofPrefix.size()));
+      return;
+    }
     if (request.op == Op::kSet && key == kAuthProofKey && request.values.size() == 1) {
       if (options_.agent_secret.empty()) return;  // nothing to prove; the agent saw no nonce
       const std::string nonce = std::exchange(auth.nonce, "");
@@ -629,6 +634,22 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     }
     session.CloseAfterFlush(Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
                             " are reserved for the node agents' proof of the job secret");
+  }
+
+  // GET gculaunch/auth/node0-proof/<agent nonce>: this node's proof that it holds the secret,
+  // over the agent's nonce ("" without a secret: the agent then knows node 0 has none).
+  void ProveNodeZero(Session& session, std::string_view agent_nonce) {
+    if (options_.agent_secret.empty()) {
+      AppendBlob(session.output(), "");
+      return;
+    }
+    if (!IsAgentNonce(agent_nonce)) {
+      session.CloseAfterFlush(
+          "it asked for node 0's proof of the job secret over a nonce that is not 32 to 128 "
+          "lower-case hex digits");
+      return;
+    }
+    AppendBlob(session.output(), NodeZeroProof(options_.agent_secret, agent_nonce));
   }
 
   // A request answered at once is measured now; a parked one when its reply is delivered.
@@ -723,11 +744,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       ::close(fd);
       return;
     }
-    if (sessions_.size() >= options_.max_connections) {
-      const std::string& hint = options_.connection_cap_hint;
-      Warn(fmt::format("refusing connection from {}: {} connections are open, the limit is {}{}",
-                       peer, sessions_.size(), options_.max_connections,
-                       hint.empty() ? "" : " (fix: " + hint + ")"));
+    if (sessions_.size() >= options_.max_connections && !MakeRoom(fd, peer)) {
       ::close(fd);
       return;
     }
@@ -750,6 +767,59 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     store_.Open(id, Scope::kAttempt);
     if (options_.metrics) options_.metrics->ConnectionAccepted();
     session->Start();
+  }
+
+  // At the cap: a new connection of another local user than the job's and root is refused;
+  // any other takes the slot of the oldest such connection, if there is one.  The owners are
+  // looked up only here, once per connection (an accept below the cap costs nothing more).
+  bool MakeRoom(int fd, const std::string& peer) {
+    const bool foreign = options_.foreign_peer && options_.foreign_peer(fd);
+    if (!foreign && options_.foreign_peer) {
+      ClassifySessions();
+      if (!foreign_.empty()) {
+        EvictForeign(*foreign_.begin(), peer);
+        return true;
+      }
+    }
+    const std::string& hint = options_.connection_cap_hint;
+    Warn(fmt::format("refusing connection from {}: {} connections are open, the limit is {}{}{}",
+                     peer, sessions_.size(), options_.max_connections,
+                     foreign ? "; it belongs to another local user than the job's and root, "
+                               "whose connections are refused first"
+                             : "",
+                     hint.empty() ? "" : " (fix: " + hint + ")"));
+    return false;
+  }
+
+  void ClassifySessions() {
+    for (auto& [id, session] : sessions_) {
+      if (!classified_.insert(id).second) continue;
+      if (options_.foreign_peer(session->native_handle())) foreign_.insert(id);
+    }
+  }
+
+  void EvictForeign(ConnId id, const std::string& for_peer) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) {
+      Warn(fmt::format(
+          "closing connection {} from {}: the store holds its limit of {} connections, and "
+          "this one belongs to another local user than the job's and root; its slot goes to "
+          "{}",
+          id, it->second->peer(), options_.max_connections, for_peer));
+      it->second->Close();
+      sessions_.erase(it);
+    }
+    store_.Close(id);
+    Forget(id);
+  }
+
+  // What the server keeps about a connection besides the session and the store's state.
+  void Forget(ConnId id) {
+    parked_.erase(id);
+    auth_.erase(id);
+    classified_.erase(id);
+    foreign_.erase(id);
+    DropUpstream(id);  // a store proxy's upstream: its streams go with it
   }
 
   // Accepts and closes every connection waiting in the listen backlog; returns how many.

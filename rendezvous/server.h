@@ -13,7 +13,11 @@
 // unsent is closed, and when all connections together hold more than limits.max_buffered
 // (requests being read, unsent replies, shared values once), the ones holding the most are
 // closed until they fit.  Connections beyond max_connections are
-// closed at once with a log line.  When accept fails for lack of file descriptors (EMFILE,
+// closed at once with a log line, except that the cap belongs to the job: at the cap, with
+// ServerOptions::foreign_peer, a new connection from a local user other than the job's and
+// root is refused, and any other new one takes the slot of the oldest such connection
+// (idle or not); a connection of the job's user or root, or from another host, is never
+// closed to make room.  When accept fails for lack of file descriptors (EMFILE,
 // ENFILE, ENOBUFS, ENOMEM) the acceptor stays open and accepting resumes after
 // accept_retry_delay.
 //
@@ -109,6 +113,11 @@ struct ServerOptions {
   std::string agent_secret;
   /// --store-allow: only peers in these networks, and loopback, may connect.  Empty: anyone.
   std::vector<Network> allow;
+  /// Whether the peer of an accepted connection (its descriptor) is a socket of this host
+  /// owned by another user than the job's and root (the launcher passes
+  /// sys::IsForeignLocalPeer; this layer cannot look).  Asked only at max_connections, at
+  /// most once per connection.  Null: every peer counts as the job's.
+  std::function<bool(int fd)> foreign_peer;
 };
 
 class ServerCore;

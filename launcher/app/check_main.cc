@@ -9,6 +9,7 @@
 
 #include "base/exit_codes.h"
 #include "launcher/check/etcd_check.h"
+#include "launcher/check/health_check.h"
 #include "launcher/check/net_probe.h"
 #include "launcher/check/preflight.h"
 #include "launcher/cluster/etcd/etcd_options.h"
@@ -110,6 +111,7 @@ int CheckMain(const std::vector<std::string>& args, const EnvMap& env) {
   PreflightSettings settings;
   settings.interpreter_source = InterpreterSource(options, env);
   CheckReport report = RunPreflight(*spec, env, {probe, files, runner, net}, settings);
+  for (CheckItem& item : CheckHealth(*spec, env, probe)) report.items.push_back(std::move(item));
   if (const auto* etcd = std::get_if<EtcdSettings>(&spec->rdzv)) {
     const std::string probe_name = sys::HostName() + "-" + std::to_string(::getpid());
     const auto client_options = MakeEtcdClientOptions(*etcd);

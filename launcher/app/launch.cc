@@ -36,11 +36,14 @@
 #include "launcher/run/rank_output.h"
 #include "launcher/run/rank_planner.h"
 #include "launcher/sys/child_watcher.h"
+#include "launcher/sys/device_probe.h"
 #include "launcher/sys/free_port.h"
 #include "launcher/sys/guardian.h"
+#include "launcher/sys/health_runner.h"
 #include "launcher/sys/process_group.h"
 #include "launcher/sys/process_setup.h"
 #include "launcher/sys/safe_files.h"
+#include "launcher/sys/socket_owner.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
 #include "launcher/sys/worker_exit.h"
@@ -114,6 +117,16 @@ SupervisorConfig MakeSupervisorConfig(const LaunchSpec& spec, const LaunchOption
   config.catch_hup = !sys::SignalIgnored(SIGHUP);
   config.extra_stop_signals = spec.extra_stop_signals;
   return config;
+}
+
+// The health gate before every attempt (health_runner.h); null when there is nothing to check
+// (a profile without cards, no tool, no --health-check).
+std::unique_ptr<HealthRunner> MakeHealthRunner(const LaunchSpec& spec, const EnvMap& env,
+                                               boost::asio::io_context& io,
+                                               const DeviceProbe& probe) {
+  std::optional<HealthPlan> plan = HealthPlanFor(spec, env);
+  if (!plan) return nullptr;
+  return std::make_unique<HealthRunner>(io, std::move(*plan), probe);
 }
 
 // Why this node cannot see the ranks pass init_process_group ("" when it can): only the node
@@ -252,7 +265,10 @@ Launch::Loop::Loop(Launch& launch)
       options.limits.max_buffered = *launch.spec_.store_max_buffered;
     options.agent_secret = launch.spec_.job_secret;
     options.allow = launch.spec_.store_allow;
+    // The cap is the job's: at it, other local users' connections go first (server.h).
+    options.foreign_peer = sys::IsForeignLocalPeer;
     store.emplace(io, std::move(*launch.store_socket_), launch.log_, std::move(options));
+    launch.WarnIfStoreTooSmall();
     store->server().Set("run_id", launch.runtime_.run_id);
     // --warm-ranks: the standbys compete for the CPU only once every rank is past its start.
     if (standbys) {
@@ -456,6 +472,33 @@ std::string Launch::StoreConnectionCapHint() const {
   if (StoreConnectionCap() >= kMaxStoreConnections) return "";
   const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
   return "raise `ulimit -n` (now " + std::to_string(limit) + ")";
+}
+
+// A store that will have to refuse the job's own ranks is known before the first rank starts,
+// so it is said then, once, with the number to set, rather than as refusals in the middle of
+// init_process_group.  What the job may open: torch 1.13's ranks keep two connections each (the
+// client and its WAIT callback), later torch one; every node's agent one more, and a margin for
+// `gculaunch status`, probes and reconnects.  The world size is the largest the job can reach.
+void Launch::WarnIfStoreTooSmall() const {
+  const std::uint64_t need = 2 * static_cast<std::uint64_t>(spec_.world_size) +
+                             static_cast<std::uint64_t>(spec_.nnodes) + 16;
+  const std::uint64_t cap = StoreConnectionCap();
+  if (cap >= need) return;
+  const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
+  if (need > kMaxStoreConnections) {
+    log_.warn(
+        "the store serves at most {} connections, and a job of {} ranks on {} nodes may open up "
+        "to {} (fix: split the job's store traffic, or expect refused connections at start-up)",
+        kMaxStoreConnections, spec_.world_size, spec_.nnodes, need);
+    return;
+  }
+  const std::uint64_t set = limit + (need - cap);
+  log_.warn(
+      "the store can hold {} connections under the open-file limit {}, and a job of {} ranks on "
+      "{} nodes may open up to {} (fix: raise the hard open-file limit of node 0 to at least {}: "
+      "`ulimit -Hn {}` before gculaunch, LimitNOFILE= in a systemd unit, or the container's "
+      "nofile ulimit)",
+      cap, limit, spec_.world_size, spec_.nnodes, need, set, set);
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).
@@ -700,8 +743,12 @@ int Launch::Supervise(Loop& loop, ClusterNode& cluster) {
                        std::chrono::milliseconds(250),
                        SecondsToMillis(spec_.progress_interval_s)};
   deps.standbys = loop.standbys ? &*loop.standbys : nullptr;
-  Supervisor supervisor(std::move(deps), log_, loop.config, loop.planner,
-                        cluster.attempt_observer(), cluster.job_link());
+  const FileSystemDeviceProbe probe(spec_.sysroot);
+  const std::unique_ptr<HealthRunner> health = MakeHealthRunner(spec_, env_, loop.io, probe);
+  SupervisorConfig config = loop.config;
+  config.health = health.get();
+  Supervisor supervisor(std::move(deps), log_, config, loop.planner, cluster.attempt_observer(),
+                        cluster.job_link());
   cluster.Start(supervisor);
   loop.supervisor = &supervisor;
   boost::asio::steady_timer guardian_timer(loop.io);

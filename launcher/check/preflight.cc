@@ -569,7 +569,8 @@ const char* StatusWord(CheckStatus status) {
 }
 
 std::string Pad(std::string text, size_t width) {
-  if (text.size() < width) text.append(width - text.size(), ' ');
+  // At least one space: a long name (the health rows') must not run into its evidence.
+  text.append(text.size() < width ? width - text.size() : 1, ' ');
   return text;
 }
 

@@ -1,6 +1,7 @@
 #include "launcher/cluster/agent_link.h"
 
 #include <spdlog/logger.h>
+#include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -18,6 +19,7 @@
 #include "launcher/cluster/job_protocol.h"
 #include "launcher/cluster/liveness.h"
 #include "launcher/cluster/net_address.h"
+#include "launcher/sys/socket_owner.h"
 #include "rendezvous/agent_auth.h"
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
@@ -172,7 +174,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     // names only launcher keys: say so now, before a restart can begin (a new node 0 begins
     // one as soon as every node joined).
     for (rendezvous::Client* c : {&*control_, &*watch_}) {
-      Status proven = co_await Prove(*c);
+      Status proven = co_await Trust(*c);
       if (!proven.ok()) {
         done(proven.error());
         co_return;
@@ -195,8 +197,48 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     done(OkStatus());
   }
 
-  // The proof of the job secret, first on each connection (rendezvous/agent_auth.h).  Node 0
-  // answers the nonce request with "" when it has no secret.
+  // Each connection, before anything else: who serves it (check_listener_owner), then the
+  // proof of the job secret.
+  Task<Status> Trust(rendezvous::Client& c) {
+    auto self = shared_from_this();
+    if (options_.check_listener_owner) {
+      Status owner = CheckListenerOwner(c.native_handle());
+      if (!owner.ok()) co_return owner;
+    }
+    co_return co_await Prove(c);
+  }
+
+  // Rule 3 of store_host.h: the port was taken on this host, so the process that answers is
+  // looked up through the server end of this very connection (no look at the port that a
+  // close and a rebind could change afterwards).
+  Status CheckListenerOwner(int fd) const {
+    const std::string port = std::to_string(options_.port);
+    auto owner = sys::PeerSocketOwner(fd);
+    if (!owner.ok() || !owner->has_value() || **owner == sys::kNoOwner) {
+      std::string why = "the server end of the connection is closing";
+      if (!owner.ok()) {
+        why = owner.error().what;
+      } else if (!owner->has_value()) {
+        why = "the server end of the connection is not in this network namespace";
+      }
+      return Error{"cannot tell which user serves the store's port " + port + " on this host (" +
+                       why + "): this node does not join a store whose owner it cannot check",
+                   "start the launcher of the endpoint's host first, or say which node hosts "
+                   "the store with --rdzv-conf is_host=true|false",
+                   exit_code::kUsage};
+    }
+    if (sys::IsJobUserOrRoot(**owner)) return OkStatus();
+    return Error{"the store's port " + port + " on this host is held by uid " +
+                     std::to_string(**owner) + ", not by this job's user (uid " +
+                     std::to_string(::geteuid()) +
+                     ") or root: this node does not join another user's store",
+                 "stop uid " + std::to_string(**owner) + "'s process on port " + port +
+                     " or choose another port in --rdzv-endpoint (every node the same)",
+                 exit_code::kUsage};
+  }
+
+  // The proof of the job secret (rendezvous/agent_auth.h).  Node 0 answers the nonce request
+  // with "" when it has no secret; with one, it proves it first, then this node does.
   Task<Status> Prove(rendezvous::Client& c) {
     auto self = shared_from_this();
     // Named, not temporaries: g++ 12 mishandles temporaries that live across co_await.
@@ -208,21 +250,68 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
                       "check the master node's gculaunch and the network between the nodes"};
     }
     if (nonce->empty() && options_.secret.empty()) co_return OkStatus();
-    if (nonce->empty()) {
-      co_return Error{"the master node at " + endpoint() +
-                          " runs without a job secret, but this node has one "
-                          "(--job-secret-file): the nodes cannot form a job",
-                      "give every node the same --job-secret-file, or none", exit_code::kUsage};
+    Status same = SameSecretSetting(nonce->empty());
+    if (!same.ok()) co_return same;
+    Status node0 = co_await CheckNodeZero(c);
+    if (!node0.ok()) co_return node0;
+    co_return co_await SendProof(c, *nonce);
+  }
+
+  // Node 0 without a secret and this node with one, or the reverse.
+  Status SameSecretSetting(bool node0_has_none) const {
+    if (node0_has_none) {
+      return Error{"the master node at " + endpoint() +
+                       " runs without a job secret, but this node has one "
+                       "(--job-secret-file): the nodes cannot form a job",
+                   "give every node the same --job-secret-file, or none", exit_code::kUsage};
     }
     if (options_.secret.empty()) {
+      return Error{"the master node at " + endpoint() +
+                       " requires a job secret, but this node has none: the nodes cannot "
+                       "form a job",
+                   "give every node the same --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE)",
+                   exit_code::kUsage};
+    }
+    return OkStatus();
+  }
+
+  // Node 0 proves the secret over a nonce of this node's choosing, before this node proves
+  // it or believes anything node 0 says.
+  Task<Status> CheckNodeZero(rendezvous::Client& c) {
+    auto self = shared_from_this();
+    const std::string mine = rendezvous::NewAuthNonce();
+    if (mine.empty()) {
+      co_return Error{
+          "no random bytes for a nonce to check the master node's proof of the job "
+          "secret (OpenSSL RAND_bytes failed)",
+          "check the system's random number source and start again"};
+    }
+    std::string key = std::string(rendezvous::kNode0ProofPrefix) + mine;
+    auto proof = co_await c.Get(std::move(key));
+    if (!proof.ok()) {
       co_return Error{"the master node at " + endpoint() +
-                          " requires a job secret, but this node has none: the nodes cannot "
-                          "form a job",
-                      "give every node the same --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE)",
+                          " did not prove that it holds the job secret (" + proof.error().what +
+                          "): it runs an older gculaunch, whose node 0 does not prove itself, "
+                          "or it is not the job's node 0",
+                      "run the same gculaunch version on every node", exit_code::kUsage};
+    }
+    if (!rendezvous::VerifyNodeZeroProof(options_.secret, mine, *proof)) {
+      co_return Error{"the master node at " + endpoint() +
+                          " failed to prove that it holds the job secret: its "
+                          "--job-secret-file differs from this node's, it has none, or what "
+                          "answers there is not the job's node 0",
+                      "give every node the same secret file, and check that "
+                      "MASTER_ADDR:MASTER_PORT reaches node 0's gculaunch",
                       exit_code::kUsage};
     }
+    co_return OkStatus();
+  }
+
+  // This node's proof over node 0's nonce.
+  Task<Status> SendProof(rendezvous::Client& c, const std::string& nonce) {
+    auto self = shared_from_this();
     std::string proof_key(rendezvous::kAuthProofKey);
-    std::string proof = rendezvous::AuthProof(options_.secret, *nonce);
+    std::string proof = rendezvous::AuthProof(options_.secret, nonce);
     Status sent = co_await c.Set(std::move(proof_key), std::move(proof));
     std::string why = "not accepted";
     bool accepted = false;

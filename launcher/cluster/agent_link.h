@@ -26,6 +26,10 @@
 // and, when node 0 has a secret, answers with the HMAC of the nonce under this node's own secret.
 // A node 0 with a secret and a node without one, or the reverse, or two different secrets, fail
 // Connect with one line (exit code 2: a configuration to fix); the secret never crosses the wire.
+// Node 0 proves the secret first, over a nonce this node chose, and a node 0 that cannot is
+// refused before this node sends its own proof.  When the store's port was found taken on
+// this host (check_listener_owner), each connection's server end must belong to this user or
+// root before the link says anything on it.
 //
 // Lifetime: the owner keeps the link alive while it runs the io_context; Close() ends both
 // connections, and callbacks of operations still pending then complete with errors (or
@@ -115,6 +119,10 @@ struct RemoteLinkOptions {
   std::chrono::milliseconds user_timeout{5000};
   /// The job secret (--job-secret-file); empty: none.  Never logged.
   std::string secret;
+  /// The store's port was taken on this host (store_host.h, rule 3): before anything else
+  /// on each connection, the process serving its other end must be this user's or root's
+  /// (sys::PeerSocketOwner); another user's is refused (exit code 2).
+  bool check_listener_owner = false;
 };
 
 class RemoteLinkCore;

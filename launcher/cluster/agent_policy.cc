@@ -24,9 +24,10 @@ AgentEvent AgentEvent::Drained(bool success) {
   e.success = success;
   return e;
 }
-AgentEvent AgentEvent::SupervisorFinished(int exit_code) {
+AgentEvent AgentEvent::SupervisorFinished(int exit_code, std::string unhealthy) {
   AgentEvent e{Kind::kSupervisorFinished};
   e.exit_code = exit_code;
+  e.what = std::move(unhealthy);
   return e;
 }
 AgentEvent AgentEvent::Node0Lost(std::string what) {
@@ -205,7 +206,8 @@ void OnDrained(AgentStep& step, const AgentConfig& config, bool success) {
   }
 }
 
-void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_code) {
+void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_code,
+                          const std::string& unhealthy) {
   AgentState& s = step.state;
   if (s.phase == APhase::kRunning && !s.marker && !s.marker_published && !s.node0_lost) {
     // The node leaves on its own (a signal during the drain, ranks that SIGKILL could
@@ -217,7 +219,12 @@ void OnSupervisorFinished(AgentStep& step, const AgentConfig& config, int exit_c
     publish.marker.node = config.node_rank;
     publish.marker.exit_code = exit_code;
     publish.marker.what = "its gculaunch exited with code " + std::to_string(exit_code);
-    publish.marker.restartable = s.signalled_code.has_value();  // stuck ranks: no return
+    // Stuck ranks: no return.  A signalled node, or one whose cards are unhealthy, leaves
+    // and the job goes on without it (elastic) or waits for another node in its place.
+    publish.marker.restartable = s.signalled_code.has_value() || !unhealthy.empty();
+    if (!unhealthy.empty()) {
+      publish.marker.what = "its cards are unhealthy (" + unhealthy + "); it left the job";
+    }
     step.actions.push_back(std::move(publish));
     s.marker_published = true;
   }
@@ -340,7 +347,7 @@ AgentStep Step(const AgentState& state, const AgentConfig& config, const AgentEv
       OnDrained(step, config, event.success);
       break;
     case AgentEvent::Kind::kSupervisorFinished:
-      OnSupervisorFinished(step, config, event.exit_code);
+      OnSupervisorFinished(step, config, event.exit_code, event.what);
       break;
     case AgentEvent::Kind::kNode0Lost:
       OnNode0Lost(step, config, event.what);

@@ -27,7 +27,10 @@
 //                                         loss of a return is logged once
 //   joining again took too long        -> node 0 did not come back: Log, ExitRanks(4)
 //     (RejoinDeadline, --rdzv-timeout)    -> kLeaving (no member: no bye)
-//   the Supervisor finished            -> SayBye(code) (a member only), Finish(code)
+//   the Supervisor finished            -> SayBye(code) (a member only), Finish(code); a node
+//                                         whose cards are unhealthy (exit 5) first publishes a
+//                                         restartable node_left marker naming the checks
+//                                         (the job re-forms without it or waits for another)
 //
 // Thread safety: pure functions over values.
 #pragma once
@@ -109,7 +112,8 @@ struct AgentEvent {
   static AgentEvent Marker(StopMarker marker);
   static AgentEvent LocalStop(LocalStopReport stop);
   static AgentEvent Drained(bool success);
-  static AgentEvent SupervisorFinished(int exit_code);
+  /// `unhealthy`: the health gate's line when the node leaves because its cards are unhealthy.
+  static AgentEvent SupervisorFinished(int exit_code, std::string unhealthy = "");
   static AgentEvent Node0Lost(std::string what);
   static AgentEvent RejoinDeadline(std::string what);
 };

@@ -113,6 +113,7 @@ ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRu
   m.remote.node_timeout = SecondsToMillis(spec.node_timeout_s);
   if (spec.node_rank_at_rendezvous()) m.remote.not_host_why = spec.store_host_why;
   m.remote.secret = spec.job_secret;
+  m.remote.check_listener_owner = spec.store_listener_here;
   return m;
 }
 

@@ -231,7 +231,11 @@ void NodeAgent::AttemptDrained(bool success, const AttemptReport& report) {
   Dispatch(AgentEvent::Drained(success));
 }
 
-void NodeAgent::Finished(int exit_code) { Dispatch(AgentEvent::SupervisorFinished(exit_code)); }
+void NodeAgent::Finished(int exit_code) {
+  Dispatch(AgentEvent::SupervisorFinished(exit_code, unhealthy_));
+}
+
+void NodeAgent::Unhealthy(const std::string& what) { unhealthy_ = what; }
 
 void NodeAgent::Dispatch(const AgentEvent& event) {
   const std::optional<job::StopMarker> known = state_.marker;

@@ -85,6 +85,7 @@ class NodeAgent : public JobLink {
   void LocalStop(const LocalStopReport& report) override;
   void AttemptDrained(bool success, const AttemptReport& report) override;
   void Finished(int exit_code) override;
+  void Unhealthy(const std::string& what) override;
 
  private:
   /// The address to publish: --local-addr when given, else `found`.
@@ -126,6 +127,7 @@ class NodeAgent : public JobLink {
   bool connected_ = false;
   bool finished_ = false;
   bool bye_pending_ = false;
+  std::string unhealthy_;  ///< the health gate's line: this node leaves as unhealthy
   /// Callbacks of the board may outlive the agent.  Last member: expires first.
   LifetimeGuard lifetime_;
 };

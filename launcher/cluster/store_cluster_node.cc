@@ -78,9 +78,15 @@ void StoreClusterNode::WatchHangs(Supervisor& supervisor, JobStacks stacks,
 void StoreClusterNode::Finish(std::chrono::steady_clock::time_point bound) {
   job_hang_.reset();
   progress_.reset();
-  WaitUntil(io_, bound,
-            [this] { return agent_->finished() && (!coordinator_ || coordinator_->finished()); });
-  if (coordinator_ && !coordinator_->finished()) {
+  // Before the job formed (node 0 still gathering joins) nothing of it runs anywhere: the nodes
+  // that joined wait for a node 0 at the same address, as after node 0's bye, so a signal there
+  // ends this node at once instead of after the bye bound.
+  const auto nobody_waits = [this] {
+    return !coordinator_ || coordinator_->finished() ||
+           coordinator_->state().phase == job::CoordinatorState::Phase::kGathering;
+  };
+  WaitUntil(io_, bound, [this, &nobody_waits] { return agent_->finished() && nobody_waits(); });
+  if (!nobody_waits()) {
     log_.warn("stopping the store although not every node said bye");
   }
   if (hooks_ != nullptr) hooks_->target = nullptr;

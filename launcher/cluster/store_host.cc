@@ -50,14 +50,16 @@ LaunchSpec DecideStoreHost(const LaunchSpec& spec, const StoreHostFacts& facts) 
       !facts.port_taken(decided)) {
     return decided;
   }
-  // Rule 3: another listener holds the port here; this node becomes its client.  Before
-  // joining it, this is where the listener's owner is to be checked (that it proves the job's
-  // secret, as the agents prove it to node 0; issue "Node 0 proves itself too"): a fact of
-  // StoreHostFacts that says who holds the port, and a refusal here when it is not the job's.
-  return WithStoreHost(decided, false,
-                       "port " + std::to_string(spec.agent_port) +
-                           " on this host is in use: joining the store there as a client, as "
-                           "torchrun does");
+  // Rule 3: another listener holds the port here; this node becomes its client.  Who owns
+  // that listener is checked on the connections themselves (the server end of each one the
+  // agent makes, RemoteLinkOptions::check_listener_owner), not by a look at the port now:
+  // between a look and the connect another process could take the port.
+  LaunchSpec client = WithStoreHost(decided, false,
+                                    "port " + std::to_string(spec.agent_port) +
+                                        " on this host is in use: joining the store there as a "
+                                        "client, as torchrun does");
+  client.store_listener_here = true;
+  return client;
 }
 
 }  // namespace gculaunch

@@ -11,7 +11,9 @@
 //      node 0, the others node 1 until the coordinator numbers them;
 //   3. that node finds the store's port taken on this host (a second launcher of the job
 //      here, e.g. hostNetwork pods): it joins the store there as a client, as torchrun does.
-//      The coordinator then checks that the listener is this job's (the run id).
+//      The agent then checks, on each connection it makes there, that the process serving
+//      it is the job's user's or root's (store_listener_here; agent_link.h), and the
+//      coordinator that the listener is this job's (the run id).
 // What the decision looks at on this host comes in as StoreHostFacts, so that the rules are
 // a pure function (tests/launcher/cluster/store_host_test.cc has their table).
 //
@@ -40,7 +42,8 @@ struct StoreHostFacts {
 StoreHostFacts ThisHostFacts(bool probe_port);
 
 /// `spec` with the store host decided by the rules above: store_host, store_host_why,
-/// store_host_inferred, node_rank and the layout line.  Unchanged when rule 1 applies.
+/// store_host_inferred, store_listener_here, node_rank and the layout line.  Unchanged when rule 1
+/// applies.
 LaunchSpec DecideStoreHost(const LaunchSpec& spec, const StoreHostFacts& facts);
 
 }  // namespace gculaunch

@@ -286,6 +286,15 @@ constexpr FlagDef kFlags[] = {
      "with --hang-timeout: stop (exit 6; default), restart (counts against --max-restarts) or "
      "report and keep running",
      &ApplyOnHang, kGculaunchOnly},
+    {"health-check", "", Kind::kValue, "CMD", "Supervision",
+     "an executable run before every attempt next to the device profile's own checks: exit 0 "
+     "is healthy, anything else makes this node step aside (exit 5); it gets "
+     "GCULAUNCH_HEALTH_CARDS and GCULAUNCH_HEALTH_ATTEMPT",
+     &ApplyText<&CliOptions::health_check>, kGculaunchOnly},
+    {"health-check-timeout", "", Kind::kValue, "DURATION", "Supervision",
+     "with --health-check: a check still running after DURATION is killed and counts as "
+     "unhealthy; default 30s",
+     &ApplyDuration<&CliOptions::health_check_timeout>, kGculaunchOnly},
     {"signals-to-handle", "", Kind::kValue, "SIG,...", "Supervision",
      "signals that stop the ranks: SIGINT, SIGTERM, SIGHUP, SIGQUIT always do; a listed "
      "SIGUSR1, SIGUSR2 or SIGALRM does too (unlisted USR1/USR2 are forwarded)",

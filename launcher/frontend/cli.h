@@ -117,6 +117,8 @@ struct CliOptions {
   bool stack_dumps = false;                         ///< --stack-dumps (stack_hook.h)
   bool warm_ranks = false;                          ///< --warm-ranks (launcher/run/standby_pool.h)
   std::optional<std::vector<std::string>> preload;  ///< --preload MODULE,...
+  std::optional<std::string> health_check;          ///< --health-check CMD
+  std::optional<double> health_check_timeout;       ///< --health-check-timeout SECONDS (> 0)
   std::optional<double> hang_timeout;               ///< --hang-timeout DURATION, seconds (> 0)
   std::optional<double> hang_grace;                 ///< --hang-grace DURATION, seconds (> 0)
   std::optional<OnHang> on_hang;                    ///< --on-hang stop|restart|report

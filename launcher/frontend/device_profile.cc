@@ -34,8 +34,11 @@ constexpr const char* kTopKeys[] = {"name",
                                     "python_module",
                                     "socket_ifname_env",
                                     "auto_order",
-                                    "env"};
+                                    "env",
+                                    "health"};
 constexpr const char* kDeviceKeys[] = {"dir", "pattern", "vendor_path", "vendor_id"};
+constexpr const char* kHealthKeys[] = {"tool", "args", "index", "fields", "lost", "timeout"};
+constexpr const char* kHealthFieldKeys[] = {"name", "unhealthy", "says"};
 
 template <size_t N>
 std::string JoinKeys(const char* const (&keys)[N]) {
@@ -146,6 +149,101 @@ Status ReadDevices(const ProfileReader& reader, const YAML::Node& devices, Devic
   return OkStatus();
 }
 
+Status ReadHealthField(const ProfileReader& reader, const YAML::Node& node, HealthToolSpec& h) {
+  if (!node.IsMap()) {
+    return reader.At(node, "'health.fields' must be a list of mappings",
+                     "write each as {name: FIELD, unhealthy: 'above 0', says: TEXT}");
+  }
+  HealthField field;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (!IsKnown(key, kHealthFieldKeys)) {
+      return reader.At(entry.first, "unknown key 'health.fields." + key + "'",
+                       "known keys: " + JoinKeys(kHealthFieldKeys));
+    }
+    auto value = reader.String(entry.second, "health.fields." + key);
+    if (!value.ok()) return value.error();
+    (key == "name" ? field.name : key == "unhealthy" ? field.unhealthy : field.says) = *value;
+  }
+  static const std::regex kAbove("above [0-9]{1,12}");
+  if (field.name.empty() || field.unhealthy.empty()) {
+    return reader.At(node, "a health field needs 'name' and 'unhealthy'",
+                     "write it as {name: FIELD, unhealthy: 'above 0', says: TEXT}");
+  }
+  if (field.unhealthy.rfind("above", 0) == 0 && !std::regex_match(field.unhealthy, kAbove)) {
+    return reader.At(node, "'unhealthy: " + field.unhealthy + "' is not 'above N'",
+                     "write unhealthy: 'above 0' (a whole number), or the exact bad value");
+  }
+  if (field.says.empty()) field.says = field.name + " " + field.unhealthy;
+  h.fields.push_back(std::move(field));
+  return OkStatus();
+}
+
+Status ReadHealthEntry(const ProfileReader& reader, const std::string& key, const YAML::Node& value,
+                       HealthToolSpec& h) {
+  if (key == "fields") {
+    if (!value.IsSequence()) {
+      return reader.At(value, "'health.fields' must be a list", "write it as fields: [{...}]");
+    }
+    for (const YAML::Node& item : value) {
+      if (Status ok = ReadHealthField(reader, item, h); !ok.ok()) return ok;
+    }
+    return OkStatus();
+  }
+  if (key == "args" || key == "lost") {
+    auto list = reader.StringList(value, "health." + key);
+    if (!list.ok()) return list.error();
+    (key == "args" ? h.args : h.lost) = std::move(*list);
+    return OkStatus();
+  }
+  auto text = reader.String(value, "health." + key);
+  if (!text.ok()) return text.error();
+  if (key == "tool") {
+    h.tool = *text;
+  } else if (key == "index") {
+    h.index_field = *text;
+  } else {
+    static const std::regex kSeconds("[0-9]{1,4}(\\.[0-9]+)?");
+    if (!std::regex_match(*text, kSeconds) || std::stod(*text) <= 0) {
+      return reader.At(value, "'health.timeout' must be seconds > 0", "write it as timeout: 10");
+    }
+    h.timeout_s = std::stod(*text);
+  }
+  return OkStatus();
+}
+
+// health: the vendor tool's query (configs/devices/README.md, "health").
+Status ReadHealth(const ProfileReader& reader, const YAML::Node& node, DeviceProfile& p) {
+  if (!node.IsMap()) {
+    return reader.At(node, "'health' must be a mapping", "give tool:, args: and fields: under it");
+  }
+  HealthToolSpec h;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (!IsKnown(key, kHealthKeys)) {
+      return reader.At(entry.first, "unknown key 'health." + key + "'",
+                       "known keys under health: " + JoinKeys(kHealthKeys));
+    }
+    if (Status ok = ReadHealthEntry(reader, key, entry.second, h); !ok.ok()) return ok;
+  }
+  if (h.tool.empty() || h.fields.empty()) {
+    return reader.At(node, "'health' needs 'tool' and 'fields'",
+                     "name the tool (tool: nvidia-smi) and at least one field");
+  }
+  if (h.tool.find('/') != std::string::npos) {
+    return reader.At(node, "'health.tool' must be a program name, not a path",
+                     "write the name (it is looked up on PATH)");
+  }
+  bool has_fields = false;
+  for (const std::string& arg : h.args) has_fields |= arg.find("{fields}") != std::string::npos;
+  if (!has_fields) {
+    return reader.At(node, "'health.args' must contain {fields}",
+                     "write the query argument with {fields}, e.g. '--query-gpu={fields}'");
+  }
+  p.health = std::move(h);
+  return OkStatus();
+}
+
 Status ReadEnv(const ProfileReader& reader, const YAML::Node& env, DeviceProfile& p) {
   if (!env.IsMap()) {
     return reader.At(env, "'env' must be a mapping of variable names to values",
@@ -185,8 +283,9 @@ Status ReadTopLevel(const ProfileReader& reader, const YAML::Node& root, DeviceP
       if (Status ok = ReadDevices(reader, value, p); !ok.ok()) return ok;
       continue;
     }
-    if (key == "env") {
-      if (Status ok = ReadEnv(reader, value, p); !ok.ok()) return ok;
+    if (key == "env" || key == "health") {
+      Status ok = key == "env" ? ReadEnv(reader, value, p) : ReadHealth(reader, value, p);
+      if (!ok.ok()) return ok;
       continue;
     }
     if (key == "aliases" || key == "visible_env") {

@@ -23,6 +23,30 @@
 
 namespace gculaunch {
 
+/// One field of a vendor tool's health query and what makes a card unhealthy
+/// (docs/device-profiles.md, "Health checks").
+struct HealthField {
+  std::string name;  ///< as the tool spells it, e.g. "ecc.errors.uncorrected.volatile.total"
+  /// "above N": a whole number greater than N; any other text: that value (case-insensitive,
+  /// e.g. "Yes").  Values in brackets ("[N/A]", "[Not Supported]") and "N/A" are never judged.
+  std::string unhealthy;
+  std::string says;  ///< what an unhealthy value means, e.g. "uncorrectable ECC errors"
+};
+
+/// The vendor's management tool as a health check: `tool` (looked up on PATH) run with
+/// `args`, where "{fields}" stands for the index field and the fields, comma-separated; it
+/// prints one comma-separated row per card, the index first.
+struct HealthToolSpec {
+  std::string tool;               ///< e.g. "nvidia-smi"
+  std::vector<std::string> args;  ///< e.g. {"--query-gpu={fields}", "--format=csv,noheader"}
+  std::string index_field = "index";
+  std::vector<HealthField> fields;
+  /// Output text meaning a card is lost from the bus (Xid 79), e.g. "GPU is lost": the cards
+  /// without a row are unhealthy.
+  std::vector<std::string> lost;
+  double timeout_s = 10;  ///< one run's limit; past it every card is unhealthy
+};
+
 struct DeviceProfile {
   std::string name;                  ///< e.g. "enflame-gcu"
   std::vector<std::string> aliases;  ///< e.g. {"gcu"}: accepted by --device
@@ -57,6 +81,9 @@ struct DeviceProfile {
   /// environment and --env override them.
   std::vector<std::pair<std::string, std::string>> env;
   std::string source;  ///< "built-in" or the YAML path it was read from
+  /// `health:`: the vendor tool that checks the cards before every attempt; none: the
+  /// built-in checks only.
+  std::optional<HealthToolSpec> health;
 
   bool has_devices() const { return !device_pattern.empty(); }
 };

@@ -22,7 +22,8 @@ Result<LaunchSpec> SpecBuilder::Build() {
         &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc,
         &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
         &SpecBuilder::Environment, &SpecBuilder::Output, &SpecBuilder::Extras,
-        &SpecBuilder::Metrics, &SpecBuilder::StoreAccess, &SpecBuilder::LoopStop}) {
+        &SpecBuilder::Metrics, &SpecBuilder::StoreAccess, &SpecBuilder::LoopStop,
+        &SpecBuilder::Health}) {
     if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
   }
   spec_.layout_sources = FormatLayoutSources(from_);

@@ -62,6 +62,10 @@ struct LaunchSpec {
   /// store_host was inferred from the endpoint's host (not given): a second launcher of the
   /// job on the endpoint's host joins as a client when the port is taken, as torchrun does.
   bool store_host_inferred = false;
+  /// Inferred, and the store's port was taken on the endpoint's own host, so this node joins
+  /// that listener as a client: the listener must then be the job's user's or root's
+  /// (checked on each connection to it, launcher/cluster/agent_link.h).
+  bool store_listener_here = false;
   /// Elastic: --rdzv-conf last_call_timeout (seconds, torchrun's default 30).
   double last_call_s = 30;
   int node_rank = 0;       ///< GROUP_RANK
@@ -180,6 +184,14 @@ struct LaunchSpec {
   CpuAffinity cpu_affinity = CpuAffinity::kNone;
   std::vector<std::vector<int>> rank_cpus;
   std::vector<std::string> rank_cpus_where;
+
+  // ---- health gate (launcher/frontend/device_health.h) ----
+  /// The profile's health tool (profile.health) found on PATH; empty: none, or not installed.
+  std::string health_tool_path;
+  std::string health_check;            ///< --health-check as found (a path); empty: none
+  std::string health_check_name;       ///< --health-check as given
+  double health_check_timeout_s = 30;  ///< --health-check-timeout
+  std::string sysroot = "/";           ///< --sysroot: where the gate looks for /dev and /sys
 
   // ---- environment ----
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)

@@ -92,6 +92,7 @@ class SpecBuilder {
   Status StoreProxy();
   Status Extras();
   Status LoopStop();
+  Status Health();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;

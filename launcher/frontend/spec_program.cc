@@ -577,3 +577,44 @@ Status SpecBuilder::LoopStop() {
 }
 
 }  // namespace gculaunch
+
+namespace gculaunch {
+
+// The health gate before every attempt (docs/runtime.md, "Health checks"): the profile's tool
+// as found on gculaunch's PATH now (a missing one is "not checked", never an error), and
+// --health-check, which must exist.
+Status SpecBuilder::Health() {
+  if (o_.health_check_timeout && !o_.health_check) {
+    return Error{o_.Source("health-check-timeout") + " only applies with --health-check",
+                 "add --health-check CMD, or drop --health-check-timeout"};
+  }
+  spec_.sysroot = o_.sysroot.value_or("/");
+  const std::string path = env_.GetOr("PATH", kDefaultPath);
+  if (spec_.profile.health) {
+    const std::string& tool = spec_.profile.health->tool;
+    spec_.health_tool_path = files_.FindExecutable(tool, path).value_or("");
+    Note(spec_.health_tool_path.empty()
+             ? "health checks: the cards' device files and driver before every attempt (" + tool +
+                   ": not on PATH, not checked)"
+             : "health checks: " + spec_.health_tool_path + " before every attempt (" +
+                   std::to_string(spec_.profile.health->fields.size()) +
+                   " field(s) of the device profile), with the device files and driver");
+  }
+  if (!o_.health_check) return OkStatus();
+  spec_.health_check_name = *o_.health_check;
+  auto found = files_.FindExecutable(*o_.health_check, path);
+  if (!found) {
+    return Error{o_.Source("health-check") + " '" + *o_.health_check +
+                     "' is not an executable file" +
+                     (o_.health_check->find('/') == std::string::npos ? " on PATH" : ""),
+                 "give the path of an executable (it runs without a shell, without arguments)"};
+  }
+  spec_.health_check = *found;
+  spec_.health_check_timeout_s = o_.health_check_timeout.value_or(30.0);
+  Note("--health-check " + spec_.health_check + ": run before every attempt (at most " +
+       Seconds(std::chrono::duration<double>(spec_.health_check_timeout_s), -1) +
+       "); a non-zero exit makes this node step aside (exit code 5)");
+  return OkStatus();
+}
+
+}  // namespace gculaunch

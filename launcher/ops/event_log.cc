@@ -112,6 +112,11 @@ void AddFields(nlohmann::json& j, const JobEvent& e) {
       j["exit_code"] = e.exit_code;
       j["reason"] = e.reason;
       break;
+    case K::kUnhealthy:
+      j["epoch"] = e.epoch;
+      j["cards"] = e.cards;
+      j["reason"] = e.reason;
+      break;
   }
 }
 

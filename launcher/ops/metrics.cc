@@ -116,6 +116,13 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
   w.One("gculaunch_restart_backoff_seconds", "gauge",
         "The back-off under way before the next restart (--restart-backoff); 0 when none.",
         j.restart_backoff_s);
+  w.Family("gculaunch_node_unhealthy", "gauge",
+           "1 when the health gate found this node's cards unhealthy (the node steps aside, "
+           "exit code 5), by card; 0 while healthy.");
+  if (j.unhealthy_cards.empty()) w.Sample("gculaunch_node_unhealthy", {}, 0);
+  for (const std::string& card : j.unhealthy_cards) {
+    w.Sample("gculaunch_node_unhealthy", {{"card", card}}, 1);
+  }
   w.One("gculaunch_epoch", "gauge",
         "The current epoch (TORCHELASTIC_RESTART_COUNT of the running ranks); -1 before the "
         "first.",

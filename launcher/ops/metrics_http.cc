@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "launcher/ops/accept_backoff.h"
+#include "launcher/sys/socket_owner.h"
 #include "rendezvous/listener.h"
 
 namespace gculaunch {
@@ -63,9 +64,11 @@ class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
   }
   void Stop();
   void Forget(MetricsHttpConn* conn) { conns_.erase(conn); }
-  /// Closes the connection that has waited longest for a request (an idle keep-alive one or
-  /// a slow head) to make room; false when every connection is busy answering.
-  bool EvictOldestWaiting();
+  /// At the cap: makes room for the new connection `fd` by closing the one that has waited
+  /// longest for a request (an idle keep-alive one or a slow head).  A connection of another
+  /// local user than the job's and root makes room only among such connections, so it never
+  /// closes a scrape of the job's user or root; false when nothing may be closed.
+  bool MakeRoom(int fd);
   std::string Render() const { return render_(); }
   Readiness Ready() const { return ready_(); }
 
@@ -80,6 +83,7 @@ class MetricsHttpCore : public std::enable_shared_from_this<MetricsHttpCore> {
   std::uint64_t next_wait_ = 1;  ///< orders the connections' waits, oldest first
 
  private:
+  bool EvictOldestWaiting(bool foreign_only);
   void ArmAccept() {
     acceptor_.async_wait(tcp::acceptor::wait_read,
                          [self = shared_from_this()](const boost::system::error_code& ec) {
@@ -101,6 +105,12 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
   }
   /// When it began waiting for a request (core_->next_wait_ order); 0: busy answering.
   std::uint64_t waiting_since() const { return waiting_since_; }
+  /// Whether its peer is another local user's than the job's and root's; looked up once, the
+  /// first time the endpoint is full (never below the cap).
+  bool foreign() {
+    if (!foreign_) foreign_ = sys::IsForeignLocalPeer(stream_.socket().native_handle());
+    return *foreign_;
+  }
   void Close() {
     boost::system::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -198,6 +208,7 @@ class MetricsHttpConn : public std::enable_shared_from_this<MetricsHttpConn> {
 
   std::shared_ptr<MetricsHttpCore> core_;
   std::uint64_t waiting_since_ = 0;
+  std::optional<bool> foreign_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_{kMaxHead};
   std::optional<http::request_parser<http::empty_body>> parser_;
@@ -222,7 +233,7 @@ void MetricsHttpCore::AcceptPending() {
     backoff_.Succeeded();
     // Slots full: a scrape must not wait behind idle or slow clients, so the one that has
     // waited longest for a request makes room.
-    if (conns_.size() >= kMaxConnections && !EvictOldestWaiting()) {
+    if (conns_.size() >= kMaxConnections && !MakeRoom(fd)) {
       ::close(fd);
       continue;
     }
@@ -238,10 +249,15 @@ void MetricsHttpCore::AcceptPending() {
   ArmAccept();
 }
 
-bool MetricsHttpCore::EvictOldestWaiting() {
+bool MetricsHttpCore::MakeRoom(int fd) {
+  if (EvictOldestWaiting(true)) return true;
+  return !sys::IsForeignLocalPeer(fd) && EvictOldestWaiting(false);
+}
+
+bool MetricsHttpCore::EvictOldestWaiting(bool foreign_only) {
   MetricsHttpConn* oldest = nullptr;
   for (MetricsHttpConn* c : conns_) {
-    if (c->waiting_since() == 0) continue;
+    if (c->waiting_since() == 0 || (foreign_only && !c->foreign())) continue;
     if (oldest == nullptr || c->waiting_since() < oldest->waiting_since()) oldest = c;
   }
   if (oldest == nullptr) return false;

@@ -12,6 +12,10 @@
 // connections are served at once; when all are taken, a new one evicts the connection that
 // has waited longest for a request (idle keep-alive or a slow head), so slow clients cannot
 // starve a scrape; only when all 32 are busy answering is the new one closed at once.  The
+// slots are the job's first: a connection from another local user than the job's and root
+// (sys::IsForeignLocalPeer, looked up only when all 32 are taken) makes room only by evicting
+// another such connection, and a new connection of anyone else evicts those first, so a
+// stranger's reconnecting clients cannot push out a scrape of the job's user or root.  The
 // listening socket and every accepted one are close-on-exec from birth (rendezvous::ListenSocket,
 // accept4), so no rank inherits them.
 //

@@ -92,6 +92,10 @@ void JobStatus::On(const JobEvent& e) {
       s_.exit_code = e.exit_code;
       s_.stop_reason = e.reason;
       break;
+    case K::kUnhealthy:
+      s_.unhealthy_cards = e.cards;
+      s_.unhealthy = e.reason;
+      break;
   }
 }
 

@@ -82,6 +82,10 @@ struct JobSnapshot {
   int node_losses = 0;
   std::optional<int> exit_code;  ///< once the job stopped
   std::string stop_reason;
+  /// The health gate found this node unhealthy: the cards and the checks (one line); the node
+  /// steps aside.  Empty: healthy, or not checked yet.
+  std::vector<std::string> unhealthy_cards;
+  std::string unhealthy;
 
   int RanksRunning() const;
   int NodesPresent() const;

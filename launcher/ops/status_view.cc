@@ -125,6 +125,10 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
   j["next_restart_in_s"] =
       waiting ? nlohmann::ordered_json(Round3(std::max(0.0, s.next_restart_time - in.now)))
               : nlohmann::ordered_json();
+  // The health gate's verdict (docs/runtime.md, "Health checks"): null while healthy.
+  j["unhealthy"] =
+      s.unhealthy.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s.unhealthy);
+  j["unhealthy_cards"] = s.unhealthy_cards;
   // The same answer /readyz gives (readiness.h).
   j["ready"] =
       in.readiness ? nlohmann::ordered_json(in.readiness->ready) : nlohmann::ordered_json();
@@ -162,6 +166,9 @@ std::string StatusText(const nlohmann::json& st) {
            Cell(st.value("restart_backoff_s", nlohmann::json())) + " s: --restart-backoff)";
   }
   out += "\n";
+  if (const auto bad = st.value("unhealthy", nlohmann::json()); bad.is_string()) {
+    out += "UNHEALTHY (this node steps aside, exit code 5): " + bad.get<std::string>() + "\n";
+  }
   if (auto layout = st.value("layout", std::string()); !layout.empty()) out += layout + "\n";
   if (auto via = st.value("store_traffic", std::string()); !via.empty()) {
     out += "store traffic: " + via + "\n";

@@ -272,6 +272,10 @@ std::vector<std::string> TextLines(const SummaryInput& in, const std::optional<R
     t.push_back("stopped by " + SignalName(in.final_state.stop_signal));
   }
   if (!in.final_state.loop_stop.empty()) t.push_back(in.final_state.loop_stop);
+  if (in.final_state.cause == StopCause::kUnhealthy) {
+    t.push_back("this node is unhealthy: " + in.final_state.unhealthy +
+                "; it started no further attempt, so that the platform can replace it");
+  }
   if (in.final_state.cause == StopCause::kHang) {
     t.push_back(
         "the ranks were stopped because the job hung (--hang-timeout); their stacks "
@@ -335,6 +339,8 @@ json SummaryJson(const SummaryInput& in, const std::optional<RootCause>& best,
   j["signal"] = in.final_state.cause == StopCause::kSignal
                     ? json(SignalName(in.final_state.stop_signal))
                     : json(nullptr);
+  j["unhealthy"] = in.final_state.cause == StopCause::kUnhealthy ? json(in.final_state.unhealthy)
+                                                                 : json(nullptr);
   j["restarts"] = in.restarts;
   j["max_restarts"] = in.max_restarts;
   j["node_rank"] = in.node_rank;
@@ -368,7 +374,15 @@ std::string FailureMessage(const SummaryInput& in) {
 // The root cause's own error file when @record wrote it (nested form), else one in that form.
 json ParentError(const SummaryInput& in, const std::optional<RootCause>& best) {
   json parent;
-  if (best && best->from_error_file) {
+  if (in.final_state.cause == StopCause::kUnhealthy) {
+    // The parent (a pod's termination message) learns why this node left, not the last rank.
+    parent = {
+        {"message",
+         {{"message", "node unhealthy: " + in.final_state.unhealthy},
+          {"extraInfo",
+           {{"py_callstack", ""},
+            {"timestamp", std::to_string(static_cast<long long>(std::floor(in.end_time)))}}}}}};
+  } else if (best && best->from_error_file) {
     auto file = in.error_files.find({best->restart_count, best->local_rank});
     auto parsed = ParseErrorFile(file->second);
     if (parsed.ok() && parsed->nested) parent = parsed->document;
@@ -421,7 +435,8 @@ Result<ErrorFileReport> ParseErrorFile(std::string_view text) {
 
 std::string OutcomeName(const SummaryInput& input) {
   if (input.exit_code == exit_code::kStuckProcesses && !input.stuck.empty()) return "stuck";
-  if (!input.job_outcome.empty() && input.final_state.cause != StopCause::kSignal) {
+  if (!input.job_outcome.empty() && input.final_state.cause != StopCause::kSignal &&
+      input.final_state.cause != StopCause::kUnhealthy) {
     return input.job_outcome;
   }
   if (!input.final_state.loop_stop.empty()) return "same_failure";
@@ -436,6 +451,8 @@ std::string OutcomeName(const SummaryInput& input) {
       return "spawn_failed";
     case StopCause::kHang:
       return "hang";
+    case StopCause::kUnhealthy:
+      return "unhealthy";
     case StopCause::kJob:
     case StopCause::kNone:
       break;

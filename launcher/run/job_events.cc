@@ -122,6 +122,15 @@ JobEvent JobEvent::Stop(int exit_code, std::string reason) {
   return e;
 }
 
+JobEvent JobEvent::Unhealthy(int epoch, std::vector<std::string> cards, std::string reason) {
+  JobEvent e;
+  e.kind = Kind::kUnhealthy;
+  e.epoch = epoch;
+  e.cards = std::move(cards);
+  e.reason = std::move(reason);
+  return e;
+}
+
 const char* EventName(JobEvent::Kind kind) {
   using K = JobEvent::Kind;
   switch (kind) {
@@ -149,6 +158,8 @@ const char* EventName(JobEvent::Kind kind) {
       return "hang";
     case K::kStop:
       return "stop";
+    case K::kUnhealthy:
+      return "node_unhealthy";
   }
   return "unknown";  // not reached: every kind has a case; g++ wants a return after the switch
 }

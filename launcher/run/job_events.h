@@ -47,6 +47,8 @@ struct JobEvent {
     kHang,        ///< a hang was called (--hang-timeout): `timeout_s`, `silent_s`, `action`,
                   ///< `odd_ranks`, `reason` (single node, and node 0 of several)
     kStop,        ///< gculaunch ends with `exit_code`: `reason`
+    kUnhealthy,   ///< the health gate before attempt `epoch` found `cards` unhealthy: `reason`
+                  ///< (the checks, one line); the node steps aside (exit 5)
   };
   Kind kind = Kind::kLaunch;
   int epoch = -1;
@@ -65,11 +67,12 @@ struct JobEvent {
   std::string reason;
   std::string host;
   std::string addr;
-  double timeout_s = 0;        ///< kHang: --hang-timeout
-  double silent_s = 0;         ///< kHang: how long the job was silent
-  std::string action;          ///< kHang: --on-hang (stop, restart, report)
-  std::vector<int> odd_ranks;  ///< kHang: the ranks whose stacks differ from the majority
-  nlohmann::json launch;       ///< kLaunch: the launch's fields (an object)
+  double timeout_s = 0;            ///< kHang: --hang-timeout
+  double silent_s = 0;             ///< kHang: how long the job was silent
+  std::string action;              ///< kHang: --on-hang (stop, restart, report)
+  std::vector<int> odd_ranks;      ///< kHang: the ranks whose stacks differ from the majority
+  nlohmann::json launch;           ///< kLaunch: the launch's fields (an object)
+  std::vector<std::string> cards;  ///< kUnhealthy: the unhealthy cards
 
   static JobEvent Launch(nlohmann::json fields);
   static JobEvent Rendezvous(int epoch, int nodes, int world_size, double duration_s);
@@ -84,6 +87,7 @@ struct JobEvent {
   static JobEvent Hang(int epoch, double timeout_s, double silent_s, std::string action,
                        std::vector<int> odd_ranks, std::string reason);
   static JobEvent Stop(int exit_code, std::string reason);
+  static JobEvent Unhealthy(int epoch, std::vector<std::string> cards, std::string reason);
 };
 
 /// "launch", "rank_start", ...: the "event" field of the JSON line.

@@ -42,6 +42,8 @@ int ExitCodeFor(const PolicyState& state) {
       return exit_code::kSpawnFailed;
     case StopCause::kHang:
       return exit_code::kHang;
+    case StopCause::kUnhealthy:
+      return exit_code::kStuckProcesses;  // 5: node unhealthy
     case StopCause::kJob:
     case StopCause::kNone:
       break;

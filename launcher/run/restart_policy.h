@@ -76,6 +76,7 @@ enum class StopCause {
   kSpawnFailed,  ///< a rank's program could not be started
   kJob,          ///< job mode: the job stopped the ranks (another node failed or was lost)
   kHang,         ///< --hang-timeout: no progress (stop, or restart while restarts are left)
+  kUnhealthy,    ///< the health gate found this node's cards unhealthy (health_runner.h): exit 5
 };
 
 struct PolicyConfig {
@@ -108,6 +109,8 @@ struct PolicyState {
   /// Set when the failure streak ended the loop: the summary's line ("the same failure 4
   /// times in a row: ...; not restarting (--max-same-failures)"); empty otherwise.
   std::string loop_stop;
+  /// cause == kUnhealthy: the unhealthy checks in one line (HealthReport::Describe).
+  std::string unhealthy;
   bool operator==(const PolicyState&) const = default;
 };
 

@@ -47,7 +47,7 @@ JobOutcome Supervisor::Run() {
   ArmSignals();
   outcome_.start_time = UnixNow();
   if (!config_.policy.agent_decides) {
-    StartAttempt(0);
+    GateThenStart(0, false);
   } else if (deps_.standbys != nullptr) {
     // Job mode: the job sends JobStart(0) after the rendezvous; the standbys import while
     // this node waits for it (first start, a node that rejoins, an elastic newcomer).
@@ -154,17 +154,105 @@ void Supervisor::PrepareStandbys(int restart_count, const std::vector<RankLaunch
 }
 
 void Supervisor::JobStart(int restart_count) {
-  if (!finished_) Dispatch(PolicyEvent::JobStart(restart_count));
+  if (finished_) return;
+  if (config_.health == nullptr || state_.phase != Phase::kWaitingForJob) {
+    Dispatch(PolicyEvent::JobStart(restart_count));
+    return;
+  }
+  GateThenStart(restart_count, true);
+}
+
+// ---- the health gate ----
+
+// Starts attempt `restart_count` once the gate passed: at once without a gate; else when the
+// check (begun here, or during the back-off) answers.  Job mode: the gate holds back the
+// job's JobStart, so the policy still waits for the job meanwhile.
+void Supervisor::GateThenStart(int restart_count, bool job_start) {
+  if (config_.health == nullptr) {
+    StartAttempt(restart_count);
+    return;
+  }
+  gate_waiting_ = true;
+  gate_job_start_ = job_start;
+  gate_job_stop_ = false;
+  if (gate_attempt_ != restart_count || (!gate_report_ && !config_.health->busy())) {
+    BeginGate(restart_count);
+  } else if (gate_report_) {
+    PassGate();
+  }
+}
+
+void Supervisor::BeginGate(int restart_count) {
+  if (config_.health == nullptr) return;
+  gate_attempt_ = restart_count;
+  gate_report_.reset();
+  gate_began_ = std::chrono::steady_clock::now();
+  config_.health->Check(restart_count, lifetime_.Wrap([this, restart_count](HealthReport report) {
+    GateDone(restart_count, std::move(report));
+  }));
+}
+
+void Supervisor::GateDone(int restart_count, HealthReport report) {
+  if (finished_ || restart_count != gate_attempt_) return;
+  using Ms = std::chrono::duration<double, std::milli>;
+  log_.debug("attempt {}: health checks took {:.1f} ms", restart_count,
+             Ms(std::chrono::steady_clock::now() - gate_began_).count());
+  gate_report_ = std::move(report);
+  if (gate_waiting_) PassGate();
+}
+
+void Supervisor::PassGate() {
+  const int restart_count = gate_attempt_;
+  HealthReport report = std::move(*gate_report_);
+  gate_report_.reset();
+  gate_attempt_ = -1;
+  gate_waiting_ = false;
+  if (!gate_said_unchecked_) {
+    for (const HealthRow& row : report.rows) {
+      if (row.verdict != HealthVerdict::kNotChecked) continue;
+      gate_said_unchecked_ = true;
+      log_.info("health check {}: not checked: {}", row.check, row.reason);
+    }
+  }
+  if (!report.healthy()) {
+    Unhealthy(restart_count, report);
+    return;
+  }
+  if (!gate_job_start_) {
+    StartAttempt(restart_count);
+    return;
+  }
+  Dispatch(PolicyEvent::JobStart(restart_count));
+  // The job stopped this epoch while the gate held its start: the ranks stop again at once,
+  // and the drain is reported as the job expects.
+  if (gate_job_stop_ && !finished_) JobStop();
+}
+
+// This node steps aside: no further attempt; exit 5 (job mode: the node agent says bye and
+// the job re-forms without this node or waits for its replacement, docs/multinode.md).
+void Supervisor::Unhealthy(int restart_count, const HealthReport& report) {
+  const std::string what = report.Describe();
+  log_.error("this node is unhealthy: {}; no attempt {} here (exit code 5)", what, restart_count);
+  config_.events->On(JobEvent::Unhealthy(restart_count, report.UnhealthyCards(), what));
+  state_.phase = Phase::kFinished;
+  state_.cause = StopCause::kUnhealthy;
+  state_.unhealthy = what;
+  if (job_ != nullptr) asio::post(deps_.io, [job = job_, what] { job->Unhealthy(what); });
+  Finish(exit_code::kStuckProcesses);
 }
 
 void Supervisor::JobStop() {
+  if (gating() && gate_job_start_) {
+    gate_job_stop_ = true;
+    return;
+  }
   if (finished_ || state_.phase != Phase::kRunning) return;
   log_.warn("stopping the ranks (SIGTERM, SIGKILL after {})", Seconds(config_.grace, -1));
   Dispatch(PolicyEvent::JobStop());
 }
 
 void Supervisor::Hang(bool restart) {
-  if (finished_ || state_.phase != Phase::kRunning) return;
+  if (finished_ || gating() || state_.phase != Phase::kRunning) return;
   log_.warn("stopping the ranks after a hang (SIGTERM, SIGKILL after {}){}",
             Seconds(config_.grace, -1), restart ? "; they restart if restarts are left" : "");
   hang_stop_ = true;
@@ -240,10 +328,15 @@ void Supervisor::Execute(const PolicyAction& action) {
       ArmTimer(kill_timer_, config_.kill_wait, PolicyEvent::KillWaitExpired());
       break;
     case A::kStartAttempt:
-      if (!config_.policy.agent_decides) AnnounceRestart(action);  // the job logs its restarts
-      StartAttempt(action.restart_count);
+      if (config_.policy.agent_decides) {
+        StartAttempt(action.restart_count);  // the gate already held back the job's JobStart
+        break;
+      }
+      AnnounceRestart(action);  // one node; the job logs its own restarts
+      GateThenStart(action.restart_count, false);
       break;
     case A::kStartBackoff:
+      BeginGate(action.restart_count);  // the checks overlap the wait
       AnnounceRestart(action);
       ArmTimer(backoff_timer_, SecondsToMillis(action.delay_s), PolicyEvent::BackoffExpired());
       break;
@@ -362,12 +455,24 @@ void Supervisor::ArmSignals() {
 void Supervisor::OnSignal(int sig) {
   outcome_.signals.push_back(sig);
   const SignalClass cls = ClassifySignal(sig, config_.hup, config_.extra_stop_signals);
+  if (cls == SignalClass::kTeardown && gating() && !gate_job_start_) {
+    // No rank runs while the gate checks the cards: nothing to stop, exit as signalled.
+    log_.warn("received {} while checking the cards' health: no attempt, exiting", SignalName(sig));
+    state_.phase = Phase::kFinished;
+    state_.cause = StopCause::kSignal;
+    state_.stop_signal = sig;
+    Finish(exit_code::kSignalBase + sig);
+    return;
+  }
   switch (cls) {
     case SignalClass::kTeardown:
       if (state_.phase == Phase::kBackingOff) {
         ++teardown_signals_;
         log_.warn("received {} while waiting to restart the ranks: no restart, exiting",
                   SignalName(sig));
+      } else if (state_.phase == Phase::kWaitingForJob) {
+        ++teardown_signals_;
+        log_.warn("received {} while no rank runs (waiting for the job): exiting", SignalName(sig));
       } else if (teardown_signals_++ == 0 && state_.phase == Phase::kRunning) {
         log_.warn("received {}: forwarding it to every rank, SIGKILL after {}", SignalName(sig),
                   Seconds(config_.grace, -1));
@@ -480,6 +585,8 @@ void Supervisor::CancelTimers() {
 
 void Supervisor::Finish(int exit_code) {
   finished_ = true;
+  if (config_.health != nullptr) config_.health->Cancel();
+  gate_waiting_ = false;
   // A program that could not be started: 126 or 127 as the shell says (the spawner knows).
   if (!config_.policy.agent_decides && state_.cause == StopCause::kSpawnFailed &&
       outcome_.start_error && outcome_.start_error->exit_code != 0) {

@@ -19,6 +19,12 @@
 // --progress-file the number the ranks left there, read off the loop within
 // 2 s (progress_file.h); the policy then decides.
 //
+// With a health gate (SupervisorConfig::health, launcher/sys/health_runner.h) no attempt starts
+// before the node's checks passed: the first, and every restart (during a back-off the checks
+// run while it waits).  An unhealthy node starts nothing more and exits 5 (cause kUnhealthy);
+// in job mode the gate holds back the job's JobStart, and the JobLink hears Unhealthy() before
+// Finished(5), so that the node leaves the job.
+//
 // Multi-node jobs (job mode, PolicyConfig::job): a JobLink hears about local
 // teardowns and drained attempts, and decides with JobStart/JobStop/JobExit
 // what happens next; Run() then starts no attempt by itself.  JobLink calls
@@ -37,6 +43,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -45,6 +52,7 @@
 #include "launcher/run/progress_file.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/run/worker_group.h"
+#include "launcher/sys/health_runner.h"
 
 namespace gculaunch {
 
@@ -70,6 +78,9 @@ class JobLink {
   virtual void AttemptDrained(bool success, const AttemptReport& report) = 0;
   /// The Supervisor finished with `exit_code` (Run() has returned or is about to).
   virtual void Finished(int exit_code) = 0;
+  /// The health gate found this node unhealthy (`what`: the checks, one line); Finished(5)
+  /// follows: the node leaves the job so that the platform can replace it.
+  virtual void Unhealthy(const std::string& /*what*/) {}
 };
 
 /// Job mode: what the job tells this node's ranks.  The Supervisor implements it; the
@@ -100,6 +111,10 @@ struct SupervisorConfig {
   JobEvents* events = NoJobEvents();
   /// --progress-file: read after every failed attempt (the failure streak); empty: none.
   std::string progress_file;
+  /// The health gate (docs/runtime.md, "Health checks"): run before every attempt, its
+  /// restart's during the back-off already; an unhealthy node starts no further attempt and
+  /// exits 5.  Null: no gate.
+  HealthRunner* health = nullptr;
 };
 
 /// How the job ended.
@@ -165,6 +180,13 @@ class Supervisor : public JobControl {
   std::string RestartReason(std::string* ran);
   void AnnounceRestart(const PolicyAction& action);
   LocalStopReport MakeStopReport() const;
+  // The health gate (health_runner.h).
+  void GateThenStart(int restart_count, bool job_start);
+  void BeginGate(int restart_count);
+  void GateDone(int restart_count, HealthReport report);
+  void PassGate();
+  void Unhealthy(int restart_count, const HealthReport& report);
+  bool gating() const { return gate_waiting_; }
 
   WorkerGroupDeps deps_;
   spdlog::logger& log_;
@@ -196,7 +218,14 @@ class Supervisor : public JobControl {
   std::unique_ptr<ProgressFile> progress_;  ///< --progress-file; null: none
   bool describing_ = false;  ///< the drained attempt's report is being made (progress read)
   AttemptReport report_;     ///< the last drained attempt's, for the job (NotifyDrained)
-  LifetimeGuard lifetime_;   ///< last member: expires first
+  int gate_attempt_ = -1;    ///< the attempt the gate's check under way (or done) is for
+  std::optional<HealthReport> gate_report_;  ///< its result, once known
+  bool gate_waiting_ = false;                ///< an attempt waits for the gate
+  bool gate_job_start_ = false;       ///< job mode: the gate holds back JobStart(gate_attempt_)
+  bool gate_job_stop_ = false;        ///< job mode: JobStop arrived while the gate held JobStart
+  bool gate_said_unchecked_ = false;  ///< "not checked" rows are told once
+  std::chrono::steady_clock::time_point gate_began_{};
+  LifetimeGuard lifetime_;  ///< last member: expires first
 };
 
 }  // namespace gculaunch

@@ -1,8 +1,10 @@
 """The store's refusal at its connection cap names what the user can change (issue 37, item
 4): in a launch the cap follows the open-file limit, so the line says to raise `ulimit -n`
 and what it is now (a launch has no --max-connections); `gculaunch store` names its
---max-connections."""
+--max-connections.  Node 0 of a job too large for its open-file limit says so before
+any rank starts, with the limit to set (issue 46, item 3)."""
 import os
+import re
 import resource
 import signal
 import socket
@@ -56,6 +58,36 @@ class ConnectionCapHint(unittest.TestCase):
                                   r"are open, the limit is \1 \(fix: raise `ulimit -n` \(now "
                                   r"%d\)\)$" % limit)
         self.assertNotIn("--max-connections", err)
+        self.assertNotIn("may open up to", err)  # one rank fits: no warning at start
+
+    def test_node_0_says_up_front_what_limit_the_job_needs(self):
+        # Issue 46: node 0 of a job whose ranks cannot all connect under its open-file limit
+        # says so before any rank starts, with the number to set.  200 nodes of 1 rank open
+        # up to 2 * 200 + 200 (+ a margin) connections; 256 descriptors hold far fewer.
+        limit = 256
+
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        with gltest.Job(["--nnodes", "200", "--node-rank", "0", "--nproc-per-node", "1",
+                         "--master-addr", "127.0.0.1", "--master-port", str(gltest.free_port()),
+                         "--no-python", "true"], preexec_fn=low_limit) as job:
+            job.wait_for(lambda out, err: "may open up to" in err, timeout=30,
+                         what="the open-file warning")
+            job.signal(signal.SIGTERM)
+            self.assertEqual(job.wait(timeout=30), 128 + signal.SIGTERM, job.stderr)
+            err = job.stderr
+        line = [l for l in err.splitlines() if "may open up to" in l][0]
+        found = re.search(r"the store can hold (\d+) connections under the open-file limit 256, "
+                          r"and a job of 200 ranks on 200 nodes may open up to (\d+) \(fix: "
+                          r"raise the hard open-file limit of node 0 to at least (\d+): "
+                          r"`ulimit -Hn \3` before gculaunch", line)
+        self.assertIsNotNone(found, line)
+        cap, need, target = (int(g) for g in found.groups())
+        self.assertLess(cap, limit)
+        self.assertGreaterEqual(need, 2 * 200 + 200)
+        self.assertEqual(target, limit + need - cap, line)
+        self.assertEqual(err.count("may open up to"), 1, err)
 
     def test_the_store_command_names_max_connections(self):
         tag = gltest.new_tag()

@@ -275,13 +275,13 @@ class JobSecret(unittest.TestCase):
         node0 = self.node(hosts, 0, 2, self.secret_file)
         node1 = self.node(hosts, 1, 2, other)
         self.assertEqual(node1.wait(timeout=60), 2, node1.stderr)
-        lines = [l for l in node1.stderr.splitlines() if "proof of the job secret" in l]
+        # Node 0 proves itself first (issue 43): its proof fails on node 1, which stops before
+        # it sends a proof of its own, so node 0 has no wrong proof to log.
+        lines = [l for l in node1.stderr.splitlines()
+                 if "prove that it holds the job secret" in l]
         self.assertEqual(len(lines), 1, node1.stderr)
-        self.assertIn("differs from node 0's", lines[0])
-        node0.wait_for(lambda out, err: "its proof of the job secret is wrong" in err,
-                       timeout=20, what="node 0's line")
-        self.assertEqual(node0.stderr.count("proof of the job secret is wrong"), 1,
-                         node0.stderr)
+        self.assertIn("differs from this node's", lines[0])
+        self.assertNotIn("proof of the job secret is wrong", node0.stderr)
         # A node without a secret is refused too, with its own line.
         node1b = self.node(hosts, 1, 2, None)
         self.assertEqual(node1b.wait(timeout=60), 2, node1b.stderr)
@@ -320,7 +320,7 @@ class JobSecret(unittest.TestCase):
         other = self.write_secret("other", "another-secret\n")
         stranger = self.node(hosts, 2, 2, other, elastic, extra_env={"RANK": "1"})
         self.assertEqual(stranger.wait(timeout=60), 2, stranger.stderr)
-        self.assertIn("refused this node's proof of the job secret", stranger.stderr)
+        self.assertIn("failed to prove that it holds the job secret", stranger.stderr)
         node1 = self.node(hosts, 1, 2, self.secret_file, elastic)
         self.wait_file("ready.*.1", node1)  # admitted: the job re-formed with two nodes
         self.release()

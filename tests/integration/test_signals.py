@@ -157,6 +157,23 @@ class Signals(unittest.TestCase):
             self.assertIn("sent SIGKILL to 2 rank process group(s)", job.stderr)
             self.assertEqual(gltest.wait_no_tagged(job.tag, 5), [])
 
+    def test_node_0_still_waiting_for_the_other_nodes_exits_at_once_on_sigterm(self):
+        # Nothing of the job runs before it formed: node 0 leaves at once with 143, as the
+        # other nodes would wait for a new node 0 after its bye anyway.  It used to wait out
+        # the bye bound (grace period + 30 s) for nodes that never came, saying "during
+        # shutdown: killing every rank now" with no rank to kill.
+        with gltest.Job(["--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1",
+                         "--master-addr", "127.0.0.1", "--master-port", str(gltest.free_port()),
+                         "--grace-period", "30", "--no-python", "true"]) as job:
+            job.wait_for(lambda out, err: "node 0 of 2 registered" in err,
+                         what="node 0 registered")
+            job.signal(signal.SIGTERM)
+            self.assertEqual(job.wait(timeout=20), 128 + signal.SIGTERM, job.stderr)
+            self.assertIn("received SIGTERM while no rank runs (waiting for the job): exiting",
+                          job.stderr)
+            self.assertNotIn("killing every rank now", job.stderr)
+            self.assertNotIn("not every node said bye", job.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -56,6 +56,45 @@ TEST_CASE("agent auth: the proof is HMAC-SHA256 over the context and the nonce",
   CHECK_FALSE(VerifyAuthProof("k", "", AuthProof("k", "")));
 }
 
+TEST_CASE("agent auth: node 0's proof binds its own context and the agent's nonce", "[auth]") {
+  // Python: hmac.new(b"Jefe", b"gculaunch node 0 proof v1\n" + b"what do ya want for
+  // nothing?", hashlib.sha256).hexdigest()
+  CHECK(NodeZeroProof("Jefe", "what do ya want for nothing?") ==
+        "b3f587daf70dc2adbdca845e661d9ae4769fd0770780066816cf4b53499c3154");
+  const std::string nonce = NewAuthNonce();
+  CHECK(VerifyNodeZeroProof("k", nonce, NodeZeroProof("k", nonce)));
+  // Neither proof passes for the other: a reflected agent proof is no proof of node 0.
+  CHECK_FALSE(VerifyNodeZeroProof("k", nonce, AuthProof("k", nonce)));
+  CHECK_FALSE(VerifyAuthProof("k", nonce, NodeZeroProof("k", nonce)));
+  CHECK_FALSE(VerifyNodeZeroProof("k", nonce, NodeZeroProof("other", nonce)));
+  CHECK_FALSE(VerifyNodeZeroProof("k", "", NodeZeroProof("k", "")));
+  CHECK(IsAgentNonce(nonce));
+  CHECK_FALSE(IsAgentNonce("abc"));
+  CHECK_FALSE(IsAgentNonce(std::string(64, 'G')));
+  CHECK_FALSE(IsAgentNonce(std::string(130, 'a')));
+}
+
+TEST_CASE("agent auth: node 0 proves the secret over the agent's nonce", "[auth][server]") {
+  ServerFixture f(WithSecret());
+  RawClient agent(f.port());
+  const std::string mine = NewAuthNonce();
+  const std::string proof = Get(agent, std::string(kNode0ProofPrefix) + mine);
+  CHECK(VerifyNodeZeroProof(kSecret, mine, proof));
+  CHECK_FALSE(VerifyNodeZeroProof("another secret", mine, proof));
+  // The agent's own proof still works on the same connection afterwards.
+  Prove(agent, kSecret);
+  CHECK(Get(agent, std::string(kAuthStatusKey)) == kAuthOk);
+  // A nonce that is not hex is refused (node 0 signs nothing else).
+  RawClient odd(f.port());
+  odd.Send(V1(Req(Op::kGet, {std::string(kNode0ProofPrefix) + "not a nonce"})));
+  CHECK(odd.ReadsEof());
+  CHECK(f.log().WaitFor({"over a nonce that is not 32 to 128 lower-case hex digits"}));
+  // Without a secret node 0 proves nothing: "" (the agent with a secret then stops).
+  ServerFixture open;
+  RawClient c(open.port());
+  CHECK(Get(c, std::string(kNode0ProofPrefix) + mine).empty());
+}
+
 TEST_CASE("agent auth: without the proof, writes of launcher keys close the connection",
           "[auth][server]") {
   ServerFixture f(WithSecret());

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <set>
 
 #include "tests/rendezvous/decode_util.h"
@@ -162,6 +163,56 @@ TEST_CASE("server: connections beyond the bound are closed with a log line", "[s
   RawClient d(f.port());
   d.Send(V1(Req(Op::kGetNumKeys)));
   CHECK(d.Read(8).size() == 8);
+}
+
+// A client from 127.0.0.2, which the test's ServerOptions::foreign_peer calls another user's.
+std::unique_ptr<RawClient> Stranger(std::uint16_t port) {
+  auto c = std::make_unique<RawClient>(port, false);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+  REQUIRE(::bind(c->fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  c->Connect();
+  return c;
+}
+
+bool FromStranger(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  return ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+         addr.sin_family == AF_INET && ntohl(addr.sin_addr.s_addr) == INADDR_LOOPBACK + 1;
+}
+
+TEST_CASE("server: at the cap, other users' connections make room for the job's", "[server]") {
+  ServerOptions options;
+  options.max_connections = 2;
+  options.foreign_peer = FromStranger;
+  ServerFixture f(options);
+  auto a = Stranger(f.port());
+  auto b = Stranger(f.port());
+  for (auto* c : {a.get(), b.get()}) {
+    c->Send(V1(Req(Op::kGetNumKeys)));
+    CHECK(c->Read(8).size() == 8);
+  }
+  // The job's client takes the slot of the oldest stranger, idle or not.
+  RawClient own(f.port());
+  own.Send(V1(Req(Op::kGetNumKeys)));
+  CHECK(own.Read(8).size() == 8);
+  CHECK(a->ReadsEof());
+  CHECK(f.log().WaitFor({"this one belongs to another local user than the job's and root"}));
+  // A new stranger finds no room: refused, and the job's connection stays.
+  auto c = Stranger(f.port());
+  CHECK(c->ReadsEof());
+  CHECK(f.log().WaitFor({"whose connections are refused first"}));
+  RawClient second(f.port());  // evicts b, the last stranger
+  second.Send(V1(Req(Op::kGetNumKeys)));
+  CHECK(second.Read(8).size() == 8);
+  CHECK(b->ReadsEof());
+  // With only the job's connections at the cap, a new one is refused as before.
+  RawClient third(f.port());
+  CHECK(third.ReadsEof());
+  own.Send(V1(Req(Op::kGetNumKeys)));
+  CHECK(own.Read(8).size() == 8);
 }
 
 // Restores RLIMIT_NOFILE and closes the filler fds on scope exit.

@@ -317,6 +317,29 @@ TEST_CASE("agent policy: the marker names its rank, a lost master names node 0",
   CHECK(Describe(*lost.state.marker) == "node 0 (198.18.0.1) was lost: the connection broke");
 }
 
+TEST_CASE("agent policy: an unhealthy node leaves with a restartable marker naming the checks",
+          "[agent_policy]") {
+  AgentConfig config;
+  config.node_rank = 2;
+  AgentState s;
+  s = Step(s, config, AE::Start()).state;
+  s = Step(s, config, AE::Plan(Plan(1))).state;
+  const AgentStep stuck = Step(s, config, AE::SupervisorFinished(5));
+  REQUIRE(stuck.actions.size() >= 1);
+  CHECK_FALSE(stuck.actions[0].marker.restartable);  // stuck ranks: no return
+  const AgentStep step =
+      Step(s, config, AE::SupervisorFinished(5, "nvidia-smi: card 3: uncorrectable ECC errors"));
+  REQUIRE(Names(step.actions) ==
+          std::vector<std::string>{"PublishMarker(1)[node_left]", "SayBye(5)", "Finish(5)"});
+  const StopMarker& m = step.actions[0].marker;
+  CHECK(m.restartable);
+  CHECK(m.node == 2);
+  CHECK(m.exit_code == 5);
+  CHECK(m.what ==
+        "its cards are unhealthy (nvidia-smi: card 3: uncorrectable ECC errors); it left the job");
+  CHECK(step.state.exit_code == 5);
+}
+
 namespace {
 
 JobPlan Aborted(StopMarker abort) {

@@ -88,6 +88,8 @@ TEST_CASE("DecideStoreHost: who hosts the store, and why, row by row", "[store_h
     CHECK(port_asked == row.port_asked);
     CHECK(decided.node_rank == row.node_rank);
     CHECK(decided.store_host_why == row.why);
+    // Only a client of a listener on its own host checks that listener's owner.
+    CHECK(decided.store_listener_here == (row.why == kTaken));
     if (!row.changed) {
       CHECK(decided.store_host == spec.store_host);
       CHECK_FALSE(decided.store_host_inferred);

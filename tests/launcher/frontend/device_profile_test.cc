@@ -125,7 +125,7 @@ TEST_CASE("device profiles: strict parsing names file, line and key", "[device_p
   CHECK(ParseError("name: x\nbackend: gloo\nvisble_env: [A]\n") ==
         "gculaunch: my.yaml:3: unknown key 'visble_env' (fix: known keys: name, aliases, "
         "description, visible_env, container_visible_env, devices, driver_path, backend, "
-        "collective_library, python_module, socket_ifname_env, auto_order, env)");
+        "collective_library, python_module, socket_ifname_env, auto_order, env, health)");
   CHECK(ParseError("name: x\nbackend: gloo\ndevices:\n  dir: /dev\n  patern: 'a([0-9])'\n") ==
         "gculaunch: my.yaml:5: unknown key 'devices.patern' (fix: known keys under devices: "
         "dir, pattern, vendor_path, vendor_id)");

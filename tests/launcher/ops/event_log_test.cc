@@ -66,6 +66,11 @@ TEST_CASE("every event has its documented fields", "[event_log]") {
   CHECK(hang["action"] == "restart");
   CHECK(hang["odd_ranks"] == nlohmann::json::array({1, 5}));
   CHECK(hang["reason"] == "no progress");
+  auto unhealthy = line(JobEvent::Unhealthy(1, {"3"}, "nvidia-smi: card 3: uncorrectable ECC"));
+  CHECK(unhealthy["event"] == "node_unhealthy");
+  CHECK(unhealthy["epoch"] == 1);
+  CHECK(unhealthy["cards"] == nlohmann::json::array({"3"}));
+  CHECK(unhealthy["reason"] == "nvidia-smi: card 3: uncorrectable ECC");
   auto stop = line(JobEvent::Stop(7, "rank_failed"));
   CHECK(stop["exit_code"] == 7);
   CHECK(stop["reason"] == "rank_failed");

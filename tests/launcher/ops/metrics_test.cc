@@ -112,4 +112,18 @@ TEST_CASE("metrics show the restart back-off under way", "[metrics]") {
   CHECK(Has(RenderMetrics(in), "gculaunch_restart_backoff_seconds 0"));
 }
 
+TEST_CASE("metrics show the cards the health checks found unhealthy", "[metrics]") {
+  JobStatus status([] { return 100.0; });
+  status.On(JobEvent::Launch({{"run_id", "r"}}));
+  MetricsInput in;
+  in.job = &status.snapshot();
+  in.now = 100;
+  CHECK(Has(RenderMetrics(in), "# TYPE gculaunch_node_unhealthy gauge"));
+  CHECK(Has(RenderMetrics(in), "gculaunch_node_unhealthy 0"));
+  status.On(JobEvent::Unhealthy(1, {"1", "3"}, "nvidia-smi: ..."));
+  CHECK(Has(RenderMetrics(in), "gculaunch_node_unhealthy{card=\"1\"} 1"));
+  CHECK(Has(RenderMetrics(in), "gculaunch_node_unhealthy{card=\"3\"} 1"));
+  CHECK(status.snapshot().unhealthy == "nvidia-smi: ...");
+}
+
 }  // namespace gculaunch
