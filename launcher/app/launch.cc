@@ -49,6 +49,7 @@
 #include "launcher/sys/status_proc.h"
 #include "launcher/sys/termination_log.h"
 #include "launcher/sys/worker_exit.h"
+#include "rendezvous/proxy.h"
 
 namespace gculaunch {
 
@@ -215,7 +216,11 @@ struct Launch::Loop {
   std::shared_ptr<ConnectionHooks> hooks;
   /// --metrics-port: the store's counters (when this node hosts the store).
   std::shared_ptr<rendezvous::StoreMetrics> store_metrics;
-  std::optional<AgentStore> store;             ///< when this node hosts the store
+  std::optional<AgentStore> store;         ///< when this node hosts the store
+  std::optional<rendezvous::Proxy> proxy;  ///< --store-proxy, where node 0 hosts the store
+  std::string store_endpoint;              ///< node 0's store, "host:port"
+  /// Where the ranks' store connections go, for `gculaunch status`.
+  std::string StoreTrafficNow() const;
   const Supervisor* supervisor = nullptr;      ///< while Supervise runs (metrics, status)
   std::unique_ptr<MetricsHttpServer> metrics;  ///< --metrics-port
 };
@@ -274,6 +279,21 @@ Launch::Loop::Loop(Launch& launch)
       });
     }
   }
+  store_endpoint = launch.spec_.master_addr + ":" + std::to_string(launch.spec_.master_port);
+  if (launch.proxy_socket_) {
+    rendezvous::ProxyOptions options;
+    options.upstream_host = launch.spec_.master_addr;
+    options.upstream_port = static_cast<std::uint16_t>(launch.spec_.master_port);
+    options.secret = launch.spec_.job_secret;
+    if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
+    if (launch.spec_.store_max_buffered)
+      options.limits.max_buffered = *launch.spec_.store_max_buffered;
+    options.max_connections = launch.StoreConnectionCap();
+    // Node 0 may start long after this node: wait for it as long as the join does.
+    options.connect_timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::max(launch.spec_.rdzv_timeout_s, 1.0) * 1000));
+    proxy.emplace(io, std::move(*launch.proxy_socket_), std::move(options), launch.log_);
+  }
   if (launch.metrics_socket_) {
     metrics = std::make_unique<MetricsHttpServer>(
         io, std::move(*launch.metrics_socket_), [this] { return RenderMetricsNow(); },
@@ -309,7 +329,19 @@ std::string Launch::Loop::StatusNow() const {
   in.progress_age_s = ProgressAges();
   if (standbys) in.standbys = standbys->Status();
   in.readiness = ReadinessNow();
+  in.store_traffic = StoreTrafficNow();
   return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string Launch::Loop::StoreTrafficNow() const {
+  if (proxy) {
+    return "through this node's store proxy (" + std::string(kProxyAddress) + ":" +
+           std::to_string(proxy->port()) + ", " + std::to_string(proxy->num_connections()) +
+           " rank connections) to node 0's store at " + proxy->upstream() +
+           (proxy->connected() ? ", over one connection" : ", not connected");
+  }
+  if (store) return "to this node's store (port " + std::to_string(store->server().port()) + ")";
+  return "straight to the store at " + store_endpoint;
 }
 
 // What /readyz answers (readiness.h): where this node hosts the ranks' store, whether its keys
@@ -557,6 +589,13 @@ Status Launch::ReservePort(LaunchChoices& choices) {
     auto port = sys::PickFreePort();
     if (!port.ok()) return port.error();
     choices.chosen_port = std::to_string(*port);
+  }
+  if (ProxiesStore(spec_)) {
+    // Loopback only: the proxy serves this node's own ranks.
+    auto bound = rendezvous::ListenSocket::Bind(kProxyAddress, 0);
+    if (!bound.ok()) return bound.error();
+    choices.proxy_port = std::to_string(bound->port());
+    proxy_socket_.emplace(std::move(*bound));
   }
   return OkStatus();
 }

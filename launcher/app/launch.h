@@ -154,6 +154,7 @@ class Launch {
   static constexpr int kReservedDescriptors = 8;
   std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
   std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
+  std::optional<rendezvous::ListenSocket> proxy_socket_;    ///< --store-proxy, the same way
   std::string scratch_;  ///< every file a rank opens by name (private, removed at exit)
   std::optional<sys::HeldDir> log_dir_;  ///< the run's log directory; none without log files
   RankRuntime runtime_;

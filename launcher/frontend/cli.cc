@@ -349,6 +349,11 @@ constexpr FlagDef kFlags[] = {
      "the store accepts connections only from these networks (and loopback), e.g. "
      "10.0.0.0/8,fd00::/64; default anyone",
      &ApplyText<&CliOptions::store_allow>, kGculaunchOnly},
+    {"store-proxy", "", Kind::kBool, "", "Supervision",
+     "on every node but node 0, serve the node's own ranks' store connections and carry them "
+     "to node 0 over one connection (node 0 then holds one per node, not one per rank); the "
+     "ranks' MASTER_ADDR/MASTER_PORT name the local proxy; default off",
+     &ApplySwitch<&CliOptions::store_proxy>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start no rank",

@@ -163,6 +163,7 @@ struct CliOptions {
   // ---- who may steer the job (docs/security.md) ----
   std::optional<std::string> job_secret_file;  ///< --job-secret-file FILE
   std::optional<std::string> store_allow;      ///< --store-allow CIDR[,CIDR...]
+  bool store_proxy = false;                    ///< --store-proxy (rendezvous/proxy.h)
 
   // torchrun flags that gculaunch maps onto its own notions or accepts with a note
   // (MakeLaunchSpec decides; see docs/command-line.md).

@@ -244,6 +244,10 @@ struct LaunchSpec {
   std::string job_secret;
   /// --store-allow; empty: the store accepts anyone.
   std::vector<Network> store_allow;
+  /// --store-proxy: a node that does not host the store serves its own ranks' store
+  /// connections and carries them to node 0 over one connection (rendezvous/proxy.h); its
+  /// ranks' MASTER_ADDR/MASTER_PORT name that proxy (ProxiesStore, rank_env.h).
+  bool store_proxy = false;
 
   // ---- what to do ----
   bool dry_run = false;  ///< --dry-run: print, start no rank

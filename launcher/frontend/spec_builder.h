@@ -89,6 +89,7 @@ class SpecBuilder {
   void LogLinePrefix();
   Status Metrics();
   Status StoreAccess();
+  Status StoreProxy();
   Status Extras();
   Status LoopStop();
   Status Health();

@@ -411,12 +411,43 @@ Status SpecBuilder::Metrics() {
   return OkStatus();
 }
 
+// --store-proxy (rendezvous/proxy.h, docs/multinode.md "The store proxy"): only where node 0's
+// gculaunch serves the ranks' store (the agent store, a fixed store host), and only a job of
+// several nodes has something to carry.  The note names the code it breaks.
+Status SpecBuilder::StoreProxy() {
+  if (!o_.store_proxy) return OkStatus();
+  if (spec_.store_mode != StoreMode::kAgent) {
+    return Error{"--store-proxy needs gculaunch's store, but --no-agent-store makes rank 0 host it",
+                 "drop --no-agent-store or --store-proxy"};
+  }
+  if (const RdzvCapabilities& can = CapabilitiesOf(spec_.rdzv); can.elected_leader) {
+    return Error{"--store-proxy is not supported with --rdzv-backend " + std::string(can.name) +
+                     ": the store's host is elected per term",
+                 "drop --store-proxy"};
+  }
+  if (spec_.nnodes <= 1) {
+    Note("--store-proxy: one node has nothing to carry; its ranks reach the store directly");
+    return OkStatus();
+  }
+  spec_.store_proxy = true;
+  Note(
+      "--store-proxy: on every node but node 0, MASTER_ADDR/MASTER_PORT name that node's store "
+      "proxy (" +
+      std::string(kProxyAddress) +
+      ", a port chosen at launch), not node 0: code that opens its own stores at "
+      "MASTER_ADDR:MASTER_PORT+N with rank 0 as the host (Megatron-LM's in-process restart, "
+      "NVRx in-process examples, mscclpp) cannot run under it; torch's env:// and tcp:// "
+      "stores, torch.distributed.rpc, gloo and NCCL can");
+  return OkStatus();
+}
+
 // --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE) and --store-allow (docs/security.md).
 // The secret is read here, so that a missing or empty file stops the launch (and the dry
 // run) with one line; it never appears in a message.  A file others may read is accepted:
 // a Kubernetes Secret volume is 0644 unless its defaultMode says otherwise (the docs ask
 // for 0400/0600).
 Status SpecBuilder::StoreAccess() {
+  if (Status proxy = StoreProxy(); !proxy.ok()) return proxy;
   if (o_.store_allow) {
     auto networks = ParseNetworkList(*o_.store_allow);
     if (!networks.ok()) {

@@ -112,6 +112,7 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
   j["pid"] = s.launcher_pid;
   j["uptime_s"] = Round3(std::max(0.0, in.now - s.launch_time));
   j["layout"] = s.layout;
+  if (!in.store_traffic.empty()) j["store_traffic"] = in.store_traffic;
   j["epoch"] = s.epoch;
   j["restarts_used"] = s.restarts;
   j["max_restarts"] = s.max_restarts;
@@ -174,6 +175,9 @@ std::string StatusText(const nlohmann::json& st) {
     out += "UNHEALTHY (this node steps aside, exit code 5): " + bad.get<std::string>() + "\n";
   }
   if (auto layout = st.value("layout", std::string()); !layout.empty()) out += layout + "\n";
+  if (auto via = st.value("store_traffic", std::string()); !via.empty()) {
+    out += "store traffic: " + via + "\n";
+  }
   if (const auto ready = st.value("ready", nlohmann::json()); ready.is_boolean()) {
     out += std::string(ready.get<bool>() ? "ready: " : "not ready: ") +
            Cell(st.value("ready_reason", nlohmann::json())) + "\n";

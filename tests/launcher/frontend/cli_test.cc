@@ -183,6 +183,7 @@ const std::vector<BoolCase>& BoolCases() {
       {"no-python-faulthandler", [](const CliOptions& o) { return o.no_python_faulthandler; }},
       {"stack-dumps", [](const CliOptions& o) { return o.stack_dumps; }},
       {"warm-ranks", [](const CliOptions& o) { return o.warm_ranks; }},
+      {"store-proxy", [](const CliOptions& o) { return o.store_proxy; }},
       {"allow-shared-log-dir", [](const CliOptions& o) { return o.allow_shared_log_dir; }},
   };
   return cases;
