@@ -58,8 +58,7 @@ Result<Pipe> MakePipe(const std::string& what);
 /// open(path, flags | O_CLOEXEC, mode).
 Result<UniqueFd> OpenCloexec(const std::string& path, int flags, int mode = 0644);
 
-/// An Error for a failed system call: "<context>: <strerror(err)>"; out of descriptors or
-/// memory (EMFILE, ENFILE, ENOMEM) carries exit_code::kNoResources.
+/// An Error for a failed system call: "<context>: <strerror(err)>".
 Error SysError(const std::string& context, int err, std::string hint = {});
 
 /// Sets or clears O_NONBLOCK.  Only for descriptors gculaunch created itself
