@@ -92,6 +92,7 @@ class SpecBuilder {
   Status Extras();
   Status LoopStop();
   Status Health();
+  void DeviceMemoryWait();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;

@@ -49,6 +49,9 @@ struct JobEvent {
     kStop,        ///< gculaunch ends with `exit_code`: `reason`
     kUnhealthy,   ///< the health gate before attempt `epoch` found `cards` unhealthy: `reason`
                   ///< (the checks, one line); the node steps aside (exit 5)
+    kDeviceMemoryWait,  ///< before attempt `epoch` gculaunch waited `duration_s` for `cards`'
+                        ///< device memory (`reason`: "card 0: 3000 MiB"); `freed`: it was, else
+                        ///< the bound passed and `cards` still held it
   };
   Kind kind = Kind::kLaunch;
   int epoch = -1;
@@ -72,7 +75,8 @@ struct JobEvent {
   std::string action;              ///< kHang: --on-hang (stop, restart, report)
   std::vector<int> odd_ranks;      ///< kHang: the ranks whose stacks differ from the majority
   nlohmann::json launch;           ///< kLaunch: the launch's fields (an object)
-  std::vector<std::string> cards;  ///< kUnhealthy: the unhealthy cards
+  std::vector<std::string> cards;  ///< kUnhealthy: the unhealthy cards; kDeviceMemoryWait: held
+  bool freed = false;              ///< kDeviceMemoryWait
 
   static JobEvent Launch(nlohmann::json fields);
   static JobEvent Rendezvous(int epoch, int nodes, int world_size, double duration_s);
@@ -88,6 +92,8 @@ struct JobEvent {
                        std::vector<int> odd_ranks, std::string reason);
   static JobEvent Stop(int exit_code, std::string reason);
   static JobEvent Unhealthy(int epoch, std::vector<std::string> cards, std::string reason);
+  static JobEvent DeviceMemoryWait(int epoch, double waited_s, bool freed,
+                                   std::vector<std::string> cards, std::string held);
 };
 
 /// "launch", "rank_start", ...: the "event" field of the JSON line.
