@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/scale.py - the control plane at scale: thousands of simulated nodes on one machine.
 
-  python3 -m bench.scale --nodes N --ranks-per-node R [--torch 1.13|2.x] [--json] ...
+  python3 -m bench.scale --nodes N --ranks-per-node R [--torch 1.13|2.x] [--store-proxy]
+                        [--json] ...
 
 Node 0 is the real gculaunch (its store, coordinator and agent, with R simulated ranks as
 processes: `scale_sim rank`).  Nodes 1..N-1 are simulated by `scale_sim nodes` (bench/scale/):
@@ -12,7 +13,9 @@ torch rank of an NCCL job does at start-up (bench/scale/sim_rank.h): connect (tw
 1.13), ADD init/, the store barrier of init_process_group, the unique id published by rank 0
 and waited for by every other rank.  The ranks of node k connect from their own source
 address 127.64.x.y (one address has about 28k ephemeral ports towards one store port), the
-agents meet node 0 at 127.0.<k/4096>.1.
+agents meet node 0 at 127.0.<k/4096>.1.  With --store-proxy every simulated node also runs
+gculaunch's store proxy (rendezvous/proxy.h) on its source address and its ranks connect
+there, so node 0 sees one upstream connection per node besides the agents'.
 
 Measured, in this order (each phase bounded by --phase seconds):
   rendezvous_s       node 0 started -> every node started its ranks (the plan reached all)
@@ -113,8 +116,15 @@ def count_sockets(pid):
 def needed_descriptors(args):
     """(node 0's, the largest simulating process's) descriptors."""
     per_rank = 2 if args.torch == "1.13" else 1
-    node0 = args.nodes * args.ranks_per_node * per_rank + 2 * args.nodes + MARGIN_FDS
     share = -(-(args.nodes - 1) // args.procs)
+    if args.store_proxy:
+        # Node 0: its own ranks, and per node the agent's two connections and one upstream.
+        # A simulating process: both ends of every rank connection, and per node the agent's
+        # two, the upstream and the proxy's listener.
+        node0 = args.ranks_per_node * per_rank + 3 * args.nodes + MARGIN_FDS
+        sim = share * (2 * args.ranks_per_node * per_rank + 4) + MARGIN_FDS
+        return node0, sim
+    node0 = args.nodes * args.ranks_per_node * per_rank + 2 * args.nodes + MARGIN_FDS
     sim = share * (args.ranks_per_node * per_rank + 2) + MARGIN_FDS
     return node0, sim
 
@@ -185,10 +195,12 @@ class Harness:
 
     def flags(self):
         a = self.args
-        return ["--nnodes", str(a.nodes), "--nproc-per-node", str(a.ranks_per_node),
+        return (["--nnodes", str(a.nodes), "--nproc-per-node", str(a.ranks_per_node),
                 "--master-port", str(a.store_port), "--max-restarts", "3", "--rdzv-id", "scale",
-                "--rdzv-timeout", str(int(a.phase)), "--restart-backoff", "off", "--no-python",
-                a.scale_sim, "rank", "--dialect", self.dialect(), "--hold", str(int(a.timeout))]
+                "--rdzv-timeout", str(int(a.phase)), "--restart-backoff", "off"]
+                + (["--store-proxy"] if a.store_proxy else [])
+                + ["--no-python", a.scale_sim, "rank", "--dialect", self.dialect(), "--hold",
+                   str(int(a.timeout))])
 
     def dialect(self):
         return "v1" if self.args.torch == "1.13" else "v2"
@@ -426,6 +438,7 @@ def run_phases(h, results):
 
 def report(args, results, notes, error):
     context = {"nodes": args.nodes, "ranks_per_node": args.ranks_per_node, "torch": args.torch,
+               "store_proxy": args.store_proxy,
                "cpus": os.cpu_count(), "load_avg_start": args.load_start,
                "load_avg_end": float(open("/proc/loadavg").read().split()[0])}
     if args.json:
@@ -434,9 +447,10 @@ def report(args, results, notes, error):
         if error:
             print(json.dumps(dict(context, measurement="error", value=error)), flush=True)
         return
-    print("scale: %d nodes x %d ranks (%d ranks), torch %s dialect, %d CPUs, load average %.1f "
+    print("scale: %d nodes x %d ranks (%d ranks), torch %s dialect%s, %d CPUs, load average %.1f "
           "-> %.1f, open-file limit %s, ports %s, somaxconn %s"
           % (args.nodes, args.ranks_per_node, args.nodes * args.ranks_per_node, args.torch,
+             ", store proxy" if args.store_proxy else "",
              os.cpu_count(), args.load_start, context["load_avg_end"], args.open_files,
              args.port_range, (read_sysctl("net.core.somaxconn") or ["?"])[0]))
     for note in notes:
@@ -462,6 +476,9 @@ def parse_args():
                     help="whose store traffic the ranks make (default 1.13: two connections "
                     "per rank, a polling barrier)")
     ap.add_argument("--json", action="store_true", help="one JSON line per measurement")
+    ap.add_argument("--store-proxy", action="store_true",
+                    help="every simulated node runs gculaunch's store proxy (--store-proxy): its "
+                         "ranks connect to it, and node 0 sees one upstream per node")
     ap.add_argument("--parts", default="restart,lost",
                     help="after connecting: restart, lost (comma-separated; '' for none)")
     ap.add_argument("--procs", type=int, default=max(1, (os.cpu_count() or 2) - 1),

@@ -108,6 +108,18 @@ void Client::Close() {
   socket_.close(ignored);
 }
 
+Result<tcp::socket> Client::TakeSocket() {
+  if (broken_ || rpos_ != rend_) {
+    const std::string why = broken_ ? "it failed" : "the store sent more than was asked";
+    Close();
+    return Error{
+        "the connection to the store at " + endpoint_ + " cannot be handed over (" + why + ")",
+        "check that the store at that address is gculaunch's"};
+  }
+  broken_ = true;
+  return std::move(socket_);
+}
+
 std::uint16_t Client::local_port() const {
   boost::system::error_code ec;
   const auto ep = socket_.local_endpoint(ec);

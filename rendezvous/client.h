@@ -103,6 +103,10 @@ class Client {
   Task<Result<std::uint32_t>> Ping(std::uint32_t nonce);
 
   void Close();
+  /// Hands the connected socket over (a store proxy's upstream, upstream.h, then speaks its
+  /// own frames on it) and leaves the client broken.  Fails, closing the socket, when bytes
+  /// the store sent are still unread or the client is broken.
+  Result<boost::asio::ip::tcp::socket> TakeSocket();
   bool broken() const { return broken_; }
   /// "host:port" of the store, for messages.
   const std::string& endpoint() const { return endpoint_; }

@@ -19,6 +19,7 @@
 
 #include "rendezvous/agent_auth.h"
 #include "rendezvous/session.h"
+#include "rendezvous/upstream.h"
 
 namespace gculaunch::rendezvous {
 namespace {
@@ -111,6 +112,24 @@ bool IsTransientAcceptError(int err) {
 }
 
 }  // namespace
+
+class ServerCore;
+
+// One store proxy's upstream connection at node 0 (upstream.h): its streams, each a store
+// connection of its own, so that the store treats a proxied rank exactly as a direct one.
+struct UpstreamLink final : UpstreamDemux::Handler {
+  UpstreamLink(ServerCore& owner, std::shared_ptr<Session> upgraded, const Limits& limits)
+      : core(owner), session(std::move(upgraded)), demux(limits) {}
+  bool OnOpen(std::uint32_t stream) override;
+  void OnRequest(std::uint32_t stream, Request& request) override;
+  void OnClose(std::uint32_t stream) override;
+  void OnMalformed(std::uint32_t stream, const std::string& reason) override;
+
+  ServerCore& core;
+  std::shared_ptr<Session> session;
+  UpstreamDemux demux;
+  std::unordered_map<std::uint32_t, ConnId> ids;  ///< the store connection of each stream
+};
 
 // The server's state, shared with its pending handlers so that they never outlive it.
 class ServerCore final : public SessionOwner, public std::enable_shared_from_this<ServerCore> {
@@ -221,6 +240,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     if (!dropped.ok()) return dropped.error();
     std::size_t closed = 0;
     for (ConnId id : *dropped) {
+      if (EndProxiedForAttempt(id)) {
+        ++closed;
+        continue;
+      }
       auto it = sessions_.find(id);
       if (it == sessions_.end()) continue;
       it->second->Close();
@@ -244,6 +267,9 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     retry_timer_.cancel();
     warn_timer_.cancel();
     SummarizeWarnings();
+    for (auto& [id, stream] : streams_) store_.Close(id);
+    streams_.clear();
+    upstreams_.clear();
     auto sessions = std::move(sessions_);
     sessions_.clear();
     for (auto& [id, session] : sessions) {
@@ -340,6 +366,172 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   std::size_t warned_ = 0;      ///< lines logged in the current window
   std::size_t suppressed_ = 0;  ///< lines not logged in the current window
   std::string last_suppressed_;
+  // Store proxies (upstream.h): each upgraded session's link, and where each proxied
+  // stream's store connection lives.
+  struct StreamRef {
+    ConnId upstream;       ///< the upgraded session
+    std::uint32_t stream;  ///< the proxy's stream id
+  };
+  std::unordered_map<ConnId, std::unique_ptr<UpstreamLink>> upstreams_;
+  std::unordered_map<ConnId, StreamRef> streams_;
+
+  // ---- store proxies' upstream connections (upstream.h) ----
+
+  std::size_t OnRaw(Session& session, std::span<const std::uint8_t> bytes) override {
+    auto it = upstreams_.find(session.id());
+    if (it == upstreams_.end()) {
+      session.CloseAfterFlush("upstream bytes on a connection that is no upstream");
+      return bytes.size();
+    }
+    UpstreamLink& link = *it->second;
+    const std::size_t used = link.demux.Feed(bytes, link);
+    if (link.demux.failed()) {
+      session.CloseAfterFlush("broke the store proxy protocol: " + link.demux.error());
+    }
+    return used;
+  }
+
+  std::size_t RawBuffered(const Session& session) const override {
+    auto it = upstreams_.find(session.id());
+    return it == upstreams_.end() ? 0 : it->second->demux.buffered();
+  }
+
+  bool OpenStream(UpstreamLink& link, std::uint32_t stream) {
+    if (sessions_.size() + streams_.size() >= options_.max_connections) {
+      const std::string& hint = options_.connection_cap_hint;
+      Warn(fmt::format(
+          "refusing a rank's connection through the store proxy at {}: {} connections are "
+          "open, the limit is {}{}",
+          link.session->peer(), sessions_.size() + streams_.size(), options_.max_connections,
+          hint.empty() ? "" : " (fix: " + hint + ")"));
+      TellStreamClosed(link, stream);
+      return false;
+    }
+    const ConnId id = next_id_++;
+    store_.Open(id, Scope::kAttempt);
+    streams_.emplace(id, StreamRef{link.session->id(), stream});
+    link.ids.emplace(stream, id);
+    return true;
+  }
+
+  void StreamRequest(UpstreamLink& link, std::uint32_t stream, Request& request) {
+    auto it = link.ids.find(stream);
+    if (it == link.ids.end()) return;
+    const ConnId id = it->second;
+    if (std::string refused = GuardStream(request); !refused.empty()) {
+      EndStream(link, stream, refused);
+      return;
+    }
+    if (options_.request_observer) options_.request_observer(id, request);
+    const auto begin = options_.metrics ? Clock::now() : Clock::time_point{};
+    effects_.Clear();
+    Reply reply;
+    store_.Handle(id, request, reply, effects_);
+    if (options_.metrics) Measure(id, request.op, begin);
+    SendStreamData(link, stream, std::move(reply));
+    Dispatch(effects_, link.session.get());
+    if (effects_.close()) EndStream(link, stream, effects_.close_reason);
+  }
+
+  // Node 0 ends a proxied stream (`reason` logged; "" when the proxy closed it).
+  void EndStream(UpstreamLink& link, std::uint32_t stream, const std::string& reason) {
+    auto it = link.ids.find(stream);
+    if (it == link.ids.end()) return;
+    const ConnId id = it->second;
+    store_.Close(id);
+    streams_.erase(id);
+    parked_.erase(id);
+    link.ids.erase(it);
+    link.demux.Forget(stream);
+    if (reason.empty()) return;
+    Warn(fmt::format("closing connection {} (stream {} of the store proxy at {}): {}", id, stream,
+                     link.session->peer(), reason));
+    TellStreamClosed(link, stream);
+  }
+
+ private:
+  static void TellStreamClosed(UpstreamLink& link, std::uint32_t stream) {
+    AppendFrameHeader(link.session->output(), FrameType::kClose, stream, 0);
+  }
+
+  static void SendStreamData(UpstreamLink& link, std::uint32_t stream, Reply&& bytes) {
+    if (bytes.empty()) return;
+    AppendFrameHeader(link.session->output(), FrameType::kData, stream, bytes.size());
+    link.session->output().AppendReply(std::move(bytes));
+  }
+
+  void DeliverToStream(ConnId id, const StreamRef& ref, Reply&& bytes, Session* requester) {
+    auto it = upstreams_.find(ref.upstream);
+    if (it == upstreams_.end()) return;
+    MeasureDelivered(id);
+    SendStreamData(*it->second, ref.stream, std::move(bytes));
+    if (it->second->session.get() != requester) it->second->session->Flush();
+  }
+
+  // What the server's Guard refuses on a proxied stream, or "": a stream never proved the job
+  // secret (its proxy did, for itself), and the auth keys are the proxy's business.
+  std::string GuardStream(const Request& request) const {
+    for (const std::string& key : request.keys) {
+      if (key.starts_with(kAuthKeyPrefix)) {
+        return Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
+               " are reserved for the node agents";
+      }
+      if (key.starts_with(kLauncherKeyPrefix) && !options_.agent_secret.empty() &&
+          Writes(request.op)) {
+        return "refused " + Describe(request) +
+               ": a rank may not change gculaunch's keys (--job-secret-file)";
+      }
+    }
+    return "";
+  }
+
+  // GET kUpstreamKey: the connection carries a store proxy's streams from now on.
+  void StartUpstream(Session& session, const Auth& auth) {
+    if (!options_.agent_secret.empty() && !auth.proven) {
+      session.CloseAfterFlush(
+          "it asked to carry other ranks' connections (a store proxy) without proving the job "
+          "secret (--job-secret-file)");
+      return;
+    }
+    auto it = sessions_.find(session.id());
+    if (it == sessions_.end()) return;
+    AppendBlob(session.output(), kUpstreamOk);
+    store_.Close(session.id());  // no rank's connection: restart attempts keep it
+    upstreams_.emplace(session.id(),
+                       std::make_unique<UpstreamLink>(*this, it->second, options_.limits));
+    session.Upgrade(/*paced=*/true);
+    log_.info("connection {} from {} is a store proxy's upstream from now on", session.id(),
+              session.peer());
+  }
+
+  // Forgets the streams of an upstream connection that ended.
+  void DropUpstream(ConnId id) {
+    auto it = upstreams_.find(id);
+    if (it == upstreams_.end()) return;
+    for (const auto& [stream, conn] : it->second->ids) {
+      store_.Close(conn);
+      streams_.erase(conn);
+      parked_.erase(conn);
+    }
+    upstreams_.erase(it);
+  }
+
+  // BeginAttempt dropped store connection `id`: if it is a proxied stream, closes it at its
+  // proxy (which closes the rank's connection) and returns true.
+  bool EndProxiedForAttempt(ConnId id) {
+    auto s = streams_.find(id);
+    if (s == streams_.end()) return false;
+    auto u = upstreams_.find(s->second.upstream);
+    if (u == upstreams_.end()) {
+      streams_.erase(s);
+      return true;
+    }
+    const std::uint32_t stream = s->second.stream;
+    EndStream(*u->second, stream, "");
+    TellStreamClosed(*u->second, stream);
+    u->second->session->Flush();
+    return true;
+  }
 
  private:
   // Logs the first warn_burst warnings of each warn_interval; counts the others and logs
@@ -412,6 +604,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
         return;
       }
       AppendBlob(session.output(), auth.nonce);
+      return;
+    }
+    if (request.op == Op::kGet && key == kUpstreamKey) {
+      StartUpstream(session, auth);
       return;
     }
     if (request.op == Op::kGet && key == kAuthStatusKey) {
@@ -623,6 +819,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     auth_.erase(id);
     classified_.erase(id);
     foreign_.erase(id);
+    DropUpstream(id);  // a store proxy's upstream: its streams go with it
   }
 
   // Accepts and closes every connection waiting in the listen backlog; returns how many.
@@ -646,6 +843,15 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     return drained;
   }
 
+  // A parked WAIT's reply is being delivered: its latency ends now.
+  void MeasureDelivered(ConnId id) {
+    if (auto p = parked_.find(id); p != parked_.end() && !store_.IsParked(id)) {
+      const double waited = std::chrono::duration<double>(Clock::now() - p->second.second).count();
+      options_.metrics->Operation(p->second.first, waited);
+      parked_.erase(p);
+    }
+  }
+
   void Dispatch(Effects& effects, Session* requester) {
     for (Delivery& d : effects.deliveries) {
       if (auto w = waits_.find(d.conn); w != waits_.end()) {
@@ -655,20 +861,28 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
         asio::post(io_, [done = std::move(done)] { done(true); });
         continue;
       }
+      if (auto s = streams_.find(d.conn); s != streams_.end()) {
+        DeliverToStream(d.conn, s->second, std::move(d.bytes), requester);
+        continue;
+      }
       auto it = sessions_.find(d.conn);
       if (it == sessions_.end()) continue;
-      if (auto p = parked_.find(d.conn); p != parked_.end() && !store_.IsParked(d.conn)) {
-        const double waited =
-            std::chrono::duration<double>(Clock::now() - p->second.second).count();
-        options_.metrics->Operation(p->second.first, waited);
-        parked_.erase(p);
-      }
+      MeasureDelivered(d.conn);
       std::shared_ptr<Session> target = it->second;
       target->output().AppendReply(std::move(d.bytes));
       if (target.get() != requester) target->Flush();  // the requester flushes after its read
     }
   }
 };
+
+bool UpstreamLink::OnOpen(std::uint32_t stream) { return core.OpenStream(*this, stream); }
+void UpstreamLink::OnRequest(std::uint32_t stream, Request& request) {
+  core.StreamRequest(*this, stream, request);
+}
+void UpstreamLink::OnClose(std::uint32_t stream) { core.EndStream(*this, stream, ""); }
+void UpstreamLink::OnMalformed(std::uint32_t stream, const std::string& reason) {
+  core.EndStream(*this, stream, "malformed input: " + reason);
+}
 
 Server::Server(boost::asio::io_context& io, ListenSocket listener, ServerOptions options,
                spdlog::logger& log)

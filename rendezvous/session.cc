@@ -70,9 +70,28 @@ void Session::OnRead(const boost::system::error_code& ec, std::size_t size) {
   Process();
 }
 
+void Session::Upgrade(bool paced) {
+  raw_ = true;
+  paced_ = paced;
+}
+
+bool Session::ProcessRaw() {
+  const std::size_t used = owner_.OnRaw(*this, pending_);
+  if (closed_) return false;  // Close() dropped the pending bytes
+  pending_ = pending_.subspan(used);
+  return used > 0;
+}
+
 void Session::Process() {
   while (true) {
-    while (!closed_ && !closing_ && !pending_.empty() && queued() <= kOutputHighWater) {
+    while (!closed_ && !closing_ && !pending_.empty() &&
+           (queued() <= kOutputHighWater || (raw_ && !paced_))) {
+      if (raw_) {
+        if (ProcessRaw()) continue;
+        // The owner must take bytes or close the session; a stuck stream would spin here.
+        if (!closing_ && !closed_) CloseAfterFlush("the upstream protocol stalled");
+        break;
+      }
       const auto step = decoder_.Decode(pending_);
       pending_ = pending_.subspan(step.consumed);
       if (step.status == Decoder::Status::kRequest) {

@@ -37,6 +37,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -81,6 +82,18 @@ class SessionOwner {
   virtual void WarnClose(const Session& session, const std::string& reason) = 0;
   /// The budget is over its limit after `session` grew; the owner sheds connections.
   virtual void OnOverBudget() = 0;
+  /// The bytes of an upgraded session (Session::Upgrade), instead of decoded requests:
+  /// returns how many it used (it may stop early, e.g. after one request, so that output
+  /// stays under the high-water mark), at least one unless it closed the session.
+  virtual std::size_t OnRaw(Session& session, std::span<const std::uint8_t> bytes) {
+    static_cast<void>(session);
+    return bytes.size();
+  }
+  /// Request bytes the owner holds for an upgraded session (charged to the budget with it).
+  virtual std::size_t RawBuffered(const Session& session) const {
+    static_cast<void>(session);
+    return 0;
+  }
 
  protected:
   ~SessionOwner() = default;
@@ -100,6 +113,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   /// Starts the read loop.
   void Start();
+  /// From now on (the rest of the current read included) the bytes read go to the owner's
+  /// OnRaw, not to the TCPStore decoder: an upstream connection (upstream.h).  With `paced`
+  /// the owner is handed bytes only while the output is under kOutputHighWater (node 0, whose
+  /// replies a slow proxy must not pile up); without, always (the proxy, which must keep
+  /// reading node 0's replies however much it still has to send, or the two would wait on
+  /// each other).
+  void Upgrade(bool paced);
+  /// The dialect of the TCPStore connection, once its first bytes decided it.
+  std::optional<Dialect> dialect() const { return decoder_.dialect(); }
 
   /// Output not yet handed to the socket; the owner appends replies and deliveries here and
   /// then calls Flush().
@@ -140,7 +162,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool Account();
   /// Request bytes held: the request being decoded and the undecoded rest of the last read.
   /// (The read buffer itself, at most 256 KiB, is bounded per connection and not counted.)
-  std::size_t RequestBytes() const { return decoder_.buffered() + pending_.size(); }
+  std::size_t RequestBytes() const {
+    return decoder_.buffered() + pending_.size() + (raw_ ? owner_.RawBuffered(*this) : 0);
+  }
+  /// Hands pending bytes to the owner (an upgraded session); false when it took none.
+  bool ProcessRaw();
   /// Unpins and forgets the output of the write that completed (or was aborted).
   void ReleaseInflight();
 
@@ -166,6 +192,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool reading_ = false;                        ///< a read is pending
   bool writing_ = false;                        ///< a write is pending
   bool closing_ = false;                        ///< CloseAfterFlush was called: no more reads
+  bool raw_ = false;                            ///< Upgrade was called
+  bool paced_ = true;                           ///< see Upgrade
   bool closed_ = false;
 };
 

@@ -6,8 +6,10 @@
 //       its command line (the real front end, agent, board and link), with simulated ranks.
 //       Node k meets node 0 at 127.0.<k/4096>.1 (node 0 listens on every address), so that
 //       no destination is reached by more agent connections than one source address has
-//       ports.  Prints {"event": "prepared", ...} once every node is built, then obeys one
-//       command per line on stdin:
+//       ports.  With --store-proxy among the flags, every node gets the real store proxy
+//       (rendezvous/proxy.h) on its own source address, and its ranks connect there.
+//       Prints {"event": "prepared", ...} once every node is built, then obeys one command
+//       per line on stdin:
 //         go          every node joins the job
 //         fail K      node K's local rank 0 exits 1
 //         kill K      node K's gculaunch is SIGKILLed (ranks and connections gone)
@@ -50,8 +52,10 @@ extern char** environ;
 #include "base/env_map.h"
 #include "bench/scale/sim_node.h"
 #include "launcher/frontend/cli.h"
+#include "launcher/frontend/rank_env.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
+#include "rendezvous/proxy.h"
 
 namespace gculaunch::bench {
 namespace {
@@ -261,6 +265,36 @@ Result<LaunchSpec> NodeSpec(int node, const std::vector<std::string>& flags, con
   return MakeLaunchSpec(parsed->options, env, probe, files);
 }
 
+// --store-proxy: one proxy per simulated node on the node's own source address, carrying its
+// ranks to node 0's store; the returned route sends each node's ranks to its proxy.
+Result<RankRoute> StartProxies(asio::io_context& io, const std::vector<LaunchSpec>& specs,
+                               const RankRoute& direct, spdlog::logger& log,
+                               std::vector<std::unique_ptr<rendezvous::Proxy>>& proxies) {
+  auto ports = std::make_shared<std::map<int, std::uint16_t>>();
+  for (const LaunchSpec& spec : specs) {
+    const std::string address = direct.source(spec.node_rank);
+    auto listener = rendezvous::ListenSocket::Bind(address, 0);
+    // Node 0 binds its store port on every address after this: a proxy must not hold it.
+    if (listener.ok() && listener->port() == spec.master_port) {
+      listener = rendezvous::ListenSocket::Bind(address, 0);  // bound before the first closes
+    }
+    if (!listener.ok()) return listener.error();
+    (*ports)[spec.node_rank] = listener->port();
+    rendezvous::ProxyOptions options;
+    options.upstream_host = spec.master_addr;
+    options.upstream_port = static_cast<std::uint16_t>(spec.master_port);
+    options.connect_timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::max(spec.rdzv_timeout_s, 1.0) * 1000));
+    proxies.push_back(
+        std::make_unique<rendezvous::Proxy>(io, std::move(*listener), std::move(options), log));
+  }
+  RankRoute route = direct;
+  route.target = [ports, source = direct.source](int node, const std::string&, std::uint16_t) {
+    return std::make_pair(source(node), ports->at(node));
+  };
+  return route;
+}
+
 int RunNodes(int first, int count, const std::string& dialect, const std::string& work_dir,
              const std::vector<std::string>& flags) {
   asio::io_context io;
@@ -269,7 +303,7 @@ int RunNodes(int first, int count, const std::string& dialect, const std::string
   spdlog::logger log("scale_sim", sink);
   log.set_pattern("[%H:%M:%S.%e] %l: %v");
   log.flush_on(spdlog::level::warn);
-  const RankRoute route = DirectRoute();
+  RankRoute route = DirectRoute();
   const EnvMap env;  // the nodes' environment: nothing a platform would read
   const double t_begin = MonotonicNow();
   std::vector<LaunchSpec> specs;
@@ -282,6 +316,15 @@ int RunNodes(int first, int count, const std::string& dialect, const std::string
     specs.push_back(std::move(*spec));
   }
   SimJob job(io, specs.empty() ? 1 : specs.front().nproc_per_node);
+  std::vector<std::unique_ptr<rendezvous::Proxy>> proxies;
+  if (!specs.empty() && ProxiesStore(specs.front())) {
+    auto routed = StartProxies(io, specs, route, log, proxies);
+    if (!routed.ok()) {
+      std::fprintf(stderr, "scale_sim: %s\n", routed.error().Format().c_str());
+      return 2;
+    }
+    route = std::move(*routed);
+  }
   for (LaunchSpec& spec : specs) {
     const std::string scratch = work_dir + "/node" + std::to_string(spec.node_rank);
     job.nodes.push_back(std::make_unique<SimNode>(io, std::move(spec), scratch, route,

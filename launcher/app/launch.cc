@@ -13,6 +13,7 @@
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
+#include "base/outcome.h"
 #include "launcher/cluster/cluster_node.h"
 #include "launcher/cluster/store_board.h"
 #include "launcher/cluster/store_host.h"
@@ -46,7 +47,9 @@
 #include "launcher/sys/socket_owner.h"
 #include "launcher/sys/spawner.h"
 #include "launcher/sys/status_proc.h"
+#include "launcher/sys/termination_log.h"
 #include "launcher/sys/worker_exit.h"
+#include "rendezvous/proxy.h"
 
 namespace gculaunch {
 
@@ -213,7 +216,11 @@ struct Launch::Loop {
   std::shared_ptr<ConnectionHooks> hooks;
   /// --metrics-port: the store's counters (when this node hosts the store).
   std::shared_ptr<rendezvous::StoreMetrics> store_metrics;
-  std::optional<AgentStore> store;             ///< when this node hosts the store
+  std::optional<AgentStore> store;         ///< when this node hosts the store
+  std::optional<rendezvous::Proxy> proxy;  ///< --store-proxy, where node 0 hosts the store
+  std::string store_endpoint;              ///< node 0's store, "host:port"
+  /// Where the ranks' store connections go, for `gculaunch status`.
+  std::string StoreTrafficNow() const;
   const Supervisor* supervisor = nullptr;      ///< while Supervise runs (metrics, status)
   std::unique_ptr<MetricsHttpServer> metrics;  ///< --metrics-port
 };
@@ -272,6 +279,21 @@ Launch::Loop::Loop(Launch& launch)
       });
     }
   }
+  store_endpoint = launch.spec_.master_addr + ":" + std::to_string(launch.spec_.master_port);
+  if (launch.proxy_socket_) {
+    rendezvous::ProxyOptions options;
+    options.upstream_host = launch.spec_.master_addr;
+    options.upstream_port = static_cast<std::uint16_t>(launch.spec_.master_port);
+    options.secret = launch.spec_.job_secret;
+    if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
+    if (launch.spec_.store_max_buffered)
+      options.limits.max_buffered = *launch.spec_.store_max_buffered;
+    options.max_connections = launch.StoreConnectionCap();
+    // Node 0 may start long after this node: wait for it as long as the join does.
+    options.connect_timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::max(launch.spec_.rdzv_timeout_s, 1.0) * 1000));
+    proxy.emplace(io, std::move(*launch.proxy_socket_), std::move(options), launch.log_);
+  }
   if (launch.metrics_socket_) {
     metrics = std::make_unique<MetricsHttpServer>(
         io, std::move(*launch.metrics_socket_), [this] { return RenderMetricsNow(); },
@@ -307,7 +329,19 @@ std::string Launch::Loop::StatusNow() const {
   in.progress_age_s = ProgressAges();
   if (standbys) in.standbys = standbys->Status();
   in.readiness = ReadinessNow();
+  in.store_traffic = StoreTrafficNow();
   return StatusJson(in).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string Launch::Loop::StoreTrafficNow() const {
+  if (proxy) {
+    return "through this node's store proxy (" + std::string(kProxyAddress) + ":" +
+           std::to_string(proxy->port()) + ", " + std::to_string(proxy->num_connections()) +
+           " rank connections) to node 0's store at " + proxy->upstream() +
+           (proxy->connected() ? ", over one connection" : ", not connected");
+  }
+  if (store) return "to this node's store (port " + std::to_string(store->server().port()) + ")";
+  return "straight to the store at " + store_endpoint;
 }
 
 // What /readyz answers (readiness.h): where this node hosts the ranks' store, whether its keys
@@ -356,11 +390,16 @@ int Launch::Run() {
   SetUpProcess();
   if (auto script = CheckScript(spec_); !script.ok()) {
     PrintError(script.error());
-    return script.error().exit_code;  // 127 not found, 126 unreadable, as the shell says
+    // 127 not found, 126 unreadable, as the shell says.
+    return EarlyExit(Outcome::kSpawnFailed, script.error().exit_code, script.error().Format());
   }
   log_.debug("ranks' torch: {}", DescribeRanksTorch(spec_.ranks_torch));
   StartGuardian();
-  if (!ChooseAtLaunch()) return exit_code::kUsage;
+  if (!ChooseAtLaunch()) {
+    return EarlyExit(Outcome::kUsage, exit_code::kUsage,
+                     "the launch could not be prepared (store port, metrics port, scratch or "
+                     "log directory): gculaunch's stderr has the line");
+  }
   const int code = RunLoop();
   ConfirmTorchProbe();
   Teardown();
@@ -551,6 +590,13 @@ Status Launch::ReservePort(LaunchChoices& choices) {
     if (!port.ok()) return port.error();
     choices.chosen_port = std::to_string(*port);
   }
+  if (ProxiesStore(spec_)) {
+    // Loopback only: the proxy serves this node's own ranks.
+    auto bound = rendezvous::ListenSocket::Bind(kProxyAddress, 0);
+    if (!bound.ok()) return bound.error();
+    choices.proxy_port = std::to_string(bound->port());
+    proxy_socket_.emplace(std::move(*bound));
+  }
   return OkStatus();
 }
 
@@ -675,7 +721,7 @@ int Launch::RunLoop() {
   if (!cluster.ok()) {
     log_.error("{} (fix: {})", cluster.error().what, cluster.error().hint);
     CloseLoop(loop);
-    return exit_code::kUsage;
+    return EarlyExit(Outcome::kUsage, exit_code::kUsage, cluster.error().Format());
   }
   // The ranks' interpreter, run once for the cache (sys::TorchProbe), starts once the ranks
   // had time to start: even at the lowest priority a pyenv shim's twenty-odd shell processes
@@ -727,13 +773,14 @@ int Launch::Supervise(Loop& loop, ClusterNode& cluster) {
   guardian_timer.cancel();
   cluster.Finish(ByeBound(loop));
   if (loop.store) loop.store->Stop();
-  if (loop.metrics) loop.metrics->Stop();
   loop.supervisor = nullptr;
   // Dismissed standbys: their groups must be gone too before the guardian hears "done".
   const bool standbys_gone = !loop.standbys || loop.standbys->Drain(kStandbyDrainBound);
   all_groups_empty_ = outcome.groups_empty && outcome.stuck.empty() && standbys_gone;
-  Report(loop, cluster, outcome);
-  return outcome.exit_code;
+  const int code = Report(loop, cluster, outcome);
+  // After the report: a scrape in between sees the outcome (gculaunch_outcome).
+  if (loop.metrics) loop.metrics->Stop();
+  return code;
 }
 
 // TORCHELASTIC_ENABLE_FILE_TIMER=1 (file_timer.h).  An expired timer's signal goes only to a
@@ -852,21 +899,42 @@ std::unique_ptr<ControlSocket> Launch::ListenForControl(Loop& loop, JobStacks st
 
 // How long a node waits after its ranks' end for the other nodes to say bye: a node stuck in
 // its teardown has the grace period and the kill wait, and a margin.
-std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) {
+std::chrono::steady_clock::time_point Launch::ByeBound(const Loop& loop) const {
+  if (spec_.exit_barrier_timeout_s) {  // --exit-barrier-timeout (torch's name for this wait)
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(*spec_.exit_barrier_timeout_s));
+  }
   return std::chrono::steady_clock::now() + loop.config.grace + loop.config.kill_wait +
          std::chrono::seconds(30);
 }
 
 // ---- exit summary ----
 
-void Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome) {
+int Launch::EarlyExit(Outcome outcome, int rank_code, const std::string& line) {
+  const int code = SchemeExitCode(spec_.exit_scheme, outcome, rank_code);
+  WriteTermination(EarlyTerminationMessage(outcome, code, line));
+  return code;
+}
+
+// --termination-log (sys/termination_log.h); a failure costs a warning, never the exit code.
+void Launch::WriteTermination(const std::string& text) {
+  const std::string path = sys::ChooseTerminationLog(spec_.termination_log);
+  if (path.empty()) return;
+  if (Status written = sys::WriteTerminationLog(path, text); !written.ok()) {
+    log_.warn("{} (fix: {})", written.error().what, written.error().hint);
+  }
+}
+
+int Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome) {
   SummaryInput in = SummaryInputOf(spec_, runtime_, outcome, loop.watcher.mode_name());
+  in.exit_scheme = spec_.exit_scheme;
   // The count includes the ranks' last output, unless a console that does not drain holds it.
   (void)loop.writer.WaitDrained(std::chrono::seconds(2));
   in.log_bytes_dropped = loop.writer.log_bytes_dropped();
   cluster.DescribeJobEnd(in);
   const ExitSummary summary = BuildExitSummary(in);
-  loop.events.On(JobEvent::Stop(outcome.exit_code, OutcomeName(in)));
+  loop.events.On(JobEvent::Stop(summary.exit_code, summary.outcome, outcome.exit_code));
   for (const std::string& line : summary.text) {
     loop.writer.Urgent(loop.console_err, "gculaunch: " + line + "\n");
   }
@@ -885,6 +953,8 @@ void Launch::Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& ou
       log_.warn("TORCHELASTIC_ERROR_FILE: {}", w.error().what);
     }
   }
+  WriteTermination(summary.termination_message);
+  return summary.exit_code;
 }
 
 void Launch::CloseLoop(Loop& loop) {

@@ -25,14 +25,16 @@
 //   6. Supervise        the Supervisor runs the ranks to their end; the ClusterNode's Finish
 //                       then waits (bounded, several nodes) until every node said bye
 //   7. Report           the exit summary: stderr text, --summary-json, the parent launcher's
-//                       TORCHELASTIC_ERROR_FILE
+//                       TORCHELASTIC_ERROR_FILE, the termination message (--termination-log);
+//                       the exit code under --exit-codes (base/outcome.h)
 //   8. CloseLoop        the terminal reclaimed, the log sink detached, the console drained
 //      ConfirmTorchProbe the background probe's answer taken if it is there (for the cache;
 //                       a line when it differs from what the launch used), else it is stopped
 //   9. Teardown         the guardian told "done" (every group empty) or abandoned, and reaped
 //                       (bounded) before gculaunch exits; without a guardian the scratch
 //                       directory is removed here
-// A step that makes the launch impossible prints why; Run returns the exit code.
+// A step that makes the launch impossible prints why and writes the termination message
+// (EarlyExit); Run returns the exit code under --exit-codes.
 //
 // Ownership and lifetimes, outermost first:
 //   * Launch: the guardian, the store's bound socket (until the agent store takes it), the
@@ -63,6 +65,7 @@
 #include <vector>
 
 #include "base/env_map.h"
+#include "base/outcome.h"
 #include "launcher/cluster/cluster_node.h"
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/rank_env.h"
@@ -131,8 +134,12 @@ class Launch {
   /// Dumps this node's ranks, as `gculaunch stacks` shows them.
   ClusterNode::LocalStacks DumpThisNode(Supervisor& supervisor, StackDumper& dumper) const;
   std::unique_ptr<ControlSocket> ListenForControl(Loop& loop, JobStacks stacks);
-  static std::chrono::steady_clock::time_point ByeBound(const Loop& loop);
-  void Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome);
+  std::chrono::steady_clock::time_point ByeBound(const Loop& loop) const;
+  /// Returns the code gculaunch exits with (--exit-codes).
+  int Report(Loop& loop, const ClusterNode& cluster, const JobOutcome& outcome);
+  /// An exit before the ranks ran: the code under --exit-codes, and the termination message.
+  int EarlyExit(Outcome outcome, int rank_code, const std::string& line);
+  void WriteTermination(const std::string& text);
   void CloseLoop(Loop& loop);
   void Teardown();
 
@@ -147,6 +154,7 @@ class Launch {
   static constexpr int kReservedDescriptors = 8;
   std::optional<rendezvous::ListenSocket> store_socket_;    ///< bound here, served by the Loop
   std::optional<rendezvous::ListenSocket> metrics_socket_;  ///< --metrics-port, the same way
+  std::optional<rendezvous::ListenSocket> proxy_socket_;    ///< --store-proxy, the same way
   std::string scratch_;  ///< every file a rank opens by name (private, removed at exit)
   std::optional<sys::HeldDir> log_dir_;  ///< the run's log directory; none without log files
   RankRuntime runtime_;

@@ -9,16 +9,19 @@
 #include <string>
 
 #include "base/exit_codes.h"
+#include "base/outcome.h"
 #include "launcher/app/launch.h"
 #include "launcher/cluster/store_host.h"
 #include "launcher/frontend/cli.h"
 #include "launcher/frontend/dry_run.h"
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/frontend/ranks_python.h"
+#include "launcher/run/exit_summary.h"
 #include "launcher/run/logging.h"
 #include "launcher/sys/device_probe.h"
 #include "launcher/sys/local_files.h"
 #include "launcher/sys/process_setup.h"
+#include "launcher/sys/termination_log.h"
 #include "launcher/sys/torch_probe.h"
 
 namespace gculaunch {
@@ -35,6 +38,23 @@ void WriteStdout(const std::string& text) {
   }
 }
 
+// An exit before the launch: the error's line, the code under --exit-codes (a usage error on
+// a command line that asks for classes is fatal), the termination message.
+int ExitBeforeLaunch(const ExitSettings& settings, Outcome outcome, int rank_code,
+                     const Error& error) {
+  PrintError(error);
+  const int code = SchemeExitCode(settings.scheme, outcome, rank_code);
+  const std::string path = sys::ChooseTerminationLog(settings.termination_log.value_or(""));
+  if (!path.empty()) {
+    if (Status written =
+            sys::WriteTerminationLog(path, EarlyTerminationMessage(outcome, code, error.Format()));
+        !written.ok()) {
+      PrintError(written.error());
+    }
+  }
+  return code;
+}
+
 }  // namespace
 
 int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
@@ -42,10 +62,10 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
   auto sink = std::make_shared<LogSink>();
   auto logger = MakeLogger(sink, env.GetOr("GCULAUNCH_LOG_LEVEL", "info"));
 
+  const ExitSettings exit_settings = ScanExitSettings(args, env);
   auto parsed = ParseCli(args, env);
   if (!parsed.ok()) {
-    PrintError(parsed.error());
-    return exit_code::kUsage;
+    return ExitBeforeLaunch(exit_settings, Outcome::kUsage, exit_code::kUsage, parsed.error());
   }
   if (parsed->action == CliAction::kHelp || parsed->action == CliAction::kVersion) {
     WriteStdout(parsed->text);
@@ -56,9 +76,10 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
   LocalFileAccess files;
   auto spec = MakeLaunchSpec(options, env, probe, files);
   if (!spec.ok()) {
-    PrintError(spec.error());
     // 126/127 for a program that cannot be started, as the shell says; else a usage error.
-    return spec.error().exit_code != 0 ? spec.error().exit_code : exit_code::kUsage;
+    const bool program = spec.error().exit_code != 0;
+    return ExitBeforeLaunch(exit_settings, program ? Outcome::kSpawnFailed : Outcome::kUsage,
+                            program ? spec.error().exit_code : exit_code::kUsage, spec.error());
   }
   // The ranks' interpreter and torch (ranks_python.h): from the cache or the interpreter's
   // files at once; on a miss the probe runs the interpreter once, for the cache.  (SIGCHLD
@@ -92,9 +113,9 @@ int LauncherMain(const std::vector<std::string>& args, const EnvMap& env) {
     // owned were destroyed; the guardian, closed without "done", has killed
     // every rank's process group.
     sink->Detach();
-    PrintError(Error{std::string("internal error: ") + e.what(),
-                     "please report this bug; every rank was stopped"});
-    return exit_code::kInternal;
+    return ExitBeforeLaunch(exit_settings, Outcome::kInternal, exit_code::kInternal,
+                            Error{std::string("internal error: ") + e.what(),
+                                  "please report this bug; every rank was stopped"});
   }
 }
 

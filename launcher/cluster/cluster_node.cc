@@ -60,17 +60,18 @@ ClusterNode::JobStacks ClusterNode::OwnStacksOnly(LocalStacks local) {
 
 void ClusterNode::DescribeAgentJobEnd(const NodeAgent& agent, SummaryInput& in) {
   if (agent.join_error()) {
-    in.job_outcome =
-        in.exit_code == exit_code::kRendezvousFailed ? "rendezvous_failed" : "job_error";
-    in.job_json = {{"kind", in.job_outcome}, {"what", agent.join_error()->Format()}};
+    in.job_outcome = in.exit_code == exit_code::kRendezvousFailed ? Outcome::kRendezvousFailed
+                                                                  : Outcome::kJobError;
+    in.job_json = {{"kind", std::string(OutcomeName(*in.job_outcome))},
+                   {"what", agent.join_error()->Format()}};
     return;
   }
   if (!agent.outcome()) return;
   const job::StopMarker& m = *agent.outcome();
   in.job_outcome =
       m.kind == job::StopMarker::Kind::kJobError && m.exit_code == exit_code::kRendezvousFailed
-          ? "rendezvous_failed"
-          : job::KindName(m.kind);
+          ? Outcome::kRendezvousFailed
+          : job::OutcomeOfKind(m.kind);
   in.job_json = nlohmann::json::parse(job::Encode(m), nullptr, false);
   if (m.kind != job::StopMarker::Kind::kSuccess)
     in.job_cause = "the job stopped: " + job::Describe(m);

@@ -147,26 +147,31 @@ Result<StopMarker> MarkerFrom(const json& doc) {
 
 }  // namespace
 
-std::string KindName(StopMarker::Kind kind) {
+Outcome OutcomeOfKind(StopMarker::Kind kind) {
   switch (kind) {
     case StopMarker::Kind::kRankFailed:
-      return "rank_failed";
+      return Outcome::kRankFailed;
     case StopMarker::Kind::kNodeLost:
-      return "node_lost";
+      return Outcome::kNodeLost;
     case StopMarker::Kind::kNodeLeft:
-      return "node_left";
+      return Outcome::kNodeLeft;
     case StopMarker::Kind::kSuccess:
-      return "success";
+      return Outcome::kSuccess;
     case StopMarker::Kind::kJobError:
-      return "job_error";
+      return Outcome::kJobError;
     case StopMarker::Kind::kNodeJoined:
-      return "node_joined";
+      return Outcome::kNodeJoined;
     case StopMarker::Kind::kHang:
-      return "hang";
+      return Outcome::kHang;
     case StopMarker::Kind::kSameFailure:
-      return "same_failure";
+      return Outcome::kSameFailure;
   }
-  return "?";
+  return Outcome::kInternal;
+}
+
+// The outcome table's name (base/outcome.h): the names on the wire are the outcomes' own.
+std::string KindName(StopMarker::Kind kind) {
+  return std::string(OutcomeName(OutcomeOfKind(kind)));
 }
 
 // error_handler_t::replace throughout: a host name or a message may hold bytes that are not

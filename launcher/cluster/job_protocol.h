@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/outcome.h"
 #include "launcher/run/failure_streak.h"
 
 namespace gculaunch::job {
@@ -206,8 +207,13 @@ std::string Describe(const StopMarker& marker);
 /// "node 1 (hostb, 198.18.0.2)"; without host and addr just "node 1".
 std::string NodeName(int node, const std::string& host, const std::string& addr);
 
-/// "outcome" names for --summary-json: "success", "rank_failed", "node_lost", "node_left",
-/// "job_error", "hang", "same_failure".
+/// The outcome (base/outcome.h) a marker of `kind` ends the job with.
+Outcome OutcomeOfKind(StopMarker::Kind kind);
+/// A marker's "kind" on the wire: its outcome's name in the outcome table ("rank_failed",
+/// "node_lost", "node_left", "success", "job_error", "node_joined", "hang", "same_failure").
+/// These names are what every gculaunch since the first multi-node one sends and reads; a
+/// kind added later is a new row of the table, and a node of an older gculaunch refuses a
+/// marker of it ("unknown kind") and stops, rather than guessing (docs/multinode.md).
 std::string KindName(StopMarker::Kind kind);
 
 }  // namespace gculaunch::job

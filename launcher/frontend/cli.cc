@@ -269,6 +269,21 @@ constexpr FlagDef kFlags[] = {
     {"summary-json", "", Kind::kValue, "PATH", "Supervision",
      "write the outcome of the run (exit codes, root cause) as JSON",
      &ApplyText<&CliOptions::summary_json>, kGculaunchOnly},
+    {"exit-codes", "", Kind::kValue, "rank|classes", "Supervision",
+     "what the exit status says: rank (default, as torchrun) passes the failing rank's code "
+     "through; classes exits 0 success, 80 retry, 81 preempted, 82 reschedule or 83 fatal "
+     "(README, Exit codes); also GCULAUNCH_EXIT_CODES",
+     &ApplyExitCodes, kGculaunchOnly},
+    {"termination-log", "", Kind::kValue, "PATH|none", "Supervision",
+     "at exit write why (at most 4096 bytes, most important first) to this existing file, "
+     "never through a symbolic link; default /dev/termination-log when it is a writable "
+     "regular file (Kubernetes), none: off",
+     &ApplyText<&CliOptions::termination_log>, kGculaunchOnly},
+    {"exit-barrier-timeout", "", Kind::kValue, "SECONDS", "Supervision",
+     "several nodes: how long node 0 keeps the store up at exit for the other nodes to say "
+     "bye (default: the grace period + 35 s); one node has no such wait; also "
+     "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
+     &ApplySeconds<&CliOptions::exit_barrier_timeout>, kGculaunchOnly},
     {"progress-interval", "", Kind::kValue, "SECONDS", "Supervision",
      "when the console is not a terminal, show a rank's carriage-return (progress bar) updates "
      "at most this often, plus its final state; 0: every update; default 30",
@@ -339,6 +354,11 @@ constexpr FlagDef kFlags[] = {
      "the store accepts connections only from these networks (and loopback), e.g. "
      "10.0.0.0/8,fd00::/64; default anyone",
      &ApplyText<&CliOptions::store_allow>, kGculaunchOnly},
+    {"store-proxy", "", Kind::kBool, "", "Supervision",
+     "on every node but node 0, serve the node's own ranks' store connections and carry them "
+     "to node 0 over one connection (node 0 then holds one per node, not one per rank); the "
+     "ranks' MASTER_ADDR/MASTER_PORT name the local proxy; default off",
+     &ApplySwitch<&CliOptions::store_proxy>, kGculaunchOnly},
     // what to do
     {"dry-run", "", Kind::kBool, "", "Dry run",
      "print every rank's command line and the variables gculaunch sets; start no rank",
@@ -731,6 +751,39 @@ Result<CliResult> Parse(const std::vector<std::string>& args, const EnvMap& env,
 }  // namespace
 
 bool IsRdzvConfKey(const std::string& key) { return IsRdzvKey(key); }
+
+namespace {
+
+// The value of `flag` ("exit-codes") in `args` before SCRIPT's "--": "--flag V", "--flag=V",
+// in either spelling; the last one wins, as on a parsed command line.
+std::optional<std::string> ScanFlag(const std::vector<std::string>& args, std::string_view flag) {
+  std::string underscored(flag);
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  std::optional<std::string> found;
+  for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    for (const std::string& name : {"--" + std::string(flag), "--" + underscored}) {
+      if (args[i] == name && i + 1 < args.size()) found = args[i + 1];
+      if (args[i].starts_with(name + "=")) found = args[i].substr(name.size() + 1);
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+ExitSettings ScanExitSettings(const std::vector<std::string>& args, const EnvMap& env) {
+  ExitSettings settings;
+  std::optional<std::string> scheme = ScanFlag(args, "exit-codes");
+  for (const char* var : {"PET_EXIT_CODES", "GCULAUNCH_EXIT_CODES"}) {
+    if (!scheme && !env.GetOr(var, "").empty()) scheme = env.GetOr(var, "");
+  }
+  if (scheme) settings.scheme = ExitSchemeNamed(*scheme).value_or(ExitScheme::kRank);
+  settings.termination_log = ScanFlag(args, "termination-log");
+  if (!settings.termination_log && !env.GetOr(PetName("termination-log"), "").empty()) {
+    settings.termination_log = env.GetOr(PetName("termination-log"), "");
+  }
+  return settings;
+}
 
 std::optional<std::string> CanonicalFlagName(std::string_view name) {
   for (const FlagDef& def : kFlags) {

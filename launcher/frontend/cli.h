@@ -43,6 +43,7 @@
 
 #include "base/env_map.h"
 #include "base/error.h"
+#include "base/outcome.h"
 #include "launcher/frontend/types.h"
 
 namespace gculaunch {
@@ -141,6 +142,9 @@ struct CliOptions {
   std::optional<double> grace_period;
   std::optional<StdinMode> stdin_mode;
   std::optional<std::string> summary_json;
+  std::optional<ExitScheme> exit_codes;        ///< --exit-codes rank|classes (outcome.h)
+  std::optional<std::string> termination_log;  ///< --termination-log PATH|none
+  std::optional<double> exit_barrier_timeout;  ///< --exit-barrier-timeout SECONDS
   bool no_agent_store = false;
   std::optional<int> worker_port;
   bool dry_run = false;
@@ -160,6 +164,7 @@ struct CliOptions {
   // ---- who may steer the job (docs/security.md) ----
   std::optional<std::string> job_secret_file;  ///< --job-secret-file FILE
   std::optional<std::string> store_allow;      ///< --store-allow CIDR[,CIDR...]
+  bool store_proxy = false;                    ///< --store-proxy (rendezvous/proxy.h)
 
   // torchrun flags that gculaunch maps onto its own notions or accepts with a note
   // (MakeLaunchSpec decides; see docs/command-line.md).
@@ -214,6 +219,19 @@ struct CliParseMode {
 /// (--format also accepts `text` as another name for `table`.)
 Result<CliResult> ParseCli(const std::vector<std::string>& args, const EnvMap& env,
                            const CliParseMode& mode = {});
+
+/// How a launch whose command line may not parse exits (--exit-codes, --termination-log):
+/// read from the raw arguments and the environment, so that a usage error anywhere else on a
+/// command line that asks for --exit-codes classes (or PET_EXIT_CODES / GCULAUNCH_EXIT_CODES)
+/// still exits with the class code, and writes its termination message.
+struct ExitSettings {
+  ExitScheme scheme = ExitScheme::kRank;
+  std::optional<std::string> termination_log;  ///< as given; "none": off; empty: the default
+};
+/// Scans `args` up to SCRIPT ("--exit-codes classes", "--exit-codes=classes", either
+/// spelling), then PET_EXIT_CODES and GCULAUNCH_EXIT_CODES; a value it does not know leaves
+/// the default (ParseCli reports it).
+ExitSettings ScanExitSettings(const std::vector<std::string>& args, const EnvMap& env);
 
 /// The canonical name ("nproc-per-node") of a flag written without dashes in
 /// either spelling ("nproc_per_node"); nullopt if there is no such flag.

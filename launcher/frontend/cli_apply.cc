@@ -493,6 +493,13 @@ Status ApplyOnHang(const ApplyContext& c, CliOptions& o) {
   return OkStatus();
 }
 
+Status ApplyExitCodes(const ApplyContext& c, CliOptions& o) {
+  auto scheme = ExitSchemeNamed(c.value);
+  if (!scheme) return BadValue(c.source, c.value, "expected rank or classes", "classes");
+  o.exit_codes = *scheme;
+  return OkStatus();
+}
+
 Status ApplyPlatformWorldSize(const ApplyContext& c, CliOptions& o) {
   if (c.value != "nodes" && c.value != "procs") {
     return BadValue(c.source, c.value, "expected nodes or procs", "procs");

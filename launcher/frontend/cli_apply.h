@@ -65,6 +65,7 @@ Status ApplyRdzvConf(const ApplyContext& c, CliOptions& o);
 Status ApplyRdzvTimeout(const ApplyContext& c, CliOptions& o);
 Status ApplyNodeTimeout(const ApplyContext& c, CliOptions& o);
 Status ApplyOnHang(const ApplyContext& c, CliOptions& o);
+Status ApplyExitCodes(const ApplyContext& c, CliOptions& o);
 Status ApplyPlatformWorldSize(const ApplyContext& c, CliOptions& o);
 Status ApplyRole(const ApplyContext& c, CliOptions& o);
 Status ApplyLocalRanksFilter(const ApplyContext& c, CliOptions& o);

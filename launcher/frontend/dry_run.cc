@@ -116,6 +116,14 @@ std::string MasterPortText(const LaunchSpec& spec) {
   return spec.master_port != 0 ? std::to_string(spec.master_port) : kPortPlaceholder;
 }
 
+// Where this node's ranks' store traffic goes: "" when straight to the store.
+std::string StoreTraffic(const LaunchSpec& spec) {
+  if (!ProxiesStore(spec)) return "";
+  return "through this node's store proxy (" + std::string(kProxyAddress) + ":" +
+         kProxyPortPlaceholder + ") to node 0's store at " + spec.master_addr + ":" +
+         MasterPortText(spec) + ", over one connection";
+}
+
 // --metrics-port: where /metrics is served (port 0: the one chosen at launch).
 std::string MetricsUrl(const LaunchSpec& spec) {
   const std::string& a = spec.metrics_addr;
@@ -224,6 +232,7 @@ std::string RenderJson(const LaunchSpec& spec, const EnvMap& base) {
   if (const auto* etcd = std::get_if<EtcdSettings>(&spec.rdzv)) out["etcd"] = EtcdJson(*etcd);
   if (!spec.job_secret.empty()) out["job_secret"] = SecretText(spec);
   if (!spec.store_allow.empty()) out["store_allow"] = AllowList(spec);
+  if (const std::string via = StoreTraffic(spec); !via.empty()) out["store_traffic"] = via;
   if (const std::string logs = DryRunRuntime(spec).log_root; !logs.empty()) out["log_dir"] = logs;
   for (FilteredStream stream : {FilteredStream::kStdout, FilteredStream::kStderr}) {
     const std::vector<std::string>& filters = DuplicateFilters(spec, stream);
@@ -268,6 +277,9 @@ std::string RenderEnv(const LaunchSpec& spec, const EnvMap& base) {
   }
   if (!spec.job_secret.empty()) out += Comment("job secret: " + SecretText(spec));
   if (!spec.store_allow.empty()) out += Comment("store allows: " + Join(AllowList(spec), ", "));
+  if (const std::string via = StoreTraffic(spec); !via.empty()) {
+    out += Comment("store traffic: " + via);
+  }
   for (const std::string& warning : spec.warnings) out += Comment("warning: " + warning);
   for (FilteredStream stream : {FilteredStream::kStdout, FilteredStream::kStderr}) {
     if (std::string text = FilteredText(spec, stream); !text.empty()) {
@@ -302,6 +314,7 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
   }
   if (!spec.job_secret.empty()) out += "  secret:  " + SecretText(spec) + "\n";
   if (!spec.store_allow.empty()) out += "  allow:   " + Join(AllowList(spec), ", ") + "\n";
+  if (const std::string via = StoreTraffic(spec); !via.empty()) out += "  ranks:   " + via + "\n";
   if (spec.metrics_port) out += "  metrics: " + MetricsUrl(spec) + "\n";
   out += "  device:  " + spec.profile.name + " (backend " + spec.profile.backend + ")\n";
   std::string cards = "none";
@@ -351,8 +364,9 @@ std::string RenderTable(const LaunchSpec& spec, const EnvMap& base) {
 }  // namespace
 
 RankRuntime DryRunRuntime(const LaunchSpec& spec) {
-  return ResolveRankRuntime(spec, LaunchChoices{kPortPlaceholder, kRunIdPlaceholder,
-                                                kScratchPlaceholder, kLauncherPidPlaceholder});
+  return ResolveRankRuntime(spec,
+                            LaunchChoices{kPortPlaceholder, kRunIdPlaceholder, kScratchPlaceholder,
+                                          kLauncherPidPlaceholder, kProxyPortPlaceholder});
 }
 
 std::string ShellQuote(std::string_view text) {

@@ -34,6 +34,7 @@
 namespace gculaunch {
 
 inline constexpr const char* kPortPlaceholder = "<port chosen at launch>";
+inline constexpr const char* kProxyPortPlaceholder = "<proxy port chosen at launch>";
 inline constexpr const char* kRunIdPlaceholder = "<run id generated at launch>";
 inline constexpr const char* kScratchPlaceholder = "<temporary directory created at launch>";
 inline constexpr const char* kLauncherPidPlaceholder = "<gculaunch pid>";

@@ -18,12 +18,12 @@ namespace gculaunch {
 
 Result<LaunchSpec> SpecBuilder::Build() {
   for (Status (SpecBuilder::*step)() :
-       {&SpecBuilder::Topology, &SpecBuilder::Rendezvous, &SpecBuilder::Master,
-        &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool, &SpecBuilder::Nproc,
-        &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
+       {&SpecBuilder::ExitCodes, &SpecBuilder::Topology, &SpecBuilder::Rendezvous,
+        &SpecBuilder::Master, &SpecBuilder::StorePorts, &SpecBuilder::Device, &SpecBuilder::Pool,
+        &SpecBuilder::Nproc, &SpecBuilder::Cards, &SpecBuilder::Affinity, &SpecBuilder::Program,
         &SpecBuilder::Environment, &SpecBuilder::Output, &SpecBuilder::Extras,
         &SpecBuilder::Metrics, &SpecBuilder::StoreAccess, &SpecBuilder::LoopStop,
-        &SpecBuilder::Health}) {
+        &SpecBuilder::Health, &SpecBuilder::ExitBarrier}) {
     if (Status ok = (this->*step)(); !ok.ok()) return ok.error();
   }
   spec_.layout_sources = FormatLayoutSources(from_);

@@ -29,6 +29,7 @@
 #include "base/cidr.h"
 #include "base/env_map.h"
 #include "base/error.h"
+#include "base/outcome.h"
 #include "launcher/frontend/cpu_affinity.h"
 #include "launcher/frontend/device_profile.h"
 #include "launcher/frontend/file_access.h"
@@ -222,6 +223,14 @@ struct LaunchSpec {
   StdinMode stdin_mode = StdinMode::kNull;
   std::string summary_json;       ///< --summary-json PATH; empty: none
   std::string error_file_parent;  ///< gculaunch's own TORCHELASTIC_ERROR_FILE; empty: none
+  /// --exit-codes (PET_EXIT_CODES, GCULAUNCH_EXIT_CODES): what the exit status says.
+  ExitScheme exit_scheme = ExitScheme::kRank;
+  /// --termination-log: a path; empty: /dev/termination-log when it is a writable regular
+  /// file; "none": off.
+  std::string termination_log;
+  /// --exit-barrier-timeout (TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT), seconds: how long node 0
+  /// waits at exit for the other nodes' bye; empty: the grace period, the kill wait and 30 s.
+  std::optional<double> exit_barrier_timeout_s;
 
   // ---- metrics (docs/operations.md) ----
   std::optional<int> metrics_port;         ///< --metrics-port; empty: no metrics server
@@ -238,6 +247,10 @@ struct LaunchSpec {
   std::string job_secret;
   /// --store-allow; empty: the store accepts anyone.
   std::vector<Network> store_allow;
+  /// --store-proxy: a node that does not host the store serves its own ranks' store
+  /// connections and carries them to node 0 over one connection (rendezvous/proxy.h); its
+  /// ranks' MASTER_ADDR/MASTER_PORT name that proxy (ProxiesStore, rank_env.h).
+  bool store_proxy = false;
 
   // ---- what to do ----
   bool dry_run = false;  ///< --dry-run: print, start no rank

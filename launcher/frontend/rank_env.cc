@@ -89,7 +89,16 @@ RankRuntime ResolveRankRuntime(const LaunchSpec& spec, const LaunchChoices& choi
   runtime.rank_file_root = choices.scratch_dir;
   runtime.log_root = RunLogRoot(spec, runtime.run_id);
   runtime.launcher_pid = choices.launcher_pid;
+  if (ProxiesStore(spec)) {
+    runtime.master_addr = kProxyAddress;
+    runtime.master_port = choices.proxy_port;
+  }
   return runtime;
+}
+
+bool ProxiesStore(const LaunchSpec& spec) {
+  return spec.store_proxy && spec.nnodes > 1 && spec.node_rank != 0 &&
+         spec.store_mode == StoreMode::kAgent;
 }
 
 std::vector<std::string> OwnedRankVariables(const DeviceProfile& profile) {
@@ -208,7 +217,7 @@ EnvMap BuildRankEnv(const LaunchSpec& spec, const EnvMap& base, int local_rank, 
   env.Set("WORLD_SIZE", std::to_string(spec.world_size));
   env.Set("GROUP_WORLD_SIZE", std::to_string(spec.nnodes));
   env.Set("ROLE_WORLD_SIZE", std::to_string(spec.world_size));
-  env.Set("MASTER_ADDR", spec.master_addr);
+  env.Set("MASTER_ADDR", runtime.master_addr.empty() ? spec.master_addr : runtime.master_addr);
   env.Set("MASTER_PORT", runtime.master_port);
   env.Set("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
   env.Set("TORCHELASTIC_MAX_RESTARTS", std::to_string(spec.max_restarts));

@@ -59,7 +59,16 @@ struct LaunchChoices {
   std::string generated_run_id;  ///< used when spec.run_id is empty
   std::string scratch_dir;       ///< rank_file_root: the private temporary directory
   std::string launcher_pid;      ///< getpid() of gculaunch (the parent of every rank)
+  std::string proxy_port;        ///< the store proxy's loopback port, when ProxiesStore
 };
+
+/// The address of a node's store proxy; its port is chosen at launch.
+inline constexpr const char* kProxyAddress = "127.0.0.1";
+
+/// Whether this node runs a store proxy (--store-proxy): a multi-node job on the agent store
+/// whose store this node does not host.  Its ranks' MASTER_ADDR/MASTER_PORT are then
+/// kProxyAddress and the proxy's port (docs/multinode.md, "The store proxy").
+bool ProxiesStore(const LaunchSpec& spec);
 
 /// The RankRuntime of a launch: the spec's own values where it has them, else
 /// the choices.  rank_file_root is choices.scratch_dir; log_root is RunLogRoot(spec,

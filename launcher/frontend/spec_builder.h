@@ -89,9 +89,12 @@ class SpecBuilder {
   void LogLinePrefix();
   Status Metrics();
   Status StoreAccess();
+  Status StoreProxy();
   Status Extras();
   Status LoopStop();
   Status Health();
+  Status ExitCodes();
+  Status ExitBarrier();
   void DeviceMemoryWait();
   void SignalsToHandle(const std::vector<std::string>& names);
 

@@ -411,12 +411,43 @@ Status SpecBuilder::Metrics() {
   return OkStatus();
 }
 
+// --store-proxy (rendezvous/proxy.h, docs/multinode.md "The store proxy"): only where node 0's
+// gculaunch serves the ranks' store (the agent store, a fixed store host), and only a job of
+// several nodes has something to carry.  The note names the code it breaks.
+Status SpecBuilder::StoreProxy() {
+  if (!o_.store_proxy) return OkStatus();
+  if (spec_.store_mode != StoreMode::kAgent) {
+    return Error{"--store-proxy needs gculaunch's store, but --no-agent-store makes rank 0 host it",
+                 "drop --no-agent-store or --store-proxy"};
+  }
+  if (const RdzvCapabilities& can = CapabilitiesOf(spec_.rdzv); can.elected_leader) {
+    return Error{"--store-proxy is not supported with --rdzv-backend " + std::string(can.name) +
+                     ": the store's host is elected per term",
+                 "drop --store-proxy"};
+  }
+  if (spec_.nnodes <= 1) {
+    Note("--store-proxy: one node has nothing to carry; its ranks reach the store directly");
+    return OkStatus();
+  }
+  spec_.store_proxy = true;
+  Note(
+      "--store-proxy: on every node but node 0, MASTER_ADDR/MASTER_PORT name that node's store "
+      "proxy (" +
+      std::string(kProxyAddress) +
+      ", a port chosen at launch), not node 0: code that opens its own stores at "
+      "MASTER_ADDR:MASTER_PORT+N with rank 0 as the host (Megatron-LM's in-process restart, "
+      "NVRx in-process examples, mscclpp) cannot run under it; torch's env:// and tcp:// "
+      "stores, torch.distributed.rpc, gloo and NCCL can");
+  return OkStatus();
+}
+
 // --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE) and --store-allow (docs/security.md).
 // The secret is read here, so that a missing or empty file stops the launch (and the dry
 // run) with one line; it never appears in a message.  A file others may read is accepted:
 // a Kubernetes Secret volume is 0644 unless its defaultMode says otherwise (the docs ask
 // for 0400/0600).
 Status SpecBuilder::StoreAccess() {
+  if (Status proxy = StoreProxy(); !proxy.ok()) return proxy;
   if (o_.store_allow) {
     auto networks = ParseNetworkList(*o_.store_allow);
     if (!networks.ok()) {
@@ -606,6 +637,48 @@ Status SpecBuilder::Health() {
   Note("--health-check " + spec_.health_check + ": run before every attempt (at most " +
        Seconds(std::chrono::duration<double>(spec_.health_check_timeout_s), -1) +
        "); a non-zero exit makes this node step aside (exit code 5)");
+  return OkStatus();
+}
+
+// --exit-codes and --termination-log: what the platform sees at the end (base/outcome.h;
+// README.md, "Exit codes"; docs/kubernetes.md).  The first step: a bad scheme is reported
+// before anything else.
+Status SpecBuilder::ExitCodes() {
+  spec_.exit_scheme = o_.exit_codes.value_or(ExitScheme::kRank);
+  const std::string own = env_.GetOr("GCULAUNCH_EXIT_CODES", "");
+  if (!o_.exit_codes && !own.empty()) {
+    auto scheme = ExitSchemeNamed(own);
+    if (!scheme) {
+      return Error{"GCULAUNCH_EXIT_CODES '" + own + "': expected rank or classes",
+                   "e.g. GCULAUNCH_EXIT_CODES=classes"};
+    }
+    spec_.exit_scheme = *scheme;
+  }
+  spec_.termination_log = o_.termination_log.value_or("");
+  return OkStatus();
+}
+
+// --exit-barrier-timeout (TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT): node 0's wait for the other
+// nodes' bye at exit.  After the topology: one node has no such wait.
+Status SpecBuilder::ExitBarrier() {
+  spec_.exit_barrier_timeout_s = o_.exit_barrier_timeout;
+  const std::string torch = env_.GetOr("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "");
+  if (!spec_.exit_barrier_timeout_s && !torch.empty()) {
+    char* end = nullptr;
+    const double seconds = std::strtod(torch.c_str(), &end);
+    if (end == torch.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
+      return Error{
+          "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT '" + torch + "': expected seconds (a number >= 0)",
+          "e.g. TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT=300, or unset it"};
+    }
+    spec_.exit_barrier_timeout_s = seconds;
+  }
+  if (spec_.exit_barrier_timeout_s && !RunsAsCluster(spec_)) {
+    Note(
+        "--exit-barrier-timeout (TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT): one node has no exit "
+        "barrier (nothing waits for other "
+        "nodes at exit); it applies to node 0 of a job of several nodes");
+  }
   return OkStatus();
 }
 

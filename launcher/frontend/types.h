@@ -61,6 +61,9 @@ struct RankRuntime {
   /// reports), as shown; empty without log files.  gculaunch reaches it by descriptor only.
   std::string log_root;
   std::string launcher_pid;  ///< gculaunch's pid (GCULAUNCH_SHIM_PARENT with --python-shim)
+  /// MASTER_ADDR as exported when it is not spec.master_addr: this node's store proxy
+  /// (--store-proxy); empty otherwise.  Last, so that {port, run_id, root} still reads as before.
+  std::string master_addr;
 };
 
 }  // namespace gculaunch

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "launcher/run/exit_summary.h"
+
 namespace gculaunch {
 
 namespace {
@@ -31,17 +33,6 @@ std::string IsoTime(double unix_time) {
 
 // Seconds with millisecond precision (JSON numbers: no "1e-05" noise for durations).
 double Millis(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
-
-void AddExit(nlohmann::json& j, const WorkerExit& exit) {
-  if (exit.kind == WorkerExit::Kind::kExited) {
-    j["exit_code"] = exit.value;
-    j["signal"] = nullptr;
-  } else {
-    j["exit_code"] = nullptr;
-    j["signal"] = SignalName(exit.value);
-  }
-  j["shell_code"] = exit.ShellCode();
-}
 
 // The event's own fields, by kind (docs/operations.md).
 void AddFields(nlohmann::json& j, const JobEvent& e) {
@@ -67,7 +58,7 @@ void AddFields(nlohmann::json& j, const JobEvent& e) {
       j["rank"] = e.rank;
       j["local_rank"] = e.local_rank;
       j["pid"] = e.pid;
-      if (e.exit) AddExit(j, *e.exit);
+      if (e.exit) j.update(RankExitJson(e.exit));  // the one shape (exit_summary.h)
       break;
     case K::kRestart:
       j["epoch"] = e.restarts;
@@ -110,7 +101,10 @@ void AddFields(nlohmann::json& j, const JobEvent& e) {
       break;
     case K::kStop:
       j["exit_code"] = e.exit_code;
-      j["reason"] = e.reason;
+      j["reason"] = e.reason;  // the outcome's name, as before "outcome" was added
+      j["outcome"] = std::string(OutcomeName(e.outcome));
+      j["exit_class"] = std::string(ExitClassName(RowOf(e.outcome).exit_class));
+      j["rank_exit_code"] = e.rank_exit_code;
       break;
     case K::kUnhealthy:
       j["epoch"] = e.epoch;

@@ -110,6 +110,16 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
     if (code > 128 && code < 128 + 65) labels.emplace_back("signal", SignalName(code - 128));
     w.Sample("gculaunch_rank_exits_total", labels, count);
   }
+  // Once the job stopped (between the stop and the end of the process): why, by the outcome
+  // table's names (base/outcome.h); the value is the code gculaunch exits with.
+  if (j.outcome) {
+    w.Family("gculaunch_outcome", "gauge",
+             "Why the job stopped (outcome and exit class); the value is gculaunch's exit code.");
+    w.Sample("gculaunch_outcome",
+             {{"outcome", std::string(OutcomeName(*j.outcome))},
+              {"exit_class", std::string(ExitClassName(RowOf(*j.outcome).exit_class))}},
+             j.exit_code.value_or(0));
+  }
   w.One("gculaunch_restarts_total", "counter", "Restarts of the job's ranks used so far.",
         j.restarts);
   w.One("gculaunch_max_restarts", "gauge", "The restart budget (--max-restarts).", j.max_restarts);

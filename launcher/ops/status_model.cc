@@ -91,6 +91,7 @@ void JobStatus::On(const JobEvent& e) {
     case K::kStop:
       s_.exit_code = e.exit_code;
       s_.stop_reason = e.reason;
+      s_.outcome = e.outcome;
       break;
     case K::kUnhealthy:
       s_.unhealthy_cards = e.cards;

@@ -90,6 +90,7 @@ struct JobSnapshot {
   int device_memory_waits = 0;
   int device_memory_held = 0;
   std::string unhealthy;
+  std::optional<Outcome> outcome;  ///< once the job stopped (base/outcome.h)
 
   int RanksRunning() const;
   int NodesPresent() const;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "launcher/run/exit_summary.h"
+
 namespace gculaunch {
 
 namespace {
@@ -20,12 +22,8 @@ nlohmann::json RankJson(const StatusInput& in, const RankStatus& r) {
   const bool alive = r.running() && proc != in.procs.end() && proc->second.alive;
   if (r.exit) {
     j["state"] = "exited";
-    // Exactly one of exit_code and signal is set, the other null: no 128+N to decode.
-    j["exit_code"] = r.exit->kind == WorkerExit::Kind::kExited ? nlohmann::json(r.exit->value)
-                                                               : nlohmann::json();
-    j["signal"] = r.exit->kind == WorkerExit::Kind::kSignaled
-                      ? nlohmann::json(SignalName(r.exit->value))
-                      : nlohmann::json();
+    // The one shape of a rank's exit (exit_summary.h): exactly one of exit_code and signal.
+    j.update(RankExitJson(r.exit));
   } else {
     j["state"] = alive ? "running" : "exiting";
   }
@@ -114,9 +112,17 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
   j["pid"] = s.launcher_pid;
   j["uptime_s"] = Round3(std::max(0.0, in.now - s.launch_time));
   j["layout"] = s.layout;
+  if (!in.store_traffic.empty()) j["store_traffic"] = in.store_traffic;
   j["epoch"] = s.epoch;
   j["restarts_used"] = s.restarts;
   j["max_restarts"] = s.max_restarts;
+  // Once the job stopped: why (base/outcome.h), its class and the code gculaunch exits with.
+  j["outcome"] = s.outcome ? nlohmann::ordered_json(std::string(OutcomeName(*s.outcome)))
+                           : nlohmann::ordered_json();
+  j["exit_class"] =
+      s.outcome ? nlohmann::ordered_json(std::string(ExitClassName(RowOf(*s.outcome).exit_class)))
+                : nlohmann::ordered_json();
+  j["exit_code"] = s.exit_code ? nlohmann::ordered_json(*s.exit_code) : nlohmann::ordered_json();
   // --restart-backoff: the wait under way before the next restart; null when none.
   const bool waiting = s.restart_backoff_s > 0;
   j["restart_backoff_s"] =
@@ -172,6 +178,9 @@ std::string StatusText(const nlohmann::json& st) {
     out += "UNHEALTHY (this node steps aside, exit code 5): " + bad.get<std::string>() + "\n";
   }
   if (auto layout = st.value("layout", std::string()); !layout.empty()) out += layout + "\n";
+  if (auto via = st.value("store_traffic", std::string()); !via.empty()) {
+    out += "store traffic: " + via + "\n";
+  }
   if (const auto ready = st.value("ready", nlohmann::json()); ready.is_boolean()) {
     out += std::string(ready.get<bool>() ? "ready: " : "not ready: ") +
            Cell(st.value("ready_reason", nlohmann::json())) + "\n";

@@ -32,6 +32,7 @@ struct StatusInput {
   std::map<int, double> progress_age_s;    ///< by global rank
   std::vector<StandbyStatus> standbys;     ///< --warm-ranks: the live standbys
   std::optional<Readiness> readiness;      ///< what /readyz answers now (readiness.h)
+  std::string store_traffic;               ///< where the ranks' store connections go
 };
 
 nlohmann::ordered_json StatusJson(const StatusInput& in);

@@ -1,7 +1,9 @@
 #include "launcher/run/exit_summary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 
 #include "base/exit_codes.h"
 #include "base/text.h"
@@ -43,21 +45,6 @@ std::string LastNonEmpty(const std::vector<std::string>& tail) {
     if (it->find_first_not_of(" \t") != std::string::npos) return *it;
   }
   return "";
-}
-
-json ExitJson(const std::optional<WorkerExit>& exit) {
-  json j;
-  if (!exit) {
-    j["exit_code"] = nullptr;
-    j["signal"] = nullptr;
-  } else if (exit->kind == WorkerExit::Kind::kSignaled) {
-    j["exit_code"] = exit->ShellCode();
-    j["signal"] = SignalName(exit->value);
-  } else {
-    j["exit_code"] = exit->value;
-    j["signal"] = nullptr;
-  }
-  return j;
 }
 
 // ---- root cause ----
@@ -257,8 +244,8 @@ void AddRootCauseLines(const SummaryInput& in, const RootCause& best, std::vecto
 }
 
 std::vector<std::string> TextLines(const SummaryInput& in, const std::optional<RootCause>& best,
-                                   const std::vector<std::string>& hints,
-                                   const std::string& outcome) {
+                                   const std::vector<std::string>& hints, Outcome outcome,
+                                   int exit_code) {
   std::vector<std::string> t;
   if (best) AddRootCauseLines(in, *best, t);
   if (!in.job_cause.empty()) t.push_back(in.job_cause);
@@ -283,14 +270,19 @@ std::vector<std::string> TextLines(const SummaryInput& in, const std::optional<R
   }
   for (const sys::ProcInfo& info : in.stuck) t.push_back("stuck: " + info.Describe());
   for (const std::string& hint : hints) t.push_back("hint: " + hint);
-  t.push_back("exit code " + std::to_string(in.exit_code) + " (" + outcome + ")");
+  t.push_back("exit code " + std::to_string(exit_code) + " (" + std::string(OutcomeName(outcome)) +
+              (in.exit_scheme == ExitScheme::kClasses
+                   ? ", class " + std::string(ExitClassName(RowOf(outcome).exit_class)) +
+                         "; the rank scheme's code is " + std::to_string(in.exit_code)
+                   : "") +
+              ")");
   return t;
 }
 
 // ---- --summary-json ----
 
 json RootCauseJson(const RootCause& best) {
-  json rc = ExitJson(best.exit);
+  json rc = RankExitJson(best.exit);
   rc["rank"] = best.rank;
   rc["local_rank"] = best.local_rank;
   rc["node_rank"] = best.node_rank;
@@ -307,7 +299,7 @@ json RootCauseJson(const RootCause& best) {
 json RanksJson(const std::vector<RankRecord>& records) {
   json ranks = json::array();
   for (const RankRecord& r : records) {
-    json rank = ExitJson(r.exit);
+    json rank = RankExitJson(r.exit);
     rank["restart_count"] = r.restart_count;
     rank["rank"] = r.rank;
     rank["local_rank"] = r.local_rank;
@@ -332,10 +324,13 @@ json StuckJson(const std::vector<sys::ProcInfo>& stuck) {
 }
 
 json SummaryJson(const SummaryInput& in, const std::optional<RootCause>& best,
-                 const std::vector<std::string>& hints, const std::string& outcome) {
+                 const std::vector<std::string>& hints, Outcome outcome, int exit_code) {
   json j;
-  j["exit_code"] = in.exit_code;
-  j["outcome"] = outcome;
+  j["exit_code"] = exit_code;
+  j["outcome"] = std::string(OutcomeName(outcome));
+  j["exit_class"] = std::string(ExitClassName(RowOf(outcome).exit_class));
+  j["exit_scheme"] = std::string(ExitSchemeName(in.exit_scheme));
+  j["rank_exit_code"] = in.exit_code;
   j["signal"] = in.final_state.cause == StopCause::kSignal
                     ? json(SignalName(in.final_state.stop_signal))
                     : json(nullptr);
@@ -401,6 +396,43 @@ json ParentError(const SummaryInput& in, const std::optional<RootCause>& best) {
   return parent;
 }
 
+// ---- the termination message ----
+
+// "rank 1 (local rank 1) on node 0 hostA, attempt 2: exit code 3".
+std::string FailedRankLine(const SummaryInput& in, const RootCause& best) {
+  return "rank " + std::to_string(best.rank) + " (local rank " + std::to_string(best.local_rank) +
+         ") on node " + std::to_string(in.node_rank) + (in.host.empty() ? "" : " " + in.host) +
+         ", attempt " + std::to_string(best.restart_count) + ": " + best.exit.Describe();
+}
+
+// Most important first: the outcome and its code, the failing rank and where, the exception's
+// last line, the job's cause, the stop's lines; then the rank's last stderr lines.
+std::string TerminationMessage(const SummaryInput& in, const std::optional<RootCause>& best,
+                               Outcome outcome, int exit_code) {
+  const OutcomeRow& row = RowOf(outcome);
+  std::vector<std::string> head{"gculaunch: exit " + std::to_string(exit_code) + " (" +
+                                std::string(ExitClassName(row.exit_class)) +
+                                "): " + std::string(row.name) + ": " + std::string(row.wording)};
+  if (outcome == Outcome::kSuccess) return head.front() + "\n";
+  std::vector<std::string> tail;
+  std::string title;
+  if (best) {
+    head.push_back(FailedRankLine(in, *best));
+    if (!best->message.empty()) head.push_back(best->message);
+    tail = best->stderr_tail;
+    title = "last " + std::to_string(tail.size()) + " line(s) of rank " +
+            std::to_string(best->rank) + "'s stderr:";
+  }
+  if (!in.job_cause.empty()) head.push_back(in.job_cause);
+  if (in.start_error) head.push_back(in.start_error->Format());
+  if (in.final_state.cause == StopCause::kSignal) {
+    head.push_back("stopped by " + SignalName(in.final_state.stop_signal));
+  }
+  if (!in.final_state.loop_stop.empty()) head.push_back(in.final_state.loop_stop);
+  for (const sys::ProcInfo& info : in.stuck) head.push_back("stuck: " + info.Describe());
+  return FitTerminationMessage(head, title, tail);
+}
+
 }  // namespace
 
 Result<ErrorFileReport> ParseErrorFile(std::string_view text) {
@@ -433,47 +465,105 @@ Result<ErrorFileReport> ParseErrorFile(std::string_view text) {
   return report;
 }
 
-std::string OutcomeName(const SummaryInput& input) {
-  if (input.exit_code == exit_code::kStuckProcesses && !input.stuck.empty()) return "stuck";
-  if (!input.job_outcome.empty() && input.final_state.cause != StopCause::kSignal &&
-      input.final_state.cause != StopCause::kUnhealthy) {
-    return input.job_outcome;
+Outcome OutcomeOf(const SummaryInput& input) {
+  if (input.exit_code == exit_code::kStuckProcesses && !input.stuck.empty()) {
+    return Outcome::kStuck;
   }
-  if (!input.final_state.loop_stop.empty()) return "same_failure";
+  // This node's own signal or health verdict wins over what the job says of the others.
+  if (input.job_outcome && input.final_state.cause != StopCause::kSignal &&
+      input.final_state.cause != StopCause::kUnhealthy) {
+    return *input.job_outcome;
+  }
+  if (!input.final_state.loop_stop.empty()) return Outcome::kSameFailure;
   switch (input.final_state.cause) {
     case StopCause::kSuccess:
-      return "success";
+      return Outcome::kSuccess;
     case StopCause::kRankFailed:
-      return "rank_failed";
+      return Outcome::kRankFailed;
     case StopCause::kSignal:
-      return "signal";
+      return Outcome::kSignal;
     case StopCause::kSpawnFailed:
-      return "spawn_failed";
+      // Out of descriptors, processes or memory: not the program's fault (spawner.cc).
+      return input.exit_code == exit_code::kNoResources ? Outcome::kNoResources
+                                                        : Outcome::kSpawnFailed;
     case StopCause::kHang:
-      return "hang";
+      return Outcome::kHang;
     case StopCause::kUnhealthy:
-      return "unhealthy";
+      return Outcome::kUnhealthy;
     case StopCause::kJob:
     case StopCause::kNone:
       break;
   }
-  return "internal";
+  return Outcome::kInternal;
+}
+
+json RankExitJson(const std::optional<WorkerExit>& exit) {
+  json j;
+  if (!exit) {
+    j["exit_code"] = nullptr;
+    j["signal"] = nullptr;
+    j["shell_code"] = nullptr;
+  } else if (exit->kind == WorkerExit::Kind::kSignaled) {
+    j["exit_code"] = nullptr;
+    j["signal"] = SignalName(exit->value);
+    j["shell_code"] = exit->ShellCode();
+  } else {
+    j["exit_code"] = exit->value;
+    j["signal"] = nullptr;
+    j["shell_code"] = exit->ShellCode();
+  }
+  return j;
+}
+
+std::string FitTerminationMessage(const std::vector<std::string>& head, const std::string& title,
+                                  const std::vector<std::string>& tail, size_t limit) {
+  std::string text;
+  for (const std::string& line : head) {
+    if (text.size() + 1 >= limit) break;
+    text += line.substr(0, limit - text.size() - 1);  // a line too long for the rest is cut
+    text += '\n';
+  }
+  if (tail.empty() || text.size() + title.size() + 1 >= limit) return text;
+  // The last lines of the tail that fit, in their order.
+  size_t room = limit - text.size() - title.size() - 1;
+  auto first = tail.end();
+  while (first != tail.begin() && std::prev(first)->size() + 1 <= room) {
+    --first;
+    room -= first->size() + 1;
+  }
+  if (first == tail.end()) return text;
+  text += title + "\n";
+  for (auto it = first; it != tail.end(); ++it) text += *it + "\n";
+  return text;
+}
+
+std::string EarlyTerminationMessage(Outcome outcome, int exit_code, const std::string& line) {
+  const OutcomeRow& row = RowOf(outcome);
+  return FitTerminationMessage({"gculaunch: exit " + std::to_string(exit_code) + " (" +
+                                    std::string(ExitClassName(row.exit_class)) +
+                                    "): " + std::string(row.name) + ": " + std::string(row.wording),
+                                line},
+                               "", {});
 }
 
 ExitSummary BuildExitSummary(const SummaryInput& in) {
   ExitSummary out;
   out.root_cause = FindRootCause(in);
   out.hints = Hints(in);
-  const std::string outcome = OutcomeName(in);
-  if (in.exit_code != 0) out.text = TextLines(in, out.root_cause, out.hints, outcome);
+  out.outcome = OutcomeOf(in);
+  out.exit_code = SchemeExitCode(in.exit_scheme, out.outcome, in.exit_code);
+  if (in.exit_code != 0) {
+    out.text = TextLines(in, out.root_cause, out.hints, out.outcome, out.exit_code);
+  }
   if (in.log_bytes_dropped > 0) {
     // Whatever the outcome: the logs are incomplete (the writer warned as it happened).
     out.text.insert(out.text.begin(), "warning: " + std::to_string(in.log_bytes_dropped) +
                                           " bytes of rank output are missing from the log "
                                           "files (their file system was full)");
   }
-  out.json = SummaryJson(in, out.root_cause, out.hints, outcome);
+  out.json = SummaryJson(in, out.root_cause, out.hints, out.outcome, out.exit_code);
   if (in.exit_code != 0) out.parent_error = ParentError(in, out.root_cause);
+  out.termination_message = TerminationMessage(in, out.root_cause, out.outcome, out.exit_code);
   return out;
 }
 

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/outcome.h"
 #include "launcher/run/rank_record.h"
 #include "launcher/run/restart_policy.h"
 #include "launcher/sys/process_group.h"
@@ -91,15 +92,18 @@ struct SummaryInput {
   double start_time = 0;
   double end_time = 0;
   /// Multi-node: why the job ended, as every node tells it (job_protocol.h).  Empty on a
-  /// single node.  `job_outcome` replaces the local outcome name ("rank_failed",
-  /// "node_lost", "node_left", "job_error", "rendezvous_failed", "success"); `job_cause` is
+  /// single node.  `job_outcome` replaces the local outcome (rank_failed, node_lost,
+  /// node_left, job_error, rendezvous_failed, success, ...: base/outcome.h); `job_cause` is
   /// a line naming the node (and rank) where it happened; `job_json` goes to --summary-json
   /// as "job".
-  std::string job_outcome;
+  std::optional<Outcome> job_outcome;
   std::string job_cause;
   nlohmann::json job_json;
   /// Rank output that could not be written to its log file (a full disk), bytes.
   std::uint64_t log_bytes_dropped = 0;
+  /// --exit-codes: `exit_code` above is the rank scheme's code; the summary says which code
+  /// gculaunch exits with under this scheme (ExitSummary::exit_code).
+  ExitScheme exit_scheme = ExitScheme::kRank;
 };
 
 struct RootCause {
@@ -119,6 +123,9 @@ struct RootCause {
 };
 
 struct ExitSummary {
+  Outcome outcome = Outcome::kInternal;
+  /// The status gculaunch exits with under SummaryInput::exit_scheme.
+  int exit_code = 0;
   std::optional<RootCause> root_cause;
   std::vector<std::string> hints;
   /// Lines for gculaunch's stderr (empty on success).
@@ -126,7 +133,30 @@ struct ExitSummary {
   nlohmann::json json;
   /// For gculaunch's own TORCHELASTIC_ERROR_FILE; empty on success.
   std::optional<nlohmann::json> parent_error;
+  /// For the pod's termination log (--termination-log): at most kTerminationMessageMax
+  /// bytes, the most important first (TerminationMessage).
+  std::string termination_message;
 };
+
+/// Kubernetes keeps 4096 bytes of a container's termination message (and 12 KiB for all the
+/// containers of a pod together).
+inline constexpr size_t kTerminationMessageMax = 4096;
+
+/// The termination message: `head` lines in order (the first ones are the most important),
+/// then as many of the last `tail` lines as fit, under `title`; at most `limit` bytes (a
+/// head line that does not fit is cut).
+std::string FitTerminationMessage(const std::vector<std::string>& head, const std::string& title,
+                                  const std::vector<std::string>& tail,
+                                  size_t limit = kTerminationMessageMax);
+
+/// The termination message of a launch that ended before its ranks ran (a usage error, a
+/// program not found): the outcome, the code gculaunch exits with and the error's line.
+std::string EarlyTerminationMessage(Outcome outcome, int exit_code, const std::string& line);
+
+/// One JSON shape for a rank's exit, everywhere (--summary-json, events.jsonl, `gculaunch
+/// status`): {"exit_code": N or null, "signal": "SIGKILL" or null, "shell_code": N or null};
+/// exactly one of exit_code and signal is set once the rank exited, none before.
+nlohmann::json RankExitJson(const std::optional<WorkerExit>& exit);
 
 /// The text PyTorch prints when a build without libuv is asked for it.
 inline constexpr std::string_view kNoLibuvMessage =
@@ -139,9 +169,10 @@ ExitSummary BuildExitSummary(const SummaryInput& input);
 /// of an attempt's failure signature (failure_signature.h).
 std::optional<RootCause> FindRootCause(const SummaryInput& input);
 
-/// "success", "rank_failed", "same_failure" (the failure streak ended the loop:
-/// PolicyState::loop_stop), "signal", "spawn_failed", "stuck" or "internal"; in a
-/// multi-node job the job's outcome (SummaryInput::job_outcome) unless stuck or signalled.
-std::string OutcomeName(const SummaryInput& input);
+/// Why the launch ended (base/outcome.h): success, rank_failed, same_failure (the failure
+/// streak ended the loop: PolicyState::loop_stop), signal, spawn_failed, no_resources,
+/// hang, stuck or internal; in a multi-node job the job's outcome (SummaryInput::job_outcome)
+/// unless stuck or signalled.
+Outcome OutcomeOf(const SummaryInput& input);
 
 }  // namespace gculaunch

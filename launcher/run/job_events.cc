@@ -114,11 +114,13 @@ JobEvent JobEvent::Hang(int epoch, double timeout_s, double silent_s, std::strin
   return e;
 }
 
-JobEvent JobEvent::Stop(int exit_code, std::string reason) {
+JobEvent JobEvent::Stop(int exit_code, Outcome outcome, int rank_exit_code) {
   JobEvent e;
   e.kind = Kind::kStop;
   e.exit_code = exit_code;
-  e.reason = std::move(reason);
+  e.rank_exit_code = rank_exit_code;
+  e.outcome = outcome;
+  e.reason = std::string(OutcomeName(outcome));
   return e;
 }
 

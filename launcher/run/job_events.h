@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/outcome.h"
 #include "launcher/sys/worker_exit.h"
 
 namespace gculaunch {
@@ -46,9 +47,10 @@ struct JobEvent {
     kHeartbeat,   ///< node 0: node `node` heartbeated (not written to events.jsonl)
     kHang,        ///< a hang was called (--hang-timeout): `timeout_s`, `silent_s`, `action`,
                   ///< `odd_ranks`, `reason` (single node, and node 0 of several)
-    kStop,        ///< gculaunch ends with `exit_code`: `reason`
     kUnhealthy,   ///< the health gate before attempt `epoch` found `cards` unhealthy: `reason`
                   ///< (the checks, one line); the node steps aside (exit 5)
+    kStop,        ///< gculaunch ends with `exit_code` (under --exit-codes): `outcome`
+                  ///< (`reason` holds its name), the rank scheme's `rank_exit_code`
     kDeviceMemoryWait,  ///< before attempt `epoch` gculaunch waited `duration_s` for `cards`'
                         ///< device memory (`reason`: "card 0: 3000 MiB"); `freed`: it was, else
                         ///< the bound passed and `cards` still held it
@@ -61,10 +63,12 @@ struct JobEvent {
   int node = -1;
   std::optional<WorkerExit> exit;
   int exit_code = 0;
-  int restarts = 0;        ///< restarts used (kRestart), also the epoch
-  int max_restarts = 0;    ///< --max-restarts (kRestart)
-  int nodes = 0;           ///< kRendezvous
-  int world_size = 0;      ///< kRendezvous
+  int rank_exit_code = 0;                ///< kStop
+  Outcome outcome = Outcome::kInternal;  ///< kStop
+  int restarts = 0;                      ///< restarts used (kRestart), also the epoch
+  int max_restarts = 0;                  ///< --max-restarts (kRestart)
+  int nodes = 0;                         ///< kRendezvous
+  int world_size = 0;                    ///< kRendezvous
   double duration_s = -1;  ///< kRendezvous: how long it took; kRestart: from the stop; <0: n/a
   double backoff_s = 0;    ///< kRestart: the back-off waited before it; kBackoff: the wait
   std::string reason;
@@ -90,8 +94,8 @@ struct JobEvent {
   static JobEvent Heartbeat(int node);
   static JobEvent Hang(int epoch, double timeout_s, double silent_s, std::string action,
                        std::vector<int> odd_ranks, std::string reason);
-  static JobEvent Stop(int exit_code, std::string reason);
   static JobEvent Unhealthy(int epoch, std::vector<std::string> cards, std::string reason);
+  static JobEvent Stop(int exit_code, Outcome outcome, int rank_exit_code);
   static JobEvent DeviceMemoryWait(int epoch, double waited_s, bool freed,
                                    std::vector<std::string> cards, std::string held);
 };

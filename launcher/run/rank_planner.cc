@@ -41,7 +41,9 @@ void RankPlanner::ApplyLayout(const Layout& layout) {
   spec_.node_rank = layout.node_rank;
   spec_.nnodes = layout.nnodes;
   restarts_ = layout.restarts;
-  runtime_.master_port = layout.ranks_port;
+  // --store-proxy: the ranks' store is this node's proxy (runtime_.master_addr), whatever port
+  // node 0 serves it on.
+  if (runtime_.master_addr.empty()) runtime_.master_port = layout.ranks_port;
   if (!layout.master_addr.empty()) spec_.master_addr = layout.master_addr;
 }
 

@@ -67,6 +67,7 @@ class Status(unittest.TestCase):
         self.assertEqual(doc["pid"], job.pid)
         self.assertEqual((doc["epoch"], doc["restarts_used"], doc["max_restarts"]), (0, 0, 2))
         self.assertIn("layout: 1 node x 2 ranks", doc["layout"])
+        self.assertRegex(doc["store_traffic"], r"^to this node's store \(port \d+\)$")
         ranks = sorted(gltest.pids_of_ranks(job.tag, gltest.CHILD_COMM))
         self.assertEqual(sorted(r["pid"] for r in doc["ranks"]), ranks)
         self.assertEqual([r["rank"] for r in doc["ranks"]], [0, 1])
@@ -81,6 +82,7 @@ class Status(unittest.TestCase):
         self.assertEqual(text.returncode, 0, text.stderr)
         self.assertTrue(text.stdout.startswith("run st1, node 0 of 1"), text.stdout)
         self.assertIn("RANK  LOCAL  PID", text.stdout)
+        self.assertIn("\nstore traffic: to this node's store (port ", text.stdout)
 
         # Another user: its own control directory has no job, and this user's is closed to it.
         other = status(self.env, "--pid", str(job.pid), user="nobody")

@@ -325,3 +325,42 @@ TEST_CASE("job protocol: one-line descriptions name node, host, address and rank
 }
 
 }  // namespace gculaunch::job
+
+namespace gculaunch::job {
+namespace {
+
+TEST_CASE("job protocol: a marker's kind on the wire is its outcome's name, as before",
+          "[job_protocol]") {
+  // The names every gculaunch since the first multi-node one sends and reads: a node of the
+  // previous version decodes these markers (docs/multinode.md).
+  const std::pair<StopMarker::Kind, const char*> kWire[] = {
+      {StopMarker::Kind::kRankFailed, "rank_failed"},
+      {StopMarker::Kind::kNodeLost, "node_lost"},
+      {StopMarker::Kind::kNodeLeft, "node_left"},
+      {StopMarker::Kind::kSuccess, "success"},
+      {StopMarker::Kind::kJobError, "job_error"},
+      {StopMarker::Kind::kNodeJoined, "node_joined"},
+      {StopMarker::Kind::kHang, "hang"},
+      {StopMarker::Kind::kSameFailure, "same_failure"},
+  };
+  for (const auto& [kind, name] : kWire) {
+    INFO(name);
+    CHECK(KindName(kind) == name);
+    CHECK(OutcomeNamed(name) == OutcomeOfKind(kind));
+    StopMarker m;
+    m.kind = kind;
+    auto decoded = DecodeMarker(Encode(m));
+    REQUIRE(decoded.ok());
+    CHECK(decoded->kind == kind);
+  }
+  // A marker written by an older node, by hand: its kind still decodes.
+  auto old = DecodeMarker(
+      R"({"kind":"node_lost","epoch":2,"node":1,"host":"b","addr":"10.0.0.2","rank":-1,)"
+      R"("local_rank":-1,"exit_code":0,"what":"no heartbeat for 3.0 s","restartable":true})");
+  REQUIRE(old.ok());
+  CHECK(old->kind == StopMarker::Kind::kNodeLost);
+  CHECK(old->restarts == -1);
+}
+
+}  // namespace
+}  // namespace gculaunch::job

@@ -135,6 +135,12 @@ const std::vector<ValueCase>& ValueCases() {
        [](const CliOptions& o) { return o.health_check_timeout == 45.0; }},
       {"device-memory-wait", "2.5",
        [](const CliOptions& o) { return o.device_memory_wait == 2.5; }},
+      {"exit-codes", "classes",
+       [](const CliOptions& o) { return o.exit_codes == ExitScheme::kClasses; }},
+      {"termination-log", "/tmp/t.log",
+       [](const CliOptions& o) { return o.termination_log == std::string("/tmp/t.log"); }},
+      {"exit-barrier-timeout", "300",
+       [](const CliOptions& o) { return o.exit_barrier_timeout == 300.0; }},
       {"start-method", "fork", [](const CliOptions& o) { return o.start_method == "fork"; }},
       {"local-addr", "10.0.0.2", [](const CliOptions& o) { return o.local_addr == "10.0.0.2"; }},
       {"logs-specs", "default", [](const CliOptions& o) { return o.logs_specs == "default"; }},
@@ -179,6 +185,7 @@ const std::vector<BoolCase>& BoolCases() {
       {"no-python-faulthandler", [](const CliOptions& o) { return o.no_python_faulthandler; }},
       {"stack-dumps", [](const CliOptions& o) { return o.stack_dumps; }},
       {"warm-ranks", [](const CliOptions& o) { return o.warm_ranks; }},
+      {"store-proxy", [](const CliOptions& o) { return o.store_proxy; }},
       {"allow-shared-log-dir", [](const CliOptions& o) { return o.allow_shared_log_dir; }},
   };
   return cases;
@@ -966,6 +973,35 @@ TEST_CASE("cli: --device-memory-wait: seconds >= 0, 0 turns the wait off, PET_DE
   CHECK(ParseError({"--device-memory-wait=-1", "x.py"}) ==
         "gculaunch: --device-memory-wait '-1': expected seconds (a number >= 0) (fix: e.g. "
         "--device-memory-wait 25)");
+}
+
+}  // namespace
+}  // namespace gculaunch
+
+namespace gculaunch {
+namespace {
+
+TEST_CASE("cli: the exit settings are found on a command line that does not parse", "[cli]") {
+  const EnvMap none;
+  CHECK(ScanExitSettings({"--bad", "--exit-codes", "classes", "x.py"}, none).scheme ==
+        ExitScheme::kClasses);
+  CHECK(ScanExitSettings({"--exit_codes=classes", "--nnodes", "x"}, none).scheme ==
+        ExitScheme::kClasses);
+  CHECK(ScanExitSettings({"--exit-codes", "classes", "--exit-codes", "rank"}, none).scheme ==
+        ExitScheme::kRank);
+  CHECK(ScanExitSettings({"--exit-codes", "bogus"}, none).scheme == ExitScheme::kRank);
+  // After "--" the words are the script's.
+  CHECK(ScanExitSettings({"x.py", "--", "--exit-codes", "classes"}, none).scheme ==
+        ExitScheme::kRank);
+  CHECK(ScanExitSettings({"x.py"}, EnvMap{{"GCULAUNCH_EXIT_CODES", "classes"}}).scheme ==
+        ExitScheme::kClasses);
+  CHECK(ScanExitSettings({"x.py"}, EnvMap{{"PET_EXIT_CODES", "classes"}}).scheme ==
+        ExitScheme::kClasses);
+  CHECK(ScanExitSettings({"--exit-codes", "rank"}, EnvMap{{"PET_EXIT_CODES", "classes"}}).scheme ==
+        ExitScheme::kRank);
+  const ExitSettings log = ScanExitSettings({"--termination-log", "/t", "x.py"}, none);
+  CHECK(log.termination_log == std::string("/t"));
+  CHECK_FALSE(ScanExitSettings({"x.py"}, none).termination_log.has_value());
 }
 
 }  // namespace

@@ -918,4 +918,37 @@ TEST_CASE("launch spec: --store-allow", "[launch_spec]") {
         std::string::npos);
 }
 
+TEST_CASE("launch spec: --exit-codes, --termination-log and --exit-barrier-timeout",
+          "[launch_spec]") {
+  Fixture f;
+  LaunchSpec plain = f.Spec({"x.py"});
+  CHECK(plain.exit_scheme == ExitScheme::kRank);
+  CHECK(plain.termination_log.empty());
+  CHECK_FALSE(plain.exit_barrier_timeout_s.has_value());
+  LaunchSpec classes = f.Spec({"--exit-codes", "classes", "--termination-log", "none", "x.py"});
+  CHECK(classes.exit_scheme == ExitScheme::kClasses);
+  CHECK(classes.termination_log == "none");
+  f.env.Set("GCULAUNCH_EXIT_CODES", "classes");
+  CHECK(f.Spec({"x.py"}).exit_scheme == ExitScheme::kClasses);
+  CHECK(f.Spec({"--exit-codes", "rank", "x.py"}).exit_scheme == ExitScheme::kRank);
+  f.env.Set("GCULAUNCH_EXIT_CODES", "both");
+  CHECK(f.Err({"x.py"}) ==
+        "gculaunch: GCULAUNCH_EXIT_CODES 'both': expected rank or classes (fix: e.g. "
+        "GCULAUNCH_EXIT_CODES=classes)");
+  f.env.Set("GCULAUNCH_EXIT_CODES", "");
+  // The exit barrier: node 0's wait for the others' bye; one node has none (a note).
+  LaunchSpec one = f.Spec({"--exit-barrier-timeout", "300", "x.py"});
+  CHECK(one.exit_barrier_timeout_s == 300.0);
+  CHECK(Notes(one).find("--exit-barrier-timeout (TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT): one node "
+                        "has no exit barrier") != std::string::npos);
+  f.env.Set("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "45");
+  LaunchSpec two =
+      f.Spec({"--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "x.py"});
+  CHECK(two.exit_barrier_timeout_s == 45.0);
+  CHECK(Notes(two).find("exit barrier") == std::string::npos);
+  f.env.Set("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "soon");
+  CHECK(f.Err({"x.py"}).find("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT 'soon': expected seconds") !=
+        std::string::npos);
+}
+
 }  // namespace gculaunch

@@ -81,3 +81,26 @@ TEST_CASE("packaging: the bash completion knows the values of enumerated flags",
 
 }  // namespace
 }  // namespace gculaunch
+
+namespace gculaunch {
+namespace {
+
+TEST_CASE("packaging: --exit-codes' help names every class with the code of the outcome table",
+          "[packaging]") {
+  std::string help = HelpText();
+  // CLI11 wraps the text: compare with runs of white space as one space.
+  help = std::regex_replace(help, std::regex("\\s+"), " ");
+  const size_t at = help.find("--exit-codes");
+  REQUIRE(at != std::string::npos);
+  const std::string text = help.substr(at, 600);
+  for (ExitClass c : {ExitClass::kSuccess, ExitClass::kRetry, ExitClass::kPreempted,
+                      ExitClass::kReschedule, ExitClass::kFatal}) {
+    const std::string named =
+        std::to_string(ExitClassCode(c)) + " " + std::string(ExitClassName(c));
+    INFO(named);
+    CHECK(text.find(named) != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gculaunch

@@ -78,7 +78,7 @@ TEST_CASE("every event has its documented fields", "[event_log]") {
   CHECK(memory["freed"] == false);
   CHECK(memory["cards"] == nlohmann::json::array({"1"}));
   CHECK(memory["held"] == "card 1: 3000 MiB");
-  auto stop = line(JobEvent::Stop(7, "rank_failed"));
+  auto stop = line(JobEvent::Stop(7, Outcome::kRankFailed, 7));
   CHECK(stop["exit_code"] == 7);
   CHECK(stop["reason"] == "rank_failed");
   auto launch = line(JobEvent::Launch({{"nnodes", 2}, {"event", "not this"}}));
@@ -94,7 +94,7 @@ TEST_CASE("the event log appends one line per event, heartbeats left out", "[eve
   REQUIRE(log.ok());
   (*log)->On(JobEvent::Launch({{"nnodes", 1}}));
   (*log)->On(JobEvent::Heartbeat(1));
-  (*log)->On(JobEvent::Stop(0, "success"));
+  (*log)->On(JobEvent::Stop(0, Outcome::kSuccess, 0));
   CHECK((*log)->write_errors() == 0);
   const std::string text = testing::ReadFile(dir.File("events.jsonl"));
   std::vector<std::string> events;
@@ -126,7 +126,7 @@ TEST_CASE("a hub tells every listener, NoJobEvents ignores", "[event_log]") {
   hub.On(JobEvent::NodeLoss(1, "x"));
   CHECK(a.kinds == std::vector<JobEvent::Kind>{JobEvent::Kind::kNodeLoss});
   CHECK(b.kinds == a.kinds);
-  NoJobEvents()->On(JobEvent::Stop(0, ""));
+  NoJobEvents()->On(JobEvent::Stop(0, Outcome::kSuccess, 0));
 }
 
 TEST_CASE("the restart back-off is in the events", "[event_log]") {

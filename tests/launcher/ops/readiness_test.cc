@@ -115,7 +115,7 @@ TEST_CASE("readiness: from starting through running, a restart, and the end", "[
   status.On(JobEvent::RankExit(1, 0, 0, 21, WorkerExit::Exited(0)));
   CHECK(line() ==
         "not ready: rank 0 of epoch 1 finished; its local ranks are stopping or restarting");
-  status.On(JobEvent::Stop(0, "success"));
+  status.On(JobEvent::Stop(0, Outcome::kSuccess, 0));
   CHECK(line() == "not ready: the job is over (exit code 0)");
 }
 

@@ -92,7 +92,8 @@ TEST_CASE("summary names the first failing rank and shows its stderr tail", "[ex
   CHECK(s.json["root_cause"]["signal"].is_null());
   CHECK(s.json["ranks"].size() == 3);
   CHECK(s.json["ranks"][0]["signal"] == "SIGTERM");
-  CHECK(s.json["ranks"][0]["exit_code"] == 143);
+  CHECK(s.json["ranks"][0]["exit_code"].is_null());  // one shape: the signal, and its shell code
+  CHECK(s.json["ranks"][0]["shell_code"] == 143);
 }
 
 TEST_CASE("log output lost to a full disk is counted, whatever the outcome", "[exit_summary]") {
@@ -365,7 +366,7 @@ TEST_CASE("multi-node: a node whose ranks were only stopped names where it happe
   SummaryInput in = Failed(7);
   in.final_state.cause = StopCause::kJob;
   in.records = {Rec(0, WorkerExit::Signaled(SIGTERM), 10, false)};
-  in.job_outcome = "rank_failed";
+  in.job_outcome = Outcome::kRankFailed;
   in.job_cause =
       "the job stopped: rank 3 (local rank 1) on node 1 (hostb, 198.18.0.2) failed "
       "with exit code 7";
@@ -382,9 +383,87 @@ TEST_CASE("multi-node: a node whose ranks were only stopped names where it happe
   SummaryInput left = Failed(143);
   left.final_state.cause = StopCause::kSignal;
   left.final_state.stop_signal = SIGTERM;
-  left.job_outcome = "node_left";
-  CHECK(OutcomeName(left) == "signal");
+  left.job_outcome = Outcome::kNodeLeft;
+  CHECK(OutcomeOf(left) == Outcome::kSignal);
   CHECK(BuildExitSummary(Failed(3)).json["job"].is_null());
+}
+
+}  // namespace gculaunch
+
+namespace gculaunch {
+
+TEST_CASE("exit summary: --exit-codes classes exits with the class, the json keeps both codes",
+          "[exit_summary]") {
+  SummaryInput in = Failed(6);
+  in.records = {Rec(0, WorkerExit::Exited(6), 50.0, true, {"boom"})};
+  const ExitSummary rank = BuildExitSummary(in);
+  CHECK(rank.exit_code == 6);
+  CHECK(rank.outcome == Outcome::kRankFailed);
+  CHECK(rank.json["exit_class"] == "retry");
+  CHECK(rank.json["rank_exit_code"] == 6);
+  in.exit_scheme = ExitScheme::kClasses;
+  const ExitSummary classes = BuildExitSummary(in);
+  CHECK(classes.exit_code == 80);
+  CHECK(classes.json["exit_code"] == 80);
+  CHECK(classes.json["rank_exit_code"] == 6);
+  CHECK(classes.json["exit_scheme"] == "classes");
+  CHECK(classes.text.back() ==
+        "exit code 80 (rank_failed, class retry; the rank scheme's code is 6)");
+}
+
+TEST_CASE("exit summary: a spawn failure for lack of resources is no_resources, reschedule",
+          "[exit_summary]") {
+  SummaryInput in = Failed(7);
+  in.final_state.cause = StopCause::kSpawnFailed;
+  in.exit_scheme = ExitScheme::kClasses;
+  const ExitSummary s = BuildExitSummary(in);
+  CHECK(s.outcome == Outcome::kNoResources);
+  CHECK(s.exit_code == 82);
+}
+
+TEST_CASE("exit summary: the termination message puts the cause first and fits 4096 bytes",
+          "[exit_summary]") {
+  SummaryInput in = Failed(1);
+  std::vector<std::string> tail;
+  for (int i = 0; i < 400; ++i) tail.push_back("line " + std::to_string(i) + std::string(40, 'x'));
+  tail.push_back("ValueError: boom");
+  in.records = {Rec(1, WorkerExit::Exited(1), 50.0, true, tail, 2)};
+  in.restarts = 2;
+  const ExitSummary s = BuildExitSummary(in);
+  const std::string& m = s.termination_message;
+  CHECK(m.size() <= kTerminationMessageMax);
+  CHECK(m.rfind("gculaunch: exit 1 (retry): rank_failed: ", 0) == 0);
+  CHECK(m.find("rank 1 (local rank 1) on node 0 node-a, attempt 2: exit code 1\n") !=
+        std::string::npos);
+  CHECK(m.find("\nValueError: boom\n") != std::string::npos);
+  CHECK(m.find("line 399") != std::string::npos);  // the last lines are kept, the first not
+  CHECK(m.find("line 0x") == std::string::npos);
+  CHECK(m.ends_with("ValueError: boom\n"));
+
+  SummaryInput ok = Failed(0);
+  ok.final_state.cause = StopCause::kSuccess;
+  CHECK(BuildExitSummary(ok).termination_message ==
+        "gculaunch: exit 0 (success): success: every rank exited 0\n");
+}
+
+TEST_CASE("exit summary: a termination message cuts a line too long for it", "[exit_summary]") {
+  const std::string m =
+      FitTerminationMessage({"first", std::string(10000, 'y'), "lost"}, "t", {"tail"}, 100);
+  CHECK(m.size() == 100);
+  CHECK(m.rfind("first\nyyy", 0) == 0);
+  CHECK(m.find("lost") == std::string::npos);
+  CHECK(EarlyTerminationMessage(Outcome::kUsage, 83, "gculaunch: --bad: unknown") ==
+        "gculaunch: exit 83 (fatal): usage: usage or configuration error (a bad flag, variable, "
+        "file or device)\ngculaunch: --bad: unknown\n");
+}
+
+TEST_CASE("exit summary: one shape for a rank's exit", "[exit_summary]") {
+  CHECK(RankExitJson(WorkerExit::Exited(3)) ==
+        nlohmann::json{{"exit_code", 3}, {"signal", nullptr}, {"shell_code", 3}});
+  CHECK(RankExitJson(WorkerExit::Signaled(SIGKILL)) ==
+        nlohmann::json{{"exit_code", nullptr}, {"signal", "SIGKILL"}, {"shell_code", 137}});
+  CHECK(RankExitJson(std::nullopt) ==
+        nlohmann::json{{"exit_code", nullptr}, {"signal", nullptr}, {"shell_code", nullptr}});
 }
 
 }  // namespace gculaunch
