@@ -773,6 +773,7 @@ int Launch::Supervise(Loop& loop, ClusterNode& cluster) {
   guardian_timer.cancel();
   cluster.Finish(ByeBound(loop));
   if (loop.store) loop.store->Stop();
+  if (loop.proxy) loop.proxy->Stop();  // the ranks are gone: nothing is left to forward
   loop.supervisor = nullptr;
   // Dismissed standbys: their groups must be gone too before the guardian hears "done".
   const bool standbys_gone = !loop.standbys || loop.standbys->Drain(kStandbyDrainBound);

@@ -6,8 +6,9 @@ termination message written to --termination-log.
 Rows that need one cheap process run once per scheme.  The multi-node rows (nodes that
 disagree (job_error), a rendezvous that fails, a node lost, a node that left) run once, under
 classes, with loopback nodes, and read the rank scheme's code from "rank_exit_code".  The
-rows no test can cause are checked by the unit tests: internal (a bug), unhealthy (issue 44's
-health gate) and no_resources (tests/launcher/run/exit_summary_test.cc).  stuck (5,
+rows no test can cause cheaply are checked by the unit tests: internal (a bug) and no_resources
+(tests/launcher/run/exit_summary_test.cc).  unhealthy (issue 44's health gate) runs with a
+--health-check that fails.  stuck (5,
 reschedule) runs test_stuck.py's FUSE rank under classes (StuckOutcome)."""
 import json
 import os
@@ -101,6 +102,12 @@ class Outcomes(unittest.TestCase):
         args = ["--grace-period", "2"] + gltest.child_args("print", "ready", "pause")
         self.check_row(args, "signal", "preempted", 143, after_start=stop_with(signal.SIGTERM))
         self.check_row(args, "signal", "preempted", 130, after_start=stop_with(signal.SIGINT))
+
+    def test_an_unhealthy_node_is_reschedule(self):
+        check = gltest.write_script(self.dir, "check.sh",
+                                    "#!/bin/sh\necho 'card 0: 3 uncorrectable ECC errors'\nexit 1\n")
+        self.check_row(["--health-check", check] + gltest.child_args("exit", 0),
+                       "unhealthy", "reschedule", 5)
 
     def test_programs_that_cannot_start_are_fatal(self):
         plain = gltest.write_script(self.dir, "plain.sh", "#!/bin/sh\necho hi\n")
