@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/exit_codes.h"
+
 namespace gculaunch::sys {
 
 void UniqueFd::Reset(int fd) {
@@ -16,8 +18,12 @@ void UniqueFd::Reset(int fd) {
   fd_ = fd;
 }
 
+// Out of descriptors or memory is the machine's state, not the program's fault: an error that
+// stops the launch for it exits no_resources (7, class reschedule), as the spawner's does.
 Error SysError(const std::string& context, int err, std::string hint) {
-  return Error{context + ": " + std::strerror(err), std::move(hint)};
+  const bool resources = err == EMFILE || err == ENFILE || err == ENOMEM;
+  return Error{context + ": " + std::strerror(err), std::move(hint),
+               resources ? exit_code::kNoResources : 0};
 }
 
 Result<Pipe> MakePipe(const std::string& what) {

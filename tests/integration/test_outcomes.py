@@ -6,8 +6,9 @@ termination message written to --termination-log.
 Rows that need one cheap process run once per scheme.  The multi-node rows (nodes that
 disagree (job_error), a rendezvous that fails, a node lost, a node that left) run once, under
 classes, with loopback nodes, and read the rank scheme's code from "rank_exit_code".  The
-rows no test can cause cheaply are checked by the unit tests: internal (a bug) and no_resources
-(tests/launcher/run/exit_summary_test.cc).  unhealthy (issue 44's health gate) runs with a
+row no test can cause, internal (a bug), is checked by the unit tests
+(tests/launcher/run/exit_summary_test.cc).  no_resources runs 40 ranks under a 60-descriptor
+limit; unhealthy (issue 44's health gate) runs with a
 --health-check that fails.  stuck (5,
 reschedule) runs test_stuck.py's FUSE rank under classes (StuckOutcome)."""
 import json
@@ -37,13 +38,13 @@ class Outcomes(unittest.TestCase):
         open(term, "w").close()
         return summary, term
 
-    def launch(self, args, scheme, extra_env=None, after_start=None):
+    def launch(self, args, scheme, extra_env=None, after_start=None, prefix=None):
         """Runs gculaunch; returns (code, summary or None, termination text, stderr)."""
         summary, term = self.files()
         flags = ["--summary-json", summary, "--termination-log", term]
         if scheme:
             flags += ["--exit-codes", scheme]
-        with gltest.Job(flags + list(args), extra_env=extra_env) as job:
+        with gltest.Job(flags + list(args), extra_env=extra_env, prefix=prefix) as job:
             if after_start:
                 after_start(job)
             code = job.wait(timeout=60)
@@ -57,11 +58,11 @@ class Outcomes(unittest.TestCase):
         return code, doc, text, err
 
     def check_row(self, args, outcome, exit_class, rank_code, extra_env=None, after_start=None,
-                  summary=True):
+                  summary=True, prefix=None):
         """One outcome under both schemes: the status, the summary and the message."""
         for scheme in ("rank", "classes"):
             with self.subTest(outcome=outcome, scheme=scheme):
-                code, doc, text, err = self.launch(args, scheme, extra_env, after_start)
+                code, doc, text, err = self.launch(args, scheme, extra_env, after_start, prefix)
                 expected = rank_code if scheme == "rank" else CLASS_CODES[exit_class]
                 self.assertEqual(code, expected, err)
                 if summary:
@@ -108,6 +109,13 @@ class Outcomes(unittest.TestCase):
                                     "#!/bin/sh\necho 'card 0: 3 uncorrectable ECC errors'\nexit 1\n")
         self.check_row(["--health-check", check] + gltest.child_args("exit", 0),
                        "unhealthy", "reschedule", 5)
+
+    def test_ranks_that_cannot_start_for_lack_of_descriptors_are_reschedule(self):
+        # 40 ranks need two pipes each; 60 descriptors run out at about the eleventh rank.
+        # That is the machine's state, not the program's fault: 7, reschedule (it was 127,
+        # fatal, when the rank's pipe could not be made).
+        self.check_row(["--nproc-per-node", "40", "--no-python", "true"], "no_resources",
+                       "reschedule", 7, prefix=["prlimit", "--nofile=60:60"])
 
     def test_programs_that_cannot_start_are_fatal(self):
         plain = gltest.write_script(self.dir, "plain.sh", "#!/bin/sh\necho hi\n")

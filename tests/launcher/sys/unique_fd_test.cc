@@ -3,7 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <catch2/catch.hpp>
+
+#include "base/exit_codes.h"
 
 namespace gculaunch::sys {
 
@@ -18,6 +22,15 @@ TEST_CASE("pipes and files are close-on-exec from birth", "[unique_fd]") {
   auto missing = OpenCloexec("/nonexistent/x", O_RDONLY);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().what == "cannot open /nonexistent/x: No such file or directory");
+}
+
+TEST_CASE("out of descriptors or memory is the no-resources exit, other errors the caller's",
+          "[unique_fd]") {
+  for (int err : {EMFILE, ENFILE, ENOMEM}) {
+    CHECK(SysError("cannot create rank stdout pipe", err).exit_code == exit_code::kNoResources);
+  }
+  for (int err : {ENOENT, EACCES, EAGAIN}) CHECK(SysError("x", err).exit_code == 0);
+  CHECK(SysError("x", EMFILE, "raise ulimit -n").hint == "raise ulimit -n");
 }
 
 TEST_CASE("UniqueFd owns, moves and closes", "[unique_fd]") {
