@@ -310,6 +310,11 @@ constexpr FlagDef kFlags[] = {
      "with --health-check: a check still running after DURATION is killed and counts as "
      "unhealthy; default 30s",
      &ApplyDuration<&CliOptions::health_check_timeout>, kGculaunchOnly},
+    {"device-memory-wait", "", Kind::kValue, "SECONDS", "Supervision",
+     "before a restart, wait at most SECONDS until the cards' memory of the torn-down attempt "
+     "is freed, where the device profile says how to read it (health.memory); then warn and "
+     "go on; 0: do not wait; default 10",
+     &ApplySeconds<&CliOptions::device_memory_wait>, kGculaunchOnly},
     {"signals-to-handle", "", Kind::kValue, "SIG,...", "Supervision",
      "signals that stop the ranks: SIGINT, SIGTERM, SIGHUP, SIGQUIT always do; a listed "
      "SIGUSR1, SIGUSR2 or SIGALRM does too (unlisted USR1/USR2 are forwarded)",

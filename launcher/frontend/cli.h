@@ -120,6 +120,7 @@ struct CliOptions {
   std::optional<std::vector<std::string>> preload;  ///< --preload MODULE,...
   std::optional<std::string> health_check;          ///< --health-check CMD
   std::optional<double> health_check_timeout;       ///< --health-check-timeout SECONDS (> 0)
+  std::optional<double> device_memory_wait;         ///< --device-memory-wait SECONDS (>= 0)
   std::optional<double> hang_timeout;               ///< --hang-timeout DURATION, seconds (> 0)
   std::optional<double> hang_grace;                 ///< --hang-grace DURATION, seconds (> 0)
   std::optional<OnHang> on_hang;                    ///< --on-hang stop|restart|report

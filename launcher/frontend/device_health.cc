@@ -229,6 +229,80 @@ HealthQuery HealthFullQuery(const HealthToolSpec& tool) {
   return q;
 }
 
+HealthQuery HealthMemoryQuery(const HealthToolSpec& tool) {
+  HealthToolSpec one = tool;
+  one.fields = {HealthField{tool.memory->field, "", ""}};
+  return HealthFullQuery(one);
+}
+
+namespace {
+
+// "3000", "3000 MiB": the number of MiB; nullopt: not a number in MiB.
+std::optional<int64_t> ParseMib(const std::string& value) {
+  std::string number = value;
+  const size_t space = number.find(' ');
+  if (space != std::string::npos) {
+    if (Lower(Trim(number.substr(space))) != "mib") return std::nullopt;
+    number = number.substr(0, space);
+  }
+  const auto mib = ParseInteger(number);
+  if (!mib || *mib < 0) return std::nullopt;
+  return static_cast<int64_t>(*mib);
+}
+
+bool InPool(const std::vector<std::string>& cards, const std::string& card) {
+  return cards.empty() || std::find(cards.begin(), cards.end(), card) != cards.end();
+}
+
+}  // namespace
+
+Result<std::vector<HeldMemory>> JudgeHealthMemory(const HealthToolSpec& tool, const HealthRun& run,
+                                                  const std::vector<std::string>& cards) {
+  const std::string& field = tool.memory->field;
+  if (run.kind != HealthRun::Kind::kExited || run.code != 0) {
+    const std::string said = FirstLine(run.err.empty() ? run.out : run.err);
+    const std::string why =
+        run.kind == HealthRun::Kind::kExited     ? "exit code " + std::to_string(run.code)
+        : run.kind == HealthRun::Kind::kTimedOut ? "timed out"
+        : run.kind == HealthRun::Kind::kSignaled ? "killed by signal " + std::to_string(run.code)
+                                                 : run.err;
+    return Error{tool.tool + " could not tell " + field + " (" + why +
+                     (said.empty() || run.kind == HealthRun::Kind::kFailed ? "" : ": " + said) +
+                     ")",
+                 "see the health check's rows in gculaunch check"};
+  }
+  std::vector<HeldMemory> held;
+  bool read_any = false;
+  for (const std::string& line : SplitLines(run.out)) {
+    const auto values = SplitCommas(line);
+    if (values.size() != 2 || values.front().empty()) continue;
+    if (Unknown(values[1])) {
+      read_any = true;
+      continue;
+    }
+    const auto mib = ParseMib(values[1]);
+    if (!mib) continue;
+    read_any = true;
+    if (InPool(cards, values[0]) && *mib >= tool.memory->below_mib) {
+      held.push_back(HeldMemory{values[0], *mib});
+    }
+  }
+  if (!read_any) {
+    return Error{
+        tool.tool + " printed no readable " + field + " row ('" + FirstLine(run.out) + "')",
+        "check the profile's health.memory.field"};
+  }
+  return held;
+}
+
+std::string DescribeHeldMemory(const std::vector<HeldMemory>& held) {
+  std::vector<std::string> parts;
+  parts.reserve(held.size());
+  for (const HeldMemory& h : held)
+    parts.push_back("card " + h.card + ": " + std::to_string(h.mib) + " MiB");
+  return Join(parts, ", ");
+}
+
 std::vector<HealthQuery> HealthFieldQueries(const HealthToolSpec& tool) {
   std::vector<HealthQuery> out;
   for (const HealthField& field : tool.fields) {

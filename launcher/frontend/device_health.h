@@ -18,10 +18,12 @@
 // Thread safety: pure functions over values.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "launcher/frontend/device_profile.h"
 
 namespace gculaunch {
@@ -37,8 +39,26 @@ struct HealthRow {
   std::string reason;              ///< one line; for kHealthy what was checked
 };
 
+/// A card still holding device memory: its index and the MiB the tool reported.
+struct HeldMemory {
+  std::string card;
+  int64_t mib = 0;
+};
+
+/// How the wait for device memory before a restart went (profile `health.memory`,
+/// --device-memory-wait): it ran when an attempt had torn down on this node.
+struct MemoryWaitReport {
+  bool fired = false;             ///< the first look found memory held: gculaunch waited
+  double waited_s = 0;            ///< from the first query to the last answer
+  int64_t below_mib = 0;          ///< the profile's threshold
+  std::vector<HeldMemory> first;  ///< what the first look found held
+  std::vector<HeldMemory> held;   ///< still held when the wait ended (the bound passed)
+  std::string failed;             ///< the query failed (one line): memory not checked
+};
+
 struct HealthReport {
   std::vector<HealthRow> rows;
+  std::optional<MemoryWaitReport> memory;  ///< the wait for device memory, when it ran
   bool healthy() const;
   /// The unhealthy rows in one line: "card 1: nvidia-smi: uncorrectable ECC errors (...)";
   /// empty when healthy.
@@ -71,6 +91,18 @@ std::vector<HealthQuery> HealthFieldQueries(const HealthToolSpec& tool);
 /// Whether a full query's outcome should be asked again field by field: the tool ran and
 /// refused (a non-zero exit) without saying that a card is lost.
 bool HealthNeedsFallback(const HealthToolSpec& tool, const HealthRun& run);
+
+/// The query of the cards' used memory: the index field and `tool.memory->field`.
+/// REQUIRES: tool.memory.
+HealthQuery HealthMemoryQuery(const HealthToolSpec& tool);
+/// The cards of `cards` (empty: every card the tool lists) whose used memory is at or above
+/// `tool.memory->below_mib`; a value the tool cannot give ("[N/A]") counts as freed.  An
+/// error when the tool failed or printed no row gculaunch can read.  Values may carry the
+/// unit ("3000 MiB").
+Result<std::vector<HeldMemory>> JudgeHealthMemory(const HealthToolSpec& tool, const HealthRun& run,
+                                                  const std::vector<std::string>& cards);
+/// "card 1: 3000 MiB, card 3: 512 MiB".
+std::string DescribeHeldMemory(const std::vector<HeldMemory>& held);
 
 /// The vendor tool's row from its runs: the full query alone, or the per-field queries
 /// (`runs[i]` answers `queries[i]`).  `cards`: the node's card pool: rows of other cards are

@@ -37,7 +37,9 @@ constexpr const char* kTopKeys[] = {"name",
                                     "env",
                                     "health"};
 constexpr const char* kDeviceKeys[] = {"dir", "pattern", "vendor_path", "vendor_id"};
-constexpr const char* kHealthKeys[] = {"tool", "args", "index", "fields", "lost", "timeout"};
+constexpr const char* kHealthKeys[] = {"tool", "args",    "index", "fields",
+                                       "lost", "timeout", "memory"};
+constexpr const char* kHealthMemoryKeys[] = {"field", "below_mib"};
 constexpr const char* kHealthFieldKeys[] = {"name", "unhealthy", "says"};
 
 template <size_t N>
@@ -179,8 +181,36 @@ Status ReadHealthField(const ProfileReader& reader, const YAML::Node& node, Heal
   return OkStatus();
 }
 
+// health.memory: {field: memory.used, below_mib: 1024} (docs/device-profiles.md, "Device memory
+// before a restart").
+Status ReadHealthMemory(const ProfileReader& reader, const YAML::Node& node, HealthToolSpec& h) {
+  static const char* const kFix = "write it as memory: {field: memory.used, below_mib: 1024}";
+  if (!node.IsMap()) return reader.At(node, "'health.memory' must be a mapping", kFix);
+  HealthToolSpec::Memory m;
+  std::string below;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (!IsKnown(key, kHealthMemoryKeys)) {
+      return reader.At(entry.first, "unknown key 'health.memory." + key + "'",
+                       "known keys: " + JoinKeys(kHealthMemoryKeys));
+    }
+    auto value = reader.String(entry.second, "health.memory." + key);
+    if (!value.ok()) return value.error();
+    (key == "field" ? m.field : below) = *value;
+  }
+  const auto mib = ParseInteger(below);
+  if (m.field.empty() || !mib || *mib <= 0 || *mib > (int64_t{1} << 40)) {
+    return reader.At(node, "'health.memory' needs 'field' and 'below_mib' (a whole number > 0)",
+                     kFix);
+  }
+  m.below_mib = *mib;
+  h.memory = std::move(m);
+  return OkStatus();
+}
+
 Status ReadHealthEntry(const ProfileReader& reader, const std::string& key, const YAML::Node& value,
                        HealthToolSpec& h) {
+  if (key == "memory") return ReadHealthMemory(reader, value, h);
   if (key == "fields") {
     if (!value.IsSequence()) {
       return reader.At(value, "'health.fields' must be a list", "write it as fields: [{...}]");

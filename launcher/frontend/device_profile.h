@@ -13,6 +13,7 @@
 // Thread safety: plain values; a DeviceProbe is used from one thread.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,14 @@ struct HealthToolSpec {
   /// without a row are unhealthy.
   std::vector<std::string> lost;
   double timeout_s = 10;  ///< one run's limit; past it every card is unhealthy
+  /// `memory:`: the field that says how much device memory a card holds (in MiB), and the
+  /// amount below which it counts as freed; before a restart gculaunch waits (bounded by
+  /// --device-memory-wait) until every card of the node is below it.  None: no wait.
+  struct Memory {
+    std::string field;  ///< e.g. "memory.used"
+    int64_t below_mib = 0;
+  };
+  std::optional<Memory> memory;
 };
 
 struct DeviceProfile {

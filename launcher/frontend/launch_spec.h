@@ -192,7 +192,10 @@ struct LaunchSpec {
   std::string health_check;            ///< --health-check as found (a path); empty: none
   std::string health_check_name;       ///< --health-check as given
   double health_check_timeout_s = 30;  ///< --health-check-timeout
-  std::string sysroot = "/";           ///< --sysroot: where the gate looks for /dev and /sys
+  /// --device-memory-wait: the bound of the wait for device memory before a restart (where
+  /// profile.health.memory says how to read it and the tool was found); 0: no wait.
+  double device_memory_wait_s = 10;
+  std::string sysroot = "/";  ///< --sysroot: where the gate looks for /dev and /sys
 
   // ---- environment ----
   std::vector<std::pair<std::string, std::string>> extra_env;  ///< --env, in order (top layer)

@@ -95,6 +95,7 @@ class SpecBuilder {
   Status Health();
   Status ExitCodes();
   Status ExitBarrier();
+  void DeviceMemoryWait();
   void SignalsToHandle(const std::vector<std::string>& names);
 
   const CliOptions& o_;

@@ -580,6 +580,28 @@ Status SpecBuilder::LoopStop() {
 
 namespace gculaunch {
 
+// --device-memory-wait (docs/runtime.md, "Device memory before a restart"): only where the
+// profile reads used memory and its tool is installed; elsewhere a given value is noted.
+void SpecBuilder::DeviceMemoryWait() {
+  spec_.device_memory_wait_s = o_.device_memory_wait.value_or(10.0);
+  const auto& health = spec_.profile.health;
+  const bool can_read = health && health->memory && !spec_.health_tool_path.empty();
+  if (!can_read) {
+    if (o_.device_memory_wait) {
+      Note(o_.Source("device-memory-wait") + ": not used (the device profile " +
+           spec_.profile.name + " names no memory field, or its tool is not on PATH)");
+    }
+    spec_.device_memory_wait_s = 0;
+    return;
+  }
+  if (spec_.device_memory_wait_s > 0) {
+    Note("before a restart: wait up to " +
+         Seconds(std::chrono::duration<double>(spec_.device_memory_wait_s), -1) + " until every " +
+         "card's " + health->memory->field + " is below " +
+         std::to_string(health->memory->below_mib) + " MiB");
+  }
+}
+
 // The health gate before every attempt (docs/runtime.md, "Health checks"): the profile's tool
 // as found on gculaunch's PATH now (a missing one is "not checked", never an error), and
 // --health-check, which must exist.
@@ -600,6 +622,7 @@ Status SpecBuilder::Health() {
                    std::to_string(spec_.profile.health->fields.size()) +
                    " field(s) of the device profile), with the device files and driver");
   }
+  DeviceMemoryWait();
   if (!o_.health_check) return OkStatus();
   spec_.health_check_name = *o_.health_check;
   auto found = files_.FindExecutable(*o_.health_check, path);

@@ -111,6 +111,13 @@ void AddFields(nlohmann::json& j, const JobEvent& e) {
       j["cards"] = e.cards;
       j["reason"] = e.reason;
       break;
+    case K::kDeviceMemoryWait:
+      j["epoch"] = e.epoch;
+      j["waited_s"] = Millis(e.duration_s);
+      j["freed"] = e.freed;
+      j["cards"] = e.cards;
+      j["held"] = e.reason;
+      break;
   }
 }
 

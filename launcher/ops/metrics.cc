@@ -133,6 +133,13 @@ void JobFamilies(Writer& w, const MetricsInput& in) {
   for (const std::string& card : j.unhealthy_cards) {
     w.Sample("gculaunch_node_unhealthy", {{"card", card}}, 1);
   }
+  w.One("gculaunch_device_memory_waits_total", "counter",
+        "Restarts that waited for the last attempt's device memory to be freed "
+        "(--device-memory-wait).",
+        j.device_memory_waits);
+  w.One("gculaunch_device_memory_held_total", "counter",
+        "Of those, the waits whose bound passed with memory still held (the restart went on).",
+        j.device_memory_held);
   w.One("gculaunch_epoch", "gauge",
         "The current epoch (TORCHELASTIC_RESTART_COUNT of the running ranks); -1 before the "
         "first.",

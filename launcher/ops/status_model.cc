@@ -97,6 +97,10 @@ void JobStatus::On(const JobEvent& e) {
       s_.unhealthy_cards = e.cards;
       s_.unhealthy = e.reason;
       break;
+    case K::kDeviceMemoryWait:
+      ++s_.device_memory_waits;
+      if (!e.freed) ++s_.device_memory_held;
+      break;
   }
 }
 

@@ -85,6 +85,10 @@ struct JobSnapshot {
   /// The health gate found this node unhealthy: the cards and the checks (one line); the node
   /// steps aside.  Empty: healthy, or not checked yet.
   std::vector<std::string> unhealthy_cards;
+  /// Restarts that waited for the last attempt's device memory, and those of them whose
+  /// --device-memory-wait passed with memory still held.
+  int device_memory_waits = 0;
+  int device_memory_held = 0;
   std::string unhealthy;
   std::optional<Outcome> outcome;  ///< once the job stopped (base/outcome.h)
 

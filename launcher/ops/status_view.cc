@@ -134,6 +134,9 @@ nlohmann::ordered_json StatusJson(const StatusInput& in) {
   j["unhealthy"] =
       s.unhealthy.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s.unhealthy);
   j["unhealthy_cards"] = s.unhealthy_cards;
+  // Restarts that waited for device memory (docs/runtime.md, "Device memory before a restart").
+  j["device_memory_waits"] = s.device_memory_waits;
+  j["device_memory_held"] = s.device_memory_held;
   // The same answer /readyz gives (readiness.h).
   j["ready"] =
       in.readiness ? nlohmann::ordered_json(in.readiness->ready) : nlohmann::ordered_json();

@@ -133,6 +133,18 @@ JobEvent JobEvent::Unhealthy(int epoch, std::vector<std::string> cards, std::str
   return e;
 }
 
+JobEvent JobEvent::DeviceMemoryWait(int epoch, double waited_s, bool freed,
+                                    std::vector<std::string> cards, std::string held) {
+  JobEvent e;
+  e.kind = Kind::kDeviceMemoryWait;
+  e.epoch = epoch;
+  e.duration_s = waited_s;
+  e.freed = freed;
+  e.cards = std::move(cards);
+  e.reason = std::move(held);
+  return e;
+}
+
 const char* EventName(JobEvent::Kind kind) {
   using K = JobEvent::Kind;
   switch (kind) {
@@ -162,6 +174,8 @@ const char* EventName(JobEvent::Kind kind) {
       return "stop";
     case K::kUnhealthy:
       return "node_unhealthy";
+    case K::kDeviceMemoryWait:
+      return "device_memory_wait";
   }
   return "unknown";  // not reached: every kind has a case; g++ wants a return after the switch
 }

@@ -51,6 +51,9 @@ struct JobEvent {
                   ///< (the checks, one line); the node steps aside (exit 5)
     kStop,        ///< gculaunch ends with `exit_code` (under --exit-codes): `outcome`
                   ///< (`reason` holds its name), the rank scheme's `rank_exit_code`
+    kDeviceMemoryWait,  ///< before attempt `epoch` gculaunch waited `duration_s` for `cards`'
+                        ///< device memory (`reason`: "card 0: 3000 MiB"); `freed`: it was, else
+                        ///< the bound passed and `cards` still held it
   };
   Kind kind = Kind::kLaunch;
   int epoch = -1;
@@ -76,7 +79,8 @@ struct JobEvent {
   std::string action;              ///< kHang: --on-hang (stop, restart, report)
   std::vector<int> odd_ranks;      ///< kHang: the ranks whose stacks differ from the majority
   nlohmann::json launch;           ///< kLaunch: the launch's fields (an object)
-  std::vector<std::string> cards;  ///< kUnhealthy: the unhealthy cards
+  std::vector<std::string> cards;  ///< kUnhealthy: the unhealthy cards; kDeviceMemoryWait: held
+  bool freed = false;              ///< kDeviceMemoryWait
 
   static JobEvent Launch(nlohmann::json fields);
   static JobEvent Rendezvous(int epoch, int nodes, int world_size, double duration_s);
@@ -92,6 +96,8 @@ struct JobEvent {
                        std::vector<int> odd_ranks, std::string reason);
   static JobEvent Unhealthy(int epoch, std::vector<std::string> cards, std::string reason);
   static JobEvent Stop(int exit_code, Outcome outcome, int rank_exit_code);
+  static JobEvent DeviceMemoryWait(int epoch, double waited_s, bool freed,
+                                   std::vector<std::string> cards, std::string held);
 };
 
 /// "launch", "rank_start", ...: the "event" field of the JSON line.

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <boost/asio/post.hpp>
+#include <utility>
 
 #include "base/duration.h"
 #include "base/exit_codes.h"
@@ -187,9 +188,13 @@ void Supervisor::BeginGate(int restart_count) {
   gate_attempt_ = restart_count;
   gate_report_.reset();
   gate_began_ = std::chrono::steady_clock::now();
+  // An attempt ran here before: its cards' memory must be freed first (where the profile
+  // reads it).
+  const bool reclaim = group_ != nullptr;
   config_.health->Check(restart_count, lifetime_.Wrap([this, restart_count](HealthReport report) {
     GateDone(restart_count, std::move(report));
-  }));
+  }),
+                        reclaim);
 }
 
 void Supervisor::GateDone(int restart_count, HealthReport report) {
@@ -214,6 +219,7 @@ void Supervisor::PassGate() {
       log_.info("health check {}: not checked: {}", row.check, row.reason);
     }
   }
+  if (report.memory) SayMemoryWait(restart_count, *report.memory);
   if (!report.healthy()) {
     Unhealthy(restart_count, report);
     return;
@@ -226,6 +232,40 @@ void Supervisor::PassGate() {
   // The job stopped this epoch while the gate held its start: the ranks stop again at once,
   // and the drain is reported as the job expects.
   if (gate_job_stop_ && !finished_) JobStop();
+}
+
+// The wait for the torn-down attempt's device memory (docs/runtime.md, "Device memory before a
+// restart"): one line when it waited, one warning when the bound passed first; each wait is an
+// event (status and /metrics count them).
+void Supervisor::SayMemoryWait(int restart_count, const MemoryWaitReport& m) {
+  if (!m.failed.empty()) {
+    if (!std::exchange(memory_said_failed_, true)) {
+      log_.warn("device memory before attempt {} not checked: {}", restart_count, m.failed);
+    }
+    return;
+  }
+  if (!m.fired) {
+    log_.debug("attempt {}: every card's device memory was below {} MiB at once", restart_count,
+               m.below_mib);
+    return;
+  }
+  const std::string first = DescribeHeldMemory(m.first);
+  if (m.held.empty()) {
+    log_.info(
+        "attempt {}: waited {:.1f} s for the last attempt's device memory to be freed "
+        "({} at first; every card below {} MiB now)",
+        restart_count, m.waited_s, first, m.below_mib);
+  } else {
+    log_.warn(
+        "attempt {}: device memory still held after {:.1f} s (--device-memory-wait): {} "
+        "(a process of the last attempt may be stuck in the driver); starting anyway",
+        restart_count, m.waited_s, DescribeHeldMemory(m.held));
+  }
+  std::vector<std::string> cards;
+  for (const HeldMemory& h : m.held.empty() ? m.first : m.held) cards.push_back(h.card);
+  config_.events->On(
+      JobEvent::DeviceMemoryWait(restart_count, m.waited_s, m.held.empty(), std::move(cards),
+                                 DescribeHeldMemory(m.held.empty() ? m.first : m.held)));
 }
 
 // This node steps aside: no further attempt; exit 5 (job mode: the node agent says bye and

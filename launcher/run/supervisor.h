@@ -186,6 +186,7 @@ class Supervisor : public JobControl {
   void GateDone(int restart_count, HealthReport report);
   void PassGate();
   void Unhealthy(int restart_count, const HealthReport& report);
+  void SayMemoryWait(int restart_count, const MemoryWaitReport& m);
   bool gating() const { return gate_waiting_; }
 
   WorkerGroupDeps deps_;
@@ -224,6 +225,7 @@ class Supervisor : public JobControl {
   bool gate_job_start_ = false;       ///< job mode: the gate holds back JobStart(gate_attempt_)
   bool gate_job_stop_ = false;        ///< job mode: JobStop arrived while the gate held JobStart
   bool gate_said_unchecked_ = false;  ///< "not checked" rows are told once
+  bool memory_said_failed_ = false;   ///< a failed device memory query is told once
   std::chrono::steady_clock::time_point gate_began_{};
   LifetimeGuard lifetime_;  ///< last member: expires first
 };

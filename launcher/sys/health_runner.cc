@@ -1,5 +1,6 @@
 #include "launcher/sys/health_runner.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <utility>
 
@@ -20,7 +21,24 @@ struct HealthRunner::Pending {
   HealthRun run;
 };
 
+// The wait for device memory after a teardown: its query, the child asking it now (if any),
+// and what it saw so far.
+struct HealthRunner::MemoryPoll {
+  HealthQuery query;
+  Clock::time_point began;
+  Clock::time_point deadline;
+  Clock::time_point next;  ///< when to ask again
+  std::unique_ptr<Pending> asking;
+  bool asked = false;
+  bool finished = false;
+  MemoryWaitReport report;
+};
+
 namespace {
+
+Clock::duration ToDuration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
 
 HealthRun FromOutcome(const CommandOutcome& o, double timeout_s) {
   HealthRun run;
@@ -60,6 +78,7 @@ std::optional<HealthPlan> HealthPlanFor(const LaunchSpec& spec, const EnvMap& en
   plan.command = spec.health_check;
   plan.command_name = spec.health_check_name;
   plan.command_timeout_s = spec.health_check_timeout_s;
+  plan.memory_wait_s = spec.device_memory_wait_s;
   plan.env = env;
   return plan;
 }
@@ -77,6 +96,7 @@ void HealthRunner::Cancel() {
   done_ = nullptr;
   tool_.clear();  // a RunningCommand destroyed unfinished kills its group and reaps it
   command_.reset();
+  memory_.reset();
 }
 
 std::unique_ptr<RunningCommand> HealthRunner::Spawn(const std::string& path,
@@ -90,24 +110,36 @@ std::unique_ptr<RunningCommand> HealthRunner::Spawn(const std::string& path,
   return RunningCommand::Start(argv, env, timeout_s);
 }
 
+std::unique_ptr<HealthRunner::Pending> HealthRunner::StartPending(
+    const std::vector<std::string>& args, double timeout_s, int attempt) const {
+  auto p = std::make_unique<Pending>();
+  p->timeout_s = timeout_s;
+  p->deadline = Clock::now() + ToDuration(timeout_s);
+  p->running = Spawn(plan_.tool_path, args, timeout_s, attempt);
+  return p;
+}
+
 void HealthRunner::StartTool(const std::vector<HealthQuery>& queries, int attempt) {
   queries_ = queries;
   tool_.clear();
-  const double timeout_s = plan_.profile.health->timeout_s;
   for (const HealthQuery& q : queries_) {
-    auto p = std::make_unique<Pending>();
-    p->timeout_s = timeout_s;
-    p->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(timeout_s));
-    p->running = Spawn(plan_.tool_path, q.args, timeout_s, attempt);
-    tool_.push_back(std::move(p));
+    tool_.push_back(StartPending(q.args, plan_.profile.health->timeout_s, attempt));
   }
 }
 
-void HealthRunner::Check(int attempt, Done done) {
+void HealthRunner::Check(int attempt, Done done, bool reclaim) {
   Cancel();
   done_ = std::move(done);
   attempt_ = attempt;
+  if (reclaim && plan_.memory_wait_s > 0 && plan_.profile.health && plan_.profile.health->memory &&
+      !plan_.tool_path.empty()) {
+    memory_ = std::make_unique<MemoryPoll>();
+    memory_->query = HealthMemoryQuery(*plan_.profile.health);
+    memory_->began = Clock::now();
+    memory_->next = memory_->began;
+    memory_->deadline = memory_->began + ToDuration(plan_.memory_wait_s);
+    memory_->report.below_mib = plan_.profile.health->memory->below_mib;
+  }
   if (plan_.profile.health && !plan_.tool_path.empty()) {
     StartTool({HealthFullQuery(*plan_.profile.health)}, attempt);
   }
@@ -133,8 +165,50 @@ bool HealthRunner::CollectDone(Pending& p) const {
   return true;
 }
 
+// The memory wait's next step: ask the tool (when due), or read its answer; true once the
+// cards' memory is freed, the bound passed or the query failed.
+bool HealthRunner::MemoryDone() {
+  if (!memory_ || memory_->finished) return true;
+  MemoryPoll& m = *memory_;
+  if (!m.asking) {
+    const auto now = Clock::now();
+    if (now < m.next) return false;
+    // A query started before the bound may run to the tool's timeout, but not much longer.
+    const double left = std::chrono::duration<double>(m.deadline - now).count();
+    m.asking = StartPending(
+        m.query.args, std::min(plan_.profile.health->timeout_s, std::max(left, 1.0)), attempt_);
+    return false;
+  }
+  if (!CollectDone(*m.asking)) return false;
+  const auto now = Clock::now();
+  auto held = JudgeHealthMemory(*plan_.profile.health, m.asking->run, plan_.cards);
+  m.asking.reset();
+  const bool first = !std::exchange(m.asked, true);
+  if (!held.ok()) {
+    m.report.failed = held.error().what;
+    EndMemory(now);
+    return true;
+  }
+  if (first && !held->empty()) {
+    m.report.fired = true;
+    m.report.first = *held;
+  }
+  if (held->empty() || now >= m.deadline) {
+    m.report.held = std::move(*held);
+    EndMemory(now);
+    return true;
+  }
+  m.next = now + kMemoryPoll;
+  return false;
+}
+
+void HealthRunner::EndMemory(Clock::time_point now) {
+  memory_->finished = true;
+  memory_->report.waited_s = std::chrono::duration<double>(now - memory_->began).count();
+}
+
 void HealthRunner::Collect() {
-  bool all = true;
+  bool all = MemoryDone();
   for (auto& p : tool_) all = CollectDone(*p) && all;
   if (command_) all = CollectDone(*command_) && all;
   if (!all) {
@@ -177,8 +251,10 @@ void HealthRunner::Report() {
   if (command_) {
     report.rows.push_back(JudgeHealthCommand(plan_.command_name, command_->run, plan_.cards));
   }
+  if (memory_) report.memory = memory_->report;
   tool_.clear();
   command_.reset();
+  memory_.reset();
   Done done = std::exchange(done_, nullptr);
   // Posted, so that `done` may call Check() or destroy the runner.
   std::weak_ptr<uint64_t> token = generation_;

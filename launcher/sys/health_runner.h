@@ -13,6 +13,13 @@
 // The environment of both commands is the plan's (gculaunch's own), plus
 // GCULAUNCH_HEALTH_CARDS (the pool, comma-separated) and GCULAUNCH_HEALTH_ATTEMPT.
 //
+// After a teardown (Check's `reclaim`), where the profile names a memory field
+// (HealthToolSpec::memory) and --device-memory-wait is above 0, the check also waits until every
+// card of the pool holds less than the profile's threshold: the tool's memory query is asked
+// again every kMemoryPoll until it says so or the bound passes (a query started before it may
+// run to the tool's timeout); the report's `memory` says how it went.  The other checks run
+// meanwhile; the wait never makes a card unhealthy.
+//
 // Lifetime: Check() while one runs abandons the old one (its children are killed and reaped);
 // so do Cancel() and the destructor.  `done` runs on the io_context, at most once per Check,
 // never after Cancel() or the destructor.
@@ -46,6 +53,7 @@ struct HealthPlan {
   std::string command;             ///< --health-check (a path); empty: none
   std::string command_name;        ///< as given, for messages
   double command_timeout_s = 30;   ///< --health-check-timeout
+  double memory_wait_s = 0;        ///< --device-memory-wait; 0: no wait for device memory
   EnvMap env;                      ///< gculaunch's environment
 };
 
@@ -57,6 +65,9 @@ class HealthRunner {
  public:
   using Done = std::function<void(HealthReport)>;
   static constexpr std::chrono::milliseconds kPoll{5};
+  /// Between two memory queries while a card still holds memory (the driver frees a dead
+  /// context's memory within about a second; the tool itself takes tens of ms).
+  static constexpr std::chrono::milliseconds kMemoryPoll{100};
 
   /// `probe` must outlive the runner.  The device files present now are the ones a later
   /// check expects.
@@ -65,8 +76,9 @@ class HealthRunner {
   HealthRunner(const HealthRunner&) = delete;
   HealthRunner& operator=(const HealthRunner&) = delete;
 
-  /// Runs every check for the attempt about to start (`attempt`: its restart count).
-  void Check(int attempt, Done done);
+  /// Runs every check for the attempt about to start (`attempt`: its restart count);
+  /// `reclaim`: an attempt tore down on this node, wait for its device memory too.
+  void Check(int attempt, Done done, bool reclaim = false);
   /// Abandons the check under way, if any.
   void Cancel();
   /// A check is under way.
@@ -74,6 +86,7 @@ class HealthRunner {
 
  private:
   struct Pending;
+  struct MemoryPoll;
   void StartTool(const std::vector<HealthQuery>& queries, int attempt);
   std::unique_ptr<RunningCommand> Spawn(const std::string& path,
                                         const std::vector<std::string>& args, double timeout_s,
@@ -81,6 +94,10 @@ class HealthRunner {
   void Poll();
   void Collect();
   bool CollectDone(Pending& p) const;
+  std::unique_ptr<Pending> StartPending(const std::vector<std::string>& args, double timeout_s,
+                                        int attempt) const;
+  bool MemoryDone();
+  void EndMemory(std::chrono::steady_clock::time_point now);
   void Report();
 
   boost::asio::io_context& io_;
@@ -94,6 +111,7 @@ class HealthRunner {
   std::vector<HealthQuery> queries_;
   std::vector<std::unique_ptr<Pending>> tool_;
   std::unique_ptr<Pending> command_;
+  std::unique_ptr<MemoryPoll> memory_;
   /// Bumped by Cancel(); a handler holding an older value (or none: the runner is gone) does
   /// nothing.
   std::shared_ptr<uint64_t> generation_ = std::make_shared<uint64_t>(0);

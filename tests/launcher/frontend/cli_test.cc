@@ -133,6 +133,8 @@ const std::vector<ValueCase>& ValueCases() {
        [](const CliOptions& o) { return o.health_check == std::string("/opt/site/check-gpus"); }},
       {"health-check-timeout", "45s",
        [](const CliOptions& o) { return o.health_check_timeout == 45.0; }},
+      {"device-memory-wait", "2.5",
+       [](const CliOptions& o) { return o.device_memory_wait == 2.5; }},
       {"exit-codes", "classes",
        [](const CliOptions& o) { return o.exit_codes == ExitScheme::kClasses; }},
       {"termination-log", "/tmp/t.log",
@@ -959,6 +961,18 @@ TEST_CASE("cli: --nnodes MIN:MAX is elastic, N:N is --nnodes N", "[cli]") {
   REQUIRE(pet.ok());
   CHECK(pet->options.nnodes == 4);
   CHECK(pet->options.min_nodes == 1);
+}
+
+TEST_CASE("cli: --device-memory-wait: seconds >= 0, 0 turns the wait off, PET_DEVICE_MEMORY_WAIT",
+          "[cli]") {
+  CHECK_FALSE(Parse({"x.py"}).device_memory_wait.has_value());
+  CHECK(Parse({"--device-memory-wait", "0", "x.py"}).device_memory_wait == 0.0);
+  CHECK(Parse({"x.py"}, EnvMap{{"PET_DEVICE_MEMORY_WAIT", "3"}}).device_memory_wait == 3.0);
+  CHECK(Parse({"--device-memory-wait=1", "x.py"}, EnvMap{{"PET_DEVICE_MEMORY_WAIT", "3"}})
+            .device_memory_wait == 1.0);
+  CHECK(ParseError({"--device-memory-wait=-1", "x.py"}) ==
+        "gculaunch: --device-memory-wait '-1': expected seconds (a number >= 0) (fix: e.g. "
+        "--device-memory-wait 25)");
 }
 
 }  // namespace

@@ -220,7 +220,62 @@ TEST_CASE("device health: the profile's health section is parsed strictly", "[de
   CHECK(error("health:\n  tol: smi\n") ==
         "gculaunch: x.yaml:4: unknown key 'health.tol' (fix: known keys under health: tool, args, "
         "index, "
-        "fields, lost, timeout)");
+        "fields, lost, timeout, memory)");
+}
+
+TEST_CASE("device health: the profile's memory entry", "[device_health]") {
+  const std::string head =
+      "name: x\nbackend: gloo\nhealth:\n  tool: smi\n  args: ['-q={fields}']\n"
+      "  fields: [{name: ecc, unhealthy: above 0}]\n";
+  auto ok = ParseDeviceProfile(head + "  memory: {field: memory.used, below_mib: 512}\n", "x.yaml");
+  REQUIRE(ok.ok());
+  REQUIRE(ok->health->memory);
+  CHECK(ok->health->memory->field == "memory.used");
+  CHECK(ok->health->memory->below_mib == 512);
+  CHECK_FALSE(ParseDeviceProfile(head, "x.yaml")->health->memory.has_value());
+  auto error = [&](const std::string& body) {
+    auto p = ParseDeviceProfile(head + body, "x.yaml");
+    REQUIRE_FALSE(p.ok());
+    return p.error().Format();
+  };
+  const std::string needs =
+      "gculaunch: x.yaml:7: 'health.memory' needs 'field' and 'below_mib' (a whole number > 0) "
+      "(fix: write it as memory: {field: memory.used, below_mib: 1024})";
+  CHECK(error("  memory: {field: memory.used}\n") == needs);
+  CHECK(error("  memory: {field: memory.used, below_mib: 0}\n") == needs);
+  CHECK(error("  memory: {field: memory.used, below_mib: 1.5}\n") == needs);
+  CHECK(error("  memory: {below_mib: 100}\n") == needs);
+  CHECK(error("  memory: {field: memory.used, below: 100}\n") ==
+        "gculaunch: x.yaml:7: unknown key 'health.memory.below' (fix: known keys: field, "
+        "below_mib)");
+  CHECK(error("  memory: memory.used\n") ==
+        "gculaunch: x.yaml:7: 'health.memory' must be a mapping (fix: write it as memory: "
+        "{field: memory.used, below_mib: 1024})");
+}
+
+TEST_CASE("device health: the memory query and which cards still hold memory", "[device_health]") {
+  REQUIRE(Nvidia().memory);
+  const HealthQuery q = HealthMemoryQuery(Nvidia());
+  CHECK(q.args ==
+        std::vector<std::string>{"--query-gpu=index,memory.used", "--format=csv,noheader"});
+  CHECK(q.fields == std::vector<std::string>{"index", "memory.used"});
+  const std::string out = "0, 3 MiB\n1, 80123 MiB\n2, [N/A]\n3, 256 MiB\n";
+  auto held = JudgeHealthMemory(Nvidia(), Exited(0, out), {"0", "1", "2", "3"});
+  REQUIRE(held.ok());
+  REQUIRE(held->size() == 2);  // at or above 256 MiB; [N/A] counts as freed
+  CHECK(DescribeHeldMemory(*held) == "card 1: 80123 MiB, card 3: 256 MiB");
+  // Cards outside the node's pool are not waited for.
+  held = JudgeHealthMemory(Nvidia(), Exited(0, out), {"0", "3"});
+  REQUIRE(held.ok());
+  CHECK(DescribeHeldMemory(*held) == "card 3: 256 MiB");
+  CHECK(JudgeHealthMemory(Nvidia(), Exited(0, "0, 0 MiB\n1, 1\n"), {})->empty());
+  auto failed = JudgeHealthMemory(Nvidia(), Exited(9, "", "NVIDIA-SMI has failed"), {});
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().what ==
+        "nvidia-smi could not tell memory.used (exit code 9: NVIDIA-SMI has failed)");
+  failed = JudgeHealthMemory(Nvidia(), Exited(0, "0, lots\n"), {});
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().what == "nvidia-smi printed no readable memory.used row ('0, lots')");
 }
 
 }  // namespace

@@ -71,6 +71,13 @@ TEST_CASE("every event has its documented fields", "[event_log]") {
   CHECK(unhealthy["epoch"] == 1);
   CHECK(unhealthy["cards"] == nlohmann::json::array({"3"}));
   CHECK(unhealthy["reason"] == "nvidia-smi: card 3: uncorrectable ECC");
+  auto memory = line(JobEvent::DeviceMemoryWait(2, 1.25, false, {"1"}, "card 1: 3000 MiB"));
+  CHECK(memory["event"] == "device_memory_wait");
+  CHECK(memory["epoch"] == 2);
+  CHECK(memory["waited_s"] == 1.25);
+  CHECK(memory["freed"] == false);
+  CHECK(memory["cards"] == nlohmann::json::array({"1"}));
+  CHECK(memory["held"] == "card 1: 3000 MiB");
   auto stop = line(JobEvent::Stop(7, Outcome::kRankFailed, 7));
   CHECK(stop["exit_code"] == 7);
   CHECK(stop["reason"] == "rank_failed");

@@ -126,4 +126,19 @@ TEST_CASE("metrics show the cards the health checks found unhealthy", "[metrics]
   CHECK(status.snapshot().unhealthy == "nvidia-smi: ...");
 }
 
+TEST_CASE("metrics count the waits for device memory before a restart", "[metrics]") {
+  JobStatus status([] { return 100.0; });
+  status.On(JobEvent::Launch({{"run_id", "r"}}));
+  MetricsInput in;
+  in.job = &status.snapshot();
+  in.now = 100;
+  CHECK(Has(RenderMetrics(in), "gculaunch_device_memory_waits_total 0"));
+  status.On(JobEvent::DeviceMemoryWait(1, 2.0, true, {"1"}, "card 1: 3000 MiB"));
+  status.On(JobEvent::DeviceMemoryWait(2, 10.0, false, {"1"}, "card 1: 3000 MiB"));
+  CHECK(Has(RenderMetrics(in), "gculaunch_device_memory_waits_total 2"));
+  CHECK(Has(RenderMetrics(in), "gculaunch_device_memory_held_total 1"));
+  CHECK(status.snapshot().device_memory_waits == 2);
+  CHECK(status.snapshot().device_memory_held == 1);
+}
+
 }  // namespace gculaunch
