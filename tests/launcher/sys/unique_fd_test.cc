@@ -3,9 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <catch2/catch.hpp>
+#include <cerrno>
 
 #include "base/exit_codes.h"
 
