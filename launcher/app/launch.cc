@@ -411,6 +411,9 @@ void Launch::SetUpProcess() {
   sys::EnsureStdioOpen();
   sys::IgnoreSigpipe();
   sys::DefaultSigchld();
+  // Until the supervisor watches them (Supervisor::Run): a platform's SIGTERM during the
+  // start still gets a summary and exit code 143.
+  sys::HoldStopSignals();
 }
 
 // The probe of the ranks' interpreter ran beside the ranks for the cache; it is taken only
