@@ -16,8 +16,8 @@
 #include <limits>
 #include <unordered_map>
 
-#include "rendezvous/agent_auth.h"
 #include "rendezvous/client.h"
+#include "rendezvous/join_auth.h"
 #include "rendezvous/session.h"
 #include "rendezvous/upstream.h"
 
@@ -237,22 +237,11 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
     ArmAccept();
   }
 
-  // The job secret's proof (agent_auth.h), then the upgrade; "" when granted, else why not.
+  // The job secret's handshake (join_auth.h: node 0 proves it first), then the upgrade; ""
+  // when granted, else why not.
   asio::awaitable<std::string> Handshake(Client& client) {
-    std::string nonce_key(kAuthNonceKey);
-    auto nonce = co_await client.Get(std::move(nonce_key));
-    if (!nonce.ok()) co_return nonce.error().what;
-    if (nonce->empty() != options_.secret.empty()) {
-      co_return "node 0's store at " + Upstream() +
-          (options_.secret.empty() ? " requires a job secret, and this node has none"
-                                   : " runs without a job secret, and this node has one") +
-          " (fix: give every node the same --job-secret-file)";
-    }
-    if (!nonce->empty()) {
-      std::string proof_key(kAuthProofKey);
-      Status sent = co_await client.Set(std::move(proof_key), AuthProof(options_.secret, *nonce));
-      if (!sent.ok()) co_return sent.error().what;
-    }
+    const JoinOutcome joined = co_await JoinNodeZero(client, options_.secret);
+    if (!joined.ok()) co_return JoinRefusal(joined);
     std::string upstream_key(kUpstreamKey);
     auto granted = co_await client.Get(std::move(upstream_key));
     if (!granted.ok())
@@ -263,6 +252,36 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
           "or no --store-proxy)";
     }
     co_return "";
+  }
+
+  std::string JoinRefusal(const JoinOutcome& joined) const {
+    const std::string at = "node 0's store at " + Upstream();
+    const std::string same = " (fix: give every node the same --job-secret-file)";
+    switch (joined.step) {
+      case JoinStep::kOk:
+        return "";
+      case JoinStep::kNoAnswer:
+        return at + " did not answer: " + joined.detail;
+      case JoinStep::kNodeZeroHasNoSecret:
+        return at + " runs without a job secret, and this node has one" + same;
+      case JoinStep::kJoinerHasNoSecret:
+        return at + " requires a job secret, and this node has none" + same;
+      case JoinStep::kNoRandom:
+        return "no random bytes to check node 0's proof of the job secret (OpenSSL RAND_bytes "
+               "failed)";
+      case JoinStep::kNodeZeroUnproven:
+        return at + " did not prove that it holds the job secret (" + joined.detail +
+               "): an older gculaunch, or not the job's node 0 (fix: the same gculaunch on "
+               "every node)";
+      case JoinStep::kNodeZeroWrong:
+        return at +
+               " failed to prove that it holds the job secret: another secret, or not the "
+               "job's node 0; nothing is forwarded there" +
+               same;
+      case JoinStep::kRefused:
+        return at + " refused this node's proof of the job secret (" + joined.detail + ")" + same;
+    }
+    return at + ": unknown step of the job secret's handshake";
   }
 
   void OnFrame() {

@@ -397,13 +397,12 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   }
 
   bool OpenStream(UpstreamLink& link, std::uint32_t stream) {
-    if (sessions_.size() + streams_.size() >= options_.max_connections) {
-      const std::string& hint = options_.connection_cap_hint;
-      Warn(fmt::format(
-          "refusing a rank's connection through the store proxy at {}: {} connections are "
-          "open, the limit is {}{}",
-          link.session->peer(), sessions_.size() + streams_.size(), options_.max_connections,
-          hint.empty() ? "" : " (fix: " + hint + ")"));
+    if (streams_.size() >= options_.max_streams) {
+      Warn(
+          fmt::format("refusing a rank's connection through the store proxy at {}: {} proxied "
+                      "connections are open, the limit is {}, more than the job's ranks open (fix: "
+                      "check what connects to that node's proxy)",
+                      link.session->peer(), streams_.size(), options_.max_streams));
       TellStreamClosed(link, stream);
       return false;
     }
@@ -428,6 +427,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     Reply reply;
     store_.Handle(id, request, reply, effects_);
     if (options_.metrics) Measure(id, request.op, begin);
+    if (request.op == Op::kWait && log_.should_log(spdlog::level::debug) && store_.IsParked(id)) {
+      log_.debug("connection {} (stream {} of the store proxy at {}): {} parked", id, stream,
+                 link.session->peer(), Describe(request));
+    }
     SendStreamData(link, stream, std::move(reply));
     Dispatch(effects_, link.session.get());
     if (effects_.close()) EndStream(link, stream, effects_.close_reason);

@@ -85,8 +85,15 @@ class logger;
 namespace gculaunch::rendezvous {
 
 struct ServerOptions {
-  Limits limits;                                      ///< per-request limits (codec.h)
-  std::size_t max_connections = 65536;                ///< more are closed at once, with a log line
+  Limits limits;                        ///< per-request limits (codec.h)
+  std::size_t max_connections = 65536;  ///< more are closed at once, with a log line
+  /// Store proxies' streams (upstream.h) open at once, over all upstream connections; more
+  /// are refused (the proxy closes that rank's connection).  Separate from max_connections:
+  /// a stream holds no descriptor here, only its store connection's state (a few hundred
+  /// bytes while it parks nothing), so node 0 can serve far more ranks through proxies than
+  /// its open-file limit allows directly.  Only a peer past the job secret's proof (when
+  /// there is one) may open streams.
+  std::size_t max_streams = 65536;
   std::chrono::milliseconds accept_retry_delay{100};  ///< after EMFILE and friends
   /// What the user can change to allow more than max_connections, named in that log line
   /// (the store's caller knows: `gculaunch store` has --max-connections, a launch takes its

@@ -14,6 +14,7 @@
 #include <exception>
 
 #include "rendezvous/listener.h"
+#include "rendezvous/proxy.h"
 #include "rendezvous/server.h"
 
 namespace gculaunch::rendezvous {
@@ -22,6 +23,7 @@ namespace {
 constexpr int kExitStopped = 0;
 constexpr int kExitCannotListen = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitUpstreamLost = 3;
 constexpr int kExitInternal = 70;
 
 std::string OneLine(std::string text) {
@@ -70,6 +72,35 @@ std::string SizeText(std::size_t bytes) {
   if (bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
   if (bytes % (1u << 10) == 0) return std::to_string(bytes >> 10) + "K";
   return std::to_string(bytes);
+}
+
+// "host:port" or "[v6]:port" -> options.upstream_host/upstream_port.
+Status ParseUpstream(const std::string& text, StoreCommandOptions& options) {
+  const Error bad{"--upstream '" + text + "': not HOST:PORT with a port from 1 to 65535",
+                  "name node 0's store, e.g. --upstream 10.0.0.1:29500 or --upstream [::1]:29500"};
+  std::string host;
+  std::string port;
+  if (text.starts_with("[")) {
+    const auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return bad;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || text.find(':') != colon) return bad;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty() || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return bad;
+  }
+  const int number = std::stoi(port);
+  if (number < 1 || number > 65535) return bad;
+  options.upstream_host = host;
+  options.upstream_port = static_cast<std::uint16_t>(number);
+  return OkStatus();
 }
 
 std::string HostForDisplay(const std::string& host, const ListenSocket& listener) {
@@ -141,12 +172,18 @@ Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
                  "most bytes all connections together may hold in requests being read and "
                  "replies not yet sent; past it the connections holding the most are closed")
       ->capture_default_str();
+  std::string upstream;
+  app.add_option("--upstream", upstream,
+                 "HOST:PORT of another store: serve as a store proxy in front of it instead of "
+                 "as a store (what --store-proxy runs on every node but node 0; that store must "
+                 "be a gculaunch store without a job secret)");
   app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   app.footer(
       "The first line on stdout is 'listening on HOST:PORT'. SIGTERM or SIGINT stops the "
-      "store. Exit codes: 0 stopped, 1 could not listen, 2 bad flags.");
+      "store. Exit codes: 0 stopped, 1 could not listen, 2 bad flags, 3 (--upstream) the "
+      "upstream store could not be reached or was lost.");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -172,8 +209,48 @@ Result<StoreCommand> ParseStoreArgs(const std::vector<std::string>& args) {
   if (!buffered.ok()) return buffered.error();
   options.limits.max_queued = *queued;
   options.limits.max_buffered = *buffered;
+  if (!upstream.empty()) {
+    Status parsed = ParseUpstream(upstream, options);
+    if (!parsed.ok()) return parsed.error();
+  }
   return StoreCommand{options};
 }
+
+namespace {
+
+// `gculaunch store --upstream`: the store proxy alone, until a signal or a lost upstream.
+int RunProxy(boost::asio::io_context& io, const StoreCommandOptions& options, ListenSocket listener,
+             spdlog::logger& log) {
+  const std::string shown_host = HostForDisplay(options.host, listener);
+  int code = kExitStopped;
+  ProxyOptions proxy_options;
+  proxy_options.upstream_host = options.upstream_host;
+  proxy_options.upstream_port = options.upstream_port;
+  proxy_options.limits = options.limits;
+  proxy_options.max_connections = options.max_connections;
+  proxy_options.on_lost = [&](const std::string& why) {
+    std::fprintf(stderr,
+                 "gculaunch store: %s (fix: start the upstream store first, and check "
+                 "that it is a gculaunch store)\n",
+                 why.c_str());
+    code = kExitUpstreamLost;
+    io.stop();
+  };
+  Proxy proxy(io, std::move(listener), proxy_options, log);
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    log.info("received {}, stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
+    proxy.Stop();
+    io.stop();
+  });
+  std::printf("listening on %s:%u\n", shown_host.c_str(), static_cast<unsigned>(proxy.port()));
+  std::fflush(stdout);
+  io.run();
+  return code;
+}
+
+}  // namespace
 
 int StoreMain(const std::vector<std::string>& args) {
   try {
@@ -210,6 +287,7 @@ int StoreMain(const std::vector<std::string>& args) {
     const std::string shown_host = HostForDisplay(options.host, *listener);
 
     boost::asio::io_context io(1);  // one thread runs it: lets Asio skip cross-thread wakeups
+    if (!options.upstream_host.empty()) return RunProxy(io, options, std::move(*listener), log);
     ServerOptions server_options;
     server_options.limits = options.limits;
     server_options.max_connections = options.max_connections;

@@ -2,15 +2,19 @@
 //
 //   gculaunch store [--host H] [--port P] [--max-connections N] [--max-key-size B]
 //                   [--max-value-size B] [--max-keys-per-request N] [--max-request-size B]
-//                   [--log-level L]
+//                   [--log-level L] [--upstream HOST:PORT]
 //
 // The first line on stdout is "listening on H:P" with the real port (port 0 picks a free
 // one), flushed at once, so a script can start the store and read where it is.  Logs go to
 // stderr.  SIGTERM or SIGINT stops it cleanly (exit 0).  The soft open-file limit is raised
 // to the hard limit first, since every client connection is a file descriptor.
 //
+// With --upstream it serves as a store proxy (proxy.h) in front of that gculaunch store, as
+// --store-proxy does on every node but node 0: the tests run torch's clients through it.
+//
 // Exit codes: 0 stopped by a signal; 1 could not listen; 2 bad flags (one line on stderr
-// naming the flag and the fix).
+// naming the flag and the fix); 3 (--upstream) the upstream store was not reached within a
+// minute, or was lost.
 //
 // ParseStoreArgs is the CLI11 adapter (the only place that may see CLI11's exceptions); it
 // has no side effects, so tests can call it.
@@ -35,6 +39,10 @@ struct StoreCommandOptions {
   std::size_t max_connections = 65536;
   Limits limits;
   std::string log_level = "info";
+  /// --upstream HOST:PORT: run a store proxy (proxy.h) in front of that store instead of a
+  /// store.  Empty host: a store.
+  std::string upstream_host;
+  std::uint16_t upstream_port = 0;
 };
 
 /// The soft open-file limit (RLIMIT_NOFILE) before and after RaiseOpenFileLimit.

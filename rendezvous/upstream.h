@@ -9,8 +9,10 @@
 // stream's requests and replies keep exactly the TCPStore order and semantics while streams
 // never wait for each other.
 //
-// Handshake: the proxy connects to node 0's store port as a TCPStore v1 client, proves the
-// job secret as node agents do (agent_auth.h) when there is one, then sends GET kUpstreamKey.
+// Handshake: the proxy connects to node 0's store port as a TCPStore v1 client, runs the job
+// secret's handshake as node agents do when there is one (join_auth.h: node 0 proves the
+// secret first, so a proxy never forwards a rank's bytes to a listener without it), then
+// sends GET kUpstreamKey.
 // Node 0 answers the blob kUpstreamOk; from then on both directions carry frames only.
 //
 // A frame: u8 type, u32 stream, u64 length (little-endian), then `length` bytes.

@@ -262,6 +262,7 @@ Launch::Loop::Loop(Launch& launch)
     options.metrics = store_metrics;
     options.max_connections = launch.StoreConnectionCap();
     options.connection_cap_hint = launch.StoreConnectionCapHint();
+    options.max_streams = launch.StoreStreamCap();
     if (launch.spec_.store_max_queued) options.limits.max_queued = *launch.spec_.store_max_queued;
     if (launch.spec_.store_max_buffered)
       options.limits.max_buffered = *launch.spec_.store_max_buffered;
@@ -410,6 +411,9 @@ void Launch::SetUpProcess() {
   sys::EnsureStdioOpen();
   sys::IgnoreSigpipe();
   sys::DefaultSigchld();
+  // Until the supervisor watches them (Supervisor::Run): a platform's SIGTERM during the
+  // start still gets a summary and exit code 143.
+  sys::HoldStopSignals();
 }
 
 // The probe of the ranks' interpreter ran beside the ranks for the cache; it is taken only
@@ -481,21 +485,34 @@ std::string Launch::StoreConnectionCapHint() const {
   return "raise `ulimit -n` (now " + std::to_string(limit) + ")";
 }
 
+// Proxied ranks (--store-proxy) hold no descriptor at node 0: their cap is the job's own need,
+// two connections per torch 1.13 rank, never below the direct cap's ceiling.
+std::size_t Launch::StoreStreamCap() const {
+  const std::uint64_t need = 2 * static_cast<std::uint64_t>(spec_.world_size) + 64;
+  return static_cast<std::size_t>(std::max<std::uint64_t>(need, kMaxStoreConnections));
+}
+
 // A store that will have to refuse the job's own ranks is known before the first rank starts,
 // so it is said then, once, with the number to set, rather than as refusals in the middle of
 // init_process_group.  What the job may open: torch 1.13's ranks keep two connections each (the
 // client and its WAIT callback), later torch one; every node's agent one more, and a margin for
 // `gculaunch status`, probes and reconnects.  The world size is the largest the job can reach.
+// With --store-proxy only node 0's own ranks connect directly, every other node through its
+// proxy's one upstream connection.
 void Launch::WarnIfStoreTooSmall() const {
-  const std::uint64_t need = 2 * static_cast<std::uint64_t>(spec_.world_size) +
-                             static_cast<std::uint64_t>(spec_.nnodes) + 16;
+  const std::uint64_t direct_ranks = spec_.store_proxy
+                                         ? static_cast<std::uint64_t>(spec_.nproc_per_node)
+                                         : static_cast<std::uint64_t>(spec_.world_size);
+  const std::uint64_t per_node = spec_.store_proxy ? 2 : 1;
+  const std::uint64_t need =
+      2 * direct_ranks + per_node * static_cast<std::uint64_t>(spec_.nnodes) + 16;
   const std::uint64_t cap = StoreConnectionCap();
   if (cap >= need) return;
   const std::uint64_t limit = open_files_.now == 0 ? 1024 : open_files_.now;
   if (need > kMaxStoreConnections) {
     log_.warn(
         "the store serves at most {} connections, and a job of {} ranks on {} nodes may open up "
-        "to {} (fix: split the job's store traffic, or expect refused connections at start-up)",
+        "to {} (fix: --store-proxy on every node, or expect refused connections at start-up)",
         kMaxStoreConnections, spec_.world_size, spec_.nnodes, need);
     return;
   }
@@ -504,8 +521,9 @@ void Launch::WarnIfStoreTooSmall() const {
       "the store can hold {} connections under the open-file limit {}, and a job of {} ranks on "
       "{} nodes may open up to {} (fix: raise the hard open-file limit of node 0 to at least {}: "
       "`ulimit -Hn {}` before gculaunch, LimitNOFILE= in a systemd unit, or the container's "
-      "nofile ulimit)",
-      cap, limit, spec_.world_size, spec_.nnodes, need, set, set);
+      "nofile ulimit{})",
+      cap, limit, spec_.world_size, spec_.nnodes, need, set, set,
+      spec_.store_proxy ? "" : "; or --store-proxy on every node");
 }
 
 // Once a second while the job runs: a lost or stuck guardian is replaced (guardian.h).

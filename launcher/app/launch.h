@@ -115,6 +115,7 @@ class Launch {
   void WatchGuardian(boost::asio::steady_timer& timer);
   std::size_t StoreConnectionCap() const;
   std::string StoreConnectionCapHint() const;
+  std::size_t StoreStreamCap() const;
   void WarnIfStoreTooSmall() const;
   bool ChooseAtLaunch();
   Status ReservePort(LaunchChoices& choices);

@@ -20,8 +20,8 @@
 #include "launcher/cluster/liveness.h"
 #include "launcher/cluster/net_address.h"
 #include "launcher/sys/socket_owner.h"
-#include "rendezvous/agent_auth.h"
 #include "rendezvous/client.h"
+#include "rendezvous/join_auth.h"
 #include "rendezvous/server.h"
 
 namespace gculaunch {
@@ -237,102 +237,55 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
                  exit_code::kUsage};
   }
 
-  // The proof of the job secret (rendezvous/agent_auth.h).  Node 0 answers the nonce request
-  // with "" when it has no secret; with one, it proves it first, then this node does.
+  // The proof of the job secret (rendezvous/join_auth.h): node 0 proves it first, then this
+  // node does; each way it can fail, worded for the user of this node.
   Task<Status> Prove(rendezvous::Client& c) {
     auto self = shared_from_this();
-    // Named, not temporaries: g++ 12 mishandles temporaries that live across co_await.
-    std::string nonce_key(rendezvous::kAuthNonceKey);
-    auto nonce = co_await c.Get(std::move(nonce_key));
-    if (!nonce.ok()) {
-      co_return Error{"connected to the master node at " + endpoint() +
-                          " but it did not answer: " + nonce.error().what,
-                      "check the master node's gculaunch and the network between the nodes"};
-    }
-    if (nonce->empty() && options_.secret.empty()) co_return OkStatus();
-    Status same = SameSecretSetting(nonce->empty());
-    if (!same.ok()) co_return same;
-    Status node0 = co_await CheckNodeZero(c);
-    if (!node0.ok()) co_return node0;
-    co_return co_await SendProof(c, *nonce);
+    const rendezvous::JoinOutcome joined = co_await rendezvous::JoinNodeZero(c, options_.secret);
+    co_return JoinError(joined);
   }
 
-  // Node 0 without a secret and this node with one, or the reverse.
-  Status SameSecretSetting(bool node0_has_none) const {
-    if (node0_has_none) {
-      return Error{"the master node at " + endpoint() +
-                       " runs without a job secret, but this node has one "
-                       "(--job-secret-file): the nodes cannot form a job",
-                   "give every node the same --job-secret-file, or none", exit_code::kUsage};
-    }
-    if (options_.secret.empty()) {
-      return Error{"the master node at " + endpoint() +
-                       " requires a job secret, but this node has none: the nodes cannot "
-                       "form a job",
-                   "give every node the same --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE)",
-                   exit_code::kUsage};
-    }
-    return OkStatus();
-  }
-
-  // Node 0 proves the secret over a nonce of this node's choosing, before this node proves
-  // it or believes anything node 0 says.
-  Task<Status> CheckNodeZero(rendezvous::Client& c) {
-    auto self = shared_from_this();
-    const std::string mine = rendezvous::NewAuthNonce();
-    if (mine.empty()) {
-      co_return Error{
-          "no random bytes for a nonce to check the master node's proof of the job "
-          "secret (OpenSSL RAND_bytes failed)",
-          "check the system's random number source and start again"};
-    }
-    std::string key = std::string(rendezvous::kNode0ProofPrefix) + mine;
-    auto proof = co_await c.Get(std::move(key));
-    if (!proof.ok()) {
-      co_return Error{"the master node at " + endpoint() +
-                          " did not prove that it holds the job secret (" + proof.error().what +
-                          "): it runs an older gculaunch, whose node 0 does not prove itself, "
-                          "or it is not the job's node 0",
-                      "run the same gculaunch version on every node", exit_code::kUsage};
-    }
-    if (!rendezvous::VerifyNodeZeroProof(options_.secret, mine, *proof)) {
-      co_return Error{"the master node at " + endpoint() +
-                          " failed to prove that it holds the job secret: its "
+  Status JoinError(const rendezvous::JoinOutcome& joined) const {
+    using rendezvous::JoinStep;
+    const std::string at = "the master node at " + endpoint();
+    switch (joined.step) {
+      case JoinStep::kOk:
+        return OkStatus();
+      case JoinStep::kNoAnswer:
+        return Error{"connected to " + at + " but it did not answer: " + joined.detail,
+                     "check the master node's gculaunch and the network between the nodes"};
+      case JoinStep::kNodeZeroHasNoSecret:
+        return Error{at + " runs without a job secret, but this node has one "
+                          "(--job-secret-file): the nodes cannot form a job",
+                     "give every node the same --job-secret-file, or none", exit_code::kUsage};
+      case JoinStep::kJoinerHasNoSecret:
+        return Error{at + " requires a job secret, but this node has none: the nodes cannot "
+                          "form a job",
+                     "give every node the same --job-secret-file (or GCULAUNCH_JOB_SECRET_FILE)",
+                     exit_code::kUsage};
+      case JoinStep::kNoRandom:
+        return Error{
+            "no random bytes for a nonce to check the master node's proof of the job "
+            "secret (OpenSSL RAND_bytes failed)",
+            "check the system's random number source and start again"};
+      case JoinStep::kNodeZeroUnproven:
+        return Error{at + " did not prove that it holds the job secret (" + joined.detail +
+                         "): it runs an older gculaunch, whose node 0 does not prove itself, "
+                         "or it is not the job's node 0",
+                     "run the same gculaunch version on every node", exit_code::kUsage};
+      case JoinStep::kNodeZeroWrong:
+        return Error{at + " failed to prove that it holds the job secret: its "
                           "--job-secret-file differs from this node's, it has none, or what "
                           "answers there is not the job's node 0",
-                      "give every node the same secret file, and check that "
-                      "MASTER_ADDR:MASTER_PORT reaches node 0's gculaunch",
-                      exit_code::kUsage};
+                     "give every node the same secret file, and check that "
+                     "MASTER_ADDR:MASTER_PORT reaches node 0's gculaunch",
+                     exit_code::kUsage};
+      case JoinStep::kRefused:
+        return Error{at + " refused this node's proof of the job secret (" + joined.detail +
+                         "): this node's --job-secret-file differs from node 0's",
+                     "give every node the same secret file", exit_code::kUsage};
     }
-    co_return OkStatus();
-  }
-
-  // This node's proof over node 0's nonce.
-  Task<Status> SendProof(rendezvous::Client& c, const std::string& nonce) {
-    auto self = shared_from_this();
-    std::string proof_key(rendezvous::kAuthProofKey);
-    std::string proof = rendezvous::AuthProof(options_.secret, nonce);
-    Status sent = co_await c.Set(std::move(proof_key), std::move(proof));
-    std::string why = "not accepted";
-    bool accepted = false;
-    if (sent.ok()) {
-      std::string status_key(rendezvous::kAuthStatusKey);
-      auto status = co_await c.Get(std::move(status_key));
-      if (status.ok()) {
-        accepted = *status == rendezvous::kAuthOk;
-      } else {
-        why = status.error().what;
-      }
-    } else {
-      why = sent.error().what;
-    }
-    if (!accepted) {
-      co_return Error{"the master node at " + endpoint() +
-                          " refused this node's proof of the job secret (" + why +
-                          "): this node's --job-secret-file differs from node 0's",
-                      "give every node the same secret file", exit_code::kUsage};
-    }
-    co_return OkStatus();
+    return Error{"unknown step of the job secret's handshake", "please report it"};
   }
 
   // A progress line every progress_period while connecting.

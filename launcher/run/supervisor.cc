@@ -9,6 +9,7 @@
 #include "base/exit_codes.h"
 #include "base/text.h"
 #include "launcher/run/failure_signature.h"
+#include "launcher/sys/process_setup.h"
 
 namespace gculaunch {
 
@@ -46,6 +47,8 @@ JobOutcome Supervisor::Run() {
     if (sig != SIGUSR1 && sig != SIGUSR2) signals_.add(sig);
   }
   ArmSignals();
+  // Held since the launch began (sys::HoldStopSignals): one that came meanwhile is handled now.
+  sys::ReleaseStopSignals();
   outcome_.start_time = UnixNow();
   if (!config_.policy.agent_decides) {
     GateThenStart(0, false);

@@ -34,6 +34,27 @@ void DefaultSigchld() {
   ::sigaction(SIGCHLD, &dfl, nullptr);
 }
 
+namespace {
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&set, sig);
+  return set;
+}
+
+}  // namespace
+
+void HoldStopSignals() {
+  const sigset_t set = StopSignals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void ReleaseStopSignals() {
+  const sigset_t set = StopSignals();
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
 bool SignalIgnored(int sig) {
   struct sigaction current {};
   return ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;

@@ -1,9 +1,10 @@
 """Test cases shared by test_store_torch113.py and test_store_torch26.py: real
 torch.distributed.TCPStore clients of one torch version against `gculaunch store`.
 
-A subclass sets PYTHON (the interpreter command) and TORCH_MAJOR.  Every test starts
-its own store (`--host 127.0.0.1 --port 0`, debug log) and tags every process it
-starts; cleanup stops them all.  Where a test needs a WAIT to be parked in the
+A subclass sets PYTHON (the interpreter command) and TORCH_MAJOR, and THROUGH_PROXY to run
+every case through the store proxy (`gculaunch store --upstream`, what --store-proxy runs on
+every node but node 0).  Every test starts its own store (`--host 127.0.0.1 --port 0`,
+debug log) and tags every process it starts; cleanup stops them all.  Where a test needs a WAIT to be parked in the
 server before it acts, it waits for the store's own debug line "... parked" (an
 event from the server's log, not a sleep).
 """
@@ -18,15 +19,62 @@ import gltest
 from gltest import hexb, unhex
 
 
+class ProxiedStore:
+    """`gculaunch store` behind `gculaunch store --upstream` (the store proxy that
+    --store-proxy runs on every node but node 0): the clients see the proxy's host, port and
+    pid; the logs are both processes' (the store logs parked WAITs, the proxy what it closes
+    itself)."""
+
+    def __init__(self, tag):
+        self.upstream = gltest.StoreProcess(tag)
+        try:
+            self.proxy = gltest.StoreProcess(
+                tag, ["--upstream", "%s:%d" % (self.upstream.host, self.upstream.port)])
+        except Exception:
+            self.upstream.stop()
+            raise
+        self.host, self.port, self.proc = self.proxy.host, self.proxy.port, self.proxy.proc
+        self.pid = self.proxy.pid
+        ok = self.upstream.wait_log(lambda lines: any("store proxy's upstream" in l
+                                                     for l in lines))
+        if not ok:
+            raise AssertionError("the proxy never became the store's upstream:\n"
+                                 + self.log_text())
+
+    def log_text(self):
+        return ("--- proxy:\n" + self.proxy.log_text() + "\n--- store:\n"
+                + self.upstream.log_text())
+
+    def wait_log(self, predicate, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            if self.proxy.wait_log(predicate, min(left, 0.2)) or \
+                    self.upstream.wait_log(predicate, 0):
+                return True
+            if left == 0:
+                return False
+
+    def wait_log_count(self, text, count, timeout=30):
+        return self.upstream.wait_log_count(text, count, timeout)
+
+    def stop(self):
+        """Stops the proxy, then the store; the first non-zero exit code, else 0."""
+        rcs = [self.proxy.stop(), self.upstream.stop()]
+        return next((rc for rc in rcs if rc != 0), 0)
+
+
 class StoreCases:
     PYTHON = None       # interpreter command, e.g. ["/usr/bin/python3"]
     TORCH_MAJOR = None  # 1 or 2
     EXTRA_ENV = {}
+    THROUGH_PROXY = False  # the clients reach the store through `gculaunch store --upstream`
 
     def setUp(self):
         self.tag = gltest.new_tag()
         self.repls = []
-        self.store = gltest.StoreProcess(self.tag)
+        self.store = (ProxiedStore(self.tag) if self.THROUGH_PROXY
+                      else gltest.StoreProcess(self.tag))
         self.addCleanup(self._cleanup)
 
     def _cleanup(self):
@@ -216,8 +264,9 @@ class StoreCases:
             peer = "127.0.0.1:%d" % s.getsockname()[1]
             s.sendall(data)
             self.assertEqual(s.recv(1), b"", "the server should close a garbage connection")
+            # "closing connection N (peer)", or the proxy's "closing rank connection N (peer)"
             ok = self.store.wait_log(lambda lines: any(
-                "closing connection" in l and peer in l and reason in l for l in lines))
+                "closing" in l and peer in l and reason in l for l in lines))
             self.assertTrue(ok, "no log line for %s with %r:\n%s"
                             % (peer, reason, self.store.log_text()[-2000:]))
         self.assertIsNone(self.store.proc.poll(), "the store died")

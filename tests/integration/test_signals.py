@@ -174,6 +174,22 @@ class Signals(unittest.TestCase):
             self.assertNotIn("killing every rank now", job.stderr)
             self.assertNotIn("not every node said bye", job.stderr)
 
+    def test_a_stop_signal_while_the_launch_is_prepared_still_gets_its_exit_code(self):
+        # The first stderr line comes while the launch is still being prepared (the store,
+        # the coordinator), before the supervisor watches any signal.  A signal then used to
+        # end gculaunch by its default action (17 times in 20 for SIGTERM here): no line
+        # saying why, "killed by signal" instead of 128+S.  Now it waits, held, until the
+        # supervisor handles it.  Several tries, since the window is short.
+        for sig in (signal.SIGTERM, signal.SIGINT) * 5:
+            with gltest.Job(["--nnodes", "3", "--node-rank", "0", "--nproc-per-node", "1",
+                             "--master-addr", "127.0.0.1", "--master-port",
+                             str(gltest.free_port()), "--no-python", "true"]) as job:
+                job.wait_for(lambda out, err: err.strip() != "", what="a first stderr line")
+                job.signal(sig)
+                self.assertEqual(job.wait(timeout=20), 128 + sig, job.stderr)
+                self.assertIn("received %s while no rank runs (waiting for the job): exiting"
+                              % signal.Signals(sig).name, job.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

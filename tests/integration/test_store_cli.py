@@ -1,6 +1,7 @@
 """`gculaunch store` as a command: the first stdout line, clean stops on SIGTERM and
 SIGINT, one-line errors with exit 2 for bad flags, exit 1 when the port is taken,
---help, the raised open-file limit, and close-on-exec sockets (seen in /proc)."""
+--help, the raised open-file limit, close-on-exec sockets (seen in /proc), and the store
+proxy (--upstream) exiting 3 when its store goes."""
 import os
 import resource
 import signal
@@ -37,6 +38,27 @@ class StoreCommand(unittest.TestCase):
             name = "SIGTERM" if sig == signal.SIGTERM else "SIGINT"
             self.assertIn("received %s, stopping" % name, store.log_text())
 
+    def test_upstream_proxy_exits_3_when_its_store_goes(self):
+        store = gltest.StoreProcess(self.tag, log_level="info")
+        proxy = gltest.StoreProcess(self.tag, ["--upstream", "127.0.0.1:%d" % store.port],
+                                    log_level="info")
+        self.assertTrue(store.wait_log(lambda lines: any("store proxy's upstream" in l
+                                                         for l in lines)), store.log_text())
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=20)
+        self.addCleanup(client.close)
+        # ADD /k 7 through the proxy (v1): the store's answer comes back.
+        client.sendall(b"\x03" + (2).to_bytes(8, "little") + b"/k" + (7).to_bytes(8, "little"))
+        self.assertEqual(client.recv(8), (7).to_bytes(8, "little"))
+        self.assertEqual(store.stop(), 0)
+        self.assertEqual(proxy.proc.wait(timeout=20), 3, proxy.log_text())
+        self.assertEqual(client.recv(1), b"", "the rank's connection outlived the upstream")
+        proxy.stop()
+        line = [l for l in proxy.log_text().splitlines() if l.startswith("gculaunch store:")]
+        self.assertEqual(len(line), 1, proxy.log_text())
+        self.assertIn("lost the connection to node 0's store at 127.0.0.1:%d" % store.port,
+                      line[0])
+        self.assertIn("(fix: start the upstream store first", line[0])
+
     def test_all_interfaces(self):
         store = gltest.StoreProcess(self.tag, host="")
         self.addCleanup(store.stop)
@@ -53,6 +75,7 @@ class StoreCommand(unittest.TestCase):
             (["--max-connections", "0"], "--max-connections"),
             (["--max-value-size", "12x"], "--max-value-size '12x': not a size"),
             (["--log-level", "loud"], "--log-level"),
+            (["--upstream", "node0"], "--upstream 'node0': not HOST:PORT"),
         ]
         for args, names in cases:
             out = self.run_store(*args)

@@ -5,7 +5,7 @@ each non-zero node's store proxy, on two and on three hosts.  Node 0's rank 0 re
 test asserts from gculaunch_store_connections_total that node 0 saw a few connections per node,
 not one per rank: each non-zero node runs more ranks than that bound allows.  The ranks of a
 proxied node get MASTER_ADDR=127.0.0.1 and the proxy's port; node 0's ranks keep node 0's
-address.  The same with torch 2.6 from the trixie root on two hosts; a proxied rank's failure
+address.  The same with torch 2.6 from the trixie root on two and on three hosts; a proxied rank's failure
 with --max-restarts 1 (node 0's new attempt closes the old streams, attempt 1 all-reduces through
 the same proxy).  Also: the dry run names the route and the hazard, and --store-proxy with
 --no-agent-store is one line, exit 2.
@@ -130,6 +130,12 @@ class StoreProxy(unittest.TestCase):
         self.run_job(3)
 
     def test_torch26_two_hosts_all_reduce_through_the_proxy(self):
+        self.run_torch26_job(2)
+
+    def test_torch26_three_hosts_all_reduce_through_the_proxy(self):
+        self.run_torch26_job(3)
+
+    def run_torch26_job(self, nnodes):
         # torch 2.6 from the trixie root (v2 dialect); Debian's build has no libuv, so a
         # test-only sitecustomize makes the env:// client default to use_libuv=False.
         python_cmd = gltest.torch2_python()  # raises (a failure) if it cannot be made
@@ -138,7 +144,7 @@ class StoreProxy(unittest.TestCase):
             f.write('#!/bin/sh\nexec %s "$@"\n' % " ".join(shlex.quote(c) for c in python_cmd))
         os.chmod(path, 0o755)
         gltest.write_no_libuv_sitecustomize(self.work)
-        self.run_job(2, python=path,
+        self.run_job(nnodes, python=path,
                      extra_env={"PYTHONPATH": self.work, "GLTEST_TCPSTORE_NO_LIBUV": "1"})
 
     def test_restart_through_the_proxy(self):

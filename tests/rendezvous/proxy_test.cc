@@ -3,14 +3,14 @@
 // directly (both dialects, a blocking WAIT that stalls no one else, CANCEL_WAIT, WATCH_KEY
 // events, a store-side close, an unknown code), a rank's disconnect ends its parked WAIT,
 // a new restart attempt and a lost upstream close the ranks' connections, the job secret is
-// proven, and the store's connection cap counts proxied ranks.
+// proven (node 0 first), and proxied ranks have a cap of their own at node 0.
 #include "rendezvous/proxy.h"
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <catch2/catch.hpp>
 
 #include "rendezvous/upstream.h"
 #include "tests/rendezvous/decode_util.h"
+#include "tests/rendezvous/proxy_test_util.h"
 #include "tests/rendezvous/server_test_util.h"
 
 namespace gculaunch::rendezvous {
@@ -19,6 +19,7 @@ namespace {
 using testing::CaptureSink;
 using testing::FromHex;
 using testing::kHandshake;
+using testing::ProxyFixture;
 using testing::RawClient;
 using testing::Req;
 using testing::ServerFixture;
@@ -29,67 +30,6 @@ using testing::V2;
 std::int64_t AsI64(const std::string& bytes) {
   return static_cast<std::int64_t>(LoadU64(reinterpret_cast<const std::uint8_t*>(bytes.data())));
 }
-
-// A Server (node 0) and a Proxy in front of it, both on the fixture's io thread.
-class ProxyFixture {
- public:
-  explicit ProxyFixture(ServerOptions server_options = {}, std::string secret = "",
-                        bool wait_connected = true)
-      : node0(std::move(server_options)), work_(node0.io().get_executor()) {
-    sink_ = std::make_shared<CaptureSink>();
-    log_ = std::make_unique<spdlog::logger>("proxy-test", sink_);
-    log_->set_level(spdlog::level::debug);
-    auto listener = ListenSocket::Bind("127.0.0.1", 0);
-    REQUIRE(listener.ok());
-    ProxyOptions options;
-    options.upstream_host = "127.0.0.1";
-    options.upstream_port = node0.port();
-    options.secret = std::move(secret);
-    options.connect_timeout = std::chrono::seconds(10);
-    options.on_lost = [this](const std::string& why) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lost_ = why;
-    };
-    node0.OnIo([&] {
-      proxy_ = std::make_unique<Proxy>(node0.io(), std::move(*listener), std::move(options), *log_);
-      return 0;
-    });
-    if (wait_connected) REQUIRE(log().WaitFor({"over one connection"}));
-  }
-  ~ProxyFixture() {
-    node0.OnIo([&] {
-      proxy_.reset();
-      return 0;
-    });
-    work_.reset();
-  }
-  std::uint16_t port() {
-    return node0.OnIo([&] { return proxy_->port(); });
-  }
-  CaptureSink& log() { return *sink_; }
-  std::size_t node0_sessions() {
-    return node0.OnIo([&] { return node0.server().num_sessions(); });
-  }
-  std::size_t ranks() {
-    return node0.OnIo([&] { return proxy_->num_connections(); });
-  }
-  std::string lost() {
-    node0.OnIo([] { return 0; });  // on_lost is posted: let it run first
-    std::lock_guard<std::mutex> lock(mu_);
-    return lost_;
-  }
-
-  ServerFixture node0;
-
- private:
-  // Keeps the io thread running after node 0's store stopped (a lost upstream).
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  std::shared_ptr<CaptureSink> sink_;
-  std::unique_ptr<spdlog::logger> log_;
-  std::unique_ptr<Proxy> proxy_;
-  std::mutex mu_;
-  std::string lost_;
-};
 
 TEST_CASE("proxy: both dialects through one upstream connection", "[proxy]") {
   ProxyFixture f;
@@ -250,10 +190,14 @@ TEST_CASE("proxy: the job secret is proven before the upstream is granted", "[pr
     CHECK(f.log().WaitFor({"store proxy:", "requires a job secret", "--job-secret-file"}));
     CHECK_THAT(f.lost(), Catch::Contains("requires a job secret"));
   }
-  SECTION("a wrong secret") {
+  SECTION("a node 0 with another secret never sees the proxy's proof") {
+    // Node 0 proves itself first (join_auth.h): the proxy finds the proof wrong and stops
+    // there, so whatever answers at node 0's address learns nothing it could replay.
     ProxyFixture f(options, "wrong", /*wait_connected=*/false);
-    CHECK(f.node0.log().WaitFor({"proof of the job secret is wrong"}));
-    CHECK(f.log().WaitFor({"store proxy:", "closing the 0 rank connections"}));
+    CHECK(f.log().WaitFor({"store proxy:", "failed to prove that it holds the job secret",
+                           "nothing is forwarded there", "closing the 0 rank connections"}));
+    CHECK_THAT(f.lost(), Catch::Contains("failed to prove that it holds the job secret"));
+    CHECK_FALSE(f.node0.log().Contains({"proof of the job secret"}));
   }
 }
 
@@ -268,18 +212,26 @@ TEST_CASE("proxy: a client may not pose as a store proxy without the job secret"
   CHECK(node0.log().WaitFor({"without proving the job secret"}));
 }
 
-TEST_CASE("proxy: the store's connection cap counts proxied ranks", "[proxy]") {
+TEST_CASE("proxy: proxied ranks have their own cap, not the descriptors' one", "[proxy]") {
   ServerOptions options;
-  options.max_connections = 2;  // the upstream and one rank
+  options.max_connections = 1;  // the upstream only: a stream holds no descriptor at node 0
+  options.max_streams = 2;
   ProxyFixture f(options);
   RawClient first(f.port());
-  first.Send(V1(Req(Op::kGetNumKeys)));
-  CHECK(AsI64(first.Read(8)) == 0);
   RawClient second(f.port());
-  second.Send(V1(Req(Op::kGetNumKeys)));
-  CHECK(second.ReadsEof());
-  CHECK(f.node0.log().WaitFor(
-      {"refusing a rank's connection through the store proxy", "the limit is 2"}));
+  first.Send(V1(Req(Op::kAdd, {"/n"}, {}, 1)));
+  CHECK(AsI64(first.Read(8)) == 1);
+  second.Send(V1(Req(Op::kAdd, {"/n"}, {}, 1)));
+  CHECK(AsI64(second.Read(8)) == 2);
+  CHECK(f.node0_sessions() == 1);
+  RawClient third(f.port());
+  third.Send(V1(Req(Op::kGetNumKeys)));
+  CHECK(third.ReadsEof());
+  CHECK(f.node0.log().WaitFor({"refusing a rank's connection through the store proxy",
+                               "2 proxied connections are open, the limit is 2"}));
+  // The first two are served on.
+  first.Send(V1(Req(Op::kAdd, {"/n"}, {}, 1)));
+  CHECK(AsI64(first.Read(8)) == 3);
 }
 
 }  // namespace

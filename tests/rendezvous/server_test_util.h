@@ -215,6 +215,22 @@ class ServerFixture {
     return id;
   }
 
+  /// Requests the server has handled so far, on every connection and proxied stream.
+  std::size_t RequestsSeen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_.size();
+  }
+
+  /// Waits until the server has handled `n` requests in all (hang guard: kHangGuard; false
+  /// then), and the handler of the last one has finished.
+  bool WaitForRequests(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool ok = cv_.wait_for(lock, kHangGuard, [&] { return seen_.size() >= n; });
+    lock.unlock();
+    OnIo([] { return 0; });
+    return ok;
+  }
+
   /// Waits for io_context::run() to return (after a Stop); true if it did.
   bool WaitStopped() {
     const bool ok = done_future_.wait_for(kHangGuard) == std::future_status::ready;

@@ -47,6 +47,17 @@ TEST_CASE("store command: defaults and every flag", "[store_command]") {
   CHECK(bounds.limits.max_buffered == 1u << 30);
 }
 
+TEST_CASE("store command: --upstream makes it a store proxy", "[store_command]") {
+  CHECK(Parse({}).upstream_host.empty());
+  const auto v4 = Parse({"--upstream", "10.0.0.1:29500"});
+  CHECK(v4.upstream_host == "10.0.0.1");
+  CHECK(v4.upstream_port == 29500);
+  const auto v6 = Parse({"--upstream=[::1]:1"});
+  CHECK(v6.upstream_host == "::1");
+  CHECK(v6.upstream_port == 1);
+  CHECK(Parse({"--upstream", "node0.example:65535"}).upstream_host == "node0.example");
+}
+
 TEST_CASE("store command: --help is text for stdout", "[store_command]") {
   auto parsed = ParseStoreArgs({"--help"});
   REQUIRE(parsed.ok());
@@ -72,6 +83,13 @@ TEST_CASE("store command: bad flags give one line naming the flag and the fix", 
       {{"--max-key-size", "0"}, "--max-key-size '0': must be at least 1 byte"},
       {{"--max-request-size", "99999999999999999999"}, "--max-request-size"},
       {{"--log-level", "loud"}, "--log-level"},
+      {{"--upstream", "10.0.0.1"}, "--upstream '10.0.0.1': not HOST:PORT"},
+      {{"--upstream", "10.0.0.1:0"}, "--upstream '10.0.0.1:0'"},
+      {{"--upstream", "10.0.0.1:65536"}, "--upstream"},
+      {{"--upstream", ":29500"}, "--upstream"},
+      {{"--upstream", "::1:29500"}, "--upstream"},
+      {{"--upstream", "[::1]29500"}, "--upstream"},
+      {{"--upstream", "host:12x"}, "--upstream"},
   };
   for (const auto& row : rows) {
     const std::string message = ErrorOf(row.args);
