@@ -17,11 +17,6 @@ struct OffLoop::Shared {
 };
 
 void OffLoop::Work(const std::shared_ptr<Shared>& shared) {
-  // Posting holds the mutex, so that the destructor cannot clear `io` in between.
-  const auto post = [shared](std::function<void()> handler) {
-    std::lock_guard<std::mutex> lock(shared->mutex);
-    if (shared->io != nullptr) boost::asio::post(*shared->io, std::move(handler));
-  };
   std::unique_lock<std::mutex> lock(shared->mutex);
   while (true) {
     shared->wake.wait(lock, [&] { return shared->io == nullptr || !shared->jobs.empty(); });
@@ -29,9 +24,18 @@ void OffLoop::Work(const std::shared_ptr<Shared>& shared) {
     auto job = std::move(shared->jobs.front());
     shared->jobs.pop_front();
     lock.unlock();
-    job(post);
+    // The job's work is done once it hands its result over: it stops counting as pending in
+    // the same locked step, so a `done` that runs on the loop never sees its own job pending.
+    // Posting holds the mutex, so that the destructor cannot clear `io` in between.
+    bool handed = false;
+    job([&shared, &handed](std::function<void()> handler) {
+      std::lock_guard<std::mutex> guard(shared->mutex);
+      if (!handed) --shared->unfinished;
+      handed = true;
+      if (shared->io != nullptr) boost::asio::post(*shared->io, std::move(handler));
+    });
     lock.lock();
-    --shared->unfinished;
+    if (!handed) --shared->unfinished;
   }
 }
 

@@ -41,7 +41,8 @@ class OffLoop {
     });
   }
 
-  /// Jobs given and not finished yet (the one running included).
+  /// Jobs given whose work has not finished yet (the one running included); a job stops
+  /// counting when its result is handed to the loop, before its `done` runs.
   size_t pending() const;
 
  private:

@@ -35,6 +35,31 @@ TEST_CASE("off loop: jobs run on another thread, results come back in order on t
   CHECK(off.pending() == 0);
 }
 
+TEST_CASE("off loop: a job no longer counts as pending when its done runs", "[off_loop]") {
+  // The worker used to count a job as finished only after it had posted the result, so the
+  // loop could run `done` while pending() still counted that job (a full test run under load
+  // saw 1 == 0 above).  Many short rounds, each `done` checking at once.
+  boost::asio::io_context io;
+  OffLoop off(io);
+  constexpr int kJobs = 4;
+  int too_many = 0;
+  for (int round = 0; round < 300; ++round) {
+    int done = 0;
+    for (int i = 0; i < kJobs; ++i) {
+      off.Run<int>([i] { return i; },
+                   [&](int) {
+                     ++done;
+                     // Jobs after this one may still run; this one and those before may not.
+                     if (off.pending() > static_cast<size_t>(kJobs - done)) ++too_many;
+                   });
+    }
+    REQUIRE(testing::RunUntil(io, [&] { return done == kJobs; }));
+    io.restart();
+  }
+  CHECK(too_many == 0);
+  CHECK(off.pending() == 0);
+}
+
 TEST_CASE("off loop: the destructor does not wait for a stuck job, whose result is dropped",
           "[off_loop]") {
   boost::asio::io_context io;
