@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <boost/asio/post.hpp>
+#include <optional>
 #include <utility>
 
 #include "base/duration.h"
@@ -461,27 +462,30 @@ void Supervisor::AnnounceRestart(const PolicyAction& action) {
 }
 
 void Supervisor::OnRankExit(int local_rank, WorkerExit exit) {
+  std::optional<RankRecord> record;
   for (const RankRecord& r : group_->Records()) {
-    if (r.local_rank == local_rank) {
-      config_.events->On(JobEvent::RankExit(r.restart_count, r.rank, local_rank, r.pid, exit));
-    }
+    if (r.local_rank == local_rank) record = r;
   }
+  if (record) {
+    config_.events->On(
+        JobEvent::RankExit(record->restart_count, record->rank, local_rank, record->pid, exit));
+  }
+  const int rank = record ? record->rank : local_rank;
+  const pid_t pid = record ? record->pid : -1;
   if (state_.phase == Phase::kRunning) {
     group_->MarkExitedWhileRunning(local_rank);
     if (!exit.success()) {
-      pid_t pid = -1;
-      int rank = local_rank;
-      for (const RankRecord& r : group_->Records()) {
-        if (r.local_rank == local_rank) {
-          pid = r.pid;
-          rank = r.rank;
-        }
-      }
       log_.error(
           "rank {} (local rank {}, pid {}) failed with {}; stopping the other ranks "
           "(SIGTERM, SIGKILL after {})",
           rank, local_rank, pid, exit.Describe(), Seconds(config_.grace, -1));
     }
+  } else if (state_.cause == StopCause::kJob && exit.kind == WorkerExit::Kind::kExited &&
+             exit.value != 0) {
+    // Another node's failure stopped the job, but this rank exited with a code of its own: it
+    // may be the real cause, whose report lost the race to the marker (docs/multinode.md).
+    log_.warn("rank {} (local rank {}, pid {}) exited with {} while the job stopped", rank,
+              local_rank, pid, exit.Describe());
   }
   Dispatch(PolicyEvent::RankExited(local_rank, exit));
   ScheduleDrainCheck();

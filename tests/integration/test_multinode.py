@@ -43,7 +43,10 @@ dist.all_reduce(t)
 assert t.item() == world * (world + 1) / 2, (t.item(), world)
 if os.environ.get("FAIL_RANK") == str(rank) and os.environ.get("FAIL_ATTEMPT", "0") == str(attempt):
     print("rank %d fails on purpose in attempt %d" % (rank, attempt), flush=True)
-    sys.exit(int(os.environ.get("FAIL_CODE", "7")))
+    # Not sys.exit: the interpreter's shutdown closes the group's sockets long before the
+    # process is gone, and its peers could fail and be reaped first.  os._exit makes the
+    # sockets' close and the exit one event.
+    os._exit(int(os.environ.get("FAIL_CODE", "7")))
 if os.environ.get("HOLD") == "1":
     open(os.path.join(work, "ready.%d.%d" % (attempt, rank)), "w").close()
     time.sleep(300)
@@ -182,11 +185,25 @@ class MultiNode(unittest.TestCase):
         hosts = self.hosts(2)
         env = {"FAIL_RANK": "2", "FAIL_CODE": "9"}
         jobs = [self.node(hosts, i, 2, extra_env=env) for i in range(2)]
-        self.assertEqual(self.wait_all(jobs), [9, 9], [j.stderr for j in jobs])
+        codes = self.wait_all(jobs)
+        stderrs = [j.stderr for j in jobs]
+        # Every node exits with the code of the stop's rank.  Normally that is rank 2; but node
+        # 0's ranks see their gloo peer close and may fail, and node 0 may publish that before
+        # node 1's report arrives (the race in docs/multinode.md): then the stop names a rank of
+        # node 0, and node 1 still reports rank 2's own code.
+        self.assertIn(codes, ([9, 9], [1, 1]), stderrs)
+        if codes == [9, 9]:
+            stop = (r"rank 2 \(local rank 0\) on node 1 \(\S+, 198\.18\.0\.2\) failed with exit "
+                    r"code 9")
+        else:
+            stop = (r"rank [01] \(local rank [01]\) on node 0 \(\S+, 198\.18\.0\.1\) failed with "
+                    r"exit code 1")
+            self.assertRegex(jobs[0].stderr, r"Connection (closed|reset) by peer")
         for job in jobs:
-            self.assertRegex(job.stderr, r"the job stopped: rank 2 \(local rank 0\) on node 1 "
-                                         r"\(\S+, 198\.18\.0\.2\) failed with exit code 9")
-            self.assertIn("exit code 9 (rank_failed)", job.stderr)
+            self.assertRegex(job.stderr, r"the job stopped: " + stop)
+            self.assertIn("exit code %d (rank_failed)" % codes[0], job.stderr)
+        self.assertRegex(jobs[1].stderr, r"rank 2 \(local rank 0, pid \d+\) (failed|exited) with "
+                                         r"exit code 9")
         self.assert_nothing_left(hosts)
 
     def test_killed_node_is_noticed_and_the_others_exit_4(self):

@@ -476,6 +476,52 @@ TEST_CASE("supervisor: job mode stops the ranks when the job says so", "[supervi
   CHECK(job.events == std::vector<std::string>{"drained failed", "finished 7"});
 }
 
+TEST_CASE("supervisor: job mode reports a rank that exits with its own code while the job stops",
+          "[supervisor]") {
+  // The real cause may be this node's rank, whose report lost the race to another node's
+  // marker: its code must still reach this node's output.
+  Fixture f;
+  ScriptedJob job;
+  job.final_code = 1;
+  SupervisorConfig config;
+  config.policy.nranks = 2;
+  config.policy.agent_decides = true;
+  const std::string trapped = f.dir.File("trapped");
+  const std::string ready = f.dir.File("ready");
+  testing::MakeFifo(ready);
+  FunctionPlanner planner([&](int) -> Result<std::vector<RankLaunch>> {
+    return std::vector<RankLaunch>{
+        f.Rank(0, {"trap", "TERM", trapped, "9", "fifo", ready, "x", "pause"}),
+        f.Rank(1, {"pause"})};
+  });
+  Supervisor supervisor(WorkerGroupDeps{f.io, f.spawner, f.watcher, f.writer, f.flow, nullptr,
+                                        f.out, f.err, std::chrono::milliseconds(20)},
+                        f.log, config, planner, nullptr, &job);
+  job.supervisor = &supervisor;
+  boost::asio::post(f.io, [&] { supervisor.JobStart(0); });
+  // The job stops once rank 0's trap is in place.
+  std::thread stopper([&] {
+    testing::ReadFile(ready);
+    boost::asio::post(f.io, [&] { supervisor.JobStop(); });
+  });
+  const JobOutcome outcome = supervisor.Run();
+  stopper.join();
+  f.io.poll();
+  f.writer.Finish(std::chrono::seconds(10));
+  CHECK(testing::ReadFile(trapped) == "TERM\n");
+  CHECK(outcome.exit_code == 1);
+  REQUIRE(outcome.records.size() == 2);
+  CHECK(outcome.records[0].exit == WorkerExit::Exited(9));
+  CHECK(outcome.records[1].exit == WorkerExit::Signaled(SIGTERM));
+  const std::string log = f.log_text.str();
+  CHECK_THAT(log, Catch::Contains("warning: rank 0 (local rank 0, pid " +
+                                  std::to_string(outcome.records[0].pid) +
+                                  ") exited with exit code 9 while the job stopped"));
+  // A rank that died of the stop's own signal is not news.
+  CHECK_THAT(log, !Catch::Contains("rank 1 (local rank 1"));
+  CHECK(job.events == std::vector<std::string>{"drained failed", "finished 1"});
+}
+
 TEST_CASE("supervisor: job mode, a signal before the job starts ends the node at once",
           "[supervisor]") {
   Fixture f;
