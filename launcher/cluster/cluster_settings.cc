@@ -54,6 +54,7 @@ job::NodeRegistration MakeRegistration(const LaunchSpec& spec, const RankRuntime
   reg.pid = static_cast<int>(::getpid());
   reg.addr = spec.local_addr;  // --local-addr; empty: the address that routes to the master
   reg.incarnation = NewIncarnation();
+  reg.node_plans = true;
   return reg;
 }
 

@@ -278,10 +278,52 @@ void Coordinator::PublishPlan(job::JobPlan plan) {
       log_.info("rendezvous complete in {:.0f} ms: {}", Ms(Clock::now() - started_).count(), nodes);
     }
   }
-  if (!plan.abort) epoch_began_ = Clock::now();
-  std::string text = job::Encode(plan);
-  plans_[plan.epoch] = text;
-  board_.PublishPlan(plan.epoch, text);
+  if (plan.abort) {
+    // Small, and for every node that waits: the whole plan's key (older nodes) and each
+    // member's own.
+    const std::string text = job::Encode(plan);
+    board_.PublishPlan(plan.epoch, text);
+    for (const auto& [node, m] : state_.members) {
+      if (m.reg.node_plans) board_.PublishNodePlan(plan.epoch, node, text);
+    }
+    return;
+  }
+  epoch_began_ = Clock::now();
+  const int epoch = plan.epoch;
+  Published& published = plans_[epoch] = Publish(std::move(plan));
+  const job::JobPlan& whole = published.plan;
+  // Each node reads its own plan, so that the bytes leaving node 0 per epoch grow with the
+  // nodes, not with their square (bench.scale); the whole plan is written only while a node
+  // of an older gculaunch is in it.
+  bool older = false;
+  for (std::size_t i = 0; i < whole.nodes.size(); ++i) {
+    const int node = whole.nodes[i].id;
+    auto member = state_.members.find(node);
+    if (member != state_.members.end() && member->second.reg.node_plans) {
+      board_.PublishNodePlan(whole.epoch, node, job::Encode(job::PlanFor(whole, whole.nodes[i])));
+    } else {
+      older = true;
+    }
+  }
+  if (older) board_.PublishPlan(whole.epoch, PlanTextFor(published, -1));
+}
+
+Coordinator::Published Coordinator::Publish(job::JobPlan plan) {
+  Published published;
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) published.entry[plan.nodes[i].id] = i;
+  published.plan = std::move(plan);
+  return published;
+}
+
+std::string Coordinator::PlanTextFor(Published& published, int node) {
+  auto member = state_.members.find(node);
+  auto entry = published.entry.find(node);
+  if (member != state_.members.end() && member->second.reg.node_plans &&
+      entry != published.entry.end()) {
+    return job::Encode(job::PlanFor(published.plan, published.plan.nodes[entry->second]));
+  }
+  if (published.whole.empty()) published.whole = job::Encode(published.plan);
+  return published.whole;
 }
 
 // A crash loop backs off: node 0 decides the wait for every node (they wait for the plan).
@@ -305,9 +347,17 @@ void Coordinator::Execute(const CoordinatorAction& action) {
   using K = CoordinatorAction::Kind;
   switch (action.kind) {
     case K::kAdmit: {
+      if (action.plan.abort) {
+        board_.Admit(action.node, action.seq, job::Encode(action.plan));
+        break;
+      }
       auto plan = plans_.find(action.plan.epoch);
-      const bool same = !action.plan.abort && plan != plans_.end();
-      board_.Admit(action.node, action.seq, same ? plan->second : job::Encode(action.plan));
+      if (plan == plans_.end()) {
+        Published once = Publish(action.plan);
+        board_.Admit(action.node, action.seq, PlanTextFor(once, action.node));
+      } else {
+        board_.Admit(action.node, action.seq, PlanTextFor(plan->second, action.node));
+      }
       break;
     }
     case K::kPublishPlan:

@@ -105,7 +105,17 @@ class Coordinator {
   std::map<int, int> next_join_;                               ///< the join watched per node
   int next_id_ = 1;             ///< elastic: the node id whose first join request is watched next
   bool info_complete_ = false;  ///< job/info holds node 0's own registration
-  std::map<int, std::string> plans_;  ///< encoded plan per epoch, as admissions repeat it
+  /// A published plan, as admissions repeat it.
+  struct Published {
+    job::JobPlan plan;
+    std::map<int, std::size_t> entry;  ///< node key -> its entry in plan.nodes
+    std::string whole;                 ///< plan encoded, once a node of an older gculaunch asks
+  };
+  static Published Publish(job::JobPlan plan);
+  /// What node `node` reads of `published`: its own plan, or the whole one for a node of a
+  /// gculaunch before per-node plans.
+  std::string PlanTextFor(Published& published, int node);
+  std::map<int, Published> plans_;  ///< per epoch (not aborts)
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer heartbeat_timer_;

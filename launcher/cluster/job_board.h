@@ -45,7 +45,8 @@ class AgentBoard {
   virtual void Beat(int seq, std::function<void(std::string)> on_lost) = 0;
   virtual void Quiet() = 0;
   virtual void WaitAdmission(int seq, Text done) = 0;
-  virtual void WaitPlan(int epoch, Text done) = 0;
+  /// The plan of `epoch`: this node's own (`own`, job/nodeplan/<e>/<k>) or the whole one.
+  virtual void WaitPlan(int epoch, bool own, Text done) = 0;
   virtual void WaitMarker(int epoch, Text done) = 0;
   /// First writer wins; `done` gets the epoch's marker afterwards.
   virtual void PublishMarker(int epoch, const std::string& marker, Text done) = 0;
@@ -81,6 +82,8 @@ class CoordinatorBoard {
   virtual bool JoinExists(int node, int seq) const = 0;
   virtual void Admit(int node, int seq, const std::string& plan) = 0;
   virtual void PublishPlan(int epoch, const std::string& plan) = 0;
+  /// Node `node`'s own plan of `epoch` (job_protocol.h, PlanFor).
+  virtual void PublishNodePlan(int epoch, int node, const std::string& plan) = 0;
   virtual void PublishMarker(int epoch, const std::string& marker) = 0;
   virtual void WatchMarker(int epoch, Text text) = 0;
   virtual void WatchDone(int epoch, int node, Fired fired) = 0;

@@ -1,6 +1,7 @@
 #include "launcher/cluster/job_protocol.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "base/exit_codes.h"
@@ -21,6 +22,9 @@ std::string DumpKey(int request, int node) {
 }
 std::string ProgressKey(int node) { return "job/progress/" + std::to_string(node); }
 std::string PlanKey(int epoch) { return "job/plan/" + std::to_string(epoch); }
+std::string NodePlanKey(int epoch, int node) {
+  return "job/nodeplan/" + std::to_string(epoch) + "/" + std::to_string(node);
+}
 std::string StopKey(int epoch) { return "job/stop/" + std::to_string(epoch); }
 std::string DoneKey(int epoch, int node) {
   return "job/done/" + std::to_string(epoch) + "/" + std::to_string(node);
@@ -189,7 +193,8 @@ std::string Encode(const NodeRegistration& r) {
               {"pid", r.pid},
               {"incarnation", r.incarnation},
               {"last_epoch", r.last_epoch},
-              {"last_restarts", r.last_restarts}}
+              {"last_restarts", r.last_restarts},
+              {"node_plans", r.node_plans}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -210,6 +215,10 @@ std::string Encode(const JobPlan& plan) {
   json doc = {{"epoch", plan.epoch},           {"restarts", plan.restarts},
               {"world_size", plan.world_size}, {"ranks_port", plan.ranks_port},
               {"backoff_s", plan.backoff_s},   {"nodes", std::move(nodes)}};
+  if (plan.nnodes > 0) {  // a node's own plan; a reader before them ignores these fields
+    doc["nnodes"] = plan.nnodes;
+    doc["leader_addr"] = plan.leader_addr;
+  }
   doc["abort"] = plan.abort ? MarkerJson(*plan.abort) : json(nullptr);
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -250,6 +259,10 @@ Result<NodeRegistration> DecodeRegistration(std::string_view text) {
   r.last_epoch = *last_epoch;
   r.min_nodes = *min_nodes;
   r.last_restarts = *last_restarts;
+  if (auto plans = doc->find("node_plans"); plans != doc->end()) {  // absent: an older one
+    if (!plans->is_boolean()) return FieldError(what, "node_plans", "expected true or false");
+    r.node_plans = plans->get<bool>();
+  }
   if (doc->contains("hang")) {  // absent: a version before --hang-timeout, which agrees
     auto hang = TextField(*doc, what, "hang");
     if (!hang.ok()) return hang.error();
@@ -322,6 +335,14 @@ Result<JobPlan> DecodePlan(std::string_view text) {
   if (nodes == doc->end() || !nodes->is_array()) {
     return FieldError(what, "nodes", "expected a list");
   }
+  if (doc->contains("nnodes")) {  // a node's own plan
+    auto nnodes = IntField(*doc, what, "nnodes", 1);
+    if (!nnodes.ok()) return nnodes.error();
+    auto leader = TextField(*doc, what, "leader_addr");
+    if (!leader.ok()) return leader.error();
+    plan.nnodes = *nnodes;
+    plan.leader_addr = *leader;
+  }
   int next_offset = 0;
   for (const json& n : *nodes) {
     if (!n.is_object()) return FieldError(what, "nodes", "expected a list of objects");
@@ -338,8 +359,14 @@ Result<JobPlan> DecodePlan(std::string_view text) {
     if (!host.ok()) return host.error();
     if (!addr.ok()) return addr.error();
     // The ranks' RANK values come from these offsets: a gap or an overlap would give two ranks
-    // one RANK, so the plan must be exactly 0, 1, ... with contiguous offsets.
-    if (*rank != static_cast<int>(plan.nodes.size()) || *offset != next_offset) {
+    // one RANK, so the plan must be exactly 0, 1, ... with contiguous offsets; a node's own
+    // plan holds one entry, inside the job.
+    if (plan.nnodes > 0) {
+      if (!plan.nodes.empty() || *rank >= plan.nnodes ||
+          static_cast<std::int64_t>(*offset) + *nproc > plan.world_size) {
+        return FieldError(what, "nodes", "a node's own plan holds one node inside the job");
+      }
+    } else if (*rank != static_cast<int>(plan.nodes.size()) || *offset != next_offset) {
       return FieldError(what, "nodes", "node ranks or rank offsets are out of order");
     }
     node.node_rank = *rank;
@@ -352,10 +379,36 @@ Result<JobPlan> DecodePlan(std::string_view text) {
     plan.nodes.push_back(std::move(node));
   }
   // An abort plan carries no ranks to start, so its sizes need not add up.
-  if (!plan.abort && next_offset != plan.world_size) {
+  if (plan.abort) return plan;
+  if (plan.nnodes > 0 && plan.nodes.empty()) {
+    return FieldError(what, "nodes", "a node's own plan holds one node inside the job");
+  }
+  if (plan.nnodes == 0 && next_offset != plan.world_size) {
     return FieldError(what, "world_size", "is not the sum of the nodes' nproc");
   }
   return plan;
+}
+
+JobPlan PlanFor(const JobPlan& plan, const PlanNode& entry) {
+  JobPlan own;
+  own.epoch = plan.epoch;
+  own.restarts = plan.restarts;
+  own.world_size = plan.world_size;
+  own.ranks_port = plan.ranks_port;
+  own.backoff_s = plan.backoff_s;
+  own.nodes = {entry};
+  own.nnodes = NodeCount(plan);
+  own.leader_addr = LeaderAddr(plan);
+  return own;
+}
+
+int NodeCount(const JobPlan& plan) {
+  return plan.nnodes > 0 ? plan.nnodes : static_cast<int>(plan.nodes.size());
+}
+
+std::string LeaderAddr(const JobPlan& plan) {
+  if (plan.nnodes > 0) return plan.leader_addr;
+  return plan.nodes.empty() ? std::string() : plan.nodes[0].addr;
 }
 
 JobPlan MakePlanForTest(std::vector<NodeRegistration> regs, int epoch, int ranks_port) {

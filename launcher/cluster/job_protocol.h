@@ -8,9 +8,17 @@
 //   job/join/<k>/<s>    NodeRegistration: node k's join request s (every gculaunch start,
 //                       and every return after a loss, is a new request)
 //   job/admit/<k>/<s>   the coordinator's answer to join request s: the JobPlan the node
-//                       starts with, or an abort (refused, or the job ended meanwhile)
+//                       starts with (its own plan when it reads per-node plans), or an
+//                       abort (refused, or the job ended meanwhile)
 //   job/plan/<e>        JobPlan of epoch e, written by the coordinator: the "go" for the
-//                       nodes that stayed; or an abort when epoch e will never run
+//                       nodes that stayed; or an abort when epoch e will never run.  Read
+//                       by nodes of a gculaunch before per-node plans (their registration
+//                       has no "node_plans"); written only while such a node is a member,
+//                       and for aborts
+//   job/nodeplan/<e>/<k> node k's own plan of epoch e (PlanFor): the same "go" with only
+//                       node k's entry, the node count and node rank 0's address, so that
+//                       the bytes leaving node 0 per epoch grow with the nodes, not with
+//                       their square; for every node whose registration says "node_plans"
 //   job/stop/<e>        StopMarker of epoch e, first writer wins (COMPARE_SET from ""):
 //                       a rank failed, a node was lost or left, or every node finished
 //   job/done/<e>/<k>    node k's ranks of epoch e all exited 0 and were reaped
@@ -54,6 +62,7 @@ std::string JoinSeqKey(int node);
 std::string JoinKey(int node, int seq);
 std::string AdmitKey(int node, int seq);
 std::string PlanKey(int epoch);
+std::string NodePlanKey(int epoch, int node);
 std::string StopKey(int epoch);
 std::string DoneKey(int epoch, int node);
 std::string ReapedKey(int epoch, int node);
@@ -93,6 +102,9 @@ struct NodeRegistration {
   std::string incarnation;  ///< fresh per gculaunch start: tells a restarted node from the old
   int last_epoch = -1;      ///< the last epoch this gculaunch ran ranks in; -1: none yet
   int last_restarts = -1;   ///< the restarts the job had used in that epoch
+  /// This gculaunch reads its own plan (job/nodeplan/<e>/<k>, and its own admission); false:
+  /// an older one, which reads the whole plan from job/plan/<e>.
+  bool node_plans = false;
   bool operator==(const NodeRegistration&) const = default;
 };
 
@@ -146,7 +158,11 @@ struct JobPlan {
   int world_size = 0;
   /// MASTER_PORT for the ranks; 0: the one the nodes meet on (the agent store).
   int ranks_port = 0;
-  std::vector<PlanNode> nodes;  ///< in node-rank order
+  std::vector<PlanNode> nodes;  ///< in node-rank order; a node's own plan: its entry alone
+  /// A node's own plan (PlanFor): the job's node count, as `nodes` holds only the reader's
+  /// entry; 0: `nodes` is the whole list.
+  int nnodes = 0;
+  std::string leader_addr;  ///< a node's own plan: the address of node rank 0
   std::optional<StopMarker> abort;
   /// The back-off the job waited before this epoch (--restart-backoff); 0: none.
   double backoff_s = 0;
@@ -172,6 +188,15 @@ JobPlan MakePlanForTest(std::vector<NodeRegistration> regs, int epoch, int ranks
 /// The same with the nodes in the order given (elastic: node rank = position; a node's id is
 /// its registration's node_rank).
 JobPlan MakeOrderedPlan(const std::vector<NodeRegistration>& regs, int epoch, int ranks_port);
+
+/// The own plan, of a whole `plan`, of the node whose entry is `entry`: that entry alone, the
+/// node count and node rank 0's address (O(1) in the nodes: the coordinator makes one per node).
+/// REQUIRES: `plan` is not an abort, and `entry` is one of its nodes.
+JobPlan PlanFor(const JobPlan& plan, const PlanNode& entry);
+/// The nodes in the epoch, from a whole plan or a node's own.
+int NodeCount(const JobPlan& plan);
+/// The address of node rank 0, from a whole plan or a node's own ("" when unknown).
+std::string LeaderAddr(const JobPlan& plan);
 
 /// Whether the job `reg` belongs to takes the elastic path (--nnodes MIN:MAX with MIN < MAX, or
 /// any job whose leader is elected, where MIN = MAX is a fixed size).

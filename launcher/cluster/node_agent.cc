@@ -197,6 +197,9 @@ job::JobPlan Unreadable(int epoch, const std::string& what) {
 void NodeAgent::Admitted(Result<std::string> text) {
   auto plan = job::DecodePlan(*text);
   if (!plan.ok()) plan = Unreadable(state_.last_epoch + 1, plan.error().what);
+  // A node 0 that sends this node its own plan writes the later ones to its own key too; an
+  // older one writes only the whole plan.
+  if (!plan->abort) own_plans_ = plan->nnodes > 0;
   lost_since_.reset();
   Dispatch(AgentEvent::Plan(std::move(*plan)));
 }
@@ -287,14 +290,12 @@ void NodeAgent::StartRanks(const AgentAction& action) {
   layout.rank_offset = mine->rank_offset;
   layout.world_size = plan.world_size;
   layout.node_rank = mine->node_rank;
-  layout.nnodes = static_cast<int>(plan.nodes.size());
+  layout.nnodes = job::NodeCount(plan);
   layout.restarts = job::RestartsOf(plan);
   layout.ranks_port = port;
   // An elected leader: the ranks' store is wherever the plan's node rank 0 runs, so
   // MASTER_ADDR is that node's address (MASTER_PORT the plan's ranks port).
-  if (settings_.config.elected_leader && !plan.nodes.empty()) {
-    layout.master_addr = plan.nodes[0].addr;
-  }
+  if (settings_.config.elected_leader) layout.master_addr = job::LeaderAddr(plan);
   planner_.ApplyLayout(layout);
   if (job::Elastic(settings_.registration)) LogElasticLayout(plan, *mine);
   const std::string ranks = mine->nproc == 1
@@ -302,7 +303,7 @@ void NodeAgent::StartRanks(const AgentAction& action) {
                                 : "ranks " + std::to_string(mine->rank_offset) + "-" +
                                       std::to_string(mine->rank_offset + mine->nproc - 1);
   if (plan.epoch == 0) {
-    log_.info("all {} nodes joined; WORLD_SIZE={}, this node runs {}", plan.nodes.size(),
+    log_.info("all {} nodes joined; WORLD_SIZE={}, this node runs {}", job::NodeCount(plan),
               plan.world_size, ranks);
   } else if (job::Elastic(settings_.registration)) {
     // LogElasticLayout said it all.
@@ -328,32 +329,35 @@ void NodeAgent::StartRanks(const AgentAction& action) {
     settings_.events->On(restart);
   }
   settings_.events->On(JobEvent::Rendezvous(
-      plan.epoch, static_cast<int>(plan.nodes.size()), plan.world_size,
+      plan.epoch, job::NodeCount(plan), plan.world_size,
       std::chrono::duration<double>(Clock::now() -
                                     (stop_seen_ == Clock::time_point{} ? started_ : stop_seen_))
           .count()));
   supervisor_->JobStart(plan.epoch);
 }
 
-// Elastic: each epoch's node ranks, in the form of the start's layout line.
+// Elastic: each epoch's node ranks, in the form of the start's layout line.  A node's own
+// plan does not list the others (node 0's log names who joined and who left).
 void NodeAgent::LogElasticLayout(const job::JobPlan& plan, const job::PlanNode& mine) {
   std::string nodes;
-  for (const job::PlanNode& n : plan.nodes) {
-    if (!nodes.empty()) nodes += ", ";
-    nodes += std::to_string(n.node_rank) + "=" + (n.host.empty() ? n.addr : n.host) + " x" +
-             std::to_string(n.nproc);
+  if (plan.nnodes == 0 && !plan.nodes.empty()) {  // the whole plan (an older node 0)
+    for (const job::PlanNode& n : plan.nodes) {
+      nodes += (nodes.empty() ? " [" : ", ") + std::to_string(n.node_rank) + "=" +
+               (n.host.empty() ? n.addr : n.host) + " x" + std::to_string(n.nproc);
+    }
+    nodes += "]";
   }
   log_.info(
-      "layout: epoch {}: {} nodes [{}], this node is node rank {} (GROUP_RANK) with ranks {}-{} "
+      "layout: epoch {}: {} nodes{}, this node is node rank {} (GROUP_RANK) with ranks {}-{} "
       "of WORLD_SIZE={} (TORCHELASTIC_RESTART_COUNT={})",
-      plan.epoch, plan.nodes.size(), nodes, mine.node_rank, mine.rank_offset,
+      plan.epoch, job::NodeCount(plan), nodes, mine.node_rank, mine.rank_offset,
       mine.rank_offset + mine.nproc - 1, plan.world_size, job::RestartsOf(plan));
 }
 
 // A node that stayed in the job: the next epoch's plan (or its abort).
 void NodeAgent::WaitPlan(int epoch) {
   ArmProgress();
-  board_.WaitPlan(epoch, Current([this, epoch](Result<std::string> text) {
+  board_.WaitPlan(epoch, own_plans_, Current([this, epoch](Result<std::string> text) {
                     if (!text.ok()) {
                       Dispatch(AgentEvent::Node0Lost(text.error().what));
                       return;

@@ -122,6 +122,9 @@ class NodeAgent : public JobLink {
   std::chrono::steady_clock::time_point stop_seen_{};  ///< when the last marker arrived
   /// While joining again: when node 0 (or this node's place in the job) was lost.
   std::optional<std::chrono::steady_clock::time_point> lost_since_;
+  /// Node 0 writes this node's own plan (job/nodeplan/<e>/<k>); false: only the whole one (an
+  /// older gculaunch).  Learnt from each admission.
+  bool own_plans_ = false;
   int joins_ = 0;  ///< join attempts so far (a generation for the board's callbacks)
   int seq_ = 0;    ///< the join request the coordinator admitted (0: none yet)
   bool connected_ = false;

@@ -69,8 +69,8 @@ void StoreAgentBoard::WaitAdmission(int seq, Text done) {
   link_.WaitGet(job::AdmitKey(node_, seq), std::move(done));
 }
 
-void StoreAgentBoard::WaitPlan(int epoch, Text done) {
-  link_.WaitGet(job::PlanKey(epoch), std::move(done));
+void StoreAgentBoard::WaitPlan(int epoch, bool own, Text done) {
+  link_.WaitGet(own ? job::NodePlanKey(epoch, node_) : job::PlanKey(epoch), std::move(done));
 }
 
 void StoreAgentBoard::WaitMarker(int epoch, Text done) {
@@ -156,6 +156,10 @@ void StoreCoordinatorBoard::Admit(int node, int seq, const std::string& plan) {
 
 void StoreCoordinatorBoard::PublishPlan(int epoch, const std::string& plan) {
   server_.Set(job::PlanKey(epoch), plan);
+}
+
+void StoreCoordinatorBoard::PublishNodePlan(int epoch, int node, const std::string& plan) {
+  server_.Set(job::NodePlanKey(epoch, node), plan);
 }
 
 void StoreCoordinatorBoard::PublishMarker(int epoch, const std::string& marker) {

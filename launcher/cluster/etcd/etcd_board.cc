@@ -231,8 +231,8 @@ void EtcdAgentBoard::WaitAdmission(int seq, Text done) {
   keys_->WaitKey(job::AdmitKey(node_, seq), std::move(done));
 }
 
-void EtcdAgentBoard::WaitPlan(int epoch, Text done) {
-  keys_->WaitKey(job::PlanKey(epoch), std::move(done));
+void EtcdAgentBoard::WaitPlan(int epoch, bool own, Text done) {
+  keys_->WaitKey(own ? job::NodePlanKey(epoch, node_) : job::PlanKey(epoch), std::move(done));
 }
 
 void EtcdAgentBoard::WaitMarker(int epoch, Text done) {
@@ -420,6 +420,10 @@ void EtcdCoordinatorBoard::Admit(int node, int seq, const std::string& plan) {
 
 void EtcdCoordinatorBoard::PublishPlan(int epoch, const std::string& plan) {
   Write(etcd::RequestOp::Put(Key(job::PlanKey(epoch)), plan), false);
+}
+
+void EtcdCoordinatorBoard::PublishNodePlan(int epoch, int node, const std::string& plan) {
+  Write(etcd::RequestOp::Put(Key(job::NodePlanKey(epoch, node)), plan), false);
 }
 
 void EtcdCoordinatorBoard::PublishMarker(int epoch, const std::string& marker) {

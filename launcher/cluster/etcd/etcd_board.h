@@ -61,7 +61,7 @@ class EtcdAgentBoard : public AgentBoard {
   void Beat(int seq, std::function<void(std::string)> on_lost) override;
   void Quiet() override;
   void WaitAdmission(int seq, Text done) override;
-  void WaitPlan(int epoch, Text done) override;
+  void WaitPlan(int epoch, bool own, Text done) override;
   void WaitMarker(int epoch, Text done) override;
   void PublishMarker(int epoch, const std::string& marker, Text done) override;
   void ReportDone(int epoch, Done done) override;
@@ -126,6 +126,7 @@ class EtcdCoordinatorBoard : public CoordinatorBoard {
   bool JoinExists(int node, int seq) const override;
   void Admit(int node, int seq, const std::string& plan) override;
   void PublishPlan(int epoch, const std::string& plan) override;
+  void PublishNodePlan(int epoch, int node, const std::string& plan) override;
   void PublishMarker(int epoch, const std::string& marker) override;
   void WatchMarker(int epoch, Text text) override;
   void WatchDone(int epoch, int node, Fired fired) override;

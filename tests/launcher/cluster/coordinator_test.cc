@@ -260,3 +260,86 @@ TEST_CASE("coordinator: a stranger from another job is refused and the job goes 
 }
 
 }  // namespace gculaunch
+
+namespace gculaunch {
+namespace {
+
+// The plan node `node` reads for `epoch` from its own key, decoded.
+job::JobPlan OwnPlan(JobFixture& f, int epoch, int node) {
+  auto text = f.server->Get(job::NodePlanKey(epoch, node));
+  REQUIRE(text.has_value());
+  auto plan = job::DecodePlan(*text);
+  REQUIRE(plan.ok());
+  return *plan;
+}
+
+}  // namespace
+
+TEST_CASE("coordinator: each node reads its own plan, not the whole job's", "[coordinator]") {
+  // The bytes leaving node 0 per epoch grow with the nodes, not with their square (bench.scale).
+  JobFixture f(3, /*restarts=*/1);
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 2);
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].ranks->Called("start 0") && f.nodes[1].ranks->Called("start 0") &&
+           f.nodes[2].ranks->Called("start 0");
+  }));
+  auto admission = job::DecodePlan(*f.server->Get(job::AdmitKey(2, 1)));
+  REQUIRE(admission.ok());
+  CHECK(admission->nnodes == 3);
+  REQUIRE(admission->nodes.size() == 1);
+  CHECK(admission->nodes[0].rank_offset == 4);
+  f.nodes[1].ranks->Fail(3, 7);  // epoch 1 reaches the nodes that stayed through their own keys
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].ranks->Called("start 1") && f.nodes[1].ranks->Called("start 1") &&
+           f.nodes[2].ranks->Called("start 1");
+  }));
+  CHECK_FALSE(f.server->Get(job::PlanKey(0)).has_value());
+  CHECK_FALSE(f.server->Get(job::PlanKey(1)).has_value());
+  for (int k = 0; k < 3; ++k) {
+    const job::JobPlan own = OwnPlan(f, 1, k);
+    CHECK(own.epoch == 1);
+    CHECK(own.nnodes == 3);
+    CHECK(own.world_size == 6);
+    CHECK(own.leader_addr == "127.0.0.1");
+    REQUIRE(own.nodes.size() == 1);
+    CHECK(own.nodes[0].node_rank == k);
+    CHECK(own.nodes[0].rank_offset == 2 * k);
+  }
+  auto env = f.RankEnv(2, 1, 1);
+  CHECK(env["RANK"] == "5");
+  CHECK(env["WORLD_SIZE"] == "6");
+  CHECK(env["GROUP_RANK"] == "2");
+  CHECK(env["GROUP_WORLD_SIZE"] == "3");
+}
+
+TEST_CASE("coordinator: a node of a gculaunch before per-node plans still reads the whole plan",
+          "[coordinator]") {
+  JobFixture f(3, /*restarts=*/1);
+  f.older = {1};
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 2);
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].ranks->Called("start 0") && f.nodes[1].ranks->Called("start 0") &&
+           f.nodes[2].ranks->Called("start 0");
+  }));
+  // Its admission is the whole plan, which an older agent can read.
+  auto admission = job::DecodePlan(*f.server->Get(job::AdmitKey(1, 1)));
+  REQUIRE(admission.ok());
+  CHECK(admission->nnodes == 0);
+  CHECK(admission->nodes.size() == 3);
+  f.nodes[2].ranks->Fail(5, 7);
+  REQUIRE(f.Run([&] {
+    return f.nodes[0].ranks->Called("start 1") && f.nodes[1].ranks->Called("start 1") &&
+           f.nodes[2].ranks->Called("start 1");
+  }));
+  auto whole = job::DecodePlan(*f.server->Get(job::PlanKey(1)));
+  REQUIRE(whole.ok());
+  CHECK(whole->nodes.size() == 3);
+  CHECK_FALSE(f.server->Get(job::NodePlanKey(1, 1)).has_value());
+  CHECK(OwnPlan(f, 1, 2).nodes.size() == 1);
+  CHECK(f.RankEnv(1, 1, 0)["RANK"] == "2");
+  CHECK(f.RankEnv(1, 1, 0)["GROUP_WORLD_SIZE"] == "3");
+}
+
+}  // namespace gculaunch

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -127,6 +128,7 @@ struct JobFixture {
     r.host = "h" + std::to_string(node);
     r.pid = 1000 + node;
     r.incarnation = "inc" + std::to_string(node);
+    r.node_plans = true;
     return r;
   }
 
@@ -165,6 +167,7 @@ struct JobFixture {
     s.registration = Registration(s.config.node_rank, nproc);
     s.registration.pid = 1000 + node;  // a node claiming another's rank differs in pid
     s.registration.incarnation = "inc" + std::to_string(node) + "." + std::to_string(nodes.size());
+    s.registration.node_plans = older.count(node) == 0;
     s.config.rdzv_timeout_s = 60;
     s.rdzv_timeout = std::chrono::seconds(60);
     s.is_node0 = node == 0;
@@ -225,6 +228,8 @@ struct JobFixture {
   int nnodes;
   int max_restarts;
   std::string run_id = "r";  ///< the job identity the next AddNode registers
+  /// Nodes that register as a gculaunch before per-node plans (they read the whole plan).
+  std::set<int> older;
   TempDir dir;
   EnvMap base;
   boost::asio::io_context io;

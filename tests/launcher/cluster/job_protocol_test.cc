@@ -41,6 +41,7 @@ TEST_CASE("job protocol: key names", "[job_protocol]") {
   CHECK(JoinKey(2, 5) == "job/join/2/5");
   CHECK(AdmitKey(2, 5) == "job/admit/2/5");
   CHECK(PlanKey(0) == "job/plan/0");
+  CHECK(NodePlanKey(1, 3) == "job/nodeplan/1/3");
   CHECK(StopKey(3) == "job/stop/3");
   CHECK(DoneKey(1, 2) == "job/done/1/2");
   CHECK(ReapedKey(1, 2) == "job/reaped/1/2");
@@ -170,6 +171,68 @@ TEST_CASE("job protocol: decoders reject what the encoders never write", "[job_p
   auto old_back = DecodePlan(old);
   REQUIRE(old_back.ok());
   CHECK(old_back->backoff_s == 0);
+}
+
+TEST_CASE("job protocol: a node's own plan holds its entry, the node count and the leader",
+          "[job_protocol]") {
+  JobPlan whole = MakePlanForTest({Reg(0, 1), Reg(1, 2), Reg(2, 3)}, 2, 41000);
+  whole.restarts = 1;
+  whole.backoff_s = 0.5;
+  const JobPlan own = PlanFor(whole, whole.nodes[2]);
+  CHECK(own.epoch == 2);
+  CHECK(own.restarts == 1);
+  CHECK(own.world_size == 6);
+  CHECK(own.ranks_port == 41000);
+  CHECK(own.backoff_s == 0.5);
+  CHECK(own.nodes == std::vector<PlanNode>{whole.nodes[2]});
+  CHECK(NodeCount(own) == 3);
+  CHECK(NodeCount(whole) == 3);
+  CHECK(LeaderAddr(own) == "198.18.0.1");
+  CHECK(LeaderAddr(whole) == "198.18.0.1");
+  auto back = DecodePlan(Encode(own));
+  REQUIRE(back.ok());
+  CHECK(*back == own);
+  // Its size grows with nothing: the same bytes for node 2 of 3 as of 3000, give or take digits.
+  JobPlan big = whole;
+  for (int k = 3; k < 3000; ++k) big.nodes.push_back({k, 1, 3 + k, "h", "198.18.1.1", k});
+  big.world_size = 3 + 3000;
+  CHECK(Encode(PlanFor(big, big.nodes[2])).size() < Encode(own).size() + 8);
+
+  // What a node's own plan must hold: one entry, inside the job.
+  JobPlan two = own;
+  two.nodes.push_back(whole.nodes[1]);
+  auto bad_two = DecodePlan(Encode(two));
+  REQUIRE_FALSE(bad_two.ok());
+  CHECK_THAT(bad_two.error().what, Catch::Contains("one node inside the job"));
+  JobPlan outside = own;
+  outside.nodes[0].node_rank = 3;
+  CHECK_FALSE(DecodePlan(Encode(outside)).ok());
+  outside = own;
+  outside.nodes[0].rank_offset = 4;  // 4 + 3 ranks > WORLD_SIZE 6
+  CHECK_FALSE(DecodePlan(Encode(outside)).ok());
+  JobPlan none = own;
+  none.nodes.clear();
+  CHECK_FALSE(DecodePlan(Encode(none)).ok());
+  std::string no_leader = Encode(own);
+  no_leader.replace(no_leader.find("\"leader_addr\""), 2, "\"x");
+  CHECK_FALSE(DecodePlan(no_leader).ok());
+
+  // A registration says whether its gculaunch reads its own plan; an older one's does not.
+  NodeRegistration reg = Reg(1, 2);
+  reg.node_plans = true;
+  auto reg_back = DecodeRegistration(Encode(reg));
+  REQUIRE(reg_back.ok());
+  CHECK(reg_back->node_plans);
+  std::string older = Encode(reg);
+  older.replace(older.find(",\"node_plans\":true"), std::string(",\"node_plans\":true").size(), "");
+  auto older_back = DecodeRegistration(older);
+  REQUIRE(older_back.ok());
+  CHECK_FALSE(older_back->node_plans);
+  std::string wrong = Encode(reg);
+  wrong.replace(wrong.find("true"), 4, "\"yes\"");
+  auto wrong_back = DecodeRegistration(wrong);
+  REQUIRE_FALSE(wrong_back.ok());
+  CHECK_THAT(wrong_back.error().what, Catch::Contains("node_plans"));
 }
 
 TEST_CASE("job protocol: a registration must agree with node 0's", "[job_protocol]") {
