@@ -1,5 +1,6 @@
 #include "launcher/cluster/coordinator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -189,24 +190,36 @@ void Coordinator::ReportLate(Clock::time_point now, Clock::duration late) {
 }
 
 void Coordinator::Dispatch(const CoordinatorEvent& event) {
-  // The state moves through the step: a copy per event would cost a job of N nodes O(N^2)
-  // while it gathers (bench.scale).
-  const MemberFlags before = SnapshotMembers(state_);
+  // The state moves through the step, and the members are walked only when the step changed
+  // them: a copy or a walk per event would cost a job of N nodes O(N^2) while it gathers, and
+  // again in every restart (bench.scale).
   job::CoordinatorStep step = job::Step(std::move(state_), settings_.config, event);
   state_ = std::move(step.state);
-  ReportMembers(before, state_, *settings_.events);
+  std::vector<int> changed = std::move(state_.roster);
+  state_.roster.clear();
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  ReportMembers(changed, state_, members_seen_, *settings_.events);
   for (const CoordinatorAction& action : step.actions) Execute(action);
-  Track();
+  Track(changed);
 }
 
-// Heartbeats, byes and deadlines follow the members the policy keeps.
-void Coordinator::Track() {
+// Heartbeats, byes and deadlines follow the members the policy keeps: those of `changed`, the
+// members the last step added, removed, replaced or lost.
+void Coordinator::Track(const std::vector<int>& changed) {
   const auto now = Clock::now();
   if (auto node0 = state_.members.find(0); node0 != state_.members.end() && !info_complete_) {
     board_.PublishJobInfo(job::Encode(node0->second.reg));  // now with node 0's address
     info_complete_ = true;
   }
-  for (const auto& [node, m] : state_.members) {
+  for (const int node : changed) {
+    auto it = state_.members.find(node);
+    if (it == state_.members.end()) {
+      beats_.erase(node);
+      away_.erase(node);
+      continue;
+    }
+    const job::Member& m = it->second;
     if (m.away) {
       beats_.erase(node);
       away_.try_emplace(node, now);
@@ -216,17 +229,11 @@ void Coordinator::Track() {
     auto beat = beats_.find(node);
     if (beat != beats_.end() && beat->second.seq == m.seq) continue;
     beats_[node] = Beat{m.seq, "", job::PeerSilence(now, lag_.total())};
-    const int who = node;  // a structured binding cannot be captured (clang 14)
     const int seq = m.seq;
-    board_.WatchBye(who, seq, lifetime_.Wrap([this, who, seq](int code) {
-      Dispatch(CoordinatorEvent::Bye(who, seq, code));
+    board_.WatchBye(node, seq, lifetime_.Wrap([this, node, seq](int code) {
+      Dispatch(CoordinatorEvent::Bye(node, seq, code));
     }));
   }
-  std::erase_if(beats_, [&](const auto& b) {
-    auto m = state_.members.find(b.first);
-    return m == state_.members.end() || m->second.away;
-  });
-  std::erase_if(away_, [&](const auto& a) { return state_.members.count(a.first) == 0; });
 }
 
 void Coordinator::WatchEpoch(int epoch) {

@@ -38,6 +38,7 @@
 #include "launcher/cluster/coordinator_policy.h"
 #include "launcher/cluster/job_board.h"
 #include "launcher/cluster/liveness.h"
+#include "launcher/cluster/member_events.h"
 #include "launcher/run/job_events.h"
 
 namespace gculaunch {
@@ -79,7 +80,7 @@ class Coordinator {
   void WatchIds(int id);
   void Dispatch(const job::CoordinatorEvent& event);
   void Execute(const job::CoordinatorAction& action);
-  void Track();
+  void Track(const std::vector<int>& changed);
   void WatchEpoch(int epoch);
   void PublishPlan(job::JobPlan plan);
   void ArmBackoff(const job::CoordinatorAction& action);
@@ -100,7 +101,8 @@ class Coordinator {
   CoordinatorSettings settings_;
   spdlog::logger& log_;
   job::CoordinatorState state_;
-  std::map<int, Beat> beats_;                                  ///< members not away
+  MemberFlags members_seen_;   ///< what ReportMembers saw of each member
+  std::map<int, Beat> beats_;  ///< members not away
   std::map<int, std::chrono::steady_clock::time_point> away_;  ///< since when
   std::map<int, int> next_join_;                               ///< the join watched per node
   int next_id_ = 1;             ///< elastic: the node id whose first join request is watched next

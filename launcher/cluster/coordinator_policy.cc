@@ -159,7 +159,10 @@ StopMarker JobError(int code, const std::string& what) {
 // their order (the store host, id 0, is always first); new ones follow by id, up to MAX.
 // Members that are away are dropped: the job re-forms without them.
 std::vector<int> NextOrder(CoordinatorState& s, const CoordinatorConfig& config) {
-  std::erase_if(s.members, [](const auto& m) { return m.second.away; });
+  std::erase_if(s.members, [&s](const auto& m) {
+    if (m.second.away) s.roster.push_back(m.first);
+    return m.second.away;
+  });
   if (config.fixed_at_rendezvous() && !s.order.empty()) {
     // A fixed size: members keep their node ranks; newcomers fill the vacated ones by id.
     std::vector<int> slots;
@@ -203,6 +206,7 @@ void RefuseBeyondFull(CoordinatorStep& step, const CoordinatorConfig& config) {
                      " nodes with this rendezvous endpoint and id, or use --nnodes MIN:MAX to "
                      "keep spare nodes"});
     s.members.erase(id);
+    s.roster.push_back(id);
   }
 }
 
@@ -263,8 +267,10 @@ int AdoptedRestarts(const CoordinatorState& s) {
   return most;
 }
 
-// Whether every node 0..n-1 is a member that is not away.
+// Whether every node 0..n-1 is a member that is not away.  O(1) until the last one joined: a
+// walk on every join would cost a job of N nodes O(N^2) while it gathers.
 bool AllPresent(const CoordinatorState& s, int nnodes) {
+  if (static_cast<int>(s.members.size()) < nnodes) return false;
   for (int k = 0; k < nnodes; ++k) {
     auto m = s.members.find(k);
     if (m == s.members.end() || m->second.away) return false;
@@ -405,16 +411,19 @@ void NodeGone(CoordinatorStep& step, const CoordinatorConfig& config, int node, 
     // A node waiting for room in a full job: nothing runs on it, the job does not notice.
     Log(step, Describe(m) + " while it waited for room in the job");
     s.members.erase(it);
+    s.roster.push_back(node);
     return;
   }
   switch (s.phase) {
     case CPhase::kGathering:
       Log(step, Describe(m) + " before the job started; waiting for it to join again");
       s.members.erase(it);
+      s.roster.push_back(node);
       return;
     case CPhase::kRunning:
       member.away = true;
       member.gone = m;
+      s.roster.push_back(node);
       if (!s.marker && !s.marker_published) {
         m.epoch = s.epoch;
         m.restarts = s.restarts;
@@ -427,6 +436,7 @@ void NodeGone(CoordinatorStep& step, const CoordinatorConfig& config, int node, 
     case CPhase::kRestarting: {
       member.away = true;
       member.gone = m;
+      s.roster.push_back(node);
       std::string text =
           Describe(m) + (config.fixed_at_rendezvous()
                              ? " while the job re-forms; it waits for a node to take its place"
@@ -445,6 +455,7 @@ void NodeGone(CoordinatorStep& step, const CoordinatorConfig& config, int node, 
     case CPhase::kFinishing:
       member.away = true;
       member.gone = m;
+      s.roster.push_back(node);
       // Every node logs markers and aborts itself; only this case has no other voice.
       Log(step, Describe(m) + " before it said bye");
       MaybeFinish(step);
@@ -484,6 +495,7 @@ bool Occupied(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
   if (!cur.admitted) {  // the same gculaunch asks again before the job started
     cur.seq = seq;
     cur.reg = reg;
+    s.roster.push_back(reg.node_rank);
     return false;
   }
   // The same gculaunch joins again: it lost node 0 before node 0 noticed.
@@ -546,6 +558,7 @@ void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
     if (s.phase == CPhase::kGathering && !s.ran && s.adopted < 0 && reg.last_epoch < 0) {
       // A misconfigured member at the start ends the job on every node (exit code 2).
       s.members[node] = Member{reg, seq};
+      s.roster.push_back(node);
       AbortAll(
           step, 0,
           JobError(exit_code::kUsage, fits.error().what + " (fix: " + fits.error().hint + ")"));
@@ -563,6 +576,7 @@ void OnJoin(CoordinatorStep& step, const CoordinatorConfig& config, int seq,
                              (reg.addr.empty() ? std::string("address unknown") : reg.addr) + ")"));
   }
   s.members[node] = Member{reg, seq};
+  s.roster.push_back(node);
   s.bye.erase(node);
   if (s.phase == CPhase::kGathering) {
     s.adopted = std::max(s.adopted, reg.last_epoch);
@@ -719,6 +733,7 @@ void OnMarker(CoordinatorStep& step, const CoordinatorConfig& config, const Stop
     if (auto m = s.members.find(marker.node); m != s.members.end()) {
       m->second.away = true;
       m->second.gone = marker;
+      s.roster.push_back(marker.node);
     }
   }
   if (!Restartable(marker, config.max_restarts)) {

@@ -91,6 +91,10 @@ struct CoordinatorState {
   bool last_call_passed = false;  ///< elastic, kGathering: the last call window is over
   int adopted = -1;               ///< kGathering: the highest last epoch the joined nodes report
   std::map<int, Member> members;
+  /// The members added, removed or replaced, or gone away, since the executor last looked (it
+  /// clears this; an id may repeat): it re-reads those members alone (heartbeats, byes,
+  /// member events), not every member on every event.
+  std::vector<int> roster;
   std::set<int> done;                    ///< of `epoch`
   std::set<int> reaped;                  ///< of `epoch`
   std::set<int> bye;                     ///< members whose current join said bye

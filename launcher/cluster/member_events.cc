@@ -2,30 +2,28 @@
 
 namespace gculaunch {
 
-MemberFlags SnapshotMembers(const job::CoordinatorState& state) {
-  MemberFlags flags;
-  flags.reserve(state.members.size());
-  for (const auto& [node, member] : state.members) flags.emplace_back(node, member.away);
-  return flags;
-}
-
-void ReportMembers(const MemberFlags& before, const job::CoordinatorState& after,
-                   JobEvents& events) {
-  // Both are in node order (members is an ordered map): one merge-like walk.
-  auto was = before.begin();
-  for (const auto& [node, now] : after.members) {
-    while (was != before.end() && was->first < node) ++was;
-    if (was == before.end() || was->first != node) {
-      if (!now.away) events.On(JobEvent::NodeJoin(node, now.reg.host, now.reg.addr));
+void ReportMembers(const std::vector<int>& changed, const job::CoordinatorState& after,
+                   MemberFlags& seen, JobEvents& events) {
+  for (const int node : changed) {
+    auto now = after.members.find(node);
+    auto was = seen.find(node);
+    if (now == after.members.end()) {  // removed: no event of its own (its loss came first)
+      if (was != seen.end()) seen.erase(was);
       continue;
     }
-    const bool was_away = was->second;
-    if (!was_away && now.away) {
-      const std::string why = now.gone.what.empty() ? job::Describe(now.gone) : now.gone.what;
-      events.On(JobEvent::NodeLoss(node, why));
-    } else if (was_away && !now.away) {
-      events.On(JobEvent::NodeReturn(node, now.reg.addr));
+    const job::Member& m = now->second;
+    if (was == seen.end()) {
+      if (!m.away) events.On(JobEvent::NodeJoin(node, m.reg.host, m.reg.addr));
+      seen.emplace(node, m.away);
+      continue;
     }
+    if (!was->second && m.away) {
+      const std::string why = m.gone.what.empty() ? job::Describe(m.gone) : m.gone.what;
+      events.On(JobEvent::NodeLoss(node, why));
+    } else if (was->second && !m.away) {
+      events.On(JobEvent::NodeReturn(node, m.reg.addr));
+    }
+    was->second = m.away;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "launcher/cluster/coordinator_policy.h"
 
 #include <catch2/catch.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,28 @@ NodeRegistration Reg(int node, int nproc = 1, int last_epoch = -1, std::string i
 }
 
 using CE = CoordinatorEvent;
+
+// The members a step added, removed, replaced or lost that it did not name in
+// CoordinatorState::roster (the executor re-reads only the named ones): must be none.
+std::vector<int> UnnamedChanges(const CoordinatorState& before, const CoordinatorState& after) {
+  std::set<int> named(after.roster.begin() + static_cast<std::ptrdiff_t>(before.roster.size()),
+                      after.roster.end());
+  std::set<int> nodes;
+  for (const auto& [node, m] : before.members) nodes.insert(node);
+  for (const auto& [node, m] : after.members) nodes.insert(node);
+  std::vector<int> unnamed;
+  for (const int node : nodes) {
+    auto was = before.members.find(node);
+    auto now = after.members.find(node);
+    const bool changed =
+        (was == before.members.end()) != (now == after.members.end()) ||
+        (was != before.members.end() &&
+         (was->second.away != now->second.away || was->second.seq != now->second.seq ||
+          was->second.reg.incarnation != now->second.reg.incarnation));
+    if (changed && named.count(node) == 0) unnamed.push_back(node);
+  }
+  return unnamed;
+}
 
 struct CoordinatorRow {
   std::string name;
@@ -258,6 +281,7 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
         INFO("step " << i++);
         CoordinatorStep step = Step(state, config, event);
         CHECK(Names(step.actions) == expected);
+        CHECK(UnnamedChanges(state, step.state).empty());
         state = step.state;
       }
       CHECK(state.phase == row.final_phase);
@@ -350,6 +374,7 @@ TEST_CASE("coordinator policy: node 0 backs off a crash loop for the whole job",
     INFO("step " << i++);
     CoordinatorStep step = Step(state, config, event);
     CHECK(Names(step.actions) == expected);
+    CHECK(UnnamedChanges(state, step.state).empty());
     for (const CoordinatorAction& a : step.actions) {
       if (a.kind != CoordinatorAction::Kind::kPublishPlan) continue;
       // The plan tells every node the wait it took (their logs and restart events).
@@ -423,6 +448,7 @@ TEST_CASE("coordinator policy: node 0 ends the loop for the job on the same fail
     INFO("step " << i++);
     CoordinatorStep step = Step(state, config, event);
     CHECK(Names(step.actions) == expected);
+    CHECK(UnnamedChanges(state, step.state).empty());
     for (const CoordinatorAction& a : step.actions) {
       if (a.plan.abort) abort = a.plan.abort;
     }
@@ -451,6 +477,7 @@ TEST_CASE("coordinator policy: node 0 ends the loop for the job on the same fail
     for (const auto& [event, expected] : go) {
       CoordinatorStep step = Step(s, config, event);
       CHECK(Names(step.actions) == expected);
+      CHECK(UnnamedChanges(s, step.state).empty());
       s = step.state;
     }
     CHECK(s.epoch == 5);
@@ -473,6 +500,7 @@ TEST_CASE("coordinator policy: node 0 ends the loop for the job on the same fail
   for (const auto& [event, expected] : progress) {
     CoordinatorStep step = Step(p, config, event);
     CHECK(Names(step.actions) == expected);
+    CHECK(UnnamedChanges(p, step.state).empty());
     for (const CoordinatorAction& a : step.actions) {
       if (a.plan.abort) abort = a.plan.abort;
     }
