@@ -276,11 +276,17 @@ void Coordinator::PublishPlan(job::JobPlan plan) {
         plan.ranks_port = *port;
       }
     }
-    if (plans_.empty()) {
+    if (epoch_began_ == Clock::time_point{}) {  // the first plan
+      // One line, also for thousands of nodes: the first 32 by name, then a count.
+      constexpr std::size_t kNamed = 32;
       std::string nodes;
-      for (const job::PlanNode& n : plan.nodes) {
+      for (std::size_t i = 0; i < plan.nodes.size() && i < kNamed; ++i) {
+        const job::PlanNode& n = plan.nodes[i];
         if (!nodes.empty()) nodes += ", ";
         nodes += job::NodeName(n.node_rank, n.host, n.addr) + " x" + std::to_string(n.nproc);
+      }
+      if (plan.nodes.size() > kNamed) {
+        nodes += " and " + std::to_string(plan.nodes.size() - kNamed) + " more";
       }
       log_.info("rendezvous complete in {:.0f} ms: {}", Ms(Clock::now() - started_).count(), nodes);
     }
@@ -297,6 +303,9 @@ void Coordinator::PublishPlan(job::JobPlan plan) {
   }
   epoch_began_ = Clock::now();
   const int epoch = plan.epoch;
+  // Admissions repeat the current epoch's plan only: the older ones go (a job of many nodes
+  // and restarts would otherwise keep every epoch's).
+  plans_.erase(plans_.begin(), plans_.lower_bound(epoch));
   Published& published = plans_[epoch] = Publish(std::move(plan));
   const job::JobPlan& whole = published.plan;
   // Each node reads its own plan, so that the bytes leaving node 0 per epoch grow with the

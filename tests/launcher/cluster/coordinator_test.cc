@@ -264,6 +264,14 @@ TEST_CASE("coordinator: a stranger from another job is refused and the job goes 
 namespace gculaunch {
 namespace {
 
+// Whether every node of `f` started its ranks of `epoch`.
+bool AllStarted(JobFixture& f, int epoch) {
+  for (auto& n : f.nodes) {
+    if (!n.ranks->Called("start " + std::to_string(epoch))) return false;
+  }
+  return true;
+}
+
 // The plan node `node` reads for `epoch` from its own key, decoded.
 job::JobPlan OwnPlan(JobFixture& f, int epoch, int node) {
   auto text = f.server->Get(job::NodePlanKey(epoch, node));
@@ -280,20 +288,14 @@ TEST_CASE("coordinator: each node reads its own plan, not the whole job's", "[co
   JobFixture f(3, /*restarts=*/1);
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 2);
-  REQUIRE(f.Run([&] {
-    return f.nodes[0].ranks->Called("start 0") && f.nodes[1].ranks->Called("start 0") &&
-           f.nodes[2].ranks->Called("start 0");
-  }));
+  REQUIRE(f.Run([&] { return AllStarted(f, 0); }));
   auto admission = job::DecodePlan(*f.server->Get(job::AdmitKey(2, 1)));
   REQUIRE(admission.ok());
   CHECK(admission->nnodes == 3);
   REQUIRE(admission->nodes.size() == 1);
   CHECK(admission->nodes[0].rank_offset == 4);
   f.nodes[1].ranks->Fail(3, 7);  // epoch 1 reaches the nodes that stayed through their own keys
-  REQUIRE(f.Run([&] {
-    return f.nodes[0].ranks->Called("start 1") && f.nodes[1].ranks->Called("start 1") &&
-           f.nodes[2].ranks->Called("start 1");
-  }));
+  REQUIRE(f.Run([&] { return AllStarted(f, 1); }));
   CHECK_FALSE(f.server->Get(job::PlanKey(0)).has_value());
   CHECK_FALSE(f.server->Get(job::PlanKey(1)).has_value());
   for (int k = 0; k < 3; ++k) {
@@ -313,26 +315,31 @@ TEST_CASE("coordinator: each node reads its own plan, not the whole job's", "[co
   CHECK(env["GROUP_WORLD_SIZE"] == "3");
 }
 
+TEST_CASE("coordinator: the rendezvous line names the first 32 nodes, then counts the rest",
+          "[coordinator]") {
+  JobFixture f(34, /*restarts=*/0);
+  f.StartCoordinator();
+  for (int k = 0; k < 34; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] { return AllStarted(f, 0); }));
+  const std::string log = f.log_text.str();
+  CHECK_THAT(log, Catch::Contains(", node 31 (h31, 127.0.0.1) x1 and 2 more\n"));
+  CHECK_THAT(log, !Catch::Contains("node 32 (h32"));
+}
+
 TEST_CASE("coordinator: a node of a gculaunch before per-node plans still reads the whole plan",
           "[coordinator]") {
   JobFixture f(3, /*restarts=*/1);
   f.older = {1};
   f.StartCoordinator();
   for (int k = 0; k < 3; ++k) f.AddNode(k, 2);
-  REQUIRE(f.Run([&] {
-    return f.nodes[0].ranks->Called("start 0") && f.nodes[1].ranks->Called("start 0") &&
-           f.nodes[2].ranks->Called("start 0");
-  }));
+  REQUIRE(f.Run([&] { return AllStarted(f, 0); }));
   // Its admission is the whole plan, which an older agent can read.
   auto admission = job::DecodePlan(*f.server->Get(job::AdmitKey(1, 1)));
   REQUIRE(admission.ok());
   CHECK(admission->nnodes == 0);
   CHECK(admission->nodes.size() == 3);
   f.nodes[2].ranks->Fail(5, 7);
-  REQUIRE(f.Run([&] {
-    return f.nodes[0].ranks->Called("start 1") && f.nodes[1].ranks->Called("start 1") &&
-           f.nodes[2].ranks->Called("start 1");
-  }));
+  REQUIRE(f.Run([&] { return AllStarted(f, 1); }));
   auto whole = job::DecodePlan(*f.server->Get(job::PlanKey(1)));
   REQUIRE(whole.ok());
   CHECK(whole->nodes.size() == 3);
