@@ -303,8 +303,12 @@ void Coordinator::PublishPlan(job::JobPlan plan) {
   }
   epoch_began_ = Clock::now();
   const int epoch = plan.epoch;
-  // Admissions repeat the current epoch's plan only: the older ones go (a job of many nodes
-  // and restarts would otherwise keep every epoch's).
+  // Admissions repeat the current epoch's plan only, and no node reads an older epoch's own
+  // plan once every node reaped it: the older ones go, here and in the store (a job of many
+  // nodes and restarts would otherwise keep every epoch's).
+  for (auto old = plans_.begin(); old != plans_.lower_bound(epoch); ++old) {
+    for (const auto& entry : old->second.entry) board_.ForgetNodePlan(old->first, entry.first);
+  }
   plans_.erase(plans_.begin(), plans_.lower_bound(epoch));
   Published& published = plans_[epoch] = Publish(std::move(plan));
   const job::JobPlan& whole = published.plan;
@@ -312,16 +316,24 @@ void Coordinator::PublishPlan(job::JobPlan plan) {
   // nodes, not with their square (bench.scale); the whole plan is written only while a node
   // of an older gculaunch is in it.
   bool older = false;
-  for (std::size_t i = 0; i < whole.nodes.size(); ++i) {
-    const int node = whole.nodes[i].id;
-    auto member = state_.members.find(node);
-    if (member != state_.members.end() && member->second.reg.node_plans) {
-      board_.PublishNodePlan(whole.epoch, node, job::Encode(job::PlanFor(whole, whole.nodes[i])));
+  for (const job::PlanNode& n : whole.nodes) {
+    if (ReadsOwnPlan(n.id)) {
+      board_.PublishNodePlan(epoch, n.id, PlanTextFor(published, n.id));
     } else {
       older = true;
     }
   }
-  if (older) board_.PublishPlan(whole.epoch, PlanTextFor(published, -1));
+  if (older) board_.PublishPlan(epoch, WholeText(published));
+}
+
+bool Coordinator::ReadsOwnPlan(int node) const {
+  auto member = state_.members.find(node);
+  return member != state_.members.end() && member->second.reg.node_plans;
+}
+
+const std::string& Coordinator::WholeText(Published& published) {
+  if (published.whole.empty()) published.whole = job::Encode(published.plan);
+  return published.whole;
 }
 
 Coordinator::Published Coordinator::Publish(job::JobPlan plan) {
@@ -332,14 +344,11 @@ Coordinator::Published Coordinator::Publish(job::JobPlan plan) {
 }
 
 std::string Coordinator::PlanTextFor(Published& published, int node) {
-  auto member = state_.members.find(node);
   auto entry = published.entry.find(node);
-  if (member != state_.members.end() && member->second.reg.node_plans &&
-      entry != published.entry.end()) {
+  if (entry != published.entry.end() && ReadsOwnPlan(node)) {
     return job::Encode(job::PlanFor(published.plan, published.plan.nodes[entry->second]));
   }
-  if (published.whole.empty()) published.whole = job::Encode(published.plan);
-  return published.whole;
+  return WholeText(published);
 }
 
 // A crash loop backs off: node 0 decides the wait for every node (they wait for the plan).

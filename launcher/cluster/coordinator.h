@@ -117,6 +117,10 @@ class Coordinator {
   /// What node `node` reads of `published`: its own plan, or the whole one for a node of a
   /// gculaunch before per-node plans.
   std::string PlanTextFor(Published& published, int node);
+  /// `published` encoded whole (once), for nodes of a gculaunch before per-node plans.
+  static const std::string& WholeText(Published& published);
+  /// Whether member `node` registered as reading its own plan.
+  bool ReadsOwnPlan(int node) const;
   std::map<int, Published> plans_;  ///< per epoch (not aborts)
   boost::asio::steady_timer missing_timer_;
   boost::asio::steady_timer deadline_timer_;

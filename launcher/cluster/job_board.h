@@ -84,6 +84,8 @@ class CoordinatorBoard {
   virtual void PublishPlan(int epoch, const std::string& plan) = 0;
   /// Node `node`'s own plan of `epoch` (job_protocol.h, PlanFor).
   virtual void PublishNodePlan(int epoch, int node, const std::string& plan) = 0;
+  /// Deletes node `node`'s own plan of `epoch` (a later epoch's plan is out).
+  virtual void ForgetNodePlan(int epoch, int node) = 0;
   virtual void PublishMarker(int epoch, const std::string& marker) = 0;
   virtual void WatchMarker(int epoch, Text text) = 0;
   virtual void WatchDone(int epoch, int node, Fired fired) = 0;

@@ -162,6 +162,10 @@ void StoreCoordinatorBoard::PublishNodePlan(int epoch, int node, const std::stri
   server_.Set(job::NodePlanKey(epoch, node), plan);
 }
 
+void StoreCoordinatorBoard::ForgetNodePlan(int epoch, int node) {
+  server_.DeleteKey(job::NodePlanKey(epoch, node));
+}
+
 void StoreCoordinatorBoard::PublishMarker(int epoch, const std::string& marker) {
   server_.CompareSet(job::StopKey(epoch), "", marker);
 }

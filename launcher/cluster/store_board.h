@@ -74,6 +74,7 @@ class StoreCoordinatorBoard : public CoordinatorBoard {
   void Admit(int node, int seq, const std::string& plan) override;
   void PublishPlan(int epoch, const std::string& plan) override;
   void PublishNodePlan(int epoch, int node, const std::string& plan) override;
+  void ForgetNodePlan(int epoch, int node) override;
   void PublishMarker(int epoch, const std::string& marker) override;
   void WatchMarker(int epoch, Text text) override;
   void WatchDone(int epoch, int node, Fired fired) override;

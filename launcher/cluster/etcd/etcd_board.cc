@@ -426,6 +426,10 @@ void EtcdCoordinatorBoard::PublishNodePlan(int epoch, int node, const std::strin
   Write(etcd::RequestOp::Put(Key(job::NodePlanKey(epoch, node)), plan), false);
 }
 
+void EtcdCoordinatorBoard::ForgetNodePlan(int epoch, int node) {
+  Write(etcd::RequestOp::Delete(Key(job::NodePlanKey(epoch, node))), false);
+}
+
 void EtcdCoordinatorBoard::PublishMarker(int epoch, const std::string& marker) {
   Write(etcd::RequestOp::Put(Key(job::StopKey(epoch)), marker), true);
 }

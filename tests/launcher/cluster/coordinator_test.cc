@@ -299,6 +299,8 @@ TEST_CASE("coordinator: each node reads its own plan, not the whole job's", "[co
   CHECK_FALSE(f.server->Get(job::PlanKey(0)).has_value());
   CHECK_FALSE(f.server->Get(job::PlanKey(1)).has_value());
   for (int k = 0; k < 3; ++k) {
+    // Epoch 1's plans are out: nobody reads epoch 0's any more, and node 0 keeps none of them.
+    CHECK_FALSE(f.server->Get(job::NodePlanKey(0, k)).has_value());
     const job::JobPlan own = OwnPlan(f, 1, k);
     CHECK(own.epoch == 1);
     CHECK(own.nnodes == 3);

@@ -494,9 +494,7 @@ TEST_CASE("supervisor: job mode reports a rank that exits with its own code whil
         f.Rank(0, {"trap", "TERM", trapped, "9", "fifo", ready, "x", "pause"}),
         f.Rank(1, {"pause"})};
   });
-  Supervisor supervisor(WorkerGroupDeps{f.io, f.spawner, f.watcher, f.writer, f.flow, nullptr,
-                                        f.out, f.err, std::chrono::milliseconds(20)},
-                        f.log, config, planner, nullptr, &job);
+  Supervisor supervisor(f.Deps(), f.log, config, planner, nullptr, &job);
   job.supervisor = &supervisor;
   boost::asio::post(f.io, [&] { supervisor.JobStart(0); });
   // The job stops once rank 0's trap is in place.
