@@ -118,11 +118,12 @@ def needed_descriptors(args):
     per_rank = 2 if args.torch == "1.13" else 1
     share = -(-(args.nodes - 1) // args.procs)
     if args.store_proxy:
-        # Node 0: its own ranks, and per node the agent's two connections and one upstream.
-        # A simulating process: both ends of every rank connection, and per node the agent's
-        # two, the upstream and the proxy's listener.
-        node0 = args.ranks_per_node * per_rank + 3 * args.nodes + MARGIN_FDS
-        sim = share * (2 * args.ranks_per_node * per_rank + 4) + MARGIN_FDS
+        # Node 0: its own ranks, and per node one upstream (it carries the node's ranks and
+        # its agent's two connections).  A simulating process: both ends of every rank
+        # connection and of the agent's two, and per node the upstream and the proxy's
+        # listener.
+        node0 = args.ranks_per_node * per_rank + args.nodes + MARGIN_FDS
+        sim = share * (2 * args.ranks_per_node * per_rank + 6) + MARGIN_FDS
         return node0, sim
     node0 = args.nodes * args.ranks_per_node * per_rank + 2 * args.nodes + MARGIN_FDS
     sim = share * (args.ranks_per_node * per_rank + 2) + MARGIN_FDS

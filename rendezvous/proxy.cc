@@ -45,7 +45,8 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
         options_(std::move(options)),
         log_(log),
         budget_(std::make_shared<BufferBudget>(options_.limits.max_buffered)),
-        port_(listener.port()) {
+        port_(listener.port()),
+        address_(listener.address()) {
     const auto protocol = listener.family() == AF_INET6 ? tcp::v6() : tcp::v4();
     const int fd = listener.Release();
     boost::system::error_code ec;
@@ -171,9 +172,28 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
     shedding_ = false;
   }
 
+  // WhenUp's callers learn the upstream's fate: "" up, else why it is not.
+  void TellWaiters(const std::string& why) {
+    for (auto& done : std::exchange(waiters_, {})) {
+      asio::post(io_, [done = std::move(done), why] { done(why); });
+    }
+  }
+
+  void WhenUp(std::function<void(const std::string&)> done) {
+    if (!lost_why_.empty()) {
+      asio::post(io_, [done = std::move(done), why = lost_why_] { done(why); });
+    } else if (upstream_) {
+      asio::post(io_, [done = std::move(done)] { done(""); });
+    } else {
+      waiters_.push_back(std::move(done));
+    }
+  }
+
   void Stop() {
     if (stopped_) return;
     stopped_ = true;
+    if (lost_why_.empty()) lost_why_ = "the store proxy stopped";
+    TellWaiters(lost_why_);
     CloseAll();
   }
 
@@ -184,7 +204,12 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
   spdlog::logger& log_;
   std::shared_ptr<BufferBudget> budget_;
   std::uint16_t port_;
+  std::string address_;
   std::shared_ptr<Session> upstream_;
+  std::vector<std::function<void(const std::string&)>> waiters_;  ///< WhenUp
+  std::string lost_why_;    ///< why the upstream is lost or could not be made; "" before
+  int attempts_ = 0;        ///< failed attempts to reach node 0 so far
+  std::string last_error_;  ///< the last one's error
   std::unordered_map<ConnId, std::shared_ptr<Session>> sessions_;  ///< rank connections
   FrameReader reader_;
   std::shared_ptr<Session> target_;  ///< the rank the current DATA frame is for
@@ -208,6 +233,12 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
     o.dialect = Dialect::kV1;  // nothing on connect; the frames follow the handshake
     o.connect_timeout = options_.connect_timeout;
     o.keepalive = true;
+    o.on_attempt_failed = [weak = weak_from_this()](int attempt, const std::string& why) {
+      if (auto core = weak.lock()) {
+        core->attempts_ = attempt;
+        core->last_error_ = why;
+      }
+    };
     auto client = co_await Client::Connect(o);
     if (stopped_) co_return;
     if (!client.ok()) {
@@ -235,6 +266,7 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
         "over one connection",
         port_, Upstream());
     ArmAccept();
+    TellWaiters("");
   }
 
   // The job secret's handshake (join_auth.h: node 0 proves it first), then the upgrade; ""
@@ -313,6 +345,8 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
   void Lose(const std::string& why) {
     if (lost_ || stopped_) return;
     lost_ = true;
+    lost_why_ = why;
+    TellWaiters(why);
     if (options_.on_lost) asio::post(io_, [f = options_.on_lost, why] { f(why); });
     // Without rank connections (node 0 ended the job first, say) nothing fails with it.
     log_.log(sessions_.empty() ? spdlog::level::info : spdlog::level::err,
@@ -417,5 +451,11 @@ std::uint16_t Proxy::port() const { return core_->port_; }
 std::string Proxy::upstream() const { return core_->Upstream(); }
 bool Proxy::connected() const { return core_->upstream_ && !core_->lost_ && !core_->stopped_; }
 std::size_t Proxy::num_connections() const { return core_->sessions_.size(); }
+const std::string& Proxy::address() const { return core_->address_; }
+void Proxy::WhenUp(std::function<void(const std::string&)> done) { core_->WhenUp(std::move(done)); }
+bool Proxy::lost() const { return !core_->lost_why_.empty(); }
+int Proxy::upstream_handle() const { return connected() ? core_->upstream_->native_handle() : -1; }
+int Proxy::connect_attempts() const { return core_->attempts_; }
+const std::string& Proxy::last_connect_error() const { return core_->last_error_; }
 
 }  // namespace gculaunch::rendezvous

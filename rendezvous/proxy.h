@@ -1,6 +1,8 @@
-// Proxy: a node's store proxy (--store-proxy).  The node's own ranks connect to it as to a
-// TCPStore; it carries all their connections to node 0's store over ONE upstream connection
-// (upstream.h), so that node 0 holds one connection per node instead of one per rank.
+// Proxy: a node's store proxy (--store-proxy).  The node's own ranks, and its gculaunch's node
+// agent (launcher/cluster/agent_link.h), connect to it as to a TCPStore; it carries all their
+// connections to node 0's store over ONE upstream connection (upstream.h), so that node 0 holds
+// one connection per node instead of one per rank and two per agent.  The agent proves the job
+// secret over its own stream; the proxy's proof never covers a stream.
 //
 // What it does with a rank's connection: a Session (session.h) decodes the rank's bytes with
 // the codec's Decoder under the store's Limits, exactly as node 0's server would, and every
@@ -80,6 +82,22 @@ class Proxy {
   bool connected() const;
   /// Rank connections open now.
   std::size_t num_connections() const;
+  /// The address the ranks connect to ("127.0.0.1").
+  const std::string& address() const;
+
+  // ---- for this node's agent, which reaches node 0 through the proxy too ----
+  /// Posts done("") once the upstream is up (at once if it is), or done(why) once it was
+  /// lost, could not be made, or the proxy stopped.
+  void WhenUp(std::function<void(const std::string& lost)> done);
+  /// The upstream was lost, could not be made, or the proxy stopped: it never carries
+  /// anything again.
+  bool lost() const;
+  /// The upstream connection's socket while connected() (to look at its addresses and its
+  /// server end), else -1.  The proxy keeps owning it.
+  int upstream_handle() const;
+  /// Failed attempts to reach node 0 so far, and the last one's error (progress lines).
+  int connect_attempts() const;
+  const std::string& last_connect_error() const;
 
  private:
   std::shared_ptr<ProxyCore> core_;

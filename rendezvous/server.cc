@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -219,14 +220,31 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   void OnSessionEnd(Session& session) override {
     log_.debug("connection {} from {} ended", session.id(), session.peer());
     const ConnId id = session.id();
+    // A store proxy's streams end with its upstream, for the same reason (a node agent's
+    // connection may be one of them).
+    std::vector<ConnId> ended = StreamsOf(id);
     store_.Close(id);
     sessions_.erase(id);
     Forget(id);
-    if (options_.connection_observer && !stopped_) {
-      asio::post(io_, [observer = options_.connection_observer, id, why = session.error()] {
-        observer(id, why);
-      });
+    ended.push_back(id);
+    Observe(std::move(ended), session.error());
+  }
+
+  // Posts the connection observer for connections that ended by themselves (see
+  // ServerOptions::connection_observer).
+  void Observe(std::vector<ConnId> ended, const std::string& why) {
+    if (!options_.connection_observer || stopped_) return;
+    asio::post(io_, [observer = options_.connection_observer, ended = std::move(ended), why] {
+      for (ConnId id : ended) observer(id, why);
+    });
+  }
+
+  std::vector<ConnId> StreamsOf(ConnId upstream) const {
+    std::vector<ConnId> ids;
+    if (auto it = upstreams_.find(upstream); it != upstreams_.end()) {
+      for (const auto& [stream, conn] : it->second->ids) ids.push_back(conn);
     }
+    return ids;
   }
 
   // ---- Server API ----
@@ -417,7 +435,15 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     auto it = link.ids.find(stream);
     if (it == link.ids.end()) return;
     const ConnId id = it->second;
-    if (std::string refused = GuardStream(request); !refused.empty()) {
+    if (IsAuthRequest(request)) {
+      Reply reply;
+      AuthPeer peer{id, reply, StreamPeer(link, stream), nullptr, {}};
+      HandleAuth(peer, request);
+      SendStreamData(link, stream, std::move(reply));
+      if (!peer.close.empty()) EndStream(link, stream, peer.close);
+      return;
+    }
+    if (std::string refused = GuardStream(id, request); !refused.empty()) {
       EndStream(link, stream, refused);
       return;
     }
@@ -436,6 +462,16 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     if (effects_.close()) EndStream(link, stream, effects_.close_reason);
   }
 
+  // The proxy closed `stream` (its rank or node agent disconnected): observed like a direct
+  // connection that its peer closed.
+  void StreamClosedByProxy(UpstreamLink& link, std::uint32_t stream) {
+    auto it = link.ids.find(stream);
+    if (it == link.ids.end()) return;
+    const ConnId id = it->second;
+    EndStream(link, stream, "");
+    Observe({id}, "");
+  }
+
   // Node 0 ends a proxied stream (`reason` logged; "" when the proxy closed it).
   void EndStream(UpstreamLink& link, std::uint32_t stream, const std::string& reason) {
     auto it = link.ids.find(stream);
@@ -444,6 +480,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     store_.Close(id);
     streams_.erase(id);
     parked_.erase(id);
+    auth_.erase(id);
     link.ids.erase(it);
     link.demux.Forget(stream);
     if (reason.empty()) return;
@@ -471,21 +508,33 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     if (it->second->session.get() != requester) it->second->session->Flush();
   }
 
-  // What the server's Guard refuses on a proxied stream, or "": a stream never proved the job
-  // secret (its proxy did, for itself), and the auth keys are the proxy's business.
-  std::string GuardStream(const Request& request) const {
+  static std::string StreamPeer(const UpstreamLink& link, std::uint32_t stream) {
+    return "stream " + std::to_string(stream) + " of the store proxy at " + link.session->peer();
+  }
+
+  // What the server's Guard refuses on a proxied stream, or "": as on a direct connection,
+  // only a stream that proved the job secret itself (a node agent's, through its node's
+  // proxy) may change launcher keys; the proxy's own proof does not count for its streams.
+  std::string GuardStream(ConnId id, const Request& request) const {
+    if (options_.agent_secret.empty() || !Writes(request.op) || Proven(id)) return "";
     for (const std::string& key : request.keys) {
-      if (key.starts_with(kAuthKeyPrefix)) {
-        return Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
-               " are reserved for the node agents";
-      }
-      if (key.starts_with(kLauncherKeyPrefix) && !options_.agent_secret.empty() &&
-          Writes(request.op)) {
+      if (key.starts_with(kLauncherKeyPrefix)) {
         return "refused " + Describe(request) +
-               ": a rank may not change gculaunch's keys (--job-secret-file)";
+               ": only a node agent that proved the job secret may change gculaunch's keys "
+               "(--job-secret-file)";
       }
     }
     return "";
+  }
+
+  bool Proven(ConnId id) const {
+    auto it = auth_.find(id);
+    return it != auth_.end() && it->second.proven;
+  }
+
+  static bool IsAuthRequest(const Request& request) {
+    return std::any_of(request.keys.begin(), request.keys.end(),
+                       [](const std::string& key) { return key.starts_with(kAuthKeyPrefix); });
   }
 
   // GET kUpstreamKey: the connection carries a store proxy's streams from now on.
@@ -515,6 +564,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       store_.Close(conn);
       streams_.erase(conn);
       parked_.erase(conn);
+      auth_.erase(conn);
     }
     upstreams_.erase(it);
   }
@@ -582,11 +632,13 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       }
     }
     if (auth_key) {
-      HandleAuth(session, request);
+      AuthPeer peer{session.id(), session.output(), session.peer(), &session, {}};
+      HandleAuth(peer, request);
+      if (!peer.close.empty()) session.CloseAfterFlush(peer.close);
       return true;
     }
     if (options_.agent_secret.empty() || !launcher_key || !Writes(request.op)) return false;
-    if (auto it = auth_.find(session.id()); it != auth_.end() && it->second.proven) return false;
+    if (Proven(session.id())) return false;
     session.CloseAfterFlush(
         "refused " + Describe(request) +
         ": only a node agent that proved the job secret may change gculaunch's keys "
@@ -594,31 +646,46 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     return true;
   }
 
+  // Where an answer to the auth keys goes: a direct connection's output, or a proxied
+  // stream's reply (a node agent that reaches node 0 through its node's store proxy proves
+  // the secret over its own stream, exactly as over a connection of its own).
+  struct AuthPeer {
+    ConnId id;
+    Reply& out;
+    std::string name;     ///< "from <peer>" or the stream, for log lines
+    Session* upgradable;  ///< a direct connection, which may become an upstream; null on a stream
+    std::string close;    ///< set: the connection is closed after `out`, for this reason
+  };
+
   // GET gculaunch/auth/nonce, SET gculaunch/auth/proof, GET gculaunch/auth/status.
-  void HandleAuth(Session& session, const Request& request) {
+  void HandleAuth(AuthPeer& peer, const Request& request) {
     const bool one_key = request.keys.size() == 1;
     const std::string_view key = one_key ? std::string_view(request.keys[0]) : "";
-    Auth& auth = auth_[session.id()];
+    Auth& auth = auth_[peer.id];
     if (request.op == Op::kGet && key == kAuthNonceKey) {
       auth.nonce = options_.agent_secret.empty() ? "" : NewAuthNonce();
       if (!options_.agent_secret.empty() && auth.nonce.empty()) {
         // An empty nonce would tell the agent there is no secret.
-        session.CloseAfterFlush("no random bytes for a nonce (OpenSSL RAND_bytes failed)");
+        peer.close = "no random bytes for a nonce (OpenSSL RAND_bytes failed)";
         return;
       }
-      AppendBlob(session.output(), auth.nonce);
+      AppendBlob(peer.out, auth.nonce);
       return;
     }
     if (request.op == Op::kGet && key == kUpstreamKey) {
-      StartUpstream(session, auth);
+      if (peer.upgradable != nullptr) {
+        StartUpstream(*peer.upgradable, auth);
+      } else {
+        peer.close = "a connection through a store proxy cannot carry other connections";
+      }
       return;
     }
     if (request.op == Op::kGet && key == kAuthStatusKey) {
-      AppendBlob(session.output(), auth.proven ? kAuthOk : "");
+      AppendBlob(peer.out, auth.proven ? kAuthOk : "");
       return;
     }
     if (request.op == Op::kGet && key.starts_with(kNode0ProofPrefix)) {
-      ProveNodeZero(session, key.substr(kNode0ProofPrefix.size()));
+      ProveNodeZero(peer, key.substr(kNode0ProofPrefix.size()));
       return;
     }
     if (request.op == Op::kSet && key == kAuthProofKey && request.values.size() == 1) {
@@ -626,33 +693,33 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       const std::string nonce = std::exchange(auth.nonce, "");
       if (VerifyAuthProof(options_.agent_secret, nonce, request.values[0])) {
         auth.proven = true;
-        log_.debug("connection {} from {} proved the job secret", session.id(), session.peer());
+        log_.debug("connection {} ({}) proved the job secret", peer.id, peer.name);
         return;
       }
-      session.CloseAfterFlush(
-          nonce.empty() ? "it sent a proof of the job secret without asking for a nonce first"
-                        : "its proof of the job secret is wrong: a node whose "
-                          "--job-secret-file differs from this node's, or not a gculaunch agent");
+      peer.close = nonce.empty()
+                       ? "it sent a proof of the job secret without asking for a nonce first"
+                       : "its proof of the job secret is wrong: a node whose "
+                         "--job-secret-file differs from this node's, or not a gculaunch agent";
       return;
     }
-    session.CloseAfterFlush(Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
-                            " are reserved for the node agents' proof of the job secret");
+    peer.close = Describe(request) + ": the keys under " + std::string(kAuthKeyPrefix) +
+                 " are reserved for the node agents' proof of the job secret";
   }
 
   // GET gculaunch/auth/node0-proof/<agent nonce>: this node's proof that it holds the secret,
   // over the agent's nonce ("" without a secret: the agent then knows node 0 has none).
-  void ProveNodeZero(Session& session, std::string_view agent_nonce) {
+  void ProveNodeZero(AuthPeer& peer, std::string_view agent_nonce) {
     if (options_.agent_secret.empty()) {
-      AppendBlob(session.output(), "");
+      AppendBlob(peer.out, "");
       return;
     }
     if (!IsAgentNonce(agent_nonce)) {
-      session.CloseAfterFlush(
+      peer.close =
           "it asked for node 0's proof of the job secret over a nonce that is not 32 to 128 "
-          "lower-case hex digits");
+          "lower-case hex digits";
       return;
     }
-    AppendBlob(session.output(), NodeZeroProof(options_.agent_secret, agent_nonce));
+    AppendBlob(peer.out, NodeZeroProof(options_.agent_secret, agent_nonce));
   }
 
   // A request answered at once is measured now; a parked one when its reply is delivered.
@@ -882,7 +949,7 @@ bool UpstreamLink::OnOpen(std::uint32_t stream) { return core.OpenStream(*this, 
 void UpstreamLink::OnRequest(std::uint32_t stream, Request& request) {
   core.StreamRequest(*this, stream, request);
 }
-void UpstreamLink::OnClose(std::uint32_t stream) { core.EndStream(*this, stream, ""); }
+void UpstreamLink::OnClose(std::uint32_t stream) { core.StreamClosedByProxy(*this, stream); }
 void UpstreamLink::OnMalformed(std::uint32_t stream, const std::string& reason) {
   core.EndStream(*this, stream, "malformed input: " + reason);
 }
@@ -961,6 +1028,10 @@ void Server::AsyncWait(const std::vector<std::string>& keys, std::function<void(
 }
 
 bool Server::KeepAlive(ConnId id, const TcpKeepAlive& keepalive) {
+  // A proxied stream's host is its upstream connection's.
+  if (auto stream = core_->streams_.find(id); stream != core_->streams_.end()) {
+    id = stream->second.upstream;
+  }
   auto it = core_->sessions_.find(id);
   if (it == core_->sessions_.end() || it->second->native_handle() < 0) return false;
   SetTcpKeepAlive(it->second->native_handle(), keepalive);

@@ -28,7 +28,9 @@
 // the job secret (agent_auth.h).  With ServerOptions::agent_secret, a request that writes,
 // deletes or compares-and-sets a launcher key ("gculaunch/...") on a connection that has not
 // proven the secret closes that connection with a rate-limited log line; reads stay open,
-// and the ranks' keys are not affected.  In-process access is trusted.
+// and the ranks' keys are not affected.  A store proxy's stream is such a connection: it may
+// prove the secret itself (a node agent behind its proxy does), and its proxy's proof does not
+// count for it.  In-process access is trusted.
 //
 // Restart attempts (see store.h for the key spaces): every connection is bound to the
 // attempt in force when it was accepted.  BeginAttempt(n) closes every connection of older
@@ -111,6 +113,8 @@ struct ServerOptions {
   /// when the peer closed it; Session::error()).  Not for connections the server closes
   /// (BeginAttempt, Stop, a malformed frame).  The multi-node coordinator uses it to notice
   /// a node's gculaunch that died, or a host that vanished (TCP keepalive, KeepAlive()).
+  /// A store proxy's stream counts as a connection: it is reported when the proxy closed it,
+  /// and every stream of an upstream connection that ended is reported with it.
   std::function<void(ConnId, const std::string&)> connection_observer;
   /// Connections and requests counted here when set (store_metrics.h); null: not counted.
   std::shared_ptr<StoreMetrics> metrics;
@@ -171,6 +175,7 @@ class Server {
 
   /// Turns on TCP keepalive and TCP_USER_TIMEOUT for connection `id` (a node agent's), so
   /// that its host vanishing ends it within seconds; false when no such connection is open.
+  /// For a proxied stream, its upstream connection's socket.
   bool KeepAlive(ConnId id, const TcpKeepAlive& keepalive);
 
   // ---- introspection ----

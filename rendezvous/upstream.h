@@ -26,6 +26,9 @@
 //                     CLOSE  length 0: node 0 closed the stream (the store asked for it, a
 //                            new restart attempt, the connection cap): the proxy closes the
 //                            rank's connection, which then fails as against a lost store.
+// A stream is no more trusted than a rank's direct connection: the proxy's proof of the secret
+// covers the upstream only.  A stream may prove the secret itself (the node's own agent does,
+// through its proxy), answered by node 0 as on a direct connection.
 // Either side drops frames for a stream it no longer knows (the other side may not have seen
 // its CLOSE yet).  Anything else (an unknown type, OPEN of a known stream, a length on OPEN
 // or CLOSE, a frame that breaks the whole-request rule) is a protocol error that ends the

@@ -271,6 +271,7 @@ Result<RankRoute> StartProxies(asio::io_context& io, const std::vector<LaunchSpe
                                const RankRoute& direct, spdlog::logger& log,
                                std::vector<std::unique_ptr<rendezvous::Proxy>>& proxies) {
   auto ports = std::make_shared<std::map<int, std::uint16_t>>();
+  auto by_node = std::make_shared<std::map<int, rendezvous::Proxy*>>();
   for (const LaunchSpec& spec : specs) {
     const std::string address = direct.source(spec.node_rank);
     auto listener = rendezvous::ListenSocket::Bind(address, 0);
@@ -287,11 +288,14 @@ Result<RankRoute> StartProxies(asio::io_context& io, const std::vector<LaunchSpe
         static_cast<std::int64_t>(std::max(spec.rdzv_timeout_s, 1.0) * 1000));
     proxies.push_back(
         std::make_unique<rendezvous::Proxy>(io, std::move(*listener), std::move(options), log));
+    (*by_node)[spec.node_rank] = proxies.back().get();
   }
   RankRoute route = direct;
   route.target = [ports, source = direct.source](int node, const std::string&, std::uint16_t) {
     return std::make_pair(source(node), ports->at(node));
   };
+  // The node's gculaunch reaches node 0 through its proxy too, as a real one does.
+  route.proxy = [by_node](int node) { return by_node->at(node); };
   return route;
 }
 
@@ -315,8 +319,9 @@ int RunNodes(int first, int count, const std::string& dialect, const std::string
     }
     specs.push_back(std::move(*spec));
   }
-  SimJob job(io, specs.empty() ? 1 : specs.front().nproc_per_node);
+  // Declared before the job: the nodes' agents use their proxies until they are destroyed.
   std::vector<std::unique_ptr<rendezvous::Proxy>> proxies;
+  SimJob job(io, specs.empty() ? 1 : specs.front().nproc_per_node);
   if (!specs.empty() && ProxiesStore(specs.front())) {
     auto routed = StartProxies(io, specs, route, log, proxies);
     if (!routed.ok()) {

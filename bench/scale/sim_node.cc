@@ -57,7 +57,10 @@ void SimNode::Start() {
   choices.launcher_pid = std::to_string(::getpid());
   const RankRuntime runtime = ResolveRankRuntime(spec_, choices);
   planner_ = std::make_unique<RankPlanner>(spec_, base_, runtime, false);
-  ClusterNodeContext context{io_, *planner_, nullptr, nullptr, NoJobEvents(), log_};
+  ClusterNodeContext context{.io = io_,
+                             .planner = *planner_,
+                             .proxy = route_.proxy ? route_.proxy(spec_.node_rank) : nullptr,
+                             .log = log_};
   auto made = MakeClusterNode(spec_, runtime, context);
   if (!made.ok()) {
     hooks_.RankFailed(spec_.node_rank, made.error().Format());

@@ -31,6 +31,10 @@
 #include "launcher/frontend/launch_spec.h"
 #include "launcher/run/rank_planner.h"
 
+namespace gculaunch::rendezvous {
+class Proxy;
+}  // namespace gculaunch::rendezvous
+
 namespace gculaunch::bench {
 
 /// What the nodes of one harness process report (aggregated by the caller).
@@ -53,6 +57,8 @@ struct RankRoute {
       target;
   /// The source address of the node's rank connections ("" : any).
   std::function<std::string(int node)> source;
+  /// The node's store proxy, which carries its agent's connections too (null: none).
+  std::function<rendezvous::Proxy*(int node)> proxy;
 };
 
 /// The default route: MASTER_ADDR:MASTER_PORT, from 127.64.0.0 + node (one source address per

@@ -733,6 +733,7 @@ int Launch::RunLoop() {
                                  ClusterNodeContext{.io = loop.io,
                                                     .planner = loop.planner,
                                                     .store = loop.store ? &*loop.store : nullptr,
+                                                    .proxy = loop.proxy ? &*loop.proxy : nullptr,
                                                     .hooks = loop.hooks.get(),
                                                     .events = &loop.events,
                                                     .log = log_});

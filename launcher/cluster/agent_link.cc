@@ -22,6 +22,7 @@
 #include "launcher/sys/socket_owner.h"
 #include "rendezvous/client.h"
 #include "rendezvous/join_auth.h"
+#include "rendezvous/proxy.h"
 #include "rendezvous/server.h"
 
 namespace gculaunch {
@@ -93,6 +94,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         log_(log),
         wake_(io),
         progress_timer_(io),
+        proxy_timer_(io),
         rule_(job::SilenceRule::ForMasterNode(options_.node_timeout)),
         lag_(options_.silence_check) {}
 
@@ -113,8 +115,8 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
 
   rendezvous::ClientOptions ClientOpts(std::chrono::milliseconds timeout) {
     rendezvous::ClientOptions o;
-    o.host = options_.host;
-    o.port = static_cast<std::uint16_t>(options_.port);
+    o.host = via_proxy_ ? options_.proxy->address() : options_.host;
+    o.port = static_cast<std::uint16_t>(via_proxy_ ? options_.proxy->port() : options_.port);
     o.dialect = rendezvous::Dialect::kV2;
     o.connect_timeout = timeout;
     o.attempt_timeout = std::chrono::seconds(2);
@@ -131,7 +133,24 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   Task<void> DoConnect(AgentLink::Done done) {
     auto self = shared_from_this();
     const auto start = Clock::now();
-    rendezvous::ClientOptions o = ClientOpts(options_.connect_timeout);
+    connecting_ = true;
+    asio::co_spawn(io_, Progress(start), asio::detached);
+    if (options_.proxy != nullptr && !options_.proxy->lost()) {
+      Status routed = co_await ThroughProxy();
+      if (closed_) co_return;
+      if (!routed.ok()) {
+        connecting_ = false;
+        progress_timer_.cancel();
+        done(routed.error());
+        co_return;
+      }
+    }
+    // What is left of the deadline (the proxy may have spent some of it).
+    const auto left =
+        std::max(std::chrono::milliseconds(1),
+                 options_.connect_timeout -
+                     std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+    rendezvous::ClientOptions o = ClientOpts(left);
     // Weak: the client keeps its options, and the core keeps the client.
     o.on_attempt_failed = [weak = std::weak_ptr<RemoteLinkCore>(self)](int attempt,
                                                                        const std::string& why) {
@@ -140,8 +159,6 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         core->last_error_ = why;
       }
     };
-    connecting_ = true;
-    asio::co_spawn(io_, Progress(start), asio::detached);
     auto control = co_await rendezvous::Client::Connect(o);
     connecting_ = false;
     progress_timer_.cancel();
@@ -159,7 +176,9 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       co_return;
     }
     control_.emplace(std::move(*control));
-    if (auto addr = LocalAddressOf(control_->native_handle()); addr.ok()) local_address_ = *addr;
+    // Through the proxy, this node's address on the route to node 0 is its upstream's.
+    const int route_fd = via_proxy_ ? options_.proxy->upstream_handle() : control_->native_handle();
+    if (auto addr = LocalAddressOf(route_fd); addr.ok()) local_address_ = *addr;
     // The master just answered: the second connection needs no long deadline.
     rendezvous::ClientOptions watch_options = ClientOpts(std::chrono::seconds(10));
     auto watch = co_await rendezvous::Client::Connect(std::move(watch_options));
@@ -188,9 +207,12 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       }
     }
     log_.info(
-        "connected to the master node at {} after {} in {} (this node's address on that "
+        "connected to the master node at {}{} after {} in {} (this node's address on that "
         "route: {})",
         endpoint(),
+        via_proxy_ ? " through this node's store proxy (port " +
+                         std::to_string(options_.proxy->port()) + ")"
+                   : std::string(),
         attempts_ + 1 == 1 ? std::string("1 attempt") : std::to_string(attempts_ + 1) + " attempts",
         Seconds(Clock::now() - start), local_address_);
     asio::co_spawn(io_, Pump(), asio::detached);
@@ -198,14 +220,49 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   }
 
   // Each connection, before anything else: who serves it (check_listener_owner), then the
-  // proof of the job secret.
+  // proof of the job secret.  Through the proxy, the listener is this process's own, and
+  // the upstream's server end was checked once (ThroughProxy).
   Task<Status> Trust(rendezvous::Client& c) {
     auto self = shared_from_this();
-    if (options_.check_listener_owner) {
+    if (options_.check_listener_owner && !via_proxy_) {
       Status owner = CheckListenerOwner(c.native_handle());
       if (!owner.ok()) co_return owner;
     }
     co_return co_await Prove(c);
+  }
+
+  // --store-proxy: waits for this node's proxy to reach node 0, then both connections go
+  // through it as streams of its one upstream connection.  A proxy that could not reach node
+  // 0 (a wrong secret, a deadline) or was lost leaves this node's gculaunch to connect
+  // directly, which then fails or succeeds as without a proxy, with its own words and exit
+  // code.
+  Task<Status> ThroughProxy() {
+    auto self = shared_from_this();
+    waiting_proxy_ = true;
+    options_.proxy->WhenUp([weak = weak_from_this()](const std::string& lost) {
+      if (auto core = weak.lock()) {
+        core->proxy_lost_ = lost;
+        core->proxy_timer_.cancel();
+      }
+    });
+    while (!proxy_lost_ && !closed_) {
+      boost::system::error_code ec;
+      proxy_timer_.expires_at(Clock::time_point::max());
+      co_await proxy_timer_.async_wait(Nothrow(ec));
+    }
+    waiting_proxy_ = false;
+    if (closed_) co_return OkStatus();
+    if (!proxy_lost_->empty()) {
+      log_.info("this node's store proxy cannot reach the master node ({}): connecting directly",
+                *proxy_lost_);
+      co_return OkStatus();
+    }
+    if (options_.check_listener_owner) {
+      Status owner = CheckListenerOwner(options_.proxy->upstream_handle());
+      if (!owner.ok()) co_return owner;
+    }
+    via_proxy_ = true;
+    co_return OkStatus();
   }
 
   // Rule 3 of store_host.h: the port was taken on this host, so the process that answers is
@@ -313,11 +370,14 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
       const std::string why = options_.not_host_why.empty()
                                   ? ""
                                   : "; this node does not host the store: " + options_.not_host_why;
+      // While the proxy connects, its attempts are this node's.
+      const int attempts = waiting_proxy_ ? options_.proxy->connect_attempts() : attempts_;
+      const std::string& last = waiting_proxy_ ? options_.proxy->last_connect_error() : last_error_;
       log_.info(
           "waiting for the master node at {} ({}): {} attempt(s) in {}, last: {}; node 0 "
           "may still be starting, waiting up to {} (--rdzv-timeout){}",
-          endpoint(), resolved, attempts_, Seconds(Clock::now() - start),
-          last_error_.empty() ? "-" : last_error_, Seconds(options_.connect_timeout), why);
+          endpoint(), resolved, attempts, Seconds(Clock::now() - start), last.empty() ? "-" : last,
+          Seconds(options_.connect_timeout), why);
     }
   }
 
@@ -491,6 +551,7 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     closed_ = true;
     connecting_ = false;
     progress_timer_.cancel();
+    proxy_timer_.cancel();
     wake_.cancel();
     if (control_) control_->Close();
     if (watch_) watch_->Close();
@@ -501,6 +562,10 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   spdlog::logger& log_;
   asio::steady_timer wake_;
   asio::steady_timer progress_timer_;
+  asio::steady_timer proxy_timer_;         ///< ThroughProxy waits on it
+  std::optional<std::string> proxy_lost_;  ///< the proxy's WhenUp answer, once it came
+  bool waiting_proxy_ = false;             ///< ThroughProxy is waiting
+  bool via_proxy_ = false;                 ///< both connections go through this node's store proxy
   std::optional<rendezvous::Client> control_;
   std::optional<rendezvous::Client> watch_;
   std::deque<Op> queue_;

@@ -29,7 +29,11 @@
 // Node 0 proves the secret first, over a nonce this node chose, and a node 0 that cannot is
 // refused before this node sends its own proof.  When the store's port was found taken on
 // this host (check_listener_owner), each connection's server end must belong to this user or
-// root before the link says anything on it.
+// root before the link says anything on it.  With --store-proxy (RemoteLinkOptions::proxy)
+// both connections go to this node's store proxy, which carries them to node 0 as streams of
+// its one upstream connection: the proof of the secret, the heartbeats and the liveness rules
+// are the same end to end, and node 0 sees the node's gculaunch end when its stream or the
+// upstream ends.
 //
 // Lifetime: the owner keeps the link alive while it runs the io_context; Close() ends both
 // connections, and callbacks of operations still pending then complete with errors (or
@@ -52,8 +56,9 @@ class logger;
 }
 
 namespace gculaunch::rendezvous {
+class Proxy;
 class Server;
-}
+}  // namespace gculaunch::rendezvous
 
 namespace gculaunch {
 
@@ -123,6 +128,12 @@ struct RemoteLinkOptions {
   /// on each connection, the process serving its other end must be this user's or root's
   /// (sys::PeerSocketOwner); another user's is refused (exit code 2).
   bool check_listener_owner = false;
+  /// --store-proxy on a node that proxies the store (rank_env.h ProxiesStore): this node's
+  /// store proxy, which then carries both connections to node 0 as streams of its one
+  /// upstream connection, so that node 0 holds one socket per node.  Waited for while it
+  /// connects; once it cannot carry them (it never reached node 0, or was lost), the link
+  /// connects directly.  Null: directly.  Must outlive the link.
+  rendezvous::Proxy* proxy = nullptr;
 };
 
 class RemoteLinkCore;

@@ -49,6 +49,10 @@
 #include "launcher/run/rank_planner.h"
 #include "launcher/run/supervisor.h"
 
+namespace gculaunch::rendezvous {
+class Proxy;
+}  // namespace gculaunch::rendezvous
+
 namespace gculaunch {
 
 class AgentStore;        // launcher/run/agent_store.h
@@ -61,6 +65,9 @@ struct ClusterNodeContext {
   boost::asio::io_context& io;
   RankPlanner& planner;
   AgentStore* store = nullptr;  ///< the agent store, when this node hosts it
+  /// --store-proxy, on a node that proxies the store: this node's proxy, which carries the
+  /// agent's connections to node 0 too (RemoteLinkOptions::proxy).
+  rendezvous::Proxy* proxy = nullptr;
   /// The store's connection hooks (MakeConnectionHooks); node 0's board becomes their target
   /// until Finish.
   ConnectionHooks* hooks = nullptr;

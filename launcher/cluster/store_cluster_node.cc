@@ -25,7 +25,9 @@ StoreClusterNode::StoreClusterNode(const LaunchSpec& spec, const ClusterNodeSett
     if (hooks_ != nullptr) hooks_->target = &*coordinator_board_;
     coordinator_.emplace(io_, *coordinator_board_, settings.coordinator, log_);
   } else {
-    remote_link_.emplace(io_, settings.remote, log_);
+    RemoteLinkOptions remote = settings.remote;
+    remote.proxy = context.proxy;
+    remote_link_.emplace(io_, std::move(remote), log_);
     link = &*remote_link_;
   }
   agent_board_.emplace(*link, remote_link_ ? &*remote_link_ : nullptr, spec.node_rank);

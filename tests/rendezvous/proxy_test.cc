@@ -3,11 +3,21 @@
 // directly (both dialects, a blocking WAIT that stalls no one else, CANCEL_WAIT, WATCH_KEY
 // events, a store-side close, an unknown code), a rank's disconnect ends its parked WAIT,
 // a new restart attempt and a lost upstream close the ranks' connections, the job secret is
-// proven (node 0 first), and proxied ranks have a cap of their own at node 0.
+// proven (node 0 first), and proxied ranks have a cap of their own at node 0.  A node agent
+// reaches node 0 through its node's proxy too: it proves the secret over its own stream, and
+// node 0 hears of its stream's end, or its upstream's, as of a direct connection's.
 #include "rendezvous/proxy.h"
 
-#include <catch2/catch.hpp>
+#include <sys/socket.h>
 
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rendezvous/agent_auth.h"
 #include "rendezvous/upstream.h"
 #include "tests/rendezvous/decode_util.h"
 #include "tests/rendezvous/proxy_test_util.h"
@@ -183,7 +193,8 @@ TEST_CASE("proxy: the job secret is proven before the upstream is granted", "[pr
     // A rank is no agent: it may not change gculaunch's keys through the proxy either.
     rank.Send(V1(Req(Op::kSet, {"gculaunch/plan"}, {"evil"})));
     CHECK(rank.ReadsEof());
-    CHECK(f.node0.log().WaitFor({"a rank may not change gculaunch's keys"}));
+    CHECK(f.node0.log().WaitFor(
+        {"only a node agent that proved the job secret may change gculaunch's keys"}));
   }
   SECTION("no secret") {
     ProxyFixture f(options, "", /*wait_connected=*/false);
@@ -199,6 +210,97 @@ TEST_CASE("proxy: the job secret is proven before the upstream is granted", "[pr
     CHECK_THAT(f.lost(), Catch::Contains("failed to prove that it holds the job secret"));
     CHECK_FALSE(f.node0.log().Contains({"proof of the job secret"}));
   }
+}
+
+// GET on a v1 connection: the reply's blob.
+std::string Get(RawClient& c, const std::string& key) {
+  c.Send(V1(Req(Op::kGet, {key})));
+  const std::string size = c.Read(8);
+  const auto n = LoadU64(reinterpret_cast<const std::uint8_t*>(size.data()));
+  return n == 0 ? "" : c.Read(n);
+}
+
+TEST_CASE("proxy: a node agent proves the job secret over its own stream", "[proxy][secret]") {
+  ServerOptions options;
+  options.agent_secret = "s3cret";
+  ProxyFixture f(options, "s3cret");
+  RawClient agent(f.port());
+  // Node 0 proves itself first, over the agent's nonce.
+  const std::string mine(64, 'a');
+  CHECK(Get(agent, std::string(kNode0ProofPrefix) + mine) == NodeZeroProof("s3cret", mine));
+  // Then the agent proves the secret, on its stream alone.
+  const std::string nonce = Get(agent, std::string(kAuthNonceKey));
+  REQUIRE(nonce.size() == 64);
+  agent.Send(V1(Req(Op::kSet, {std::string(kAuthProofKey)}, {AuthProof("s3cret", nonce)})));
+  CHECK(Get(agent, std::string(kAuthStatusKey)) == kAuthOk);
+  agent.Send(V1(Req(Op::kSet, {"gculaunch/job/hb/1/1"}, {"1"})));
+  CHECK(Get(agent, "gculaunch/job/hb/1/1") == "1");
+  CHECK(f.node0.OnIo([&] { return f.node0.server().Get("job/hb/1/1").value_or(""); }) == "1");
+  // Another stream of the same proxy is not proven by it.
+  RawClient rank(f.port());
+  CHECK(Get(rank, std::string(kAuthStatusKey)).empty());
+  rank.Send(V1(Req(Op::kSet, {"gculaunch/job/hb/1/1"}, {"2"})));
+  CHECK(rank.ReadsEof());
+  // A wrong proof closes that stream only.
+  RawClient wrong(f.port());
+  const std::string other = Get(wrong, std::string(kAuthNonceKey));
+  wrong.Send(V1(Req(Op::kSet, {std::string(kAuthProofKey)}, {AuthProof("guess", other)})));
+  CHECK(wrong.ReadsEof());
+  CHECK(f.node0.log().WaitFor({"stream", "its proof of the job secret is wrong"}));
+  // A stream cannot become an upstream of its own.
+  RawClient nested(f.port());
+  nested.Send(V1(Req(Op::kGet, {std::string(kUpstreamKey)})));
+  CHECK(nested.ReadsEof());
+  CHECK(f.node0.log().WaitFor({"a connection through a store proxy cannot carry other"}));
+  CHECK(Get(agent, "gculaunch/job/hb/1/1") == "1");
+}
+
+TEST_CASE("proxy: node 0 hears of a proxied connection that ended, as of a direct one", "[proxy]") {
+  std::mutex mu;
+  std::vector<std::pair<ConnId, std::string>> ended;
+  ServerOptions options;
+  options.connection_observer = [&](ConnId id, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    ended.emplace_back(id, why);
+  };
+  const auto heard = [&](ConnId id) {
+    for (int i = 0; i < 2000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto& [conn, why] : ended) {
+          if (conn == id) return why.empty();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  ProxyFixture f(options);
+  auto agent = std::make_unique<RawClient>(f.port());
+  CHECK(Get(*agent, "gculaunch/job/plan/0").empty());
+  const ConnId first = f.node0.WaitForRequest(Op::kGet, 1);
+  // Its host vanishing shows on the upstream connection, which keepalive then watches.
+  CHECK(f.node0.OnIo([&] { return f.node0.server().KeepAlive(first, TcpKeepAlive{}); }));
+  const int upstream_keepalive = f.node0.OnIo([&] {
+    int on = 0;
+    socklen_t len = sizeof on;
+    int count = 0;
+    for (int fd : f.node0.server().NativeHandlesForTest()) {
+      if (::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len) == 0 && on != 0) ++count;
+    }
+    return count;
+  });
+  CHECK(upstream_keepalive == 1);
+  // The agent's connection closed at the proxy: its stream ends, as a peer's close.
+  agent.reset();
+  CHECK(heard(first));
+  // The whole node's gculaunch ends: every stream ends with its upstream.
+  RawClient second(f.port());
+  CHECK(Get(second, "gculaunch/job/plan/0").empty());
+  const ConnId next = f.node0.WaitForRequest(Op::kGet, 2);
+  CHECK(next != first);
+  f.StopProxy();
+  CHECK(heard(next));
 }
 
 TEST_CASE("proxy: a client may not pose as a store proxy without the job secret",

@@ -56,6 +56,13 @@ class ProxyFixture {
   std::size_t ranks() {
     return node0.OnIo([&] { return proxy_->num_connections(); });
   }
+  /// This node's gculaunch ends: the proxy and its upstream go.
+  void StopProxy() {
+    node0.OnIo([&] {
+      proxy_.reset();
+      return 0;
+    });
+  }
   std::string lost() {
     node0.OnIo([] { return 0; });  // on_lost is posted: let it run first
     std::lock_guard<std::mutex> lock(mu_);

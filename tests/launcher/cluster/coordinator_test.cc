@@ -351,4 +351,31 @@ TEST_CASE("coordinator: a node of a gculaunch before per-node plans still reads 
   CHECK(f.RankEnv(1, 1, 0)["GROUP_WORLD_SIZE"] == "3");
 }
 
+TEST_CASE("coordinator: nodes behind store proxies reach node 0 over one connection each",
+          "[coordinator][proxy]") {
+  // --store-proxy: the agent's two connections ride its node's proxy upstream, so node 0
+  // holds one socket per node (bench.scale: 16384 nodes under a 20,000-file limit).
+  JobFixture f(3, /*restarts=*/1);
+  f.proxied = {1, 2};
+  f.StartCoordinator();
+  for (int k = 0; k < 3; ++k) f.AddNode(k, 2);
+  REQUIRE(f.Run([&] { return AllStarted(f, 0); }));
+  CHECK(f.server->num_sessions() == 2);
+  CHECK(f.log_text.str().find(
+            "connected to the master node at 127.0.0.1:" + std::to_string(f.server->port()) +
+            " through this node's store proxy") != std::string::npos);
+  CHECK(f.RankEnv(2, 0, 1)["RANK"] == "5");
+  // A rank fails: the restart reaches both proxied nodes.
+  f.nodes[1].ranks->Fail(2, 7);
+  REQUIRE(f.Run([&] { return AllStarted(f, 1); }));
+  // Node 2's gculaunch dies with its proxy: node 0 hears it from the upstream's end.
+  REQUIRE(f.Run([&] { return f.server->Get(job::HeartbeatKey(2, 1)).has_value(); }));
+  f.Kill(2);
+  REQUIRE(f.Run([&] { return f.nodes[0].agent->finished() && f.coordinator->finished(); }));
+  CHECK_THAT(job::Describe(*f.nodes[0].agent->outcome()),
+             Catch::Contains("node 2 (h2, 127.0.0.1) was lost: its gculaunch closed its "
+                             "connection without a bye (killed?)"));
+  CHECK(f.server->num_sessions() <= 1);
+}
+
 }  // namespace gculaunch

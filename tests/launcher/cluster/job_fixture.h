@@ -1,7 +1,8 @@
 // A multi-node job inside one test process: a real store (rendezvous::Server on 127.0.0.1,
 // port 0), node 0's Coordinator, and NodeAgents whose ranks are FakeRanks (a JobControl that
 // records what the job told it and answers like the Supervisor would, asynchronously).
-// Node 0 uses the in-process link, the others RemoteAgentLink over loopback.  Used by
+// Node 0 uses the in-process link, the others RemoteAgentLink over loopback, directly or
+// (JobFixture::proxied) through a store proxy of their own.  Used by
 // node_agent_test.cc and coordinator_test.cc.
 //
 // Thread safety: the test's thread only (one io_context, run with testing::RunUntil).
@@ -27,6 +28,7 @@
 #include "launcher/cluster/store_board.h"
 #include "launcher/run/rank_planner.h"
 #include "rendezvous/listener.h"
+#include "rendezvous/proxy.h"
 #include "rendezvous/server.h"
 #include "tests/support/test_util.h"
 
@@ -140,6 +142,9 @@ struct JobFixture {
   }
 
   struct Node {
+    /// --store-proxy: the node's store proxy, which carries its agent's connections too
+    /// (declared first: the link uses it until the link is gone).
+    std::unique_ptr<rendezvous::Proxy> proxy;
     std::unique_ptr<LaunchSpec> spec;
     std::unique_ptr<RankPlanner> planner;
     std::unique_ptr<AgentLink> link;
@@ -185,6 +190,16 @@ struct JobFixture {
       o.initial_backoff = std::chrono::milliseconds(10);
       o.max_backoff = std::chrono::milliseconds(20);
       o.heartbeat_interval = std::chrono::milliseconds(20);
+      if (proxied.count(node) != 0) {
+        auto listener = rendezvous::ListenSocket::Bind("127.0.0.1", 0);
+        REQUIRE(listener.ok());
+        rendezvous::ProxyOptions p;
+        p.upstream_host = "127.0.0.1";
+        p.upstream_port = server->port();
+        p.connect_timeout = std::chrono::seconds(10);
+        n.proxy = std::make_unique<rendezvous::Proxy>(io, std::move(*listener), p, log);
+        o.proxy = n.proxy.get();
+      }
       auto link = std::make_unique<RemoteAgentLink>(io, o, log);
       remote = link.get();
       n.link = std::move(link);
@@ -206,6 +221,7 @@ struct JobFixture {
     nodes[i].ranks->agent = nullptr;
     nodes[i].agent.reset();
     nodes[i].link->Close();
+    nodes[i].proxy.reset();
   }
 
   /// The environment rank `local_rank` of node `i` would get in attempt `restart_count`.
@@ -230,6 +246,8 @@ struct JobFixture {
   std::string run_id = "r";  ///< the job identity the next AddNode registers
   /// Nodes that register as a gculaunch before per-node plans (they read the whole plan).
   std::set<int> older;
+  /// Nodes that run --store-proxy: their agent reaches node 0 through their proxy.
+  std::set<int> proxied;
   TempDir dir;
   EnvMap base;
   boost::asio::io_context io;
