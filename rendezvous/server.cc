@@ -362,7 +362,9 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   std::unordered_map<ConnId, std::function<void(bool)>> waits_;  ///< in-process AsyncWaits
   ConnId next_id_ = 1;
   ConnId launcher_conn_ = 0;
-  Effects effects_;                        ///< reused by OnRequest
+  Effects effects_;                                 ///< reused by OnRequest
+  std::vector<std::shared_ptr<Session>> to_flush_;  ///< Dispatch: sessions with deliveries
+  std::unordered_set<Session*> to_flush_seen_;
   std::shared_ptr<std::string> last_set_;  ///< the last value set in-process (SetInProcess)
   /// Metrics: parked requests (WAIT) by connection, measured when their reply is delivered.
   std::unordered_map<ConnId, std::pair<Op, Clock::time_point>> parked_;
@@ -505,7 +507,14 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     if (it == upstreams_.end()) return;
     MeasureDelivered(id);
     SendStreamData(*it->second, ref.stream, std::move(bytes));
-    if (it->second->session.get() != requester) it->second->session->Flush();
+    if (it->second->session.get() != requester) FlushLater(it->second->session);
+  }
+
+  // A session that got deliveries is flushed once, after all of them (Dispatch): a key that
+  // wakes every rank's WAIT sends each proxy's upstream one write for all its streams, not
+  // one per stream.
+  void FlushLater(const std::shared_ptr<Session>& session) {
+    if (to_flush_seen_.insert(session.get()).second) to_flush_.push_back(session);
   }
 
   static std::string StreamPeer(const UpstreamLink& link, std::uint32_t stream) {
@@ -940,8 +949,12 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       MeasureDelivered(d.conn);
       std::shared_ptr<Session> target = it->second;
       target->output().AppendReply(std::move(d.bytes));
-      if (target.get() != requester) target->Flush();  // the requester flushes after its read
+      if (target.get() != requester) FlushLater(target);  // the requester: after its read
     }
+    // Moved out first: a flush that fails ends its session, whose end may dispatch again.
+    auto flush = std::exchange(to_flush_, {});
+    to_flush_seen_.clear();
+    for (const auto& session : flush) session->Flush();
   }
 };
 

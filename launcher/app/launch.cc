@@ -495,15 +495,15 @@ std::size_t Launch::StoreStreamCap() const {
 // A store that will have to refuse the job's own ranks is known before the first rank starts,
 // so it is said then, once, with the number to set, rather than as refusals in the middle of
 // init_process_group.  What the job may open: torch 1.13's ranks keep two connections each (the
-// client and its WAIT callback), later torch one; every node's agent one more, and a margin for
-// `gculaunch status`, probes and reconnects.  The world size is the largest the job can reach.
-// With --store-proxy only node 0's own ranks connect directly, every other node through its
-// proxy's one upstream connection.
+// client and its WAIT callback), later torch one; every node's agent two more (control and
+// watch), and a margin for `gculaunch status`, probes and reconnects.  The world size is the
+// largest the job can reach.  With --store-proxy only node 0's own ranks connect directly,
+// every other node (its ranks and its agent) through its proxy's one upstream connection.
 void Launch::WarnIfStoreTooSmall() const {
   const std::uint64_t direct_ranks = spec_.store_proxy
                                          ? static_cast<std::uint64_t>(spec_.nproc_per_node)
                                          : static_cast<std::uint64_t>(spec_.world_size);
-  const std::uint64_t per_node = spec_.store_proxy ? 2 : 1;
+  const std::uint64_t per_node = spec_.store_proxy ? 1 : 2;
   const std::uint64_t need =
       2 * direct_ranks + per_node * static_cast<std::uint64_t>(spec_.nnodes) + 16;
   const std::uint64_t cap = StoreConnectionCap();

@@ -7,7 +7,8 @@ not one per rank: each non-zero node runs more ranks than that bound allows.  Th
 proxied node get MASTER_ADDR=127.0.0.1 and the proxy's port; node 0's ranks keep node 0's
 address.  The same with torch 2.6 from the trixie root on two and on three hosts; a proxied rank's failure
 with --max-restarts 1 (node 0's new attempt closes the old streams, attempt 1 all-reduces through
-the same proxy).  Also: the dry run names the route and the hazard, and --store-proxy with
+the same proxy).  With a job secret, node 1's gculaunch proves it over its own stream of the
+proxy, and another secret on node 1 is refused with exit code 2.  Also: the dry run names the route and the hazard, and --store-proxy with
 --no-agent-store is one line, exit 2.
 """
 import json
@@ -165,6 +166,49 @@ class StoreProxy(unittest.TestCase):
             self.assertIn("attempt 1 rank %d of 3 sum 6" % rank, out)
         self.assertIn("over one connection", jobs[1].stderr)
         self.assertEqual(jobs[1].stderr.count("store proxy: the ranks' store connections"), 1)
+
+    def secret_file(self, name, text):
+        path = os.path.join(self.work, name)
+        with open(path, "w") as f:
+            f.write(text + "\n")
+        os.chmod(path, 0o600)
+        return path
+
+    def test_job_secret_through_the_proxy(self):
+        # Node 1's gculaunch reaches node 0 through its proxy and proves the secret over its
+        # own stream (the proxy's proof covers only the upstream): the job runs, and node 0
+        # holds one connection for node 1.
+        hosts = self.hosts(2)
+        secret = ["--job-secret-file", self.secret_file("secret", "s3cret-of-this-job")]
+        jobs = [self.node(hosts, 0, 2, 1, secret + ["--metrics-port", str(METRICS_PORT)]),
+                self.node(hosts, 1, 2, 2, secret)]
+        codes = [job.wait(timeout=300) for job in jobs]
+        self.assertEqual(codes, [0, 0], [j.stderr for j in jobs])
+        out = "".join(j.stdout for j in jobs)
+        for rank in range(3):
+            self.assertIn("attempt 0 rank %d of 3 sum 6" % rank, out)
+        self.assertRegex(jobs[1].stderr, r"connected to the master node at 198\.18\.0\.1:%d "
+                                         r"through this node's store proxy" % PORT)
+        with open(os.path.join(self.work, "metrics.txt")) as f:
+            metrics = f.read()
+        total = int(re.search(r"^gculaunch_store_connections_total (\d+)$", metrics, re.M).group(1))
+        self.assertLessEqual(total, 3, metrics)
+
+    def test_another_secret_behind_the_proxy_is_refused(self):
+        # The proxy finds node 0's proof wrong and forwards nothing; the node's gculaunch then
+        # tries node 0 itself and stops with the usual line and exit code 2.
+        hosts = self.hosts(2)
+        node0 = self.node(hosts, 0, 2, 1,
+                          ["--job-secret-file", self.secret_file("secret0", "the-real-one")])
+        node1 = self.node(hosts, 1, 2, 2,
+                          ["--job-secret-file", self.secret_file("secret1", "another-one")])
+        self.assertEqual(node1.wait(timeout=120), 2, node1.stderr)
+        self.assertIn("store proxy: node 0's store at 198.18.0.1:%d failed to prove that it "
+                      "holds the job secret" % PORT, node1.stderr)
+        self.assertIn("the master node at 198.18.0.1:%d failed to prove that it holds the job "
+                      "secret" % PORT, node1.stderr)
+        self.assertNotIn("through this node's store proxy", node1.stderr)
+        self.assertIsNone(node0.proc.poll(), node0.stderr)  # node 0 waits for the right node
 
     def test_dry_run_names_the_route_and_the_hazard(self):
         env = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "198.18.0.1",
