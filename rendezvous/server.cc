@@ -269,6 +269,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       Forget(id);
       ++closed;
     }
+    FlushPending();  // each proxy's CLOSEs in one write
     const int backlog = DrainBacklog();
     log_.info(
         "restart attempt {} begins: closed {} connections of earlier attempts and {} "
@@ -591,7 +592,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
     const std::uint32_t stream = s->second.stream;
     EndStream(*u->second, stream, "");
     TellStreamClosed(*u->second, stream);
-    u->second->session->Flush();
+    FlushLater(u->second->session);
     return true;
   }
 
@@ -951,6 +952,10 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
       target->output().AppendReply(std::move(d.bytes));
       if (target.get() != requester) FlushLater(target);  // the requester: after its read
     }
+    FlushPending();
+  }
+
+  void FlushPending() {
     // Moved out first: a flush that fails ends its session, whose end may dispatch again.
     auto flush = std::exchange(to_flush_, {});
     to_flush_seen_.clear();
