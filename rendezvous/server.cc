@@ -365,7 +365,6 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   ConnId launcher_conn_ = 0;
   Effects effects_;                                 ///< reused by OnRequest
   std::vector<std::shared_ptr<Session>> to_flush_;  ///< Dispatch: sessions with deliveries
-  std::unordered_set<Session*> to_flush_seen_;
   std::shared_ptr<std::string> last_set_;  ///< the last value set in-process (SetInProcess)
   /// Metrics: parked requests (WAIT) by connection, measured when their reply is delivered.
   std::unordered_map<ConnId, std::pair<Op, Clock::time_point>> parked_;
@@ -515,7 +514,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   // wakes every rank's WAIT sends each proxy's upstream one write for all its streams, not
   // one per stream.
   void FlushLater(const std::shared_ptr<Session>& session) {
-    if (to_flush_seen_.insert(session.get()).second) to_flush_.push_back(session);
+    if (to_flush_.empty() || to_flush_.back() != session) to_flush_.push_back(session);
   }
 
   static std::string StreamPeer(const UpstreamLink& link, std::uint32_t stream) {
@@ -956,9 +955,13 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   }
 
   void FlushPending() {
+    if (to_flush_.empty()) return;  // every request dispatches: most deliver nothing
     // Moved out first: a flush that fails ends its session, whose end may dispatch again.
     auto flush = std::exchange(to_flush_, {});
-    to_flush_seen_.clear();
+    if (flush.size() > 1) {
+      std::sort(flush.begin(), flush.end());
+      flush.erase(std::unique(flush.begin(), flush.end()), flush.end());
+    }
     for (const auto& session : flush) session->Flush();
   }
 };
