@@ -217,6 +217,7 @@ void StartEpoch(CoordinatorStep& step, const CoordinatorConfig& config, int epoc
   s.ran = true;
   s.done.clear();
   s.reaped.clear();
+  s.restart_ready = 0;
   s.marker.reset();
   s.marker_published = false;
   s.reports.clear();
@@ -356,6 +357,11 @@ bool StopLoop(CoordinatorStep& step, const CoordinatorConfig& config, int next) 
   return true;
 }
 
+// A member named in `roster` may no longer be ready: MaybeRestart looks at it again.
+void LowerRestartReady(CoordinatorState& s) {
+  for (int k : s.roster) s.restart_ready = std::min(s.restart_ready, k);
+}
+
 // In kRestarting: once every node is back and reaped its ranks, the next epoch starts.
 // Elastic: a node joining is free; a fixed-size job has no joins, so restarts = epoch there.
 void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
@@ -367,12 +373,17 @@ void MaybeRestart(CoordinatorStep& step, const CoordinatorConfig& config) {
     }
     if (Present(s) < config.min_nodes) return;  // waits for joins (RejoinTimeout bounds it)
   } else {
-    for (int k = 0; k < config.nnodes; ++k) {
+    LowerRestartReady(s);
+    for (int k = s.restart_ready; k < config.nnodes; ++k) {
       auto m = s.members.find(k);
-      if (m == s.members.end() || m->second.away) return;
       // A node admitted for this epoch reports its reap; one that came back has none running.
-      if (m->second.admitted && s.reaped.count(k) == 0) return;
+      if (m == s.members.end() || m->second.away ||
+          (m->second.admitted && s.reaped.count(k) == 0)) {
+        s.restart_ready = k;
+        return;
+      }
     }
+    s.restart_ready = config.nnodes;
   }
   const bool free = s.marker && s.marker->kind == StopMarker::Kind::kNodeJoined;
   const int next = s.epoch + 1;
@@ -873,6 +884,7 @@ CoordinatorStep Step(CoordinatorState state, const CoordinatorConfig& config,
       }
       break;
   }
+  LowerRestartReady(step.state);
   return step;
 }
 

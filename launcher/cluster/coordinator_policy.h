@@ -108,6 +108,10 @@ struct CoordinatorState {
   double ran_s = 0;                      ///< how long `epoch` ran (its Marker event)
   StreakState streak;                    ///< the failure streak, from epoch to epoch
   bool streak_checked = false;           ///< kRestarting: the streak heard `epoch`
+  /// kRestarting, a fixed-size job: every node rank below it was back and had reaped at
+  /// MaybeRestart's last look, and no step named it in `roster` since (a change lowers it),
+  /// so a restart of N nodes looks at each node about once, not N times.
+  int restart_ready = 0;
   bool operator==(const CoordinatorState&) const = default;
 };
 

@@ -184,6 +184,24 @@ TEST_CASE("coordinator policy: the table of event sequences", "[coordinator_poli
                {CE::Reaped(0, 1),
                 {"BeginAttempt(1)", "PublishPlan(1)", "Admit(2/2)(1)", "WatchEpoch(1)"}}}),
        P::kRunning},
+      {"a node lost after the restart counted it as reaped: the restart waits for it",
+       // Reaps in node order: the restart looks at each node once (restart_ready), and a node
+       // it already counted that then goes away is looked at again.
+       Concat(Gathered(),
+              {{CE::Marker(MarkerForTest(K::kRankFailed, 0, 2, 7)), kNothing},
+               {CE::Reaped(0, 0), kNothing},
+               {CE::Reaped(0, 1), kNothing},
+               {CE::NodeSilent(1, 1, "no heartbeat for 3.0 s"),
+                {"Log[node 1 (h1, 198.18.0.2) was lost: no heartbeat for 3.0 s "
+                 "while the job re-forms; it waits for it to come back (rank 2 "
+                 "(local rank 0) on node 2 failed with exit code 7 first: taken as "
+                 "a consequence, one restart for both)]"}},
+               {CE::Reaped(0, 2), kNothing},
+               {CE::Join(2, Reg(1, 2, 0, "new")),
+                {"Log[node 1 (h1, 198.18.0.2) is back (a new gculaunch, pid 0, "
+                 "198.18.0.2)]",
+                 "BeginAttempt(1)", "PublishPlan(1)", "Admit(1/2)(1)", "WatchEpoch(1)"}}}),
+       P::kRunning},
       {"a node away past the deadline ends the job; its old join's bye changes nothing",
        Concat(Gathered(), {{CE::Marker(MarkerForTest(K::kRankFailed, 0, 0, 7)), kNothing},
                            {CE::Reaped(0, 0), kNothing},
