@@ -150,7 +150,10 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         std::max(std::chrono::milliseconds(1),
                  options_.connect_timeout -
                      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
-    rendezvous::ClientOptions o = ClientOpts(left);
+    // Through the proxy the listener is this process's own and already serving: a refusal
+    // means the proxy was lost right after it came up, which is not worth the whole deadline.
+    rendezvous::ClientOptions o =
+        ClientOpts(via_proxy_ ? std::min(left, std::chrono::milliseconds(10000)) : left);
     // Weak: the client keeps its options, and the core keeps the client.
     o.on_attempt_failed = [weak = std::weak_ptr<RemoteLinkCore>(self)](int attempt,
                                                                        const std::string& why) {
