@@ -345,8 +345,8 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
   void Lose(const std::string& why) {
     if (lost_ || stopped_) return;
     lost_ = true;
-    lost_why_ = why;
-    TellWaiters(why);
+    lost_why_ = why.empty() ? "the connection to node 0's store failed" : why;  // lost(): not ""
+    TellWaiters(lost_why_);
     if (options_.on_lost) asio::post(io_, [f = options_.on_lost, why] { f(why); });
     // Without rank connections (node 0 ended the job first, say) nothing fails with it.
     log_.log(sessions_.empty() ? spdlog::level::info : spdlog::level::err,

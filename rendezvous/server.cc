@@ -661,7 +661,7 @@ class ServerCore final : public SessionOwner, public std::enable_shared_from_thi
   struct AuthPeer {
     ConnId id;
     Reply& out;
-    std::string name;     ///< "from <peer>" or the stream, for log lines
+    std::string name;     ///< the peer's address, or which proxy's stream, for log lines
     Session* upgradable;  ///< a direct connection, which may become an upstream; null on a stream
     std::string close;    ///< set: the connection is closed after `out`, for this reason
   };
