@@ -106,20 +106,31 @@ void Coordinator::WatchIds(int id) {
 }
 
 // A node that numbered a join request and died before writing it leaves a gap: the next
-// request must not wait behind it.
+// request must not wait behind it.  A tick looks at `join_gap_slice` nodes, round robin from
+// where the last one stopped: a look costs ~1 us (store reads), and looking at every node
+// four times a second was 3% of node 0's CPU at 16k nodes, whatever the job did.  A gap is
+// rare (the node died between its two writes) and is found within ceil(N / slice) ticks: one
+// tick up to 1024 nodes, 4 s at 16k.
 void Coordinator::CheckJoinGaps() {
   if (settings_.config.elastic() && board_.IdsTaken() > next_id_ &&
       !board_.JoinExists(next_id_, 1) && board_.JoinExists(next_id_ + 1, 1)) {
     WatchIds(next_id_ + 1);
     return;
   }
-  for (auto& [node, seq] : next_join_) {
+  const std::size_t slice =
+      std::min(std::max<std::size_t>(settings_.join_gap_slice, 1), next_join_.size());
+  auto it = next_join_.lower_bound(gap_cursor_);
+  for (std::size_t looked = 0; looked < slice; ++looked, ++it) {
+    if (it == next_join_.end()) it = next_join_.begin();
+    const auto [node, seq] = *it;
     if (board_.JoinsNumbered(node) > seq && !board_.JoinExists(node, seq) &&
         board_.JoinExists(node, seq + 1)) {
+      gap_cursor_ = node;
       WatchJoins(node, seq + 1);
       return;  // next_join_ changed: check again at the next tick
     }
   }
+  gap_cursor_ = it == next_join_.end() ? 0 : it->first;
 }
 
 void Coordinator::ArmMissing() {

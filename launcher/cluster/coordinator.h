@@ -48,6 +48,8 @@ struct CoordinatorSettings {
   std::chrono::milliseconds rdzv_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds missing_period{10000};
   std::chrono::milliseconds heartbeat_check{250};
+  /// Nodes whose join requests each heartbeat check looks at for a gap (CheckJoinGaps).
+  std::size_t join_gap_slice = 1024;
   /// How long a node may stay silent while its connection is up (--node-timeout).
   job::SilenceRule silence;
   /// Elastic: --rdzv-conf last_call_timeout, counted from the moment MIN nodes are present.
@@ -105,6 +107,7 @@ class Coordinator {
   std::map<int, Beat> beats_;  ///< members not away
   std::map<int, std::chrono::steady_clock::time_point> away_;  ///< since when
   std::map<int, int> next_join_;                               ///< the join watched per node
+  int gap_cursor_ = 0;          ///< CheckJoinGaps: the node key the next tick starts at
   int next_id_ = 1;             ///< elastic: the node id whose first join request is watched next
   bool info_complete_ = false;  ///< job/info holds node 0's own registration
   /// A published plan, as admissions repeat it.

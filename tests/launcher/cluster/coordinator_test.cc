@@ -167,6 +167,28 @@ TEST_CASE("coordinator: nodes that disagree end the job before it starts", "[coo
   }
 }
 
+TEST_CASE("coordinator: join requests numbered by a gculaunch that died do not hold nodes back",
+          "[coordinator]") {
+  JobFixture f(4, /*restarts=*/0);
+  // One node a tick, so the second gap is found only where the first look stopped.
+  f.settings.join_gap_slice = 1;
+  // Nodes 1 and 3 each numbered a join request (job/joinseq) and died before writing it:
+  // their next gculaunch writes request 2, and the coordinator waits for request 1.
+  for (int node : {1, 3}) REQUIRE(f.server->Add(job::JoinSeqKey(node), 1).ok());
+  f.StartCoordinator();
+  for (int k = 0; k < 4; ++k) f.AddNode(k, 1);
+  REQUIRE(f.Run([&] {
+    for (auto& n : f.nodes) {
+      if (!n.ranks->Called("start 0")) return false;
+    }
+    return true;
+  }));
+  CHECK(f.server->Get(job::JoinKey(1, 2)).has_value());
+  CHECK(f.server->Get(job::JoinKey(3, 2)).has_value());
+  CHECK_FALSE(f.server->Get(job::JoinKey(1, 1)).has_value());
+  CHECK(f.RankEnv(3, 0, 0)["RANK"] == "3");
+}
+
 TEST_CASE("coordinator: a killed node rejoins as a new gculaunch and the job restarts everywhere",
           "[coordinator]") {
   JobFixture f(3, /*restarts=*/2);
