@@ -193,6 +193,7 @@ class Harness:
         self.events = []     # (source, event dict)
         self.failures = []
         self.t0 = None
+        self.cpu_samples = []  # (monotonic time, node 0's CPU seconds), while waiting
 
     def flags(self):
         a = self.args
@@ -298,7 +299,31 @@ class Harness:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise PhaseFailed("%s: not done within %.0f s (--phase)" % (what, limit))
-            self.pump(min(left, 0.5))
+            self.sample_cpu()
+            self.pump(min(left, 0.2))
+
+    def sample_cpu(self):
+        """Records node 0's CPU time now and then (at most every 0.1 s), to split it by phase."""
+        if self.node0 is None or self.node0.poll() is not None:
+            return
+        now = time.monotonic()
+        if self.cpu_samples and now - self.cpu_samples[-1][0] < 0.1:
+            return
+        cpu = cpu_seconds(self.node0.pid)
+        if cpu is not None:
+            self.cpu_samples.append((now, cpu))
+
+    def node0_cpu_at(self, t):
+        """Node 0's CPU seconds at monotonic time `t`, from the nearest samples (None: none)."""
+        before = [c for at, c in self.cpu_samples if at <= t]
+        after = [c for at, c in self.cpu_samples if at >= t]
+        if not before or not after:
+            return None
+        return (before[-1] + after[0]) / 2.0
+
+    def harness_cpu(self):
+        """CPU seconds the simulating processes used so far (read from /proc)."""
+        return sum(cpu_seconds(p.pid) or 0.0 for p in self.sims)
 
     def found(self, kind, epoch, source=None):
         return [e for s, e in self.events
@@ -406,6 +431,10 @@ def run_phases(h, results):
     results["unique_id_s"] = uid - h.t0
     usage = h.node0_usage()
     results["node0_cpu_connect_s"] = usage["cpu_s"]
+    results["harness_cpu_connect_s"] = h.harness_cpu()
+    rendezvous_cpu = h.node0_cpu_at(started)
+    if rendezvous_cpu is not None:
+        results["node0_cpu_rendezvous_s"] = rendezvous_cpu
     results["store_sockets"] = usage["sockets"]
     cpu0 = usage["cpu_s"]
     victim = a.nodes - 1

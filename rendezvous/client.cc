@@ -241,19 +241,27 @@ Error Client::Failed(Op op, const std::string& why) {
 }
 
 Client::Task<Status> Client::Send(Request request) {
-  if (broken_) {
-    co_return Error{std::string(OpName(request.op)) + " on the store at " + endpoint_ +
-                        ": the connection is closed",
-                    "reconnect"};
-  }
+  std::vector<Request> one;
+  one.push_back(std::move(request));
+  co_return co_await SendAll(std::move(one));
+}
+
+Client::Task<Status> Client::SendAll(std::vector<Request> requests) {
   wbuf_.clear();
-  if (!EncodeRequest(options_.dialect, request, wbuf_)) {
-    co_return Error{std::string(OpName(request.op)) + " does not exist in the torch 1.x dialect",
-                    "connect with Dialect::kV2"};
+  for (const Request& request : requests) {
+    if (broken_) {
+      co_return Error{std::string(OpName(request.op)) + " on the store at " + endpoint_ +
+                          ": the connection is closed",
+                      "reconnect"};
+    }
+    if (!EncodeRequest(options_.dialect, request, wbuf_)) {
+      co_return Error{std::string(OpName(request.op)) + " does not exist in the torch 1.x dialect",
+                      "connect with Dialect::kV2"};
+    }
   }
   boost::system::error_code ec;
   co_await asio::async_write(socket_, asio::buffer(wbuf_), Nothrow(ec));
-  if (ec) co_return Failed(request.op, ec.message());
+  if (ec) co_return Failed(requests.front().op, ec.message());
   co_return OkStatus();
 }
 
@@ -318,6 +326,17 @@ Client::Task<Result<std::int64_t>> Client::Add(std::string key, std::int64_t del
   r.delta = delta;
   if (Status s = co_await Send(std::move(r)); !s.ok()) co_return s.error();
   co_return co_await ReadI64(Op::kAdd);
+}
+
+Client::Task<Result<std::string>> Client::AddThenGet(std::string add_key, std::int64_t delta,
+                                                     std::string get_key) {
+  std::vector<Request> both;
+  both.push_back(Make(Op::kAdd, One(std::move(add_key))));
+  both.back().delta = delta;
+  both.push_back(Make(Op::kGet, One(std::move(get_key))));
+  if (Status s = co_await SendAll(std::move(both)); !s.ok()) co_return s.error();
+  if (auto n = co_await ReadI64(Op::kAdd); !n.ok()) co_return n.error();
+  co_return co_await ReadBlob(Op::kGet);
 }
 
 Client::Task<Result<std::string>> Client::CompareSet(std::string key, std::string expected,

@@ -86,6 +86,11 @@ class Client {
   /// store; torch's servers close the connection).
   Task<Result<std::string>> Get(std::string key);
   Task<Result<std::int64_t>> Add(std::string key, std::int64_t delta);
+  /// ADD `add_key` and GET `get_key` pipelined: both requests in one write, so the store reads
+  /// them together and answers them in one write.  Returns the GET's value (the ADD's count
+  /// is dropped).  A node's heartbeat reads what it polls this way (agent_link.h).
+  Task<Result<std::string>> AddThenGet(std::string add_key, std::int64_t delta,
+                                       std::string get_key);
   Task<Result<std::string>> CompareSet(std::string key, std::string expected, std::string desired);
   /// Blocks until every key exists.
   Task<Status> Wait(std::vector<std::string> keys);
@@ -118,6 +123,8 @@ class Client {
 
   Task<Status> Handshake(std::chrono::steady_clock::time_point deadline);
   Task<Status> Send(Request request);
+  /// Sends `requests` in one write.
+  Task<Status> SendAll(std::vector<Request> requests);
   /// Reads until n bytes are buffered; an error code on failure (the caller decides).
   Task<boost::system::error_code> Fill(std::size_t n);
   Task<Result<std::string>> ReadBlob(Op op);

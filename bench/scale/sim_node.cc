@@ -68,6 +68,11 @@ void SimNode::Start() {
   }
   cluster_ = std::move(*made);
   cluster_->Start(*this);
+  // As launch.cc does on every node: the other nodes answer node 0's stack dump requests,
+  // which they poll for as long as they run (here with an empty dump).
+  cluster_->ShareStacks([node = spec_.node_rank](const std::function<void(NodeStacks)>& done) {
+    done(NodeStacks{node, "node " + std::to_string(node), {}, ""});
+  });
 }
 
 void SimNode::StopRanks() {

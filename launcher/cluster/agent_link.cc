@@ -98,11 +98,22 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
         rule_(job::SilenceRule::ForMasterNode(options_.node_timeout)),
         lag_(options_.silence_check) {}
 
-  void SetBeatKey(const std::string& key) {
-    beat_ = [wire = job::KeyForSocket(key)](rendezvous::Client& c) -> Task<Result<std::string>> {
-      auto n = co_await c.Add(wire, 1);
-      if (!n.ok()) co_return n.error();
-      co_return std::to_string(*n);
+  void SetBeatKey(const std::string& key, const std::string& also_read) {
+    beat_read_.reset();
+    if (also_read.empty()) {
+      beat_ = [wire = job::KeyForSocket(key)](rendezvous::Client& c) -> Task<Result<std::string>> {
+        auto n = co_await c.Add(wire, 1);
+        if (!n.ok()) co_return n.error();
+        co_return std::to_string(*n);
+      };
+      return;
+    }
+    // Runs inside Pump(), which holds the core.
+    beat_ = [this, wire = job::KeyForSocket(key), read = job::KeyForSocket(also_read)](
+                rendezvous::Client& c) -> Task<Result<std::string>> {
+      auto value = co_await c.AddThenGet(wire, 1, read);
+      if (value.ok()) beat_read_.emplace(*value, Clock::now());
+      co_return value;
     };
   }
 
@@ -573,6 +584,8 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
   std::optional<rendezvous::Client> watch_;
   std::deque<Op> queue_;
   std::function<Task<Result<std::string>>(rendezvous::Client&)> beat_;  ///< one heartbeat
+  /// StartHeartbeat's `also_read`: its value at the latest beat, and when.
+  std::optional<std::pair<std::string, Clock::time_point>> beat_read_;
   std::function<void(std::string)> on_lost_;
   job::SilenceRule rule_;    ///< how long the master may be silent (--node-timeout)
   job::OwnLag lag_;          ///< this process's own lateness, from Silence()'s ticks
@@ -614,8 +627,9 @@ void RemoteAgentLink::Reset(std::chrono::milliseconds connect_timeout) {
 }
 
 void RemoteAgentLink::StartHeartbeat(const std::string& key,
-                                     std::function<void(std::string)> on_lost) {
-  core_->SetBeatKey(key);
+                                     std::function<void(std::string)> on_lost,
+                                     const std::string& also_read) {
+  core_->SetBeatKey(key, also_read);
   core_->on_lost_ = std::move(on_lost);
   core_->beating_ = true;
   core_->beat_now_ = true;  // the first beat at once: it names the control connection
@@ -623,6 +637,14 @@ void RemoteAgentLink::StartHeartbeat(const std::string& key,
 }
 
 void RemoteAgentLink::StopHeartbeat() { core_->beating_ = false; }
+
+bool RemoteAgentLink::ReadAtBeat(Value done) {
+  const auto& read = core_->beat_read_;
+  const auto fresh = 2 * core_->options_.heartbeat_interval;
+  if (!core_->beating_ || !read || Clock::now() - read->second > fresh) return false;
+  asio::post(core_->io_, [value = read->first, done = std::move(done)] { done(value); });
+  return true;
+}
 
 void RemoteAgentLink::Set(const std::string& key, const std::string& value, Done done) {
   core_->Enqueue(

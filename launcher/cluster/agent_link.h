@@ -158,8 +158,16 @@ class RemoteAgentLink : public AgentLink {
   void Reset(std::chrono::milliseconds connect_timeout);
   /// Starts the heartbeat (ADD 1 to `key`, named as in job_protocol.h); `on_lost(what)` is
   /// called once when either connection fails or the master stays silent past the bound
-  /// (also for failures of ordinary operations).
-  void StartHeartbeat(const std::string& key, std::function<void(std::string)> on_lost);
+  /// (also for failures of ordinary operations).  With `also_read`, every beat also GETs that
+  /// key, pipelined with the ADD (one write each way), and BeatRead() hands out the value: a
+  /// node polls node 0 without a round trip of its own (16k nodes polling twice a second
+  /// would be 32k requests a second at node 0).
+  void StartHeartbeat(const std::string& key, std::function<void(std::string)> on_lost,
+                      const std::string& also_read = "");
+  /// When the latest beat read `also_read` within two beats' time: posts `done` with its
+  /// value and returns true.  Else false (no beat yet, or the control connection was too
+  /// busy to beat): the caller reads the key itself.
+  bool ReadAtBeat(Value done);
   /// Stops heartbeating (the node said bye); the connections stay for pending operations.
   void StopHeartbeat();
 

@@ -57,8 +57,11 @@ void StoreAgentBoard::Join(const std::string& registration, Seq done) {
 }
 
 void StoreAgentBoard::Beat(int seq, std::function<void(std::string)> on_lost) {
-  if (remote_ != nullptr)
-    remote_->StartHeartbeat(job::HeartbeatKey(node_, seq), std::move(on_lost));
+  // Each beat also reads node 0's dump request counter (ReadDumpRequest).
+  if (remote_ != nullptr) {
+    remote_->StartHeartbeat(job::HeartbeatKey(node_, seq), std::move(on_lost),
+                            job::kDumpRequestKey);
+  }
 }
 
 void StoreAgentBoard::Quiet() {
@@ -97,14 +100,19 @@ void StoreAgentBoard::ReadMissing(Text done) { link_.Get(job::kMissingKey, std::
 
 void StoreAgentBoard::ReadJobInfo(Text done) { link_.Get(job::kInfoKey, std::move(done)); }
 
+// What the latest heartbeat read, when it is fresh (two beats' time): a node's poll of the
+// dump requests costs node 0 nothing of its own.  Else (no beat yet, or a busy control
+// connection that did not beat) one GET.
 void StoreAgentBoard::ReadDumpRequest(Seq done) {
-  link_.Get(job::kDumpRequestKey, [done = std::move(done)](const Result<std::string>& n) {
+  auto number = [done = std::move(done)](const Result<std::string>& n) {
     if (!n.ok()) {
       done(n.error());
       return;
     }
     done(std::atoi(n->c_str()));
-  });
+  };
+  if (remote_ != nullptr && remote_->ReadAtBeat(number)) return;
+  link_.Get(job::kDumpRequestKey, std::move(number));
 }
 
 void StoreAgentBoard::PublishDump(int request, const std::string& stacks, Done done) {
@@ -202,7 +210,7 @@ bool StoreCoordinatorBoard::SaidBye(int node, int seq) const {
 }
 
 std::string StoreCoordinatorBoard::Heartbeat(int node, int seq) const {
-  auto heard = heard_.find({node, seq});
+  auto heard = heard_.find(JoinId(node, seq));
   return heard == heard_.end() ? "" : std::to_string(heard->second);
 }
 
@@ -239,7 +247,7 @@ void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::R
   if (auto known = beaters_.find(id); known != beaters_.end()) {
     // Slow is not dead: whatever the node sends (a report, a progress line, a heartbeat that
     // queued behind them) shows that it runs.
-    ++heard_[known->second];
+    ++*known->second.heard;
     return;
   }
   // Only a node that joined heartbeats; "gculaunch/job/hb/<node>/<seq>" names its control
@@ -254,8 +262,9 @@ void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::R
   const int node = std::atoi(rest.c_str());
   const int seq = std::atoi(rest.c_str() + slash + 1);
   if (node <= 0 || node >= nnodes_ || seq <= 0) return;
-  beaters_[id] = {node, seq};
-  ++heard_[{node, seq}];
+  std::uint64_t& heard = heard_[JoinId(node, seq)];
+  ++heard;
+  beaters_[id] = Beater{node, seq, &heard};
   // The host vanishing (no FIN, no RST) ends this connection within seconds, like the
   // node's own side: a hang-up, not a silence.
   server_.KeepAlive(id, keepalive_);
@@ -264,7 +273,8 @@ void StoreCoordinatorBoard::OnRequest(rendezvous::ConnId id, const rendezvous::R
 void StoreCoordinatorBoard::OnConnectionEnd(rendezvous::ConnId id, const std::string& why) {
   auto it = beaters_.find(id);
   if (it == beaters_.end()) return;
-  const auto [node, seq] = it->second;
+  const int node = it->second.node;
+  const int seq = it->second.seq;
   beaters_.erase(it);
   if (!hung_up_) return;
   if (why.empty()) {

@@ -110,6 +110,30 @@ TEST_CASE("client: every operation against the server, v2", "[client]") {
   }());
 }
 
+TEST_CASE("client: an ADD and a GET pipelined in one write are answered in order", "[client]") {
+  ServerFixture f;
+  for (Dialect dialect : {Dialect::kV1, Dialect::kV2}) {
+    Run([&]() -> asio::awaitable<int> {
+      auto c = co_await Client::Connect(Options(f.port(), dialect));
+      REQUIRE(c.ok());
+      auto set = co_await c->Set("/k", "v");
+      REQUIRE(set.ok());
+      const std::string n = dialect == Dialect::kV1 ? "/n1" : "/n2";
+      // The GET reads the key the ADD just wrote: the server handled them in order.
+      auto same = co_await c->AddThenGet(n, 3, n);
+      REQUIRE(same.ok());
+      auto other = co_await c->AddThenGet(n, 2, "/k");
+      REQUIRE(other.ok());
+      auto count = co_await c->Add(n, 0);
+      CHECK(*same == "3");
+      CHECK(*other == "v");
+      CHECK(*count == 5);
+      CHECK_FALSE(c->broken());
+      co_return 0;
+    }());
+  }
+}
+
 TEST_CASE("client: v1 dialect, and v2-only operations refused", "[client]") {
   ServerFixture f;
   Run([&]() -> asio::awaitable<int> {

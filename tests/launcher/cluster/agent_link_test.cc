@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -36,6 +37,9 @@ struct Fixture {
     REQUIRE(socket.ok());
     rendezvous::ServerOptions options;
     options.agent_secret = secret;
+    options.request_observer = [this](rendezvous::ConnId, const rendezvous::Request& r) {
+      if (!r.keys.empty()) ++requests[std::string(rendezvous::OpName(r.op)) + " " + r.keys[0]];
+    };
     server.emplace(io, std::move(*socket), std::move(options), log);
     return *server;
   }
@@ -56,6 +60,7 @@ struct Fixture {
   std::shared_ptr<spdlog::sinks::ostream_sink_st> log_sink;
   spdlog::logger log;
   std::optional<rendezvous::Server> server;
+  std::map<std::string, int> requests;  ///< "ADD key" -> how many the store decoded
 };
 
 // A port that refuses connections: bound (so nobody else takes it) but not listening.
@@ -231,6 +236,40 @@ TEST_CASE("agent link: a remote node registers, waits, heartbeats and notices th
   link.Set("job/bye/1", "0", [&](Status s) { after = s; });
   REQUIRE(testing::RunUntil(f.io, [&] { return after.has_value(); }));
   CHECK_FALSE(after->ok());
+}
+
+TEST_CASE("agent link: the heartbeat reads a key as it beats, and only then", "[agent_link]") {
+  Fixture f;
+  rendezvous::Server& server = f.StartServer();
+  RemoteAgentLink link(f.io, f.Options(server.port()), f.log);
+  std::optional<Status> connected;
+  link.Connect([&](Status s) { connected = s; });
+  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
+  REQUIRE(connected->ok());
+  // Before any beat there is nothing to hand out: the caller reads the key itself.
+  CHECK_FALSE(link.ReadAtBeat([](const Result<std::string>&) {}));
+
+  link.StartHeartbeat(
+      "job/hb/1/1", [](const std::string&) {}, "job/dumpreq");
+  boost::asio::post(f.io, [&] { server.Set("job/dumpreq", "4"); });
+  std::optional<std::string> read;
+  REQUIRE(testing::RunUntil(f.io, [&] {
+    if (!read) {
+      link.ReadAtBeat([&](const Result<std::string>& r) {
+        if (r.ok() && *r == "4") read = *r;
+      });
+    }
+    return read.has_value();
+  }));
+  // Every beat carried one read, and nothing else read the key.
+  const int beats = f.requests["ADD gculaunch/job/hb/1/1"];
+  const int reads = f.requests["GET gculaunch/job/dumpreq"];
+  CHECK(beats >= 1);
+  CHECK((reads == beats || reads == beats - 1));  // the last pair may be half decoded
+
+  // Stopped: the last read goes stale, never handed out again.
+  link.StopHeartbeat();
+  CHECK_FALSE(link.ReadAtBeat([](const Result<std::string>&) {}));
 }
 
 TEST_CASE("agent link: an unreachable master gives one clear error after the deadline",
