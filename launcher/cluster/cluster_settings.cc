@@ -112,6 +112,7 @@ ClusterNodeSettings MakeClusterNodeSettings(const LaunchSpec& spec, const RankRu
   m.remote.port = spec.agent_port;
   m.remote.connect_timeout = SecondsToMillis(spec.rdzv_timeout_s);
   m.remote.node_timeout = SecondsToMillis(spec.node_timeout_s);
+  m.remote.heartbeat_interval = job::HeartbeatInterval(spec.nnodes, m.remote.node_timeout);
   if (spec.node_rank_at_rendezvous()) m.remote.not_host_why = spec.store_host_why;
   m.remote.secret = spec.job_secret;
   m.remote.check_listener_owner = spec.store_listener_here;

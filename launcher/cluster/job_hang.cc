@@ -10,12 +10,16 @@ namespace gculaunch::job {
 
 using nlohmann::json;
 
-std::chrono::milliseconds HangCheckPeriod(double timeout_s) {
+std::chrono::milliseconds HangCheckPeriod(double timeout_s, int nodes) {
   // A tenth of the timeout keeps a report's staleness small against it; the bounds keep a
   // short timeout from flooding the store and a long one from reporting too rarely to notice
-  // a node that stopped reporting.
-  return std::clamp(SecondsToMillis(timeout_s / 10), std::chrono::milliseconds(100),
-                    std::chrono::milliseconds(500));
+  // a node that stopped reporting.  Every node reports once a period, and node 0 reads them
+  // all: at 16k nodes and 500 ms that would be 32k reports a second, more than node 0 can take.
+  const auto base = std::clamp(SecondsToMillis(timeout_s / 10), std::chrono::milliseconds(100),
+                               std::chrono::milliseconds(500));
+  const auto load = SecondsToMillis(std::max(nodes, 1) / kReportsPerSecond);
+  const auto cap = std::max(base, SecondsToMillis(timeout_s / 4));
+  return std::min(std::max(base, load), cap);
 }
 
 namespace {

@@ -35,9 +35,13 @@
 
 namespace gculaunch::job {
 
-/// The period of the progress reports and of node 0's checks for a --hang-timeout: a tenth
-/// of it, between 100 and 500 ms.
-std::chrono::milliseconds HangCheckPeriod(double timeout_s);
+/// The period of the progress reports and of node 0's checks for a --hang-timeout in a job of
+/// `nodes` nodes: a tenth of the timeout, between 100 and 500 ms; in a large job at least
+/// nodes / kReportsPerSecond seconds, so that node 0 hears at most that many reports a second
+/// (16k nodes: 4.1 s), but never more than a quarter of the timeout (a report's staleness
+/// makes a node look quieter by up to one period).
+inline constexpr double kReportsPerSecond = 4000;
+std::chrono::milliseconds HangCheckPeriod(double timeout_s, int nodes = 1);
 
 /// One node's progress report (job/progress/<k>).
 struct NodeProgress {

@@ -13,7 +13,7 @@ using Clock = std::chrono::steady_clock;
 JobHangWatch::JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board,
                            const Coordinator& coordinator, Supervisor& supervisor, Gather gather,
                            OutputWriter& writer, TargetPtr console, spdlog::logger& log,
-                           JobHangConfig config)
+                           JobHangConfig config, int nodes)
     : board_(board),
       coordinator_(coordinator),
       supervisor_(supervisor),
@@ -22,7 +22,7 @@ JobHangWatch::JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board,
       console_(std::move(console)),
       log_(log),
       config_(std::move(config)),
-      period_(job::HangCheckPeriod(config_.timeout_s)),
+      period_(job::HangCheckPeriod(config_.timeout_s, nodes)),
       timer_(io) {}
 
 void JobHangWatch::Start() { Arm(); }
@@ -57,10 +57,15 @@ void JobHangWatch::Tick() {
     if (auto text = board_.ProgressReport(node)) {
       auto it = seen_.find(node);
       if (it == seen_.end() || it->second.text != *text) {
-        it = seen_.insert_or_assign(node, Seen{*text, now}).first;
+        // Decoded once per new report, not on every tick: at 16k nodes a tick would decode
+        // 16k JSON documents.
+        auto report = job::DecodeProgress(*text);
+        Seen fresh{std::move(*text), now, std::nullopt};
+        if (report.ok()) fresh.report = std::move(*report);
+        it = seen_.insert_or_assign(node, std::move(fresh)).first;
       }
-      if (auto report = job::DecodeProgress(*text); report.ok()) {
-        seen.report = std::move(*report);
+      if (it->second.report) {
+        seen.report = it->second.report;
         seen.seen_age_s = std::chrono::duration<double>(now - it->second.at).count();
       }
     }

@@ -26,12 +26,14 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/lifetime.h"
 #include "launcher/cluster/coordinator.h"
 #include "launcher/cluster/job_board.h"
+#include "launcher/cluster/job_hang.h"
 #include "launcher/frontend/types.h"
 #include "launcher/ops/hang_check.h"
 #include "launcher/ops/hang_watch.h"
@@ -51,10 +53,11 @@ class JobHangWatch {
   /// Calls back with every node's part of the job's stacks (node 0's first).
   using Gather = std::function<void(std::function<void(std::vector<NodeStacks>)>)>;
 
-  /// `coordinator`: node 0's, for the restarts the current epoch started with.
+  /// `coordinator`: node 0's, for the restarts the current epoch started with.  `nodes`: the
+  /// job's node count (its maximum), which sets the period with the timeout.
   JobHangWatch(boost::asio::io_context& io, CoordinatorBoard& board, const Coordinator& coordinator,
                Supervisor& supervisor, Gather gather, OutputWriter& writer, TargetPtr console,
-               spdlog::logger& log, JobHangConfig config);
+               spdlog::logger& log, JobHangConfig config, int nodes = 1);
   JobHangWatch(const JobHangWatch&) = delete;
   JobHangWatch& operator=(const JobHangWatch&) = delete;
 
@@ -66,6 +69,7 @@ class JobHangWatch {
   struct Seen {
     std::string text;
     std::chrono::steady_clock::time_point at;
+    std::optional<job::NodeProgress> report;  ///< `text` decoded (once, when it changed)
   };
 
   void Arm();

@@ -1,6 +1,7 @@
 #include "launcher/cluster/liveness.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "base/text.h"
 
@@ -14,6 +15,13 @@ SilenceRule SilenceRule::ForNodeTimeout(std::chrono::milliseconds timeout) {
   rule.ceiling = timeout;
   rule.floor = timeout / 2;
   return rule;
+}
+
+std::chrono::milliseconds HeartbeatInterval(int nodes, std::chrono::milliseconds node_timeout) {
+  const std::chrono::milliseconds second(1000);
+  const auto load = std::chrono::milliseconds(
+      static_cast<std::int64_t>(1000.0 * std::max(nodes, 1) / kBeatsPerSecond));
+  return std::min(std::max(second, load), std::max(second, node_timeout / 8));
 }
 
 SilenceRule SilenceRule::ForMasterNode(std::chrono::milliseconds timeout) {

@@ -48,6 +48,14 @@ struct SilenceRule {
   static SilenceRule ForMasterNode(std::chrono::milliseconds timeout);
 };
 
+/// How often a node heartbeats to node 0 in a job of `nodes` nodes: every second, and in a
+/// large job every nodes / kBeatsPerSecond seconds, so that node 0 hears at most that many
+/// beats a second (each costs it a read and a write; 16k nodes beating every second kept a
+/// third of its core busy), but at least eight times within --node-timeout `node_timeout`
+/// (node 0's bound on a node's silence is never below half of it).
+inline constexpr double kBeatsPerSecond = 4000;
+std::chrono::milliseconds HeartbeatInterval(int nodes, std::chrono::milliseconds node_timeout);
+
 /// This process's own lateness, measured by a tick that is meant to run every `period`.
 class OwnLag {
  public:

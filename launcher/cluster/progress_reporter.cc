@@ -5,12 +5,13 @@
 namespace gculaunch {
 
 ProgressReporter::ProgressReporter(boost::asio::io_context& io, AgentBoard& board,
-                                   const Supervisor& supervisor, int node, double timeout_s)
+                                   const Supervisor& supervisor, int node, double timeout_s,
+                                   int nodes)
     : board_(board),
       supervisor_(supervisor),
       node_(node),
       timeout_s_(timeout_s),
-      period_(job::HangCheckPeriod(timeout_s)),
+      period_(job::HangCheckPeriod(timeout_s, nodes)),
       timer_(io) {}
 
 void ProgressReporter::Start() { Arm(); }

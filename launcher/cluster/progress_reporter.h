@@ -20,8 +20,9 @@ namespace gculaunch {
 
 class ProgressReporter {
  public:
+  /// `nodes`: the job's node count (its maximum), which sets the period with the timeout.
   ProgressReporter(boost::asio::io_context& io, AgentBoard& board, const Supervisor& supervisor,
-                   int node, double timeout_s);
+                   int node, double timeout_s, int nodes = 1);
   ProgressReporter(const ProgressReporter&) = delete;
   ProgressReporter& operator=(const ProgressReporter&) = delete;
 

@@ -14,7 +14,11 @@ ClusterNodeMade MakeStoreClusterNode(const LaunchSpec& spec, const ClusterNodeSe
 
 StoreClusterNode::StoreClusterNode(const LaunchSpec& spec, const ClusterNodeSettings& settings,
                                    const ClusterNodeContext& context)
-    : io_(context.io), hooks_(context.hooks), log_(context.log), node_rank_(spec.node_rank) {
+    : io_(context.io),
+      hooks_(context.hooks),
+      log_(context.log),
+      node_rank_(spec.node_rank),
+      nnodes_(spec.nnodes) {
   AgentLink* link = nullptr;
   if (context.store != nullptr) {
     local_link_.emplace(io_, context.store->server());
@@ -67,11 +71,11 @@ void StoreClusterNode::WatchHangs(Supervisor& supervisor, JobStacks stacks,
                                   const HangWatchDeps& deps, const HangWatchConfig& config) {
   if (coordinator_board_) {
     job_hang_.emplace(io_, *coordinator_board_, *coordinator_, supervisor, std::move(stacks),
-                      deps.writer, deps.console, log_, config);
+                      deps.writer, deps.console, log_, config, nnodes_);
     job_hang_->Start();
     return;
   }
-  progress_.emplace(io_, *agent_board_, supervisor, node_rank_, config.timeout_s);
+  progress_.emplace(io_, *agent_board_, supervisor, node_rank_, config.timeout_s, nnodes_);
   progress_->Start();
 }
 

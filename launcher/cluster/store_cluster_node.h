@@ -49,6 +49,7 @@ class StoreClusterNode : public ClusterNode {
   ConnectionHooks* hooks_;
   spdlog::logger& log_;
   int node_rank_;
+  int nnodes_;                                  ///< the job's node count (elastic: its maximum)
   std::optional<LocalAgentLink> local_link_;    ///< node 0: the store is in this process
   std::optional<RemoteAgentLink> remote_link_;  ///< other nodes: node 0's store over TCP
   std::optional<StoreAgentBoard> agent_board_;

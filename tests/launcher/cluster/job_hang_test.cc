@@ -52,6 +52,30 @@ StackDump Dumped(int rank, const std::string& inner) {
 
 }  // namespace
 
+TEST_CASE("job hang: the report period is a tenth of the timeout, longer in a large job",
+          "[job_hang]") {
+  using std::chrono::milliseconds;
+  struct Case {
+    double timeout_s;
+    int nodes;
+    milliseconds period;
+  };
+  const std::vector<Case> cases = {
+      {60, 1, milliseconds(500)},          // a tenth, capped at 500 ms
+      {2, 4, milliseconds(200)},           // a tenth
+      {0.5, 2, milliseconds(100)},         // at least 100 ms
+      {60, 2000, milliseconds(500)},       // 2000 nodes at 500 ms: 4000 reports a second
+      {60, 16384, milliseconds(4096)},     // node 0 hears at most 4000 reports a second
+      {300, 100000, milliseconds(25000)},  // the same at 100k nodes
+      {8, 16384, milliseconds(2000)},      // but never more than a quarter of the timeout
+      {1, 16384, milliseconds(250)},
+  };
+  for (const Case& c : cases) {
+    INFO(c.timeout_s << " s, " << c.nodes << " nodes");
+    CHECK(HangCheckPeriod(c.timeout_s, c.nodes) == c.period);
+  }
+}
+
 TEST_CASE("job hang: progress reports round-trip, and the decoder names bad fields", "[job_hang]") {
   NodeProgress report;
   report.node = 3;

@@ -48,6 +48,18 @@ TEST_CASE("liveness: the rule of --node-timeout: half of it as the floor", "[liv
   CHECK(quick.Bound(master) == Ms(30000));
 }
 
+TEST_CASE("liveness: nodes beat every second, less often in a large job", "[liveness]") {
+  CHECK(HeartbeatInterval(2, Ms(30000)) == Ms(1000));
+  CHECK(HeartbeatInterval(4000, Ms(30000)) == Ms(1000));  // 4000 beats a second at node 0
+  CHECK(HeartbeatInterval(8000, Ms(30000)) == Ms(2000));
+  // 16k nodes would be 4.1 s; an eighth of the 30 s timeout caps it.
+  CHECK(HeartbeatInterval(16384, Ms(30000)) == Ms(3750));
+  CHECK(HeartbeatInterval(16384, Ms(120000)) == Ms(4096));
+  // A short --node-timeout keeps the one-second beat, whatever the size.
+  CHECK(HeartbeatInterval(16384, Ms(5000)) == Ms(1000));
+  CHECK(HeartbeatInterval(0, Ms(30000)) == Ms(1000));
+}
+
 TEST_CASE("liveness: own lateness adds up only what came later than the period", "[liveness]") {
   OwnLag lag(Ms(250));
   CHECK(lag.Tick(At(0)) == Ms(0));        // the first tick judges nothing
