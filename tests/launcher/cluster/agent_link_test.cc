@@ -44,6 +44,14 @@ struct Fixture {
     return *server;
   }
 
+  // Connects `link` and requires that it worked.
+  void Connect(RemoteAgentLink& link) {
+    std::optional<Status> connected;
+    link.Connect([&](Status s) { connected = s; });
+    REQUIRE(testing::RunUntil(io, [&] { return connected.has_value(); }));
+    REQUIRE(connected->ok());
+  }
+
   RemoteLinkOptions Options(int port) {
     RemoteLinkOptions o;
     o.host = "127.0.0.1";
@@ -185,10 +193,7 @@ TEST_CASE("agent link: a remote node registers, waits, heartbeats and notices th
   Fixture f;
   rendezvous::Server& server = f.StartServer();
   RemoteAgentLink link(f.io, f.Options(server.port()), f.log);
-  std::optional<Status> connected;
-  link.Connect([&](Status s) { connected = s; });
-  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
-  REQUIRE(connected->ok());
+  f.Connect(link);
   CHECK(link.local_address() == "127.0.0.1");
   CHECK(link.endpoint() == "127.0.0.1:" + std::to_string(server.port()));
 
@@ -242,10 +247,7 @@ TEST_CASE("agent link: the heartbeat reads a key as it beats, and only then", "[
   Fixture f;
   rendezvous::Server& server = f.StartServer();
   RemoteAgentLink link(f.io, f.Options(server.port()), f.log);
-  std::optional<Status> connected;
-  link.Connect([&](Status s) { connected = s; });
-  REQUIRE(testing::RunUntil(f.io, [&] { return connected.has_value(); }));
-  REQUIRE(connected->ok());
+  f.Connect(link);
   // Before any beat there is nothing to hand out: the caller reads the key itself.
   CHECK_FALSE(link.ReadAtBeat([](const Result<std::string>&) {}));
 
