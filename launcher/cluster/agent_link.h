@@ -159,7 +159,7 @@ class RemoteAgentLink : public AgentLink {
   /// Starts the heartbeat (ADD 1 to `key`, named as in job_protocol.h); `on_lost(what)` is
   /// called once when either connection fails or the master stays silent past the bound
   /// (also for failures of ordinary operations).  With `also_read`, every beat also GETs that
-  /// key, pipelined with the ADD (one write each way), and BeatRead() hands out the value: a
+  /// key, pipelined with the ADD (one write each way), and ReadAtBeat() hands out the value: a
   /// node polls node 0 without a round trip of its own (16k nodes polling twice a second
   /// would be 32k requests a second at node 0).
   void StartHeartbeat(const std::string& key, std::function<void(std::string)> on_lost,
