@@ -109,8 +109,10 @@ void Client::Close() {
 }
 
 Result<tcp::socket> Client::TakeSocket() {
-  if (broken_ || rpos_ != rend_) {
-    const std::string why = broken_ ? "it failed" : "the store sent more than was asked";
+  if (broken_ || rpos_ != rend_ || handshake_unsent_ || echo_unread_) {
+    const std::string why = broken_          ? "it failed"
+                            : rpos_ != rend_ ? "the store sent more than was asked"
+                                             : "its handshake is unfinished";
     Close();
     return Error{
         "the connection to the store at " + endpoint_ + " cannot be handed over (" + why + ")",
@@ -173,7 +175,9 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
         }
         Configure(socket, options);
         Client client(std::move(socket), options);
-        if (options.dialect == Dialect::kV2) {
+        if (options.dialect == Dialect::kV2 && options.handshake_with_first_request) {
+          client.handshake_unsent_ = true;
+        } else if (options.dialect == Dialect::kV2) {
           Status shaken = co_await client.Handshake(deadline);
           if (!shaken.ok()) {
             if (shaken.error().what.find(kFatalMark) != std::string::npos) co_return shaken.error();
@@ -202,14 +206,19 @@ Client::Task<Result<Client>> Client::Connect(ClientOptions options) {
                   "MASTER_PORT) point at it"};
 }
 
-Client::Task<Status> Client::Handshake(Clock::time_point deadline) {
+// VALIDATE and PING, appended to the write buffer: one write, as torch 2.x sends them.
+void Client::EncodeHandshake() {
   Request validate = Make(Op::kValidate);
   validate.word = kValidateMagic;
   Request ping = Make(Op::kPing);
   ping.word = options_.ping_nonce;
-  wbuf_.clear();
   EncodeRequest(Dialect::kV2, validate, wbuf_);
-  EncodeRequest(Dialect::kV2, ping, wbuf_);  // one write, as torch 2.x sends them
+  EncodeRequest(Dialect::kV2, ping, wbuf_);
+}
+
+Client::Task<Status> Client::Handshake(Clock::time_point deadline) {
+  wbuf_.clear();
+  EncodeHandshake();
   boost::system::error_code ec;
   co_await asio::async_write(socket_, asio::buffer(wbuf_), Nothrow(ec));
   if (ec) co_return Error{"handshake with " + endpoint_ + " failed: " + ec.message(), ""};
@@ -236,7 +245,8 @@ Client::Task<Status> Client::Handshake(Clock::time_point deadline) {
 
 Error Client::Failed(Op op, const std::string& why) {
   Close();
-  return Error{std::string(OpName(op)) + " on the store at " + endpoint_ + " failed: " + why,
+  return Error{std::string(OpName(op)) + " on the store at " + endpoint_ +
+                   " failed: " + (failure_.empty() ? why : failure_),
                "the store closed the connection or is gone; reconnect"};
 }
 
@@ -248,6 +258,11 @@ Client::Task<Status> Client::Send(Request request) {
 
 Client::Task<Status> Client::SendAll(std::vector<Request> requests) {
   wbuf_.clear();
+  if (handshake_unsent_) {
+    EncodeHandshake();
+    handshake_unsent_ = false;
+    echo_unread_ = true;
+  }
   for (const Request& request : requests) {
     if (broken_) {
       co_return Error{std::string(OpName(request.op)) + " on the store at " + endpoint_ +
@@ -265,7 +280,21 @@ Client::Task<Status> Client::SendAll(std::vector<Request> requests) {
   co_return OkStatus();
 }
 
+Client::Task<boost::system::error_code> Client::ReadEcho() {
+  echo_unread_ = false;
+  if (auto ec = co_await Fill(4)) co_return ec;
+  const std::uint32_t echoed = LoadU32(reinterpret_cast<const std::uint8_t*>(&rbuf_[rpos_]));
+  rpos_ += 4;
+  if (echoed == options_.ping_nonce) co_return boost::system::error_code();
+  failure_ = "the handshake's PING came back as " + std::to_string(echoed) + " instead of " +
+             std::to_string(options_.ping_nonce) + ": the server is not a TCPStore";
+  co_return make_error_code(boost::system::errc::protocol_error);
+}
+
 Client::Task<boost::system::error_code> Client::Fill(std::size_t n) {
+  if (echo_unread_) {
+    if (auto ec = co_await ReadEcho()) co_return ec;
+  }
   if (rend_ - rpos_ >= n) co_return boost::system::error_code();
   if (rpos_ > 0) {  // keep the unread bytes at the front, so the buffer only grows for big replies
     std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);
@@ -337,6 +366,30 @@ Client::Task<Result<std::string>> Client::AddThenGet(std::string add_key, std::i
   if (Status s = co_await SendAll(std::move(both)); !s.ok()) co_return s.error();
   if (auto n = co_await ReadI64(Op::kAdd); !n.ok()) co_return n.error();
   co_return co_await ReadBlob(Op::kGet);
+}
+
+Client::Task<std::vector<Result<std::string>>> Client::GetAll(std::vector<std::string> keys,
+                                                              std::string set_key,
+                                                              std::string set_value) {
+  std::vector<Request> requests;
+  if (!set_key.empty()) {
+    requests.push_back(Make(Op::kSet, One(std::move(set_key)), One(std::move(set_value))));
+  }
+  const std::size_t gets = keys.size();
+  for (std::string& key : keys) requests.push_back(Make(Op::kGet, One(std::move(key))));
+  std::vector<Result<std::string>> values;
+  values.reserve(gets);
+  Status sent = co_await SendAll(std::move(requests));
+  for (std::size_t i = 0; i < gets; ++i) {
+    if (!sent.ok()) {
+      values.emplace_back(sent.error());
+      continue;
+    }
+    // Named, not a temporary: g++ 12 mishandles temporaries that live across co_await.
+    auto value = co_await ReadBlob(Op::kGet);
+    values.push_back(std::move(value));
+  }
+  co_return values;
 }
 
 Client::Task<Result<std::string>> Client::CompareSet(std::string key, std::string expected,

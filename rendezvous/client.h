@@ -52,6 +52,12 @@ struct ClientOptions {
   std::uint64_t jitter_seed = 0;
   /// v2 PING nonce; 0 means this process's id (what torch sends).
   std::uint32_t ping_nonce = 0;
+  /// v2: the VALIDATE and the PING leave with the first request, not on a round trip of
+  /// their own, and the PING's echo is checked before the first reply: Connect returns once
+  /// TCP connected.  Only for a store behind a listener that serves every connection it
+  /// accepts (a node's store proxy, whose streams would otherwise each cost node 0 one more
+  /// reply): a handshake that fails is then the first request's error, never retried.
+  bool handshake_with_first_request = false;
   /// TCP keepalive + TCP_USER_TIMEOUT, for long-lived agent connections.
   bool keepalive = false;
   std::chrono::seconds keepalive_idle{5};
@@ -91,6 +97,13 @@ class Client {
   /// is dropped).  A node's heartbeat reads what it polls this way (agent_link.h).
   Task<Result<std::string>> AddThenGet(std::string add_key, std::int64_t delta,
                                        std::string get_key);
+  /// GETs `keys` pipelined: every request in one write, so the store reads them together and
+  /// answers them in one write.  With `set_key` not empty, a SET of `set_key` = `set_value`
+  /// leads the same write.  One result per key, in order; once one read fails, so does every
+  /// later one.  The job secret's handshake saves its round trips this way (join_auth.h).
+  Task<std::vector<Result<std::string>>> GetAll(std::vector<std::string> keys,
+                                                std::string set_key = {},
+                                                std::string set_value = {});
   Task<Result<std::string>> CompareSet(std::string key, std::string expected, std::string desired);
   /// Blocks until every key exists.
   Task<Status> Wait(std::vector<std::string> keys);
@@ -122,6 +135,9 @@ class Client {
   Client(boost::asio::ip::tcp::socket socket, ClientOptions options);
 
   Task<Status> Handshake(std::chrono::steady_clock::time_point deadline);
+  void EncodeHandshake();
+  /// The deferred handshake's PING echo (handshake_with_first_request), before any reply.
+  Task<boost::system::error_code> ReadEcho();
   Task<Status> Send(Request request);
   /// Sends `requests` in one write.
   Task<Status> SendAll(std::vector<Request> requests);
@@ -140,6 +156,11 @@ class Client {
   std::size_t rpos_ = 0;  ///< first unread byte in rbuf_
   std::size_t rend_ = 0;  ///< end of the buffered bytes
   bool broken_ = false;
+  /// handshake_with_first_request: the VALIDATE and PING are still to be sent (leading the
+  /// next write), then their echo is still to be read (before the next reply).
+  bool handshake_unsent_ = false;
+  bool echo_unread_ = false;
+  std::string failure_;  ///< why the connection broke, when the socket's error does not say
 };
 
 }  // namespace gculaunch::rendezvous

@@ -5,45 +5,48 @@
 namespace gculaunch::rendezvous {
 namespace {
 
-// Node 0 proves the secret over a nonce of the joiner's choosing.
-Client::Task<JoinOutcome> CheckNodeZero(Client& client, const std::string& secret) {
-  const std::string mine = NewAuthNonce();
-  if (mine.empty()) co_return JoinOutcome{JoinStep::kNoRandom, ""};
-  // Named, not temporaries: g++ 12 mishandles temporaries that live across co_await.
-  std::string key = std::string(kNode0ProofPrefix) + mine;
-  auto proof = co_await client.Get(std::move(key));
-  if (!proof.ok()) co_return JoinOutcome{JoinStep::kNodeZeroUnproven, proof.error().what};
-  if (!VerifyNodeZeroProof(secret, mine, *proof))
-    co_return JoinOutcome{JoinStep::kNodeZeroWrong, ""};
-  co_return JoinOutcome{};
-}
-
-// The joiner's proof over node 0's nonce, and node 0's verdict.
-Client::Task<JoinOutcome> SendProof(Client& client, const std::string& secret,
-                                    const std::string& nonce) {
-  std::string proof_key(kAuthProofKey);
-  std::string proof = AuthProof(secret, nonce);
-  Status sent = co_await client.Set(std::move(proof_key), std::move(proof));
-  if (!sent.ok()) co_return JoinOutcome{JoinStep::kRefused, sent.error().what};
-  std::string status_key(kAuthStatusKey);
-  auto status = co_await client.Get(std::move(status_key));
-  if (!status.ok()) co_return JoinOutcome{JoinStep::kRefused, status.error().what};
-  if (*status != kAuthOk) co_return JoinOutcome{JoinStep::kRefused, "not accepted"};
-  co_return JoinOutcome{};
+JoinOutcome Step(JoinStep step, std::string detail = {}) {
+  return JoinOutcome{step, std::move(detail), std::string()};
 }
 
 }  // namespace
 
-Client::Task<JoinOutcome> JoinNodeZero(Client& client, std::string secret) {
-  std::string nonce_key(kAuthNonceKey);
-  auto nonce = co_await client.Get(std::move(nonce_key));
-  if (!nonce.ok()) co_return JoinOutcome{JoinStep::kNoAnswer, nonce.error().what};
-  if (nonce->empty() && secret.empty()) co_return JoinOutcome{};
-  if (nonce->empty()) co_return JoinOutcome{JoinStep::kNodeZeroHasNoSecret, ""};
-  if (secret.empty()) co_return JoinOutcome{JoinStep::kJoinerHasNoSecret, ""};
-  JoinOutcome node0 = co_await CheckNodeZero(client, secret);
-  if (!node0.ok()) co_return node0;
-  co_return co_await SendProof(client, secret, *nonce);
+Client::Task<JoinOutcome> JoinNodeZero(Client& client, std::string secret, std::string then_get) {
+  // First write: the nonce, and node 0's proof over ours (a secret) or the caller's GET (none).
+  std::vector<std::string> first{std::string(kAuthNonceKey)};
+  std::string mine;
+  if (!secret.empty()) {
+    mine = NewAuthNonce();
+    if (mine.empty()) co_return Step(JoinStep::kNoRandom);
+    first.push_back(std::string(kNode0ProofPrefix) + mine);
+  } else if (!then_get.empty()) {
+    first.push_back(then_get);
+  }
+  std::vector<Result<std::string>> got = co_await client.GetAll(std::move(first));
+  const Result<std::string>& nonce = got[0];
+  if (!nonce.ok()) co_return Step(JoinStep::kNoAnswer, nonce.error().what);
+  if (nonce->empty() && secret.empty()) {
+    JoinOutcome joined;
+    if (got.size() > 1) joined.then = std::move(got[1]);
+    co_return joined;
+  }
+  if (nonce->empty()) co_return Step(JoinStep::kNodeZeroHasNoSecret);
+  if (secret.empty()) co_return Step(JoinStep::kJoinerHasNoSecret);
+  const Result<std::string>& proof = got[1];
+  if (!proof.ok()) co_return Step(JoinStep::kNodeZeroUnproven, proof.error().what);
+  if (!VerifyNodeZeroProof(secret, mine, *proof)) co_return Step(JoinStep::kNodeZeroWrong);
+  // Node 0 proved the secret: now ours over its nonce, its verdict, and the caller's GET.
+  std::vector<std::string> second{std::string(kAuthStatusKey)};
+  if (!then_get.empty()) second.push_back(std::move(then_get));
+  std::string proof_key(kAuthProofKey);
+  std::string our_proof = AuthProof(secret, *nonce);
+  got = co_await client.GetAll(std::move(second), std::move(proof_key), std::move(our_proof));
+  const Result<std::string>& status = got[0];
+  if (!status.ok()) co_return Step(JoinStep::kRefused, status.error().what);
+  if (*status != kAuthOk) co_return Step(JoinStep::kRefused, "not accepted");
+  JoinOutcome joined;
+  if (got.size() > 1) joined.then = std::move(got[1]);
+  co_return joined;
 }
 
 }  // namespace gculaunch::rendezvous

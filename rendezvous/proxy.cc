@@ -272,10 +272,13 @@ class ProxyCore final : public SessionOwner, public std::enable_shared_from_this
   // The job secret's handshake (join_auth.h: node 0 proves it first), then the upgrade; ""
   // when granted, else why not.
   asio::awaitable<std::string> Handshake(Client& client) {
-    const JoinOutcome joined = co_await JoinNodeZero(client, options_.secret);
-    if (!joined.ok()) co_return JoinRefusal(joined);
+    // The upgrade's GET rides in the handshake's last write.  Named, not a temporary: g++ 12
+    // mishandles temporaries that live across co_await.
     std::string upstream_key(kUpstreamKey);
-    auto granted = co_await client.Get(std::move(upstream_key));
+    const JoinOutcome joined =
+        co_await JoinNodeZero(client, options_.secret, std::move(upstream_key));
+    if (!joined.ok()) co_return JoinRefusal(joined);
+    const Result<std::string>& granted = joined.then;
     if (!granted.ok())
       co_return "node 0's store at " + Upstream() + " refused the proxy: " + granted.error().what;
     if (*granted != kUpstreamOk) {

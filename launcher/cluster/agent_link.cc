@@ -138,6 +138,9 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     o.keepalive_interval = options_.keepalive_interval;
     o.keepalive_probes = options_.keepalive_probes;
     o.user_timeout = options_.user_timeout;
+    // This process's own proxy serves every connection it accepts: the handshake rides with
+    // the first request instead of costing node 0 one more reply per stream.
+    o.handshake_with_first_request = via_proxy_;
     return o;
   }
 
@@ -193,30 +196,15 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     // Through the proxy, this node's address on the route to node 0 is its upstream's.
     const int route_fd = via_proxy_ ? options_.proxy->upstream_handle() : control_->native_handle();
     if (auto addr = LocalAddressOf(route_fd); addr.ok()) local_address_ = *addr;
-    // The master just answered: the second connection needs no long deadline.
-    rendezvous::ClientOptions watch_options = ClientOpts(std::chrono::seconds(10));
-    auto watch = co_await rendezvous::Client::Connect(std::move(watch_options));
-    if (!watch.ok()) {
-      done(Error{"connected to the master node at " + endpoint() +
-                     " but a second connection failed: " + watch.error().what,
-                 "check the master node's gculaunch and the network between the nodes"});
-      co_return;
-    }
-    watch_.emplace(std::move(*watch));
-    // The store keeps agent connections across the ranks' attempts once their first request
-    // names only launcher keys: say so now, before a restart can begin (a new node 0 begins
-    // one as soon as every node joined).
-    for (rendezvous::Client* c : {&*control_, &*watch_}) {
-      Status proven = co_await Trust(*c);
-      if (!proven.ok()) {
-        done(proven.error());
-        co_return;
-      }
-      auto hello = co_await c->Get(job::KeyForSocket(job::kMissingKey));
-      if (!hello.ok()) {
-        done(Error{"connected to the master node at " + endpoint() +
-                       " but it did not answer: " + hello.error().what,
-                   "check the master node's gculaunch and the network between the nodes"});
+    // The second connection is made while the first proves the job secret: every round
+    // trip of a node's join is one more reply from node 0's one thread per node.
+    Status control_ready = OkStatus();
+    Status watch_ready = OkStatus();
+    using asio::experimental::awaitable_operators::operator&&;
+    co_await (SetUp(*control_, control_ready) && ConnectWatch(watch_ready));
+    for (Status* ready : {&control_ready, &watch_ready}) {
+      if (!ready->ok()) {
+        done(ready->error());
         co_return;
       }
     }
@@ -233,16 +221,46 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
     done(OkStatus());
   }
 
+  // The watch connection, made once the control connection is up.  The master just
+  // answered: it needs no long deadline.
+  Task<void> ConnectWatch(Status& ready) {
+    auto self = shared_from_this();
+    rendezvous::ClientOptions watch_options = ClientOpts(std::chrono::seconds(10));
+    auto watch = co_await rendezvous::Client::Connect(std::move(watch_options));
+    if (!watch.ok()) {
+      ready = Error{"connected to the master node at " + endpoint() +
+                        " but a second connection failed: " + watch.error().what,
+                    "check the master node's gculaunch and the network between the nodes"};
+      co_return;
+    }
+    watch_.emplace(std::move(*watch));
+    co_await SetUp(*watch_, ready);
+  }
+
   // Each connection, before anything else: who serves it (check_listener_owner), then the
-  // proof of the job secret.  Through the proxy, the listener is this process's own, and
-  // the upstream's server end was checked once (ThroughProxy).
-  Task<Status> Trust(rendezvous::Client& c) {
+  // proof of the job secret, and the first request, which names only launcher keys: the
+  // store keeps such agent connections across the ranks' attempts, so this is said before a
+  // restart can begin (a new node 0 begins one as soon as every node joined).  That request
+  // rides in the handshake's last write (join_auth.h).  Through the proxy, the listener is
+  // this process's own, and the upstream's server end was checked once (ThroughProxy).
+  Task<void> SetUp(rendezvous::Client& c, Status& ready) {
     auto self = shared_from_this();
     if (options_.check_listener_owner && !via_proxy_) {
-      Status owner = CheckListenerOwner(c.native_handle());
-      if (!owner.ok()) co_return owner;
+      ready = CheckListenerOwner(c.native_handle());
+      if (!ready.ok()) co_return;
     }
-    co_return co_await Prove(c);
+    std::string hello = job::KeyForSocket(job::kMissingKey);
+    const rendezvous::JoinOutcome joined =
+        co_await rendezvous::JoinNodeZero(c, options_.secret, std::move(hello));
+    if (!joined.ok()) {
+      ready = JoinError(joined);
+      co_return;
+    }
+    if (!joined.then.ok()) {
+      ready = Error{"connected to the master node at " + endpoint() +
+                        " but it did not answer: " + joined.then.error().what,
+                    "check the master node's gculaunch and the network between the nodes"};
+    }
   }
 
   // --store-proxy: waits for this node's proxy to reach node 0, then both connections go
@@ -308,14 +326,8 @@ class RemoteLinkCore : public std::enable_shared_from_this<RemoteLinkCore> {
                  exit_code::kUsage};
   }
 
-  // The proof of the job secret (rendezvous/join_auth.h): node 0 proves it first, then this
-  // node does; each way it can fail, worded for the user of this node.
-  Task<Status> Prove(rendezvous::Client& c) {
-    auto self = shared_from_this();
-    const rendezvous::JoinOutcome joined = co_await rendezvous::JoinNodeZero(c, options_.secret);
-    co_return JoinError(joined);
-  }
-
+  // The job secret's handshake (rendezvous/join_auth.h: node 0 proves it first): each way
+  // it can fail, worded for the user of this node.
   Status JoinError(const rendezvous::JoinOutcome& joined) const {
     using rendezvous::JoinStep;
     const std::string at = "the master node at " + endpoint();

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "tests/rendezvous/scripted_store.h"
 #include "tests/rendezvous/server_test_util.h"
 
 // GCC 12 reports a false -Wmismatched-new-delete where Asio's awaitable frames (allocated
@@ -132,6 +133,69 @@ TEST_CASE("client: an ADD and a GET pipelined in one write are answered in order
       co_return 0;
     }());
   }
+}
+
+TEST_CASE("client: GETs after a SET and the deferred handshake, all in one write", "[client]") {
+  // The fake answers nothing until all five requests arrived: a client that waited for the
+  // PING's echo or for any reply in between would get no answer and fail.
+  testing::ScriptedStore fake({{5, [](const std::vector<Request>&) {
+                                  return testing::Word(4321) + testing::Blob("one") +
+                                         testing::Blob("");
+                                }}});
+  ClientOptions o = Options(fake.port(), Dialect::kV2);
+  o.ping_nonce = 4321;
+  o.handshake_with_first_request = true;
+  auto values = Run([&]() -> asio::awaitable<std::vector<Result<std::string>>> {
+    auto c = co_await Client::Connect(o);
+    REQUIRE(c.ok());
+    // Named, not temporaries: g++ 12 mishandles temporaries that live across co_await.
+    std::vector<std::string> keys = V("/a", "/b");
+    std::string set_key = "/k";
+    std::string set_value = "v";
+    auto got = co_await c->GetAll(std::move(keys), std::move(set_key), std::move(set_value));
+    CHECK_FALSE(c->broken());
+    co_return got;
+  }());
+  fake.Join();
+  CHECK(fake.failure().empty());
+  REQUIRE(values.size() == 2);
+  REQUIRE(values[0].ok());
+  REQUIRE(values[1].ok());
+  CHECK(*values[0] == "one");
+  CHECK(values[1]->empty());
+  REQUIRE(fake.received().size() == 1);
+  const std::vector<Request>& sent = fake.received()[0];
+  REQUIRE(sent.size() == 5);
+  CHECK(sent[0].op == Op::kValidate);
+  CHECK(sent[1].op == Op::kPing);
+  CHECK(sent[1].word == 4321);
+  CHECK(sent[2].op == Op::kSet);
+  CHECK(sent[2].keys == V("/k"));
+  CHECK(sent[2].values == V("v"));
+  CHECK(sent[3].op == Op::kGet);
+  CHECK(sent[3].keys == V("/a"));
+  CHECK(sent[4].keys == V("/b"));
+}
+
+TEST_CASE("client: a deferred handshake's wrong echo fails the first request", "[client]") {
+  testing::ScriptedStore fake(
+      {{3, [](const std::vector<Request>&) { return testing::Word(1) + testing::Blob("value"); }}});
+  ClientOptions o = Options(fake.port(), Dialect::kV2);
+  o.ping_nonce = 4321;
+  o.handshake_with_first_request = true;
+  Run([&]() -> asio::awaitable<int> {
+    auto c = co_await Client::Connect(o);
+    REQUIRE(c.ok());
+    auto got = co_await c->Get("/a");
+    REQUIRE_FALSE(got.ok());
+    CHECK_THAT(
+        got.error().what,
+        Catch::Contains("PING came back as 1 instead of 4321: the server is not a TCPStore"));
+    CHECK(c->broken());
+    co_return 0;
+  }());
+  fake.Join();
+  CHECK(fake.failure().empty());
 }
 
 TEST_CASE("client: v1 dialect, and v2-only operations refused", "[client]") {
