@@ -218,9 +218,13 @@ class MultiNode(unittest.TestCase):
         elapsed = time.monotonic() - killed
         self.assertEqual(codes, [4, 4], [j.stderr for j in jobs[:2]])
         self.assertLessEqual(elapsed, 10, "the others took %.1f s" % elapsed)  # goal: 5 s
+        # The killed process's kernel closes its sockets with a FIN, or with a reset when a
+        # reply (a heartbeat's) was still unread in one of them: on a loaded machine the
+        # window between node 0's write and node 2's read is wide enough to be hit.
         for job in jobs[:2]:
-            self.assertRegex(job.stderr, r"node 2 \(\S+, 198\.18\.0\.3\) was lost: its gculaunch "
-                                         r"closed its connection without a bye")
+            self.assertRegex(job.stderr, r"node 2 \(\S+, 198\.18\.0\.3\) was lost: its (gculaunch "
+                                         r"closed its connection without a bye|connection broke "
+                                         r"\(Connection reset by peer\))")
             self.assertIn("exit code 4 (node_lost)", job.stderr)
         # The guardian of the killed node took its rank down; nothing is left anywhere.
         self.assert_nothing_left(hosts)

@@ -130,7 +130,10 @@ class SlowNotDead(unittest.TestCase):
 
     def test_b1_node1_killed(self):
         reason = self.killed(1)
-        self.assertEqual(reason, "its gculaunch closed its connection without a bye (killed?)")
+        # A FIN, or a reset when a heartbeat's reply was still unread in the killed process's
+        # socket (its kernel then resets the connection): either is the kill, seen at once.
+        self.assertIn(reason, ("its gculaunch closed its connection without a bye (killed?)",
+                               "its connection broke (Connection reset by peer)"))
 
     # ------------------------------------------------------------------ (c) vanished
 
