@@ -40,12 +40,13 @@ Client::Task<JoinOutcome> JoinNodeZero(Client& client, std::string secret, std::
   if (!then_get.empty()) second.push_back(std::move(then_get));
   std::string proof_key(kAuthProofKey);
   std::string our_proof = AuthProof(secret, *nonce);
-  got = co_await client.GetAll(std::move(second), std::move(proof_key), std::move(our_proof));
-  const Result<std::string>& status = got[0];
+  std::vector<Result<std::string>> verdict =
+      co_await client.GetAll(std::move(second), std::move(proof_key), std::move(our_proof));
+  const Result<std::string>& status = verdict[0];
   if (!status.ok()) co_return Step(JoinStep::kRefused, status.error().what);
   if (*status != kAuthOk) co_return Step(JoinStep::kRefused, "not accepted");
   JoinOutcome joined;
-  if (got.size() > 1) joined.then = std::move(got[1]);
+  if (verdict.size() > 1) joined.then = std::move(verdict[1]);
   co_return joined;
 }
 
