@@ -258,11 +258,8 @@ Client::Task<Status> Client::Send(Request request) {
 
 Client::Task<Status> Client::SendAll(std::vector<Request> requests) {
   wbuf_.clear();
-  if (handshake_unsent_) {
-    EncodeHandshake();
-    handshake_unsent_ = false;
-    echo_unread_ = true;
-  }
+  const bool handshake = handshake_unsent_;
+  if (handshake) EncodeHandshake();
   for (const Request& request : requests) {
     if (broken_) {
       co_return Error{std::string(OpName(request.op)) + " on the store at " + endpoint_ +
@@ -277,12 +274,18 @@ Client::Task<Status> Client::SendAll(std::vector<Request> requests) {
   boost::system::error_code ec;
   co_await asio::async_write(socket_, asio::buffer(wbuf_), Nothrow(ec));
   if (ec) co_return Failed(requests.front().op, ec.message());
+  if (handshake) {
+    handshake_unsent_ = false;
+    echo_unread_ = true;
+  }
   co_return OkStatus();
 }
 
+// Cleared only once the four bytes are in: a read cut short (a WAIT's timeout cancels it)
+// leaves the echo to the next one.
 Client::Task<boost::system::error_code> Client::ReadEcho() {
+  if (auto ec = co_await Buffer(4)) co_return ec;
   echo_unread_ = false;
-  if (auto ec = co_await Fill(4)) co_return ec;
   const std::uint32_t echoed = LoadU32(reinterpret_cast<const std::uint8_t*>(&rbuf_[rpos_]));
   rpos_ += 4;
   if (echoed == options_.ping_nonce) co_return boost::system::error_code();
@@ -295,6 +298,10 @@ Client::Task<boost::system::error_code> Client::Fill(std::size_t n) {
   if (echo_unread_) {
     if (auto ec = co_await ReadEcho()) co_return ec;
   }
+  co_return co_await Buffer(n);
+}
+
+Client::Task<boost::system::error_code> Client::Buffer(std::size_t n) {
   if (rend_ - rpos_ >= n) co_return boost::system::error_code();
   if (rpos_ > 0) {  // keep the unread bytes at the front, so the buffer only grows for big replies
     std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);

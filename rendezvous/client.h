@@ -141,8 +141,11 @@ class Client {
   Task<Status> Send(Request request);
   /// Sends `requests` in one write.
   Task<Status> SendAll(std::vector<Request> requests);
-  /// Reads until n bytes are buffered; an error code on failure (the caller decides).
+  /// Reads until n bytes of the reply are buffered, after a deferred handshake's echo; an
+  /// error code on failure (the caller decides).
   Task<boost::system::error_code> Fill(std::size_t n);
+  /// Reads until n bytes are buffered, whatever they are.
+  Task<boost::system::error_code> Buffer(std::size_t n);
   Task<Result<std::string>> ReadBlob(Op op);
   Task<Result<std::int64_t>> ReadI64(Op op);
   Task<Result<std::uint8_t>> ReadU8(Op op);
