@@ -34,6 +34,9 @@ for i in range(100):
 """
 
 # Every rank prints, then the whole job pauses twice for 3.5 s (a barrier keeps them together).
+# Each pause outlasts the 2 s timeout, node 0's check and the gathering of node 1's stacks,
+# which reaches node 1 with its next heartbeat (within 1.5 s): with 3.5 s pauses a loaded
+# machine once ended the second pause before its report was written.
 PAUSES = r"""
 import time
 import torch.distributed as dist
@@ -43,7 +46,7 @@ for phase in range(3):
     print("rank %d phase %d" % (rank, phase), flush=True)
     dist.barrier()
     if phase < 2:
-        time.sleep(3.5)
+        time.sleep(5.5)
 """
 
 
